@@ -1,0 +1,2 @@
+def navigation(request):
+    return {}

@@ -1,0 +1,16 @@
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.urls import path
+
+from governance.views import system
+
+urlpatterns = [
+    path("healthz/", system.healthz, name="healthz"),
+    path(
+        "accounts/login/",
+        login_not_required(auth_views.LoginView.as_view()),
+        name="login",
+    ),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", system.home, name="home"),
+]

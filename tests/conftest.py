@@ -1,0 +1,39 @@
+"""Shared test set-up: which real services are available, and role fixtures.
+
+Tests that need PostgreSQL, Redis (with a real Celery worker) or Chromium run
+against them when DATABASE_URL / REDIS_URL are set and chromium is installed,
+and are skipped with a message otherwise. With REQUIRE_SERVICES=1 a missing
+service is a failure instead.
+"""
+
+import os
+import shutil
+
+import pytest
+
+REQUIRE_SERVICES = os.environ.get("REQUIRE_SERVICES", "") in {"1", "true", "yes"}
+CHROMIUM = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or "/usr/bin/chromium"
+
+
+def service_missing() -> dict[str, str]:
+    """Map of marker name -> why its service is unavailable (empty when all are there)."""
+    missing = {}
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        missing["postgres"] = "DATABASE_URL does not point at PostgreSQL"
+    if not os.environ.get("REDIS_URL"):
+        missing["redis"] = "REDIS_URL is not set"
+    if not os.path.exists(CHROMIUM):
+        missing["browser"] = f"chromium not found at {CHROMIUM}"
+    return missing
+
+
+_MISSING = service_missing()
+
+
+def pytest_runtest_setup(item):
+    for marker, why in _MISSING.items():
+        if item.get_closest_marker(marker):
+            if REQUIRE_SERVICES:
+                pytest.fail(f"REQUIRE_SERVICES=1 but {why}", pytrace=False)
+            pytest.skip(f"needs {marker}: {why}")
