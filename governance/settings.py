@@ -26,9 +26,24 @@ def env_list(name: str, default: str) -> list[str]:
 
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
-SECRET_KEY = os.environ.get(
-    "DJANGO_SECRET_KEY", "dev-only-secret-key-set-DJANGO_SECRET_KEY-in-production"
-)
+
+
+def _local_secret_key() -> str:
+    """Without DJANGO_SECRET_KEY, a random key kept in VAR_DIR: never a known default."""
+    path = VAR_DIR / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        import secrets
+
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_urlsafe(50)
+        path.write_text(key)
+        path.chmod(0o600)
+        return key
+
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or _local_secret_key()
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
 

@@ -1,6 +1,6 @@
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
-from django.urls import path
+from django.urls import include, path
 
 from governance.views import system
 
@@ -12,5 +12,7 @@ urlpatterns = [
         name="login",
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/", include("governance.api.urls")),
+    path("", include("governance.views.urls")),
     path("", system.home, name="home"),
 ]

@@ -37,3 +37,48 @@ def pytest_runtest_setup(item):
             if REQUIRE_SERVICES:
                 pytest.fail(f"REQUIRE_SERVICES=1 but {why}", pytrace=False)
             pytest.skip(f"needs {marker}: {why}")
+
+
+# Role fixtures (style rule 12): one user per role, plus an outsider with no role.
+
+
+@pytest.fixture
+def admin(db):
+    from tests.factories import UserFactory
+
+    return UserFactory(username="admin-user", roles=["admins"])
+
+
+@pytest.fixture
+def team_lead(db):
+    from tests.factories import UserFactory
+
+    return UserFactory(username="lead-user", roles=["team_leads"])
+
+
+@pytest.fixture
+def exception_owner(db):
+    from tests.factories import UserFactory
+
+    return UserFactory(username="owner-user", roles=["exception_owners"])
+
+
+@pytest.fixture
+def leadership(db):
+    from tests.factories import UserFactory
+
+    return UserFactory(username="leader-user", roles=["leadership"])
+
+
+@pytest.fixture
+def outsider(db):
+    from tests.factories import UserFactory
+
+    return UserFactory(username="outsider-user")
+
+
+@pytest.fixture
+def aws_queue(db):
+    from tests.factories import aws_sample_queue
+
+    return aws_sample_queue()

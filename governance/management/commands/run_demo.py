@@ -1,0 +1,128 @@
+"""`make demo`: migrate, load the demo organisation, then run the web server, a Celery
+worker and beat together until Ctrl-C, which stops all three."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from governance.services.demo import DEMO_USERS, demo_password
+
+
+class Command(BaseCommand):
+    help = "Run the demo: web server, Celery worker and beat, on embedded defaults."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+
+    def handle(self, *args, host, port, **options):
+        Path(settings.VAR_DIR).mkdir(parents=True, exist_ok=True)
+        for folder in ("celery/queue", "celery/processed"):
+            (Path(settings.VAR_DIR) / folder).mkdir(parents=True, exist_ok=True)
+        self.stdout.write("Preparing the database…")
+        call_command("migrate", interactive=False, verbosity=0)
+        self.stdout.write("Loading the demo organisation…")
+        call_command("seed_demo", verbosity=0, stdout=open(os.devnull, "w"))  # noqa: SIM115
+
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "governance.settings"}
+        bin_dir = Path(sys.executable).parent
+        commands = {
+            "web": [
+                str(bin_dir / "gunicorn"),
+                "governance.wsgi",
+                "--bind",
+                f"{host}:{port}",
+                "--workers",
+                "2",
+                "--threads",
+                "4",
+                "--access-logfile",
+                "-",
+            ],
+            "worker": [
+                str(bin_dir / "celery"),
+                "-A",
+                "governance",
+                "worker",
+                "--loglevel",
+                "INFO",
+                "--concurrency",
+                "2",
+            ],
+            "beat": [
+                str(bin_dir / "celery"),
+                "-A",
+                "governance",
+                "beat",
+                "--loglevel",
+                "INFO",
+                "--schedule",
+                str(Path(settings.VAR_DIR) / "celerybeat-schedule"),
+            ],
+        }
+        processes = {
+            name: subprocess.Popen(cmd, env=env, start_new_session=True)
+            for name, cmd in commands.items()
+        }
+
+        def stop(*_):
+            self.stdout.write("\nStopping web server, worker and beat…")
+            for proc in processes.values():
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGTERM)
+            deadline = time.monotonic() + 15
+            for proc in processes.values():
+                try:
+                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+            sys.exit(0)
+
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+
+        url = f"http://{host}:{port}/"
+        if self._wait_until_up(url + "healthz/", processes["web"]):
+            self._banner(url)
+        else:
+            self.stderr.write("The web server did not come up; see its output above.")
+            stop()
+        while True:
+            for name, proc in processes.items():
+                if proc.poll() is not None:
+                    self.stderr.write(f"The {name} process exited ({proc.returncode}); stopping.")
+                    stop()
+            time.sleep(1)
+
+    def _wait_until_up(self, url, web, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if web.poll() is not None:
+                return False
+            try:
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        return True
+            except OSError:
+                time.sleep(0.5)
+        return False
+
+    def _banner(self, url):
+        lines = [
+            "",
+            "Quota governance demo is running.",
+            f"  Open {url}",
+            "  Log in as:",
+        ]
+        for user in DEMO_USERS:
+            lines.append(f"    {user.username:<8} ({user.role})  password: {demo_password()}")
+        lines.append("  Press Ctrl-C to stop the web server, worker and beat.")
+        self.stdout.write(self.style.SUCCESS("\n".join(lines)))

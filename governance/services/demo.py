@@ -1,0 +1,286 @@
+"""The demo organisation: users per role, the AWS sample queue, and a queue built
+from the Philly trace's virtual clusters. Idempotent: running it twice changes nothing."""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from django.contrib.auth.models import Group, User
+from django.db import transaction
+from django.utils import timezone
+
+from governance import permissions
+from governance.models import InstanceType, JobQueue, PolicyChange, QuotaShare, Team
+from governance.services.policy import (
+    ShareData,
+    queue_set_capacity,
+    share_create,
+    urgency_save,
+)
+from scheduler.models import Job
+
+TRACE_DIR = Path(__file__).resolve().parent.parent.parent / "scheduler" / "data" / "traces"
+DEFAULT_DEMO_PASSWORD = "quota-demo-2026"
+GPUS_PER_NODE = 8
+# The four tiny Philly VCs have no size in philly_vc.csv; they share one small share.
+OTHER_SHARE_GPUS = 8
+SEED_REASON = "Demo organisation loaded by seed_demo"
+
+
+@dataclass(frozen=True)
+class DemoUser:
+    username: str
+    role: str
+    full_name: str
+
+
+DEMO_USERS = (
+    DemoUser("admin", permissions.ADMINS, "Ada Admin"),
+    DemoUser("lead", permissions.TEAM_LEADS, "Lee Lead"),
+    DemoUser("owner", permissions.EXCEPTION_OWNERS, "Olu Owner"),
+    DemoUser("leader", permissions.LEADERSHIP, "Lin Leader"),
+)
+
+URGENCIES = (
+    {
+        "name": "Production incident",
+        "meaning": "A model serving customers is broken or degraded and a retrain or fix "
+        "must run now.",
+        "examples": "Rollback retrain after a bad release; hotfix fine-tune for a safety issue.",
+        "priority": 950,
+        "max_window_hours": 24,
+        "allowed_kinds": ["PRIORITY_RAISE", "TEMPORARY_CAPACITY", "PREEMPTION_PROTECTION"],
+    },
+    {
+        "name": "Conference deadline",
+        "meaning": "Experiments needed for a paper or external commitment with a fixed date.",
+        "examples": "Final ablations the week before a submission deadline.",
+        "priority": 800,
+        "max_window_hours": 72,
+        "allowed_kinds": ["PRIORITY_RAISE", "PREEMPTION_PROTECTION"],
+    },
+    {
+        "name": "Customer escalation",
+        "meaning": "A customer commitment is at risk without extra capacity for a short time.",
+        "examples": "A custom model promised for a launch date.",
+        "priority": 700,
+        "max_window_hours": 48,
+        "allowed_kinds": ["PRIORITY_RAISE", "TEMPORARY_CAPACITY"],
+    },
+    {
+        "name": "Planned large run",
+        "meaning": "A long run that was planned and announced, protected from reclaim "
+        "while it checkpoints rarely.",
+        "examples": "A multi-day pre-training run agreed at the capacity review.",
+        "priority": 500,
+        "max_window_hours": 168,
+        "allowed_kinds": ["PREEMPTION_PROTECTION", "TEMPORARY_CAPACITY"],
+    },
+)
+
+AWS_SAMPLE = (
+    # share, team, strategy, borrow limit, in-share preemption
+    ("qs1", "vision-research", QuotaShare.Strategy.LEND_AND_BORROW, 200, True),
+    ("qs2", "nlp-platform", QuotaShare.Strategy.LEND, None, False),
+    ("qs3", "speech-production", QuotaShare.Strategy.RESERVE, None, False),
+)
+
+
+def demo_password() -> str:
+    return os.environ.get("DEMO_PASSWORD") or DEFAULT_DEMO_PASSWORD
+
+
+def _users(password: str) -> dict[str, User]:
+    users = {}
+    for demo in DEMO_USERS:
+        first, last = demo.full_name.split(" ", 1)
+        user, created = User.objects.get_or_create(
+            username=demo.username,
+            defaults={
+                "first_name": first,
+                "last_name": last,
+                "email": f"{demo.username}@example.com",
+            },
+        )
+        if created:
+            user.set_password(password)
+            user.save()
+        user.groups.add(Group.objects.get_or_create(name=demo.role)[0])
+        users[demo.username] = user
+    return users
+
+
+def _queue(*, actor, name: str, description: str, capacity: dict[str, int]) -> JobQueue:
+    queue, created = JobQueue.objects.get_or_create(
+        name=name, defaults={"description": description}
+    )
+    if created:
+        queue_set_capacity(
+            actor=actor,
+            queue=queue,
+            capacity=capacity,
+            reason=SEED_REASON,
+            expected_version=queue.version,
+            cause=PolicyChange.Cause.IMPORT,
+        )
+        queue.refresh_from_db()
+    return queue
+
+
+def _share(*, actor, queue: JobQueue, data: ShareData) -> QuotaShare:
+    existing = queue.shares.filter(name=data.name).first()
+    if existing:
+        return existing
+    return share_create(
+        actor=actor, queue=queue, data=data, reason=SEED_REASON, cause=PolicyChange.Cause.IMPORT
+    )
+
+
+def seed_aws_sample(actor, lead: User) -> JobQueue:
+    g5, _ = InstanceType.objects.get_or_create(
+        name="ml.g5.xlarge", defaults={"gpu_count": 1, "gpu_model": "NVIDIA A10G"}
+    )
+    queue = _queue(
+        actor=actor,
+        name="aws-sample",
+        description="The AWS Batch quota-management sample: three shares of one ml.g5.xlarge.",
+        capacity={g5.name: 3},
+    )
+    for share_name, team_name, strategy, borrow, in_share in AWS_SAMPLE:
+        team, _ = Team.objects.get_or_create(name=team_name)
+        if team_name == "vision-research":
+            team.leads.add(lead)
+            team.members.add(lead)
+        _share(
+            actor=actor,
+            queue=queue,
+            data=ShareData(
+                name=share_name,
+                team=team,
+                strategy=strategy,
+                borrow_limit=borrow,
+                in_share_preemption=in_share,
+                capacity_limits={g5.name: 1},
+            ),
+        )
+    _aws_sample_jobs(queue, lead)
+    return queue
+
+
+def _aws_sample_jobs(queue: JobQueue, lead: User) -> None:
+    """The walkthrough's state after its first pass: qs1 runs one job within its limit and
+    borrows qs2's idle instance for a second; a third waits."""
+    if queue.jobs.exists():
+        return
+    qs1 = queue.shares.get(name="qs1")
+    g5 = InstanceType.objects.get(name="ml.g5.xlarge")
+    now = timezone.now()
+    started = now - timedelta(minutes=20)
+    common = {
+        "queue": queue,
+        "share": qs1,
+        "instance_type": g5,
+        "instances": 1,
+        "expected_duration": 3600,
+        "checkpoint_interval": 600,
+        "restart_overhead": 60,
+        "submitted_by": lead,
+        "submitted_at": started,
+    }
+    Job.objects.create(
+        name="vision-pretrain-high",
+        priority=3,
+        state=Job.State.RUNNING,
+        started_at=started,
+        start_seq=1,
+        progress=1200,
+        checkpointed=1200,
+        **common,
+    )
+    Job.objects.create(
+        name="vision-ablation-med",
+        priority=2,
+        state=Job.State.RUNNING,
+        started_at=started,
+        start_seq=2,
+        borrowed=True,
+        ran_borrowed=True,
+        progress=1200,
+        checkpointed=1200,
+        **common,
+    )
+    Job.objects.create(name="vision-sweep-low", priority=1, **common)
+
+
+def philly_vc_sizes(path: Path | None = None) -> list[tuple[str, int]]:
+    """(vc, nodes) from philly_vc.csv, in file order."""
+    path = path or TRACE_DIR / "philly_vc.csv"
+    with path.open(newline="") as handle:
+        return [(row["vc"], int(row["node num"])) for row in csv.DictReader(handle)]
+
+
+def seed_philly(actor) -> JobQueue:
+    gpu, _ = InstanceType.objects.get_or_create(
+        name="philly.gpu", defaults={"gpu_count": 1, "gpu_model": "Philly GPU (1 per instance)"}
+    )
+    sizes = philly_vc_sizes()
+    total = sum(nodes for _vc, nodes in sizes) * GPUS_PER_NODE + OTHER_SHARE_GPUS
+    queue = _queue(
+        actor=actor,
+        name="philly",
+        description="Microsoft Philly's virtual clusters as teams (8 GPUs per node; one "
+        "instance = one GPU). Contains data derived from the Microsoft Philly trace, CC BY 4.0.",
+        capacity={gpu.name: total},
+    )
+    for vc, nodes in sizes:
+        team, _ = Team.objects.get_or_create(name=f"vc-{vc}")
+        _share(
+            actor=actor,
+            queue=queue,
+            data=ShareData(
+                name=f"vc-{vc}",
+                team=team,
+                strategy=QuotaShare.Strategy.LEND_AND_BORROW,
+                borrow_limit=100,
+                in_share_preemption=True,
+                capacity_limits={gpu.name: nodes * GPUS_PER_NODE},
+            ),
+        )
+    team, _ = Team.objects.get_or_create(
+        name="vc-other", defaults={"description": "The four tiny Philly VCs without a size."}
+    )
+    _share(
+        actor=actor,
+        queue=queue,
+        data=ShareData(
+            name="vc-other",
+            team=team,
+            strategy=QuotaShare.Strategy.LEND,
+            capacity_limits={gpu.name: OTHER_SHARE_GPUS},
+        ),
+    )
+    return queue
+
+
+@transaction.atomic
+def seed_demo(*, password: str | None = None) -> dict[str, User]:
+    users = _users(password or demo_password())
+    admin = users["admin"]
+    for data in URGENCIES:
+        if not urgency_exists(data["name"]):
+            urgency_save(
+                actor=admin, data=data, reason=SEED_REASON, cause=PolicyChange.Cause.IMPORT
+            )
+    seed_aws_sample(admin, users["lead"])
+    seed_philly(admin)
+    return users
+
+
+def urgency_exists(name: str) -> bool:
+    from governance.models import UrgencyDefinition
+
+    return UrgencyDefinition.objects.filter(name=name).exists()

@@ -1,0 +1,580 @@
+"""Writes to the share policy: shares, their limits, queue capacity, urgency definitions.
+
+Every rule of a share policy is checked once, by the engine's validate_policy
+(the scenario-format rules), on the whole queue document with the proposed
+change applied; the form, the API, import and exceptions all call these
+functions. Every change writes a PolicyChange (who, when, why, before, after)
+inside the same transaction, and one writer per queue holds the queue row lock.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.db.models import F
+
+from governance.models import (
+    CapacityLimit,
+    InstanceType,
+    JobQueue,
+    PolicyChange,
+    QueueCapacity,
+    QuotaShare,
+    Team,
+    UrgencyDefinition,
+)
+from scheduler.engine import validate_policy
+
+MAX_LIMITS_PER_SHARE = 5
+NON_FIELD = "non_field_errors"
+
+
+class PolicyError(Exception):
+    """A proposed change breaks a rule. `errors` maps a field name to its messages."""
+
+    def __init__(self, errors: Mapping[str, list[str]]):
+        self.errors = {key: list(messages) for key, messages in errors.items()}
+        first_field, first_messages = next(iter(self.errors.items()))
+        super().__init__(f"{first_field}: {first_messages[0]}")
+
+
+class VersionConflict(Exception):
+    """Someone saved the object after the editor loaded it."""
+
+    def __init__(self, *, current: dict, current_version: int, submitted: dict):
+        self.current = current
+        self.current_version = current_version
+        self.submitted = submitted
+        super().__init__(
+            f"this policy was changed by someone else (now version {current_version}); "
+            "review their change and apply yours on top"
+        )
+
+
+@dataclass(frozen=True)
+class ShareData:
+    """A proposed share, as the editor, the API or an import gives it."""
+
+    name: str
+    team: Team | None
+    strategy: str
+    borrow_limit: int | None = None
+    in_share_preemption: bool = False
+    state: str = QuotaShare.State.ENABLED
+    capacity_limits: Mapping[str, int] = field(default_factory=dict)
+
+
+# Documents: the canonical JSON shape used for validation, history and revert.
+
+
+def share_document(share: QuotaShare) -> dict:
+    """The share as recorded in history (and as the engine's scenario format spells it)."""
+    doc = {
+        "name": share.name,
+        "team": share.team.name,
+        "strategy": share.strategy,
+        "in_share_preemption": share.in_share_preemption,
+        "state": share.state,
+        "capacity_limits": {
+            limit.instance_type.name: limit.max_instances
+            for limit in sorted(share.limits.all(), key=lambda lim: lim.instance_type.name)
+        },
+    }
+    if share.strategy == QuotaShare.Strategy.LEND_AND_BORROW:
+        doc["borrow_limit"] = share.borrow_limit if share.borrow_limit is not None else -1
+    return doc
+
+
+def queue_document(queue: JobQueue) -> dict:
+    return {
+        "capacity": {cap.instance_type.name: cap.instances for cap in queue.capacities.all()},
+        "default_preemption_retries": queue.default_preemption_retries,
+        "runnable_time_limit": queue.runnable_time_limit,
+    }
+
+
+def _data_document(data: ShareData) -> dict:
+    doc = {
+        "name": data.name,
+        "team": data.team.name if data.team else None,
+        "strategy": data.strategy,
+        "in_share_preemption": data.in_share_preemption,
+        "state": data.state,
+        "capacity_limits": dict(sorted(data.capacity_limits.items())),
+    }
+    if data.borrow_limit is not None:
+        doc["borrow_limit"] = data.borrow_limit
+    elif data.strategy == QuotaShare.Strategy.LEND_AND_BORROW:
+        doc["borrow_limit"] = -1
+    return doc
+
+
+def _engine_share(doc: dict) -> dict:
+    return {key: value for key, value in doc.items() if key != "team"}
+
+
+_SHARE_PATH = re.compile(r"^shares\[(\d+)\](?:\.(\w+))?(?:\.(.+))?$")
+
+
+def _share_errors(problems, *, index: int) -> dict[str, list[str]]:
+    """Keep the problems of share `index` (and the queue-wide ones), keyed by field name."""
+    errors: dict[str, list[str]] = {}
+    for problem in problems:
+        match = _SHARE_PATH.match(problem.path)
+        if match is None:
+            key = NON_FIELD
+        elif int(match.group(1)) != index:
+            continue
+        else:
+            key = match.group(2) or NON_FIELD
+            if key == "capacity_limits" and match.group(3):
+                key = f"capacity_limits.{match.group(3)}"
+        errors.setdefault(key, []).append(problem.message)
+    return errors
+
+
+def share_validate(
+    *, queue: JobQueue, data: ShareData, share: QuotaShare | None = None
+) -> dict[str, list[str]]:
+    """Every problem with `data` as the new state of `share` (or a new share) in `queue`."""
+    errors: dict[str, list[str]] = {}
+    if data.team is None:
+        errors["team"] = ["choose the team that owns this share"]
+    if not data.name.strip():
+        errors["name"] = ["give the share a name"]
+    shares = list(queue.shares.select_related("team").prefetch_related("limits__instance_type"))
+    docs = [_engine_share(share_document(s)) for s in shares]
+    proposed = _engine_share(_data_document(data))
+    if share is None:
+        index = len(docs)
+        docs.append(proposed)
+    else:
+        index = next(i for i, s in enumerate(shares) if s.pk == share.pk)
+        docs[index] = proposed
+    problems = validate_policy(queue_document(queue), docs)
+    for key, messages in _share_errors(problems, index=index).items():
+        errors.setdefault(key, []).extend(messages)
+    return errors
+
+
+def _require_reason(reason: str) -> str:
+    reason = (reason or "").strip()
+    if not reason:
+        raise PolicyError({"reason": ["say why this change is made"]})
+    return reason
+
+
+def _lock_queue(queue: JobQueue) -> JobQueue:
+    """One writer per queue: the row lock serialises policy edits and scheduling passes."""
+    return JobQueue.objects.select_for_update().get(pk=queue.pk)
+
+
+def _write_limits(share: QuotaShare, limits: Mapping[str, int]) -> None:
+    types = {t.name: t for t in InstanceType.objects.filter(name__in=list(limits))}
+    share.limits.exclude(instance_type__name__in=list(limits)).delete()
+    for type_name, instances in limits.items():
+        CapacityLimit.objects.update_or_create(
+            share=share, instance_type=types[type_name], defaults={"max_instances": instances}
+        )
+
+
+def _record(
+    *,
+    actor,
+    reason: str,
+    target: str,
+    object_repr: str,
+    before: dict | None,
+    after: dict | None,
+    cause: str = PolicyChange.Cause.EDIT,
+    queue: JobQueue | None = None,
+    share: QuotaShare | None = None,
+    urgency: UrgencyDefinition | None = None,
+    reverts: PolicyChange | None = None,
+) -> PolicyChange:
+    return PolicyChange.objects.create(
+        actor=actor,
+        reason=reason,
+        cause=cause,
+        target=target,
+        object_repr=object_repr[:200],
+        before=before,
+        after=after,
+        queue=queue,
+        share=share,
+        urgency=urgency,
+        reverts=reverts,
+    )
+
+
+def _after_policy_change(queue: JobQueue) -> None:
+    """Hook for the live scheduler: a policy change triggers a scheduling pass after commit."""
+    from governance.signals import policy_changed
+
+    transaction.on_commit(lambda: policy_changed.send(sender=JobQueue, queue_id=queue.pk))
+
+
+@transaction.atomic
+def share_create(
+    *,
+    actor,
+    queue: JobQueue,
+    data: ShareData,
+    reason: str,
+    cause: str = PolicyChange.Cause.EDIT,
+) -> QuotaShare:
+    reason = _require_reason(reason)
+    queue = _lock_queue(queue)
+    errors = share_validate(queue=queue, data=data)
+    if errors:
+        raise PolicyError(errors)
+    position = queue.shares.order_by("-position").values_list("position", flat=True).first() or 0
+    share = QuotaShare.objects.create(
+        queue=queue,
+        team=data.team,
+        name=data.name.strip(),
+        strategy=data.strategy,
+        borrow_limit=_stored_borrow_limit(data),
+        in_share_preemption=data.in_share_preemption,
+        state=data.state,
+        position=position + 1,
+    )
+    _write_limits(share, data.capacity_limits)
+    _record(
+        actor=actor,
+        reason=reason,
+        cause=cause,
+        target=PolicyChange.Target.SHARE,
+        object_repr=str(share),
+        before=None,
+        after=share_document(share),
+        queue=queue,
+        share=share,
+    )
+    _after_policy_change(queue)
+    return share
+
+
+def _stored_borrow_limit(data: ShareData) -> int | None:
+    if data.strategy != QuotaShare.Strategy.LEND_AND_BORROW:
+        return None
+    return -1 if data.borrow_limit is None else data.borrow_limit
+
+
+@transaction.atomic
+def share_update(
+    *,
+    actor,
+    share: QuotaShare,
+    data: ShareData,
+    reason: str,
+    expected_version: int,
+    cause: str = PolicyChange.Cause.EDIT,
+    reverts: PolicyChange | None = None,
+) -> QuotaShare:
+    """Apply `data` to `share` if nobody saved it since `expected_version`."""
+    reason = _require_reason(reason)
+    queue = _lock_queue(share.queue)
+    current = QuotaShare.objects.select_related("team", "queue").get(pk=share.pk)
+    before = share_document(current)
+    if current.version != expected_version:
+        raise VersionConflict(
+            current=before, current_version=current.version, submitted=_data_document(data)
+        )
+    errors = share_validate(queue=queue, data=data, share=current)
+    if errors:
+        raise PolicyError(errors)
+    current.team = data.team
+    current.name = data.name.strip()
+    current.strategy = data.strategy
+    current.borrow_limit = _stored_borrow_limit(data)
+    current.in_share_preemption = data.in_share_preemption
+    current.state = data.state
+    current.version = F("version") + 1
+    current.save()
+    _write_limits(current, data.capacity_limits)
+    current.refresh_from_db()
+    after = share_document(current)
+    if after != before:
+        _record(
+            actor=actor,
+            reason=reason,
+            cause=cause,
+            target=PolicyChange.Target.SHARE,
+            object_repr=str(current),
+            before=before,
+            after=after,
+            queue=queue,
+            share=current,
+            reverts=reverts,
+        )
+        _after_policy_change(queue)
+    return current
+
+
+def share_data_from_document(doc: Mapping, *, team: Team | None = None) -> ShareData:
+    """ShareData from a history document (for revert and import)."""
+    if team is None and doc.get("team"):
+        team = Team.objects.filter(name=doc["team"]).first()
+    strategy = doc.get("strategy", QuotaShare.Strategy.LEND)
+    return ShareData(
+        name=doc["name"],
+        team=team,
+        strategy=strategy,
+        borrow_limit=doc.get("borrow_limit"),
+        in_share_preemption=bool(doc.get("in_share_preemption", False)),
+        state=doc.get("state", QuotaShare.State.ENABLED),
+        capacity_limits=dict(doc.get("capacity_limits", {})),
+    )
+
+
+@transaction.atomic
+def queue_set_capacity(
+    *,
+    actor,
+    queue: JobQueue,
+    capacity: Mapping[str, int],
+    reason: str,
+    expected_version: int,
+    cause: str = PolicyChange.Cause.EDIT,
+    reverts: PolicyChange | None = None,
+) -> JobQueue:
+    """Replace the queue's capacity map (instance type name -> instances)."""
+    reason = _require_reason(reason)
+    locked = _lock_queue(queue)
+    before = queue_document(locked)
+    if locked.version != expected_version:
+        raise VersionConflict(
+            current={"capacity": before["capacity"]},
+            current_version=locked.version,
+            submitted={"capacity": dict(capacity)},
+        )
+    errors: dict[str, list[str]] = {}
+    known = set(InstanceType.objects.filter(name__in=list(capacity)).values_list("name", flat=True))
+    for name in capacity:
+        if name not in known:
+            errors.setdefault(f"capacity.{name}", []).append(f"unknown instance type '{name}'")
+    if not errors:
+        shares = [
+            _engine_share(share_document(s))
+            for s in locked.shares.select_related("team").prefetch_related("limits__instance_type")
+        ]
+        proposed = {**before, "capacity": dict(capacity)}
+        for problem in validate_policy(proposed, shares):
+            key = problem.path.removeprefix("queue.")
+            errors.setdefault(key, []).append(
+                problem.message if key.startswith("capacity") else str(problem)
+            )
+    if errors:
+        raise PolicyError(errors)
+    types = {t.name: t for t in InstanceType.objects.filter(name__in=list(capacity))}
+    locked.capacities.exclude(instance_type__name__in=list(capacity)).delete()
+    for name, instances in capacity.items():
+        QueueCapacity.objects.update_or_create(
+            queue=locked, instance_type=types[name], defaults={"instances": instances}
+        )
+    JobQueue.objects.filter(pk=locked.pk).update(version=F("version") + 1)
+    locked.refresh_from_db()
+    after_capacity = queue_document(locked)["capacity"]
+    if after_capacity != before["capacity"]:
+        _record(
+            actor=actor,
+            reason=reason,
+            cause=cause,
+            target=PolicyChange.Target.QUEUE,
+            object_repr=str(locked),
+            before={"capacity": before["capacity"]},
+            after={"capacity": after_capacity},
+            queue=locked,
+            reverts=reverts,
+        )
+        _after_policy_change(locked)
+    return locked
+
+
+# Urgency definitions.
+
+URGENCY_FIELDS = ("name", "meaning", "examples", "priority", "max_window_hours", "allowed_kinds")
+
+
+def urgency_document(urgency: UrgencyDefinition) -> dict:
+    doc = {name: getattr(urgency, name) for name in URGENCY_FIELDS}
+    doc["invokers"] = sorted(team.name for team in urgency.invokers.all())
+    return doc
+
+
+def urgency_validate(data: Mapping, *, urgency: UrgencyDefinition | None = None) -> dict:
+    errors: dict[str, list[str]] = {}
+    name = (data.get("name") or "").strip()
+    if not name:
+        errors["name"] = ["give the urgency a name"]
+    elif (
+        UrgencyDefinition.objects.filter(name=name)
+        .exclude(pk=getattr(urgency, "pk", None))
+        .exists()
+    ):
+        errors["name"] = [f"an urgency definition named '{name}' already exists"]
+    if not (data.get("meaning") or "").strip():
+        errors["meaning"] = ["say what this urgency means"]
+    priority = data.get("priority")
+    if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 9999:
+        errors["priority"] = ["must be a whole number from 0 to 9999"]
+    window = data.get("max_window_hours")
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+        errors["max_window_hours"] = ["must be a whole number of hours, at least 1"]
+    kinds = data.get("allowed_kinds") or []
+    valid = set(UrgencyDefinition.Kind.values)
+    bad = [kind for kind in kinds if kind not in valid]
+    if bad:
+        errors["allowed_kinds"] = [
+            f"unknown kind {bad[0]!r}; choose from {', '.join(sorted(valid))}"
+        ]
+    return errors
+
+
+@transaction.atomic
+def urgency_save(
+    *,
+    actor,
+    data: Mapping,
+    reason: str,
+    urgency: UrgencyDefinition | None = None,
+    expected_version: int | None = None,
+    cause: str = PolicyChange.Cause.EDIT,
+    reverts: PolicyChange | None = None,
+) -> UrgencyDefinition:
+    """Create (urgency=None) or update an urgency definition from URGENCY_FIELDS + invokers."""
+    reason = _require_reason(reason)
+    before = None
+    if urgency is not None:
+        urgency = UrgencyDefinition.objects.select_for_update().get(pk=urgency.pk)
+        before = urgency_document(urgency)
+        if expected_version is not None and urgency.version != expected_version:
+            raise VersionConflict(
+                current=before, current_version=urgency.version, submitted=dict(data)
+            )
+    errors = urgency_validate(data, urgency=urgency)
+    if errors:
+        raise PolicyError(errors)
+    if urgency is None:
+        urgency = UrgencyDefinition()
+    else:
+        urgency.version = F("version") + 1
+    urgency.name = data["name"].strip()
+    urgency.meaning = data["meaning"].strip()
+    urgency.examples = (data.get("examples") or "").strip()
+    urgency.priority = data["priority"]
+    urgency.max_window_hours = data["max_window_hours"]
+    urgency.allowed_kinds = list(data.get("allowed_kinds") or [])
+    urgency.save()
+    invokers = data.get("invokers")
+    if invokers is not None:
+        urgency.invokers.set(_teams(invokers))
+    urgency.refresh_from_db()
+    after = urgency_document(urgency)
+    if after != before:
+        _record(
+            actor=actor,
+            reason=reason,
+            cause=cause,
+            target=PolicyChange.Target.URGENCY,
+            object_repr=urgency.name,
+            before=before,
+            after=after,
+            urgency=urgency,
+            reverts=reverts,
+        )
+    return urgency
+
+
+def _teams(values) -> list[Team]:
+    teams = []
+    for value in values:
+        if isinstance(value, Team):
+            teams.append(value)
+        else:
+            team = (
+                Team.objects.filter(name=value).first()
+                or Team.objects.filter(pk=value if str(value).isdigit() else None).first()
+            )
+            if team is not None:
+                teams.append(team)
+    return teams
+
+
+# History.
+
+
+def changed_fields(
+    before: Mapping | None, after: Mapping | None
+) -> list[tuple[str, object, object]]:
+    """Field-level diff: (field, old, new) for the fields that differ, in a stable order."""
+    before = before or {}
+    after = after or {}
+    keys = sorted(set(before) | set(after))
+    return [
+        (key, before.get(key), after.get(key)) for key in keys if before.get(key) != after.get(key)
+    ]
+
+
+@transaction.atomic
+def policy_change_revert(*, actor, change: PolicyChange, reason: str) -> PolicyChange:
+    """Take back what `change` did, as a new change. Only the fields it changed are restored,
+    so later edits of other fields stay."""
+    reason = _require_reason(reason)
+    diff = changed_fields(change.before, change.after)
+    if change.target == PolicyChange.Target.SHARE:
+        if change.share is None:
+            raise PolicyError({NON_FIELD: ["the share of this change no longer exists"]})
+        share = QuotaShare.objects.select_related("team", "queue").get(pk=change.share_id)
+        current = share_document(share)
+        if change.before is None:
+            restored = {**current, "state": QuotaShare.State.DISABLED}
+        else:
+            restored = {**current}
+            for key, old, _new in diff:
+                if old is None:
+                    restored.pop(key, None)
+                else:
+                    restored[key] = old
+        share_update(
+            actor=actor,
+            share=share,
+            data=share_data_from_document(restored),
+            reason=reason,
+            expected_version=share.version,
+            cause=PolicyChange.Cause.REVERT,
+            reverts=change,
+        )
+    elif change.target == PolicyChange.Target.QUEUE:
+        if change.queue is None or change.before is None:
+            raise PolicyError({NON_FIELD: ["this change cannot be reverted"]})
+        queue_set_capacity(
+            actor=actor,
+            queue=change.queue,
+            capacity=change.before["capacity"],
+            reason=reason,
+            expected_version=JobQueue.objects.get(pk=change.queue_id).version,
+            cause=PolicyChange.Cause.REVERT,
+            reverts=change,
+        )
+    else:
+        if change.urgency is None or change.before is None:
+            raise PolicyError({NON_FIELD: ["this change cannot be reverted"]})
+        current = urgency_document(change.urgency)
+        restored = {**current, **{key: old for key, old, _new in diff}}
+        urgency_save(
+            actor=actor,
+            data=restored,
+            reason=reason,
+            urgency=change.urgency,
+            cause=PolicyChange.Cause.REVERT,
+            reverts=change,
+        )
+    latest = PolicyChange.objects.filter(reverts=change).order_by("-id").first()
+    if latest is None:
+        raise PolicyError({NON_FIELD: ["nothing to revert: the current policy already matches"]})
+    return latest

@@ -1,0 +1,136 @@
+"""factory_boy factories for the domain. Shares get one limit by default."""
+
+import factory
+from django.contrib.auth.models import Group, User
+from django.utils import timezone
+
+from governance.models import (
+    CapacityLimit,
+    InstanceType,
+    JobQueue,
+    QueueCapacity,
+    QuotaShare,
+    Team,
+    UrgencyDefinition,
+)
+from scheduler.models import Job
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = User
+        django_get_or_create = ("username",)
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    email = factory.LazyAttribute(lambda u: f"{u.username}@example.com")
+    password = factory.PostGenerationMethodCall("set_password", "pw-for-tests-1")
+
+    @factory.post_generation
+    def roles(self, create, extracted, **kwargs):
+        for name in extracted or ():
+            self.groups.add(Group.objects.get_or_create(name=name)[0])
+
+
+class TeamFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Team
+        django_get_or_create = ("name",)
+
+    name = factory.Sequence(lambda n: f"team-{n}")
+
+
+class InstanceTypeFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = InstanceType
+        django_get_or_create = ("name",)
+
+    name = "ml.g5.xlarge"
+    gpu_count = 1
+    gpu_model = "NVIDIA A10G"
+
+
+class JobQueueFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = JobQueue
+        django_get_or_create = ("name",)
+
+    name = factory.Sequence(lambda n: f"queue-{n}")
+
+
+class QueueCapacityFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = QueueCapacity
+
+    queue = factory.SubFactory(JobQueueFactory)
+    instance_type = factory.SubFactory(InstanceTypeFactory)
+    instances = 3
+
+
+class QuotaShareFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = QuotaShare
+
+    queue = factory.SubFactory(JobQueueFactory)
+    team = factory.SubFactory(TeamFactory)
+    name = factory.Sequence(lambda n: f"share-{n}")
+    strategy = QuotaShare.Strategy.LEND
+    position = factory.Sequence(lambda n: n)
+
+
+class CapacityLimitFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = CapacityLimit
+
+    share = factory.SubFactory(QuotaShareFactory)
+    instance_type = factory.SubFactory(InstanceTypeFactory)
+    max_instances = 1
+
+
+class UrgencyDefinitionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = UrgencyDefinition
+        django_get_or_create = ("name",)
+
+    name = factory.Sequence(lambda n: f"urgency-{n}")
+    meaning = "A deadline that cannot move."
+    priority = 500
+    max_window_hours = 48
+    allowed_kinds = factory.LazyFunction(lambda: list(UrgencyDefinition.Kind.values))
+
+
+class JobFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Job
+
+    share = factory.SubFactory(QuotaShareFactory)
+    queue = factory.LazyAttribute(lambda job: job.share.queue)
+    name = factory.Sequence(lambda n: f"job-{n}")
+    instance_type = factory.SubFactory(InstanceTypeFactory)
+    instances = 1
+    expected_duration = 3600
+    submitted_at = factory.LazyFunction(timezone.now)
+
+
+def aws_sample_queue(name: str = "aws-sample", *, capacity: int = 3) -> JobQueue:
+    """The AWS quota-management sample: three shares of one ml.g5.xlarge each."""
+    queue = JobQueueFactory(name=name)
+    itype = InstanceTypeFactory()
+    QueueCapacityFactory(queue=queue, instance_type=itype, instances=capacity)
+    for position, (share_name, strategy, borrow) in enumerate(
+        [
+            ("qs1", QuotaShare.Strategy.LEND_AND_BORROW, 200),
+            ("qs2", QuotaShare.Strategy.LEND, None),
+            ("qs3", QuotaShare.Strategy.RESERVE, None),
+        ]
+    ):
+        share = QuotaShareFactory(
+            queue=queue,
+            team=TeamFactory(name=f"team-{share_name}"),
+            name=share_name,
+            strategy=strategy,
+            borrow_limit=borrow,
+            in_share_preemption=share_name == "qs1",
+            position=position,
+        )
+        CapacityLimitFactory(share=share, instance_type=itype, max_instances=1)
+    return queue

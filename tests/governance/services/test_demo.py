@@ -1,0 +1,40 @@
+import pytest
+from django.contrib.auth import authenticate
+
+from governance.models import JobQueue, PolicyChange, QuotaShare, Team
+from governance.services.demo import demo_password, seed_demo
+from scheduler.models import Job
+
+pytestmark = pytest.mark.django_db
+
+
+def counts():
+    return (
+        JobQueue.objects.count(),
+        QuotaShare.objects.count(),
+        Team.objects.count(),
+        PolicyChange.objects.count(),
+        Job.objects.count(),
+    )
+
+
+def test_seed_demo_is_idempotent_and_builds_the_demo_organisation():
+    seed_demo()
+    first = counts()
+    seed_demo()
+    assert counts() == first
+
+    aws = JobQueue.objects.get(name="aws-sample")
+    assert [(s.name, s.strategy, s.borrow_limit) for s in aws.shares.all()] == [
+        ("qs1", "LEND_AND_BORROW", 200),
+        ("qs2", "LEND", None),
+        ("qs3", "RESERVE", None),
+    ]
+    philly = JobQueue.objects.get(name="philly")
+    # 11 sized virtual clusters plus one share folding the four tiny ones.
+    assert philly.shares.count() == 12
+    assert philly.shares.get(name="vc-6214e9").limits.get().max_instances == 64 * 8
+    assert all(lim.max_instances > 0 for s in philly.shares.all() for lim in s.limits.all())
+    for username in ("admin", "lead", "owner", "leader"):
+        assert authenticate(username=username, password=demo_password()) is not None
+    assert PolicyChange.objects.filter(cause="import").count() == first[3]
