@@ -1,0 +1,101 @@
+"""The one glossary of the product.
+
+Every page that shows one of these terms takes its tooltip or inline help from
+here (through the `{% term %}` tag), and the knowledge base publishes the same
+text as an article, so a term never means two things in two places.
+Explanations are short, plain sentences for readers who are not scheduler experts.
+"""
+
+from __future__ import annotations
+
+GLOSSARY: dict[str, str] = {
+    "RESERVE": (
+        "The share keeps its idle instances for its own team. Nobody else may use them, "
+        "so the team starts at once, but idle capacity stays unused."
+    ),
+    "LEND": (
+        "The share lends its idle instances to other shares. When the owning team needs "
+        "them back, the borrowers' jobs are preempted (reclaimed). It never borrows."
+    ),
+    "LEND_AND_BORROW": (
+        "The share lends its idle instances and may also borrow idle instances of other "
+        "shares, up to its borrow limit. Borrowed instances can be reclaimed at any time."
+    ),
+    "borrow limit": (
+        "The most instances a share may borrow from other shares on top of its own limit, "
+        "per instance type. Zero means it never borrows."
+    ),
+    "in-share preemption": (
+        "When on, a higher-priority job of a team may stop a lower-priority job of the "
+        "same share to start sooner. When off, jobs of one share wait in turn."
+    ),
+    "reclaim": (
+        "Taking lent instances back: when a lending team submits work, jobs running on "
+        "its borrowed instances are preempted so the owner gets its capacity."
+    ),
+    "retry bound": (
+        "How many times a preempted or failed job is restarted automatically before it "
+        "is marked failed and needs a person to act."
+    ),
+    "capacity limit": (
+        "The number of instances of one instance type that a share is entitled to "
+        "(its quota). A share has one to five capacity limits."
+    ),
+    "quota share": (
+        "A team's allocation in a job queue: capacity limits per instance type, a "
+        "strategy (RESERVE, LEND or LEND_AND_BORROW) and the rules for preemption."
+    ),
+    "job queue": (
+        "A pool of training instances with a fixed capacity per instance type, divided "
+        "into quota shares. Jobs are submitted to a queue under one share."
+    ),
+    "lost work": (
+        "Compute that had to be done again because a job was stopped after its last "
+        "checkpoint. Measured in GPU-hours."
+    ),
+    "restart overhead": (
+        "Time a job spends starting again after an interruption (loading the checkpoint, "
+        "warming up) before it makes progress."
+    ),
+    "goodput": (
+        "Useful compute as a share of all compute used: the GPU-hours that moved jobs "
+        "forward, divided by all GPU-hours consumed, including lost work and restarts."
+    ),
+    "turnaround": (
+        "Time from submitting a job to its finish: queue wait plus run time, including "
+        "any time spent waiting after a preemption."
+    ),
+    "urgency definition": (
+        "A shared, named reason for an exception (for example a deadline for a launch), "
+        "with what it allows, for how long, and who may invoke it."
+    ),
+    "exception request": (
+        "A team's request for a temporary change (higher priority, extra capacity, or "
+        "protection from preemption), justified by an urgency definition, for a set window."
+    ),
+}
+
+
+def _normalise(term: str) -> str:
+    return " ".join(term.replace("_", " ").replace("-", " ").split()).lower()
+
+
+# "Lend and borrow", "lend_and_borrow" and "In-share preemption" find their entries.
+_BY_KEY = {_normalise(name): name for name in GLOSSARY}
+
+
+def canonical(term: str) -> str | None:
+    """The glossary's spelling of a term, matched loosely; None if unknown."""
+    return _BY_KEY.get(_normalise(term or ""))
+
+
+def explain(term: str) -> str:
+    """The plain-language explanation of a glossary term.
+
+    Raises KeyError for an unknown term, so a typo in a template fails loudly in tests
+    instead of showing an empty tooltip.
+    """
+    name = canonical(term)
+    if name is None:
+        raise KeyError(f"{term!r} is not in the glossary")
+    return GLOSSARY[name]

@@ -1,0 +1,123 @@
+/*
+ * The product's one script (no framework). It:
+ *  1. renders every Plotly chart on the page. A chart is written as
+ *       <figure>
+ *         <div data-plotly-figure data-figure-id="queue-usage-figure"></div>
+ *         {{ figure|json_script:"queue-usage-figure" }}
+ *         <figcaption>What it shows and what to look for.</figcaption>
+ *       </figure>
+ *     followed by its data table or CSV link (the text alternative). data-figure-id
+ *     names the <script type="application/json"> that json_script wrote, holding the
+ *     figure JSON of a builder in governance/dashboards/ ({data, layout, config}).
+ *     Do not give the chart element role="img": Plotly's mode bar inside it has
+ *     focusable buttons, which axe reports as nested-interactive (serious).
+ *     plotly.js is big, so only pages with charts load it, in their extra_js block:
+ *       {% block extra_js %}<script src="{% static 'vendor/plotly.min.js' %}"></script>{% endblock %}
+ *     (served from the installed plotly package, see governance/staticfiles.py).
+ *  2. shows every <time datetime="…"> in the browser's time zone, keeping UTC in the
+ *     title (hover); the server already wrote the active time zone's text
+ *     ({% localtime_tag %}), which stays when JavaScript is off and when printing.
+ *  3. lets Escape hide an open glossary tooltip (WCAG 1.4.13).
+ * 1 and 2 run on page load and again after every htmx swap; both skip what is already
+ * done (a drawn chart is marked data-plotted), so only swapped-in content
+ * changes, whatever the swap style (an outerHTML swap replaces the event's target).
+ */
+(function () {
+  "use strict";
+
+  var PLOT_CONFIG = { responsive: true, displaylogo: false };
+
+  function renderCharts(root) {
+    var charts = root.querySelectorAll("[data-plotly-figure]:not([data-plotted])");
+    if (!charts.length) {
+      return;
+    }
+    if (!window.Plotly) {
+      // Loud on purpose: the browser tests fail on console errors.
+      console.error(
+        "This page has charts but does not load plotly.js: add vendor/plotly.min.js in extra_js."
+      );
+      return;
+    }
+    charts.forEach(function (element) {
+      var source = document.getElementById(element.dataset.figureId);
+      if (!source) {
+        console.error("No figure JSON with id " + element.dataset.figureId);
+        return;
+      }
+      var figure = JSON.parse(source.textContent);
+      var config = Object.assign({}, figure.config || {}, PLOT_CONFIG);
+      element.dataset.plotted = "";
+      window.Plotly.newPlot(element, figure.data || [], figure.layout || {}, config);
+    });
+  }
+
+  var LOCAL_TIME = new Intl.DateTimeFormat("en-GB", {
+    day: "numeric",
+    month: "short",
+    year: "numeric",
+    hour: "2-digit",
+    minute: "2-digit",
+    hourCycle: "h23",
+    timeZoneName: "short",
+  });
+  var UTC_TIME = new Intl.DateTimeFormat("en-GB", {
+    day: "numeric",
+    month: "short",
+    year: "numeric",
+    hour: "2-digit",
+    minute: "2-digit",
+    hourCycle: "h23",
+    timeZone: "UTC",
+  });
+
+  function localiseTimes(root) {
+    root.querySelectorAll("time[datetime]:not([data-localised])").forEach(function (element) {
+      var value = element.getAttribute("datetime");
+      if (value.indexOf("T") === -1) {
+        return; // a date without a time has no time zone
+      }
+      var instant = new Date(value);
+      if (isNaN(instant.getTime())) {
+        return;
+      }
+      element.textContent = LOCAL_TIME.format(instant);
+      element.title = UTC_TIME.format(instant) + " UTC";
+      element.dataset.localised = "";
+    });
+  }
+
+  function enhance(root) {
+    renderCharts(root);
+    localiseTimes(root);
+  }
+
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape") {
+      return;
+    }
+    document.querySelectorAll(".term:hover, .term:focus-within").forEach(function (term) {
+      term.classList.add("term--dismissed");
+    });
+  });
+  ["focusout", "mouseout"].forEach(function (type) {
+    document.addEventListener(type, function (event) {
+      var term = event.target.closest && event.target.closest(".term--dismissed");
+      if (term && !term.contains(event.relatedTarget)) {
+        term.classList.remove("term--dismissed");
+      }
+    });
+  });
+
+  document.addEventListener("htmx:afterSwap", function () {
+    enhance(document);
+  });
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", function () {
+      enhance(document);
+    });
+  } else {
+    enhance(document);
+  }
+})();
