@@ -1,3 +1,39 @@
-from django.urls import path
+"""/api/: the v1 resources, the OpenAPI schema and its interactive docs (assets served locally).
 
-urlpatterns: list = []
+DRF exempts its views from LoginRequiredMiddleware and checks permissions
+itself; the schema and docs are for signed-in users too.
+"""
+
+from django.contrib.auth.decorators import login_required
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.routers import SimpleRouter
+
+from governance.api import views
+
+router = SimpleRouter()
+router.register("v1/queues", views.QueueViewSet, basename="api-queue")
+router.register("v1/shares", views.ShareViewSet, basename="api-share")
+router.register("v1/teams", views.TeamViewSet, basename="api-team")
+router.register("v1/instance-types", views.InstanceTypeViewSet, basename="api-instance-type")
+router.register(
+    "v1/urgency-definitions", views.UrgencyDefinitionViewSet, basename="api-urgency-definition"
+)
+router.register("v1/policy-changes", views.PolicyChangeViewSet, basename="api-policy-change")
+
+urlpatterns = [
+    *router.urls,
+    # Session or token: API clients fetch the schema without a browser login.
+    path(
+        "schema/",
+        SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]),
+        name="api-schema",
+    ),
+    # A page for people: an anonymous visitor is sent to the login page.
+    path(
+        "docs/",
+        login_required(SpectacularSwaggerView.as_view(url_name="api-schema")),
+        name="api-docs",
+    ),
+]

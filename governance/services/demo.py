@@ -17,7 +17,7 @@ from governance import permissions
 from governance.models import InstanceType, JobQueue, PolicyChange, QuotaShare, Team
 from governance.services.policy import (
     ShareData,
-    queue_set_capacity,
+    queue_create,
     share_create,
     urgency_save,
 )
@@ -115,19 +115,16 @@ def _users(password: str) -> dict[str, User]:
 
 
 def _queue(*, actor, name: str, description: str, capacity: dict[str, int]) -> JobQueue:
-    queue, created = JobQueue.objects.get_or_create(
-        name=name, defaults={"description": description}
-    )
-    if created:
-        queue_set_capacity(
+    queue = JobQueue.objects.filter(name=name).first()
+    if queue is None:
+        queue = queue_create(
             actor=actor,
-            queue=queue,
+            name=name,
+            description=description,
             capacity=capacity,
             reason=SEED_REASON,
-            expected_version=queue.version,
             cause=PolicyChange.Cause.IMPORT,
         )
-        queue.refresh_from_db()
     return queue
 
 

@@ -42,7 +42,7 @@ def share_change_impact(
     *, queue: JobQueue, data: ShareData, share: QuotaShare | None = None
 ) -> list[ImpactLine]:
     """The preview for saving `data` as `share` (or as a new share) in `queue`."""
-    snapshot, _now = queue_snapshot(queue)
+    snapshot, now = queue_snapshot(queue)
     proposed = share_spec_from_document(_data_document(data))
     shares = list(snapshot.shares)
     if share is None:
@@ -51,9 +51,9 @@ def share_change_impact(
         # Running jobs name the share as it is now; a rename must not hide them.
         proposed = replace(proposed, name=share.name)
         shares = [proposed if spec.name == share.name else spec for spec in shares]
-    return _lines(assess_policy_change(snapshot, shares=shares))
+    return _lines(assess_policy_change(snapshot, shares=shares, now=now))
 
 
 def capacity_change_impact(*, queue: JobQueue, capacity: Mapping[str, int]) -> list[ImpactLine]:
-    snapshot, _now = queue_snapshot(queue)
-    return _lines(assess_policy_change(snapshot, capacity=dict(capacity)))
+    snapshot, now = queue_snapshot(queue)
+    return _lines(assess_policy_change(snapshot, capacity=dict(capacity), now=now))

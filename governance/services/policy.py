@@ -287,6 +287,8 @@ def share_update(
     errors = share_validate(queue=queue, data=data, share=current)
     if errors:
         raise PolicyError(errors)
+    if _data_document(data) == before:
+        return current  # nothing changes: no new version, no history entry
     current.team = data.team
     current.name = data.name.strip()
     current.strategy = data.strategy
@@ -364,12 +366,16 @@ def queue_set_capacity(
         ]
         proposed = {**before, "capacity": dict(capacity)}
         for problem in validate_policy(proposed, shares):
+            if not shares and problem.path == "shares":
+                continue  # a new queue gets its capacity before its first share
             key = problem.path.removeprefix("queue.")
             errors.setdefault(key, []).append(
                 problem.message if key.startswith("capacity") else str(problem)
             )
     if errors:
         raise PolicyError(errors)
+    if dict(capacity) == before["capacity"]:
+        return locked  # nothing changes: no new version, no history entry
     types = {t.name: t for t in InstanceType.objects.filter(name__in=list(capacity))}
     locked.capacities.exclude(instance_type__name__in=list(capacity)).delete()
     for name, instances in capacity.items():
@@ -393,6 +399,43 @@ def queue_set_capacity(
         )
         _after_policy_change(locked)
     return locked
+
+
+@transaction.atomic
+def queue_create(
+    *,
+    actor,
+    name: str,
+    capacity: Mapping[str, int],
+    reason: str,
+    description: str = "",
+    default_preemption_retries: int | None = None,
+    runnable_time_limit: int | None = None,
+    executor: str = JobQueue.Executor.SIMULATED,
+    cause: str = PolicyChange.Cause.EDIT,
+) -> JobQueue:
+    """A new queue with its first capacity, recorded as one change. Nothing is kept on error."""
+    reason = _require_reason(reason)
+    name = (name or "").strip()
+    if not name:
+        raise PolicyError({"name": ["give the queue a name"]})
+    if JobQueue.objects.filter(name=name).exists():
+        raise PolicyError({"name": [f"a queue named '{name}' already exists"]})
+    queue = JobQueue.objects.create(
+        name=name,
+        description=description,
+        default_preemption_retries=default_preemption_retries,
+        runnable_time_limit=runnable_time_limit,
+        executor=executor,
+    )
+    return queue_set_capacity(
+        actor=actor,
+        queue=queue,
+        capacity=capacity,
+        reason=reason,
+        expected_version=queue.version,
+        cause=cause,
+    )
 
 
 # Urgency definitions.
@@ -425,6 +468,9 @@ def urgency_validate(data: Mapping, *, urgency: UrgencyDefinition | None = None)
     window = data.get("max_window_hours")
     if not isinstance(window, int) or isinstance(window, bool) or window < 1:
         errors["max_window_hours"] = ["must be a whole number of hours, at least 1"]
+    unknown_teams = _teams(data.get("invokers") or [])[1]
+    if unknown_teams:
+        errors["invokers"] = [f"unknown team '{unknown_teams[0]}'"]
     kinds = data.get("allowed_kinds") or []
     valid = set(UrgencyDefinition.Kind.values)
     bad = [kind for kind in kinds if kind not in valid]
@@ -459,6 +505,8 @@ def urgency_save(
     errors = urgency_validate(data, urgency=urgency)
     if errors:
         raise PolicyError(errors)
+    if before is not None and _urgency_proposal(data, before) == before:
+        return urgency  # nothing changes: no new version, no history entry
     if urgency is None:
         urgency = UrgencyDefinition()
     else:
@@ -472,7 +520,7 @@ def urgency_save(
     urgency.save()
     invokers = data.get("invokers")
     if invokers is not None:
-        urgency.invokers.set(_teams(invokers))
+        urgency.invokers.set(_teams(invokers)[0])
     urgency.refresh_from_db()
     after = urgency_document(urgency)
     if after != before:
@@ -490,19 +538,36 @@ def urgency_save(
     return urgency
 
 
-def _teams(values) -> list[Team]:
-    teams = []
+def _urgency_proposal(data: Mapping, before: dict) -> dict:
+    invokers = data.get("invokers")
+    return {
+        "name": data["name"].strip(),
+        "meaning": data["meaning"].strip(),
+        "examples": (data.get("examples") or "").strip(),
+        "priority": data["priority"],
+        "max_window_hours": data["max_window_hours"],
+        "allowed_kinds": list(data.get("allowed_kinds") or []),
+        "invokers": before["invokers"]
+        if invokers is None
+        else sorted(team.name for team in _teams(invokers)[0]),
+    }
+
+
+def _teams(values) -> tuple[list[Team], list[str]]:
+    """Teams named (or given) in `values`, and the names that match no team."""
+    teams, unknown = [], []
     for value in values:
         if isinstance(value, Team):
             teams.append(value)
+            continue
+        team = Team.objects.filter(name=value).first()
+        if team is None and str(value).isdigit():
+            team = Team.objects.filter(pk=int(value)).first()
+        if team is None:
+            unknown.append(str(value))
         else:
-            team = (
-                Team.objects.filter(name=value).first()
-                or Team.objects.filter(pk=value if str(value).isdigit() else None).first()
-            )
-            if team is not None:
-                teams.append(team)
-    return teams
+            teams.append(team)
+    return teams, unknown
 
 
 # History.
@@ -526,6 +591,7 @@ def policy_change_revert(*, actor, change: PolicyChange, reason: str) -> PolicyC
     so later edits of other fields stay."""
     reason = _require_reason(reason)
     diff = changed_fields(change.before, change.after)
+    last_id = PolicyChange.objects.order_by("-id").values_list("id", flat=True).first() or 0
     if change.target == PolicyChange.Target.SHARE:
         if change.share is None:
             raise PolicyError({NON_FIELD: ["the share of this change no longer exists"]})
@@ -574,7 +640,7 @@ def policy_change_revert(*, actor, change: PolicyChange, reason: str) -> PolicyC
             cause=PolicyChange.Cause.REVERT,
             reverts=change,
         )
-    latest = PolicyChange.objects.filter(reverts=change).order_by("-id").first()
+    latest = PolicyChange.objects.filter(reverts=change, id__gt=last_id).order_by("-id").first()
     if latest is None:
         raise PolicyError({NON_FIELD: ["nothing to revert: the current policy already matches"]})
     return latest

@@ -1,0 +1,63 @@
+"""Every list endpoint costs a fixed number of queries, however many rows it returns.
+
+Each request pays 3 for the session, the user and the user's roles, plus the
+page count, the rows, and one per prefetched relation.
+"""
+
+import pytest
+
+from governance.services.policy import share_data_from_document, share_document, share_update
+from tests.factories import (
+    CapacityLimitFactory,
+    InstanceTypeFactory,
+    QueueCapacityFactory,
+    QuotaShareFactory,
+    TeamFactory,
+    UrgencyDefinitionFactory,
+    UserFactory,
+    aws_sample_queue,
+)
+
+PER_REQUEST = 3  # session, user, roles
+
+
+@pytest.fixture
+def many(admin):
+    for n in range(4):
+        queue = aws_sample_queue(f"queue-{n}")
+        other = InstanceTypeFactory(name=f"ml.type-{n}")
+        QueueCapacityFactory(queue=queue, instance_type=other)
+        share = QuotaShareFactory(queue=queue, name="extra")
+        CapacityLimitFactory(share=share, instance_type=other)
+        team = TeamFactory(name=f"team-{n}")
+        team.members.add(*(UserFactory() for _ in range(3)))
+        team.leads.add(UserFactory())
+        UrgencyDefinitionFactory(name=f"urgency-{n}").invokers.add(team)
+        for share in queue.shares.all():
+            doc = share_document(share)
+            doc["in_share_preemption"] = not doc["in_share_preemption"]
+            share_update(
+                actor=admin,
+                share=share,
+                data=share_data_from_document(doc),
+                reason="flip",
+                expected_version=share.version,
+            )
+
+
+@pytest.mark.parametrize(
+    ("url", "queries", "rows"),
+    [
+        ("/api/v1/queues/", 2 + 1, 4),  # capacities with their types
+        ("/api/v1/shares/", 2 + 1, 16),  # limits with their types
+        ("/api/v1/teams/", 2 + 2, 11),  # members, leads
+        ("/api/v1/instance-types/", 2, 5),
+        ("/api/v1/urgency-definitions/", 2 + 1, 4),  # invokers
+        ("/api/v1/policy-changes/", 2, 16),  # actors joined
+    ],
+)
+def test_list_queries_are_constant(admin_api, many, django_assert_num_queries, url, queries, rows):
+    with django_assert_num_queries(PER_REQUEST + queries):
+        response = admin_api.get(url)
+    assert response.status_code == 200
+    assert response.json()["count"] == rows
