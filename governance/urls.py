@@ -14,5 +14,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include("governance.api.urls")),
     path("", include("governance.views.urls")),
+    path("", include("governance.views.exception_urls")),
+    path("", include("scheduler.urls")),
     path("", system.home, name="home"),
 ]
