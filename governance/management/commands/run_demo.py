@@ -123,6 +123,7 @@ class Command(BaseCommand):
             "  Log in as:",
         ]
         for user in DEMO_USERS:
-            lines.append(f"    {user.username:<8} ({user.role})  password: {demo_password()}")
+            role = f"({user.role})"
+            lines.append(f"    {user.username:<8} {role:<19} password: {demo_password()}")
         lines.append("  Press Ctrl-C to stop the web server, worker and beat.")
         self.stdout.write(self.style.SUCCESS("\n".join(lines)))
