@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,148 +14,416 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='JobQueue',
+            name="JobQueue",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('description', models.TextField(blank=True)),
-                ('default_preemption_retries', models.PositiveIntegerField(blank=True, help_text='Applied to jobs without their own retry bound; empty = unbounded.', null=True)),
-                ('runnable_time_limit', models.PositiveIntegerField(blank=True, help_text='Seconds a misconfigured job may stay RUNNABLE before it fails; empty = never.', null=True)),
-                ('executor', models.CharField(choices=[('simulated', 'Simulated (accelerated clock)'), ('process', 'Process (real subprocess)')], default='simulated', max_length=16)),
-                ('version', models.PositiveIntegerField(default=1)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("description", models.TextField(blank=True)),
+                (
+                    "default_preemption_retries",
+                    models.PositiveIntegerField(
+                        blank=True,
+                        help_text="Applied to jobs without their own retry bound; empty = unbounded.",
+                        null=True,
+                    ),
+                ),
+                (
+                    "runnable_time_limit",
+                    models.PositiveIntegerField(
+                        blank=True,
+                        help_text="Seconds a misconfigured job may stay RUNNABLE before it fails; empty = never.",
+                        null=True,
+                    ),
+                ),
+                (
+                    "executor",
+                    models.CharField(
+                        choices=[
+                            ("simulated", "Simulated (accelerated clock)"),
+                            ("process", "Process (real subprocess)"),
+                        ],
+                        default="simulated",
+                        max_length=16,
+                    ),
+                ),
+                ("version", models.PositiveIntegerField(default=1)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='InstanceType',
+            name="InstanceType",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(help_text='e.g. ml.g5.xlarge', max_length=64, unique=True)),
-                ('gpu_count', models.PositiveSmallIntegerField(default=1)),
-                ('gpu_model', models.CharField(blank=True, max_length=64)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "name",
+                    models.CharField(help_text="e.g. ml.g5.xlarge", max_length=64, unique=True),
+                ),
+                ("gpu_count", models.PositiveSmallIntegerField(default=1)),
+                ("gpu_model", models.CharField(blank=True, max_length=64)),
             ],
             options={
-                'ordering': ['name'],
-                'constraints': [models.CheckConstraint(condition=models.Q(('gpu_count__gte', 1)), name='instancetype_gpus_ge_1')],
+                "ordering": ["name"],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("gpu_count__gte", 1)), name="instancetype_gpus_ge_1"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Team',
+            name="Team",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('description', models.TextField(blank=True)),
-                ('leads', models.ManyToManyField(blank=True, related_name='led_teams', to=settings.AUTH_USER_MODEL)),
-                ('members', models.ManyToManyField(blank=True, related_name='teams', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("description", models.TextField(blank=True)),
+                (
+                    "leads",
+                    models.ManyToManyField(
+                        blank=True, related_name="led_teams", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "members",
+                    models.ManyToManyField(
+                        blank=True, related_name="teams", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='QuotaShare',
+            name="QuotaShare",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100)),
-                ('strategy', models.CharField(choices=[('RESERVE', 'RESERVE'), ('LEND', 'LEND'), ('LEND_AND_BORROW', 'LEND_AND_BORROW')], default='LEND', max_length=16)),
-                ('borrow_limit', models.IntegerField(blank=True, help_text="Percent of the share's own limit it may borrow on top; -1 = unlimited. Only with LEND_AND_BORROW.", null=True)),
-                ('in_share_preemption', models.BooleanField(default=False)),
-                ('state', models.CharField(choices=[('ENABLED', 'Enabled'), ('DISABLED', 'Disabled')], default='ENABLED', max_length=8)),
-                ('position', models.PositiveIntegerField(default=0)),
-                ('version', models.PositiveIntegerField(default=1)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('queue', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='shares', to='governance.jobqueue')),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='shares', to='governance.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=100)),
+                (
+                    "strategy",
+                    models.CharField(
+                        choices=[
+                            ("RESERVE", "RESERVE"),
+                            ("LEND", "LEND"),
+                            ("LEND_AND_BORROW", "LEND_AND_BORROW"),
+                        ],
+                        default="LEND",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "borrow_limit",
+                    models.IntegerField(
+                        blank=True,
+                        help_text="Percent of the share's own limit it may borrow on top; -1 = unlimited. Only with LEND_AND_BORROW.",
+                        null=True,
+                    ),
+                ),
+                ("in_share_preemption", models.BooleanField(default=False)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("ENABLED", "Enabled"), ("DISABLED", "Disabled")],
+                        default="ENABLED",
+                        max_length=8,
+                    ),
+                ),
+                ("position", models.PositiveIntegerField(default=0)),
+                ("version", models.PositiveIntegerField(default=1)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "queue",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="shares",
+                        to="governance.jobqueue",
+                    ),
+                ),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="shares",
+                        to="governance.team",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['queue_id', 'position', 'id'],
+                "ordering": ["queue_id", "position", "id"],
             },
         ),
         migrations.CreateModel(
-            name='UrgencyDefinition',
+            name="UrgencyDefinition",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('meaning', models.TextField(help_text='What this urgency means, in plain words.')),
-                ('examples', models.TextField(blank=True, help_text='Situations that qualify.')),
-                ('priority', models.PositiveIntegerField(help_text='The job priority it grants (0–9999).')),
-                ('max_window_hours', models.PositiveIntegerField(help_text='The longest exception window it allows, in hours.')),
-                ('allowed_kinds', models.JSONField(blank=True, default=list, help_text='Exception kinds it may be used for.')),
-                ('version', models.PositiveIntegerField(default=1)),
-                ('invokers', models.ManyToManyField(blank=True, help_text='Teams that may invoke it; none selected = every team.', related_name='urgencies', to='governance.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("meaning", models.TextField(help_text="What this urgency means, in plain words.")),
+                ("examples", models.TextField(blank=True, help_text="Situations that qualify.")),
+                (
+                    "priority",
+                    models.PositiveIntegerField(help_text="The job priority it grants (0–9999)."),
+                ),
+                (
+                    "max_window_hours",
+                    models.PositiveIntegerField(
+                        help_text="The longest exception window it allows, in hours."
+                    ),
+                ),
+                (
+                    "allowed_kinds",
+                    models.JSONField(
+                        blank=True, default=list, help_text="Exception kinds it may be used for."
+                    ),
+                ),
+                ("version", models.PositiveIntegerField(default=1)),
+                (
+                    "invokers",
+                    models.ManyToManyField(
+                        blank=True,
+                        help_text="Teams that may invoke it; none selected = every team.",
+                        related_name="urgencies",
+                        to="governance.team",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-priority', 'name'],
+                "ordering": ["-priority", "name"],
             },
         ),
         migrations.CreateModel(
-            name='PolicyChange',
+            name="PolicyChange",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('reason', models.TextField()),
-                ('cause', models.CharField(choices=[('edit', 'Edit'), ('exception', 'Exception'), ('revert', 'Revert'), ('import', 'Import')], default='edit', max_length=16)),
-                ('target', models.CharField(choices=[('share', 'Quota share'), ('queue', 'Queue capacity'), ('urgency', 'Urgency definition')], max_length=16)),
-                ('object_repr', models.CharField(max_length=200)),
-                ('before', models.JSONField(blank=True, null=True)),
-                ('after', models.JSONField(blank=True, null=True)),
-                ('actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('queue', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='changes', to='governance.jobqueue')),
-                ('reverts', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='reverted_by', to='governance.policychange')),
-                ('share', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='changes', to='governance.quotashare')),
-                ('urgency', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='changes', to='governance.urgencydefinition')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("reason", models.TextField()),
+                (
+                    "cause",
+                    models.CharField(
+                        choices=[
+                            ("edit", "Edit"),
+                            ("exception", "Exception"),
+                            ("revert", "Revert"),
+                            ("import", "Import"),
+                        ],
+                        default="edit",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "target",
+                    models.CharField(
+                        choices=[
+                            ("share", "Quota share"),
+                            ("queue", "Queue capacity"),
+                            ("urgency", "Urgency definition"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("object_repr", models.CharField(max_length=200)),
+                ("before", models.JSONField(blank=True, null=True)),
+                ("after", models.JSONField(blank=True, null=True)),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "queue",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="changes",
+                        to="governance.jobqueue",
+                    ),
+                ),
+                (
+                    "reverts",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="reverted_by",
+                        to="governance.policychange",
+                    ),
+                ),
+                (
+                    "share",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="changes",
+                        to="governance.quotashare",
+                    ),
+                ),
+                (
+                    "urgency",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="changes",
+                        to="governance.urgencydefinition",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='QueueCapacity',
+            name="QueueCapacity",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('instances', models.PositiveIntegerField()),
-                ('instance_type', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='governance.instancetype')),
-                ('queue', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='capacities', to='governance.jobqueue')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("instances", models.PositiveIntegerField()),
+                (
+                    "instance_type",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="governance.instancetype",
+                    ),
+                ),
+                (
+                    "queue",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="capacities",
+                        to="governance.jobqueue",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['instance_type__name'],
-                'constraints': [models.UniqueConstraint(fields=('queue', 'instance_type'), name='queuecapacity_unique'), models.CheckConstraint(condition=models.Q(('instances__gte', 1)), name='queuecapacity_ge_1')],
+                "ordering": ["instance_type__name"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("queue", "instance_type"), name="queuecapacity_unique"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("instances__gte", 1)), name="queuecapacity_ge_1"
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='CapacityLimit',
+            name="CapacityLimit",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('max_instances', models.PositiveIntegerField()),
-                ('instance_type', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='governance.instancetype')),
-                ('share', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='limits', to='governance.quotashare')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("max_instances", models.PositiveIntegerField()),
+                (
+                    "instance_type",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="governance.instancetype",
+                    ),
+                ),
+                (
+                    "share",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="limits",
+                        to="governance.quotashare",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['instance_type__name'],
-                'constraints': [models.UniqueConstraint(fields=('share', 'instance_type'), name='capacitylimit_unique'), models.CheckConstraint(condition=models.Q(('max_instances__gte', 1)), name='capacitylimit_ge_1')],
+                "ordering": ["instance_type__name"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("share", "instance_type"), name="capacitylimit_unique"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("max_instances__gte", 1)), name="capacitylimit_ge_1"
+                    ),
+                ],
             },
         ),
         migrations.AddConstraint(
-            model_name='quotashare',
-            constraint=models.UniqueConstraint(fields=('queue', 'name'), name='quotashare_unique_name'),
+            model_name="quotashare",
+            constraint=models.UniqueConstraint(
+                fields=("queue", "name"), name="quotashare_unique_name"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='quotashare',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('strategy', 'LEND_AND_BORROW'), ('borrow_limit__gte', -1)), models.Q(models.Q(('strategy', 'LEND_AND_BORROW'), _negated=True), ('borrow_limit__isnull', True)), _connector='OR'), name='quotashare_borrow_limit_only_lend_and_borrow'),
+            model_name="quotashare",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("strategy", "LEND_AND_BORROW"), ("borrow_limit__gte", -1)),
+                    models.Q(
+                        models.Q(("strategy", "LEND_AND_BORROW"), _negated=True),
+                        ("borrow_limit__isnull", True),
+                    ),
+                    _connector="OR",
+                ),
+                name="quotashare_borrow_limit_only_lend_and_borrow",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='urgencydefinition',
-            constraint=models.CheckConstraint(condition=models.Q(('priority__lte', 9999)), name='urgency_priority_le_9999'),
+            model_name="urgencydefinition",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("priority__lte", 9999)), name="urgency_priority_le_9999"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='urgencydefinition',
-            constraint=models.CheckConstraint(condition=models.Q(('max_window_hours__gte', 1)), name='urgency_window_ge_1'),
+            model_name="urgencydefinition",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("max_window_hours__gte", 1)), name="urgency_window_ge_1"
+            ),
         ),
         migrations.AddIndex(
-            model_name='policychange',
-            index=models.Index(fields=['target', '-created_at'], name='governance__target_2bfdfe_idx'),
+            model_name="policychange",
+            index=models.Index(
+                fields=["target", "-created_at"], name="governance__target_2bfdfe_idx"
+            ),
         ),
     ]

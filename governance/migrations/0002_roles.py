@@ -10,6 +10,9 @@ def create_roles(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("governance", "0001_initial"), ("auth", "0012_alter_user_first_name_max_length")]
+    dependencies = [
+        ("governance", "0001_initial"),
+        ("auth", "0012_alter_user_first_name_max_length"),
+    ]
 
     operations = [migrations.RunPython(create_roles, migrations.RunPython.noop)]

@@ -6,75 +6,167 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('governance', '0001_initial'),
+        ("governance", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Job',
+            name="Job",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200)),
-                ('priority', models.PositiveIntegerField(default=0)),
-                ('instances', models.PositiveIntegerField(default=1)),
-                ('expected_duration', models.PositiveIntegerField(help_text='Compute seconds when never interrupted.')),
-                ('checkpoint_interval', models.PositiveIntegerField(blank=True, null=True)),
-                ('restart_overhead', models.PositiveIntegerField(default=0)),
-                ('preemption_retries', models.PositiveIntegerField(blank=True, null=True)),
-                ('protected_until', models.DateTimeField(blank=True, null=True)),
-                ('state', models.CharField(choices=[('RUNNABLE', 'Runnable'), ('RUNNING', 'Running'), ('SUCCEEDED', 'Succeeded'), ('FAILED', 'Failed')], db_index=True, default='RUNNABLE', max_length=10)),
-                ('reason', models.CharField(blank=True, max_length=64)),
-                ('submitted_at', models.DateTimeField(db_index=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('start_seq', models.BigIntegerField(default=0)),
-                ('borrowed', models.BooleanField(default=False)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('progress', models.PositiveIntegerField(default=0, help_text='Compute seconds done.')),
-                ('checkpointed', models.PositiveIntegerField(default=0)),
-                ('preemptions', models.PositiveIntegerField(default=0)),
-                ('lost_work', models.PositiveIntegerField(default=0)),
-                ('restart_overhead_spent', models.PositiveIntegerField(default=0)),
-                ('waiting_time', models.PositiveIntegerField(default=0)),
-                ('ran_borrowed', models.BooleanField(default=False)),
-                ('instance_type', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='governance.instancetype')),
-                ('queue', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='jobs', to='governance.jobqueue')),
-                ('share', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='jobs', to='governance.quotashare')),
-                ('submitted_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200)),
+                ("priority", models.PositiveIntegerField(default=0)),
+                ("instances", models.PositiveIntegerField(default=1)),
+                (
+                    "expected_duration",
+                    models.PositiveIntegerField(
+                        help_text="Compute seconds when never interrupted."
+                    ),
+                ),
+                ("checkpoint_interval", models.PositiveIntegerField(blank=True, null=True)),
+                ("restart_overhead", models.PositiveIntegerField(default=0)),
+                ("preemption_retries", models.PositiveIntegerField(blank=True, null=True)),
+                ("protected_until", models.DateTimeField(blank=True, null=True)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("RUNNABLE", "Runnable"),
+                            ("RUNNING", "Running"),
+                            ("SUCCEEDED", "Succeeded"),
+                            ("FAILED", "Failed"),
+                        ],
+                        db_index=True,
+                        default="RUNNABLE",
+                        max_length=10,
+                    ),
+                ),
+                ("reason", models.CharField(blank=True, max_length=64)),
+                ("submitted_at", models.DateTimeField(db_index=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("start_seq", models.BigIntegerField(default=0)),
+                ("borrowed", models.BooleanField(default=False)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "progress",
+                    models.PositiveIntegerField(default=0, help_text="Compute seconds done."),
+                ),
+                ("checkpointed", models.PositiveIntegerField(default=0)),
+                ("preemptions", models.PositiveIntegerField(default=0)),
+                ("lost_work", models.PositiveIntegerField(default=0)),
+                ("restart_overhead_spent", models.PositiveIntegerField(default=0)),
+                ("waiting_time", models.PositiveIntegerField(default=0)),
+                ("ran_borrowed", models.BooleanField(default=False)),
+                (
+                    "instance_type",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="governance.instancetype",
+                    ),
+                ),
+                (
+                    "queue",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="jobs",
+                        to="governance.jobqueue",
+                    ),
+                ),
+                (
+                    "share",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="jobs",
+                        to="governance.quotashare",
+                    ),
+                ),
+                (
+                    "submitted_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-submitted_at', '-id'],
+                "ordering": ["-submitted_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='JobEvent',
+            name="JobEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField(db_index=True)),
-                ('type', models.CharField(choices=[('SUBMITTED', 'Submitted'), ('STARTED', 'Started'), ('PREEMPTED', 'Preempted'), ('SUCCEEDED', 'Succeeded'), ('FAILED', 'Failed')], max_length=10)),
-                ('cause', models.CharField(blank=True, max_length=32)),
-                ('borrowed', models.BooleanField(default=False)),
-                ('by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='scheduler.job')),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='scheduler.job')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("at", models.DateTimeField(db_index=True)),
+                (
+                    "type",
+                    models.CharField(
+                        choices=[
+                            ("SUBMITTED", "Submitted"),
+                            ("STARTED", "Started"),
+                            ("PREEMPTED", "Preempted"),
+                            ("SUCCEEDED", "Succeeded"),
+                            ("FAILED", "Failed"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                ("cause", models.CharField(blank=True, max_length=32)),
+                ("borrowed", models.BooleanField(default=False)),
+                (
+                    "by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="scheduler.job",
+                    ),
+                ),
+                (
+                    "job",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="events",
+                        to="scheduler.job",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['at', 'id'],
+                "ordering": ["at", "id"],
             },
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['queue', 'state'], name='scheduler_j_queue_i_eded2c_idx'),
+            model_name="job",
+            index=models.Index(fields=["queue", "state"], name="scheduler_j_queue_i_eded2c_idx"),
         ),
         migrations.AddConstraint(
-            model_name='job',
-            constraint=models.CheckConstraint(condition=models.Q(('instances__gte', 1)), name='job_instances_ge_1'),
+            model_name="job",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("instances__gte", 1)), name="job_instances_ge_1"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='job',
-            constraint=models.CheckConstraint(condition=models.Q(('priority__lte', 9999)), name='job_priority_le_9999'),
+            model_name="job",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("priority__lte", 9999)), name="job_priority_le_9999"
+            ),
         ),
     ]

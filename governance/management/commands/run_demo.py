@@ -25,7 +25,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, host, port, **options):
         Path(settings.VAR_DIR).mkdir(parents=True, exist_ok=True)
-        for folder in ("celery/queue", "celery/processed"):
+        for folder in ("celery/queue", "celery/processed", "celery/control"):
             (Path(settings.VAR_DIR) / folder).mkdir(parents=True, exist_ok=True)
         self.stdout.write("Preparing the database…")
         call_command("migrate", interactive=False, verbosity=0)
