@@ -1,0 +1,155 @@
+"""Benchmark: `python -m scheduler.engine.bench [--quick]`.
+
+Prints, in order:
+
+1. the whole Philly trace replayed (all shares LEND_AND_BORROW, limits scaled by 0.2,
+   checkpoints every 30 minutes, in-share preemption on, priorities from seed 1 so both
+   reclaims and in-share preemptions occur): wall time of each stage, events per second,
+   reclaims and in-share preemptions, peak resident memory with the output included;
+2. the time of one pass with 1k, 10k and 100k jobs pending, and the 100k/1k ratio;
+3. a bare heapq loop pushing and popping as many events as the replay produced, and
+   the engine's time per event as a multiple of it.
+
+`--quick` replays two weeks of the trace and skips the 100k pass size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import resource
+import time
+from datetime import datetime
+
+from .quota import Policy
+from .results import dump_result
+from .scheduling import Board, Job, run_passes
+from .simulator import simulate
+from .trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
+from .types import QueueSpec, ShareSpec
+from .validation import load_scenario
+
+SCALE = 0.2
+SEED = 1
+CHECKPOINT_INTERVAL = 1800
+
+
+def _replay(quick: bool) -> tuple[float, int]:
+    """Replay the trace, print its figures; return (simulation seconds, events)."""
+    started = time.perf_counter()
+    rows = read_trace()
+    options = TraceOptions(
+        scale=SCALE,
+        seed=SEED,
+        in_share_preemption=True,
+        checkpoint_interval=CHECKPOINT_INTERVAL,
+        start=datetime(2017, 10, 16) if quick else None,
+        days=14 if quick else None,
+    )
+    document = build_scenario(rows, read_vc_sizes(), options)
+    converted = time.perf_counter()
+    scenario = load_scenario(document)
+    loaded = time.perf_counter()
+    result = simulate(scenario)
+    simulated = time.perf_counter()
+    output = dump_result(result)
+    dumped = time.perf_counter()
+
+    events = len(result.events)
+    reclaims = sum(1 for e in result.events if e.type == "PREEMPTED" and e.cause == "reclaim")
+    in_share = sum(1 for e in result.events if e.type == "PREEMPTED" and e.cause == "priority")
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    window = "two weeks from 2017-10-16" if quick else "whole trace"
+    print(f"== Philly replay ({window}): {len(scenario.jobs):,} jobs, scale {SCALE}, seed {SEED}")
+    print(f"   capacity {dict(scenario.queue.capacity)}, {len(scenario.shares)} shares")
+    print(f"   convert trace      {converted - started:7.2f} s")
+    print(f"   validate document  {loaded - converted:7.2f} s")
+    print(f"   simulate           {simulated - loaded:7.2f} s")
+    print(f"   write result JSON  {dumped - simulated:7.2f} s  ({len(output) / 2**20:.1f} MiB)")
+    print(f"   total wall time    {dumped - started:7.2f} s")
+    print(f"   events             {events:,}  ({events / (simulated - loaded):,.0f} per second)")
+    print(f"   reclaims           {reclaims:,}")
+    print(f"   in-share preempts  {in_share:,}")
+    print(f"   peak RSS           {peak_mib:,.0f} MiB (output included)")
+    return simulated - loaded, events
+
+
+def _blocked_board(pending: int) -> Board:
+    """A full queue: 4 shares, every instance busy, `pending` jobs waiting behind heads
+    that cannot start and have no lower-priority victims, so each pass evaluates every
+    phase and changes nothing."""
+    shares = [
+        ShareSpec(f"s{i}", {"gpu": 100}, "LEND_AND_BORROW", in_share_preemption=True)
+        for i in range(4)
+    ]
+    board = Board(Policy(QueueSpec({"gpu": 400}), shares))
+    out: list = []
+    for number in range(400):
+        job = Job(id=f"r{number}", share=number % 4, priority=5, itype="gpu", n=1, submitted_at=0)
+        board.enqueue(job, 0)
+    run_passes(board, 0, out)
+    for number in range(pending):
+        job = Job(
+            id=f"p{number:06d}",
+            share=number % 4,
+            priority=number % 5,
+            itype="gpu",
+            n=1 + number % 3,
+            submitted_at=1 + number,
+        )
+        board.enqueue(job, 1)
+    return board
+
+
+def _pass_times(sizes: list[int]) -> None:
+    print("== one pass by number of pending jobs (best of 5 batches of 1,000 passes)")
+    figures = {}
+    for size in sizes:
+        board = _blocked_board(size)
+        out: list = []
+        batches = []
+        for _ in range(5):
+            started = time.perf_counter()
+            for _ in range(1000):
+                run_passes(board, 2, out)
+            batches.append((time.perf_counter() - started) / 1000)
+        if out:
+            raise RuntimeError("the benchmark board must be at a fixed point")
+        idle = figures[size] = min(batches)
+        print(f"   {size:>7,} pending: {idle * 1e6:7.1f} us per pass")
+    smallest, largest = min(figures), max(figures)
+    print(f"   ratio {largest:,} / {smallest:,}: {figures[largest] / figures[smallest]:.2f}")
+
+
+def _heapq_multiple(events: int, engine_seconds: float) -> None:
+    runs = []
+    for _ in range(3):
+        heap: list[tuple[int, int]] = []
+        started = time.perf_counter()
+        for seq in range(events):
+            heapq.heappush(heap, ((seq * 7919) % 100_003, seq))
+        while heap:
+            heapq.heappop(heap)
+        runs.append(time.perf_counter() - started)
+    bare = min(runs)
+    print(
+        f"== bare heapq push+pop of {events:,} events (best of 3): {bare:.3f} s "
+        f"({bare / events * 1e9:.0f} ns each)"
+    )
+    print(
+        f"   engine: {engine_seconds / events * 1e6:.2f} us per event = "
+        f"{engine_seconds / bare:.0f}x the bare heapq loop"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="two weeks, no 100k pass size")
+    options = parser.parse_args(argv)
+    seconds, events = _replay(options.quick)
+    _pass_times([1_000, 10_000] if options.quick else [1_000, 10_000, 100_000])
+    _heapq_multiple(events, seconds)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,311 @@
+"""Discrete-event replay of a scenario, driving the same pass as the live scheduler.
+
+Order at one instant (spec rule 9): jobs finishing (in the order they started), then
+actions (time, then listed order), then submissions (listed order), then
+`runnable_time_limit` failures (in the order the jobs became misconfigured), then the
+passes. Passes also run when a running job's `protected_until` passes, since it may
+become a victim then. Finishes, time-limit clocks and protection ends sit in one heap
+keyed (time, kind, sequence), so equal times stay deterministic; a preempted run's
+finish entry is dropped lazily (its token no longer matches). Submissions and actions
+are already sorted lists.
+
+Work model (spec rule 8): a start resumes from the last checkpoint after
+`restart_overhead` when it is a restart; a preemption saves progress up to the last
+multiple of `checkpoint_interval` and loses the rest (`lost_work`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from heapq import heappop, heappush
+from typing import Any
+
+from .quota import Policy
+from .results import Event, JobOutcome, SimulationResult
+from .scheduling import (
+    DONE,
+    FAIL,
+    PENDING,
+    PREEMPT,
+    RUNNING,
+    START,
+    Board,
+    Job,
+    enforce_capacity,
+    run_passes,
+)
+from .types import Scenario, SetCapacity, SetPriority, ShareSpec, Terminate, UpdateShare
+from .validation import load_scenario
+
+_FINISH, _TIME_LIMIT, _PROTECTION_ENDS = 0, 1, 2
+
+
+class SimJob(Job):
+    """A job with its work model and the figures of its outcome."""
+
+    __slots__ = (
+        "spec",
+        "saved",
+        "resume_at",
+        "overhead",
+        "token",
+        "first_started_at",
+        "finished_at",
+        "lost_work",
+        "restarting",
+        "waiting",
+        "runnable_since",
+        "ran_borrowed",
+        "outcome",
+    )
+
+    def __init__(self, spec, share: int) -> None:
+        super().__init__(
+            id=spec.id,
+            share=share,
+            priority=spec.priority,
+            itype=spec.instance_type,
+            n=spec.instances,
+            submitted_at=spec.submit_at,
+            protected_until=spec.protected_until,
+            retries=spec.preemption_retries,
+        )
+        self.spec = spec
+        self.saved = 0
+        self.resume_at = 0
+        self.overhead = 0
+        self.token = 0
+        self.first_started_at: int | None = None
+        self.finished_at: int | None = None
+        self.lost_work = 0
+        self.restarting = 0
+        self.waiting = 0
+        self.runnable_since = 0
+        self.ran_borrowed = False
+        self.outcome: tuple[str, str | None] | None = None
+
+
+class _Replay:
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.queue = scenario.queue
+        self.shares: list[ShareSpec] = list(scenario.shares)
+        self.board = Board(Policy(self.queue, self.shares), on_misconfigured=self._clock)
+        index = {share.name: i for i, share in enumerate(self.shares)}
+        self.jobs = [SimJob(spec, index[spec.share]) for spec in scenario.jobs]
+        self.by_id = {job.id: job for job in self.jobs}
+        self.heap: list[tuple] = []
+        self.seq = 0
+        self.events: list[Event] = []
+        self.out: list = []
+        self._share_name = [share.name for share in self.shares]
+
+    def _push(self, t: int, kind: int, job: SimJob, token: int) -> None:
+        self.seq += 1
+        heappush(self.heap, (t, kind, self.seq, job, token))
+
+    def _clock(self, job: Job) -> None:
+        """Start the runnable_time_limit clock of a job that became misconfigured."""
+        limit = self.queue.runnable_time_limit
+        if limit is not None:
+            self._push(job.misconfigured_since + limit, _TIME_LIMIT, job, job.misconfigured_since)
+
+    # -- what happens to jobs -------------------------------------------------------
+
+    def _record(self, now: int) -> None:
+        """Apply the work model to the board's decisions and log their events."""
+        events = self.events
+        share_name = self._share_name
+        for entry in self.out:
+            kind, job = entry[0], entry[1]
+            share = share_name[job.share]
+            if kind == START:
+                borrowed = entry[2]
+                job.waiting += now - job.runnable_since
+                if job.first_started_at is None:
+                    job.first_started_at = now
+                    job.overhead = 0
+                else:
+                    job.overhead = job.spec.restart_overhead
+                job.ran_borrowed = job.ran_borrowed or borrowed
+                job.resume_at = now + job.overhead
+                job.token += 1
+                if job.protected(now):
+                    # Passes must run when the protection ends: the job may be a victim then.
+                    self._push(job.protected_until, _PROTECTION_ENDS, job, job.token)
+                self._push(job.resume_at + job.spec.duration - job.saved, _FINISH, job, job.token)
+                events.append(Event(now, "STARTED", job.id, share, borrowed))
+            elif kind == PREEMPT:
+                _, _, cause, by, fails = entry
+                self._stop_run(job, now)
+                progress = job.saved + max(0, now - job.resume_at)
+                interval = job.spec.checkpoint_interval
+                job.saved = progress // interval * interval if interval else 0
+                job.lost_work += progress - job.saved
+                events.append(
+                    Event(now, "PREEMPTED", job.id, share, None, cause, by.id if by else None)
+                )
+                if fails:
+                    self._end(job, now, "FAILED", "retries_exhausted")
+                else:
+                    job.runnable_since = now
+            elif kind == FAIL:
+                self._end(job, now, "FAILED", entry[2])
+        self.out.clear()
+
+    def _stop_run(self, job: SimJob, now: int) -> None:
+        job.restarting += min(now - job.started_at, job.overhead)
+
+    def _end(self, job: SimJob, now: int, state: str, cause: str | None) -> None:
+        job.finished_at = now
+        job.outcome = (state, cause)
+        if state == "FAILED":
+            self.events.append(
+                Event(now, "FAILED", job.id, self._share_name[job.share], cause=cause)
+            )
+
+    # -- the instant ------------------------------------------------------------------
+
+    def _finish(self, job: SimJob, now: int) -> None:
+        self._stop_run(job, now)
+        self.board.finish(job)
+        job.finished_at = now
+        job.outcome = ("SUCCEEDED", None)
+        self.events.append(Event(now, "SUCCEEDED", job.id, self._share_name[job.share]))
+
+    def _act(self, action, now: int) -> None:
+        board = self.board
+        if isinstance(action, SetPriority):
+            board.set_priority(self.by_id[action.job], action.priority)
+        elif isinstance(action, Terminate):
+            job = self.by_id[action.job]
+            if job.state == RUNNING:
+                self._stop_run(job, now)
+            elif job.state == PENDING:
+                job.waiting += now - job.runnable_since
+            if job.state in (RUNNING, PENDING):
+                board.fail(job, "terminated", self.out)
+                self._record(now)
+        elif isinstance(action, UpdateShare):
+            index = next(i for i, s in enumerate(self.shares) if s.name == action.share.name)
+            self.shares[index] = action.share
+            board.set_policy(Policy(self.queue, self.shares), now)
+        elif isinstance(action, SetCapacity):
+            self.queue = type(self.queue)(
+                capacity=action.capacity,
+                default_preemption_retries=self.queue.default_preemption_retries,
+                runnable_time_limit=self.queue.runnable_time_limit,
+            )
+            board.set_policy(Policy(self.queue, self.shares), now)
+            enforce_capacity(board, now, self.out)
+            self._record(now)
+
+    def _submit(self, job: SimJob, now: int) -> None:
+        share = self.shares[job.share]
+        self.events.append(Event(now, "SUBMITTED", job.id, share.name))
+        job.runnable_since = now
+        if not share.enabled:
+            job.state = DONE
+            self._end(job, now, "FAILED", "share_disabled")
+            return
+        self.board.enqueue(job, now)
+
+    def _time_limit(self, job: SimJob, since: int, now: int) -> None:
+        if job.state == PENDING and job.reason is not None and job.misconfigured_since == since:
+            job.waiting += now - job.runnable_since
+            self.board.fail(job, "time_limit", self.out)
+            self._record(now)
+
+    def run(self, progress: Callable[[int, int, int], None] | None) -> None:
+        order = sorted(range(len(self.jobs)), key=lambda i: (self.jobs[i].submitted_at, i))
+        submissions = [self.jobs[i] for i in order]
+        actions = list(self.scenario.actions)
+        heap, board, out = self.heap, self.board, self.out
+        next_submission = next_action = 0
+        instants = 0
+        while True:
+            now = heap[0][0] if heap else None
+            if next_submission < len(submissions):
+                t = submissions[next_submission].submitted_at
+                now = t if now is None or t < now else now
+            if next_action < len(actions):
+                t = actions[next_action].at
+                now = t if now is None or t < now else now
+            if now is None:
+                break
+            while heap and heap[0][0] == now and heap[0][1] == _FINISH:
+                _, _, _, job, token = heappop(heap)
+                if job.token == token and job.state == RUNNING:
+                    self._finish(job, now)
+            while next_action < len(actions) and actions[next_action].at == now:
+                self._act(actions[next_action], now)
+                next_action += 1
+            while (
+                next_submission < len(submissions)
+                and submissions[next_submission].submitted_at == now
+            ):
+                self._submit(submissions[next_submission], now)
+                next_submission += 1
+            while heap and heap[0][0] == now and heap[0][1] == _TIME_LIMIT:
+                _, _, _, job, since = heappop(heap)
+                self._time_limit(job, since, now)
+            while heap and heap[0][0] == now:
+                heappop(heap)  # a protection ends: nothing to do but run the passes
+            run_passes(board, now, out)
+            if out:
+                self._record(now)
+            instants += 1
+            if progress is not None and instants % 4096 == 0:
+                progress(now, next_submission, len(submissions))
+        if progress is not None:
+            progress(self.events[-1].t if self.events else 0, len(submissions), len(submissions))
+
+    def result(self) -> SimulationResult:
+        makespan = self.events[-1].t if self.events else 0
+        reasons = self.board.pending_reasons()
+        outcomes = []
+        for job in self.jobs:
+            if job.outcome is None:
+                state, reason = "RUNNABLE", reasons[job.id]
+                job.waiting += makespan - job.runnable_since
+            else:
+                state, reason = job.outcome
+            outcomes.append(
+                JobOutcome(
+                    id=job.id,
+                    state=state,
+                    reason=reason,
+                    share=self._share_name[job.share],
+                    submitted_at=job.submitted_at,
+                    first_started_at=job.first_started_at,
+                    finished_at=job.finished_at,
+                    preemptions=job.preemptions,
+                    ran_borrowed=job.ran_borrowed,
+                    lost_work=job.lost_work,
+                    restart_overhead=job.restarting,
+                    waiting_time=job.waiting,
+                )
+            )
+        return SimulationResult(
+            scenario=self.scenario.name,
+            shares=tuple(self._share_name),
+            makespan=makespan,
+            jobs=tuple(outcomes),
+            events=tuple(self.events),
+        )
+
+
+def simulate(
+    scenario: Scenario | Mapping[str, Any],
+    *,
+    progress: Callable[[int, int, int], None] | None = None,
+) -> SimulationResult:
+    """Replay a scenario (a `Scenario`, or a document `load_scenario` accepts).
+
+    `progress(now, submitted, total)` is called every few thousand instants and at the end.
+    """
+    if not isinstance(scenario, Scenario):
+        scenario = load_scenario(scenario)
+    replay = _Replay(scenario)
+    replay.run(progress)
+    return replay.result()

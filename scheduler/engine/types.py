@@ -1,0 +1,267 @@
+"""Frozen values the engine takes and returns.
+
+Policy (`QueueSpec`, `ShareSpec`), work (`JobSpec`, scenario actions), the state
+at one instant (`Snapshot` of `RunningJob` and `PendingJob`) and the decisions a
+pass returns (`Start`, `Preempt`, `Fail` in a `PassResult`). They are frozen so
+that a snapshot handed to `schedule` cannot change under it, and hashable so
+callers can cache on them; mappings are stored as `FrozenMap`, and plain dicts
+are accepted wherever a mapping is expected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+STRATEGIES = ("RESERVE", "LEND", "LEND_AND_BORROW")
+Strategy = Literal["RESERVE", "LEND", "LEND_AND_BORROW"]
+PreemptCause = Literal["reclaim", "priority", "capacity_change"]
+FailCause = Literal["retries_exhausted", "share_disabled", "terminated", "time_limit"]
+
+# Misconfiguration reasons of the spec (rule 7), checked in this order.
+SERVICE_ENVIRONMENT_MAX_RESOURCE = "SERVICE_ENVIRONMENT_MAX_RESOURCE"
+QUOTA_MANAGEMENT_LIMIT_EXCEEDED = "QUOTA_MANAGEMENT_LIMIT_EXCEEDED"
+BORROWABLE_CAPACITY_EXCEEDED = "BORROWABLE_CAPACITY_EXCEEDED"
+MISCONFIGURATION_REASONS = (
+    SERVICE_ENVIRONMENT_MAX_RESOURCE,
+    QUOTA_MANAGEMENT_LIMIT_EXCEEDED,
+    BORROWABLE_CAPACITY_EXCEEDED,
+)
+# Why a well-configured pending job did not start (our vocabulary).
+WAITING_FOR_CAPACITY = "WAITING_FOR_CAPACITY"
+SHARE_LIMIT_REACHED = "SHARE_LIMIT_REACHED"
+BORROW_LIMIT_REACHED = "BORROW_LIMIT_REACHED"
+BLOCKED_BEHIND_HEAD = "BLOCKED_BEHIND_HEAD"
+
+
+class FrozenMap(Mapping[str, Any]):
+    """An immutable, hashable mapping; equal to any mapping with the same items."""
+
+    __slots__ = ("_data", "_hash")
+
+    def __init__(self, items: Mapping[str, Any] | Iterable[tuple[str, Any]] = ()) -> None:
+        self._data = dict(items)
+        self._hash: int | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(frozenset(self._data.items()))
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"FrozenMap({self._data!r})"
+
+
+def _freeze(value: Mapping[str, int]) -> FrozenMap:
+    return value if isinstance(value, FrozenMap) else FrozenMap(value)
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """The job queue: what the service environment can run at once, and queue-wide rules."""
+
+    capacity: Mapping[str, int]
+    default_preemption_retries: int | None = None
+    runnable_time_limit: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "capacity", _freeze(self.capacity))
+
+
+@dataclass(frozen=True)
+class ShareSpec:
+    """One quota share. `borrow_limit` is a percent of each limit; -1 means unlimited."""
+
+    name: str
+    capacity_limits: Mapping[str, int]
+    strategy: Strategy
+    borrow_limit: int = -1
+    in_share_preemption: bool = False
+    enabled: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "capacity_limits", _freeze(self.capacity_limits))
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A training job of a scenario, as submitted."""
+
+    id: str
+    share: str
+    priority: int
+    instance_type: str
+    instances: int
+    submit_at: int
+    duration: int
+    checkpoint_interval: int | None = None
+    restart_overhead: int = 0
+    preemption_retries: int | None = None
+    protected_until: int | None = None
+
+
+@dataclass(frozen=True)
+class SetPriority:
+    at: int
+    job: str
+    priority: int
+
+
+@dataclass(frozen=True)
+class UpdateShare:
+    """Replaces the named share's policy by `share` (already merged and validated)."""
+
+    at: int
+    share: ShareSpec
+
+
+@dataclass(frozen=True)
+class SetCapacity:
+    at: int
+    capacity: Mapping[str, int]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "capacity", _freeze(self.capacity))
+
+
+@dataclass(frozen=True)
+class Terminate:
+    at: int
+    job: str
+
+
+Action = SetPriority | UpdateShare | SetCapacity | Terminate
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated scenario document. `actions` are in the order they apply (time, then listed)."""
+
+    name: str
+    description: str
+    queue: QueueSpec
+    shares: tuple[ShareSpec, ...]
+    jobs: tuple[JobSpec, ...]
+    actions: tuple[Action, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """A started job. `start_seq` orders jobs started at the same instant (victim tie-break)."""
+
+    id: str
+    share: str
+    priority: int
+    instance_type: str
+    instances: int
+    started_at: int
+    start_seq: int
+    protected_until: int | None = None
+    preemptions: int = 0
+    preemption_retries: int | None = None
+
+
+@dataclass(frozen=True)
+class PendingJob:
+    """A RUNNABLE job.
+
+    Queues are ordered by priority, submission time and then id (the spec's tie-break), so
+    `submit_seq` is carried for the caller's records and does not order anything.
+    `misconfigured_since` is when the job's current misconfiguration began (None: not
+    known, taken as now); it only matters for the queue's `runnable_time_limit`.
+    """
+
+    id: str
+    share: str
+    priority: int
+    instance_type: str
+    instances: int
+    submitted_at: int
+    submit_seq: int = 0
+    preemptions: int = 0
+    preemption_retries: int | None = None
+    protected_until: int | None = None
+    misconfigured_since: int | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The queue, its shares and its jobs at one instant: what `schedule` decides on."""
+
+    queue: QueueSpec
+    shares: tuple[ShareSpec, ...]
+    running: tuple[RunningJob, ...] = ()
+    pending: tuple[PendingJob, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("shares", "running", "pending"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+
+
+@dataclass(frozen=True)
+class Start:
+    """Dispatch `job`; `borrowed` when its share's usage of the type exceeds its limit with it."""
+
+    job: str
+    borrowed: bool
+
+
+@dataclass(frozen=True)
+class Preempt:
+    """Stop `job`. `by` is the job whose start caused it; `fails` when its retry bound is spent."""
+
+    job: str
+    cause: PreemptCause
+    by: str | None
+    fails: bool
+
+
+@dataclass(frozen=True)
+class Fail:
+    job: str
+    cause: FailCause
+
+
+Decision = Start | Preempt | Fail
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """Decisions in the order they apply, and why each pending job that did not start waits."""
+
+    decisions: tuple[Decision, ...]
+    reasons: Mapping[str, str] = field(default_factory=FrozenMap)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "decisions", tuple(self.decisions))
+        if not isinstance(self.reasons, FrozenMap):
+            object.__setattr__(self, "reasons", FrozenMap(self.reasons))
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a document, at a field path such as `shares[2].borrow_limit`."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class ScenarioError(ValueError):
+    """A document breaks the scenario format; `problems` lists every problem found."""
+
+    def __init__(self, problems: Iterable[Problem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__(str(self.problems[0]) if self.problems else "invalid scenario")
