@@ -549,7 +549,9 @@ def board_from_snapshot(snapshot: Snapshot, now: int) -> tuple[Board, list[Job]]
             priority=running.priority,
             itype=running.instance_type,
             n=running.instances,
-            submitted_at=running.started_at,
+            submitted_at=(
+                running.started_at if running.submitted_at is None else running.submitted_at
+            ),
             protected_until=running.protected_until,
             preemptions=running.preemptions,
             retries=running.preemption_retries,

@@ -157,7 +157,10 @@ class Scenario:
 
 @dataclass(frozen=True)
 class RunningJob:
-    """A started job. `start_seq` orders jobs started at the same instant (victim tie-break)."""
+    """A started job. `start_seq` orders jobs started at the same instant (victim tie-break).
+
+    `submitted_at` places the job back in its share's queue if a pass preempts it (None:
+    taken as `started_at`)."""
 
     id: str
     share: str
@@ -169,6 +172,7 @@ class RunningJob:
     protected_until: int | None = None
     preemptions: int = 0
     preemption_retries: int | None = None
+    submitted_at: int | None = None
 
 
 @dataclass(frozen=True)

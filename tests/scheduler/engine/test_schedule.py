@@ -139,3 +139,41 @@ def test_snapshot_and_specs_are_frozen_and_hashable():
     snapshot = Snapshot(QueueSpec({G: 1}), [share])
     assert isinstance(snapshot.shares, tuple)
     assert hash(snapshot)
+
+
+def test_a_preempted_job_rejoins_its_queue_at_its_submission_time():
+    """A pass victim queues by when it was submitted, not when it last started."""
+    from scheduler.engine import PendingJob, QueueSpec, RunningJob, ShareSpec, Snapshot, schedule
+
+    snapshot = Snapshot(
+        queue=QueueSpec(capacity={"gpu": 1}),
+        shares=(
+            ShareSpec(
+                name="a", capacity_limits={"gpu": 1}, strategy="LEND", in_share_preemption=True
+            ),
+        ),
+        running=(
+            RunningJob(
+                id="r",
+                share="a",
+                priority=1,
+                instance_type="gpu",
+                instances=1,
+                started_at=10,
+                start_seq=1,
+                submitted_at=0,
+            ),
+        ),
+        pending=(
+            PendingJob(
+                id="q", share="a", priority=1, instance_type="gpu", instances=1, submitted_at=3
+            ),
+            PendingJob(
+                id="p", share="a", priority=5, instance_type="gpu", instances=1, submitted_at=5
+            ),
+        ),
+    )
+    result = schedule(snapshot, 20)
+    assert [type(d).__name__ + ":" + d.job for d in result.decisions] == ["Preempt:r", "Start:p"]
+    assert result.reasons["q"] == "BLOCKED_BEHIND_HEAD"
+    assert result.reasons["r"] != "BLOCKED_BEHIND_HEAD"
