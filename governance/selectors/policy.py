@@ -80,8 +80,9 @@ def _running_usage(queue: JobQueue) -> dict[tuple[int, str], int]:
     return {(row["share_id"], row["instance_type__name"]): row["used"] for row in rows}
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+def _count_verb(shares: int, verb: str) -> str:
+    """'1 share lends', '3 shares lend'."""
+    return f"1 share {verb}s" if shares == 1 else f"{shares} shares {verb}"
 
 
 def queue_usage(queue: JobQueue) -> QueueUsage:
@@ -132,13 +133,12 @@ def queue_usage(queue: JobQueue) -> QueueUsage:
     for type_name in sorted(capacity):
         if type_name in lenders:
             parts.append(
-                f"{_plural(len(lenders[type_name]), 'share')} lend "
-                f"{lent[type_name]} idle {type_name}"
+                f"{_count_verb(len(lenders[type_name]), 'lend')} {lent[type_name]} idle {type_name}"
             )
         if type_name in borrowers:
             parts.append(
-                f"{_plural(len(borrowers[type_name]), 'share')} "
-                f"borrow{'s' if len(borrowers[type_name]) == 1 else ''} {borrowed_total[type_name]}"
+                f"{_count_verb(len(borrowers[type_name]), 'borrow')} "
+                f"{borrowed_total[type_name]} {type_name}"
             )
     summary = "; ".join(parts) if parts else "No capacity is lent or borrowed right now."
     return QueueUsage(queue=queue, capacity=capacity, shares=rows, summary=summary)

@@ -194,6 +194,7 @@ def _record(
     share: QuotaShare | None = None,
     urgency: UrgencyDefinition | None = None,
     reverts: PolicyChange | None = None,
+    exception_request=None,
 ) -> PolicyChange:
     return PolicyChange.objects.create(
         actor=actor,
@@ -207,6 +208,7 @@ def _record(
         share=share,
         urgency=urgency,
         reverts=reverts,
+        exception_request=exception_request,
     )
 
 
@@ -274,8 +276,10 @@ def share_update(
     expected_version: int,
     cause: str = PolicyChange.Cause.EDIT,
     reverts: PolicyChange | None = None,
+    exception_request=None,
 ) -> QuotaShare:
-    """Apply `data` to `share` if nobody saved it since `expected_version`."""
+    """Apply `data` to `share` if nobody saved it since `expected_version`.
+    `exception_request` links the recorded change to the exception that caused it."""
     reason = _require_reason(reason)
     queue = _lock_queue(share.queue)
     current = QuotaShare.objects.select_related("team", "queue").get(pk=share.pk)
@@ -312,6 +316,7 @@ def share_update(
             queue=queue,
             share=current,
             reverts=reverts,
+            exception_request=exception_request,
         )
         _after_policy_change(queue)
     return current
@@ -331,6 +336,32 @@ def share_data_from_document(doc: Mapping, *, team: Team | None = None) -> Share
         state=doc.get("state", QuotaShare.State.ENABLED),
         capacity_limits=dict(doc.get("capacity_limits", {})),
     )
+
+
+def queue_capacity_validate(
+    *, queue: JobQueue, capacity: Mapping[str, int]
+) -> dict[str, list[str]]:
+    """Every problem with `capacity` as the queue's new capacity map, changing nothing."""
+    errors: dict[str, list[str]] = {}
+    known = set(InstanceType.objects.filter(name__in=list(capacity)).values_list("name", flat=True))
+    for name in capacity:
+        if name not in known:
+            errors.setdefault(f"capacity.{name}", []).append(f"unknown instance type '{name}'")
+    if errors:
+        return errors
+    shares = [
+        _engine_share(share_document(s))
+        for s in queue.shares.select_related("team").prefetch_related("limits__instance_type")
+    ]
+    proposed = {**queue_document(queue), "capacity": dict(capacity)}
+    for problem in validate_policy(proposed, shares):
+        if not shares and problem.path == "shares":
+            continue  # a new queue gets its capacity before its first share
+        key = problem.path.removeprefix("queue.")
+        errors.setdefault(key, []).append(
+            problem.message if key.startswith("capacity") else str(problem)
+        )
+    return errors
 
 
 @transaction.atomic
@@ -354,24 +385,7 @@ def queue_set_capacity(
             current_version=locked.version,
             submitted={"capacity": dict(capacity)},
         )
-    errors: dict[str, list[str]] = {}
-    known = set(InstanceType.objects.filter(name__in=list(capacity)).values_list("name", flat=True))
-    for name in capacity:
-        if name not in known:
-            errors.setdefault(f"capacity.{name}", []).append(f"unknown instance type '{name}'")
-    if not errors:
-        shares = [
-            _engine_share(share_document(s))
-            for s in locked.shares.select_related("team").prefetch_related("limits__instance_type")
-        ]
-        proposed = {**before, "capacity": dict(capacity)}
-        for problem in validate_policy(proposed, shares):
-            if not shares and problem.path == "shares":
-                continue  # a new queue gets its capacity before its first share
-            key = problem.path.removeprefix("queue.")
-            errors.setdefault(key, []).append(
-                problem.message if key.startswith("capacity") else str(problem)
-            )
+    errors = queue_capacity_validate(queue=locked, capacity=capacity)
     if errors:
         raise PolicyError(errors)
     if dict(capacity) == before["capacity"]:

@@ -1,3 +1,25 @@
+"""The policy pages. `/` redirects to the queue overview (governance.views.system.home)."""
+
 from django.urls import path
 
-urlpatterns: list = []
+from governance.views import history, policy, urgency
+
+urlpatterns = [
+    path("queues/", policy.queues, name="queue-list"),
+    path("queues/<int:pk>/", policy.queue_detail, name="queue-detail"),
+    path("queues/<int:pk>/capacity/", policy.queue_capacity, name="queue-capacity"),
+    path(
+        "queues/<int:pk>/capacity/impact/",
+        policy.queue_capacity_impact,
+        name="queue-capacity-impact",
+    ),
+    path("queues/<int:queue_pk>/shares/new/", policy.share_create, name="share-create"),
+    path("queues/<int:queue_pk>/shares/impact/", policy.share_impact, name="share-impact"),
+    path("policies/", policy.policy_list, name="policy-list"),
+    path("shares/<int:pk>/edit/", policy.share_edit, name="share-edit"),
+    path("history/", history.history, name="history"),
+    path("history/<int:pk>/revert/", history.history_revert, name="history-revert"),
+    path("urgency/", urgency.urgencies, name="urgency-list"),
+    path("urgency/new/", urgency.urgency_edit, name="urgency-create"),
+    path("urgency/<int:pk>/edit/", urgency.urgency_edit, name="urgency-edit"),
+]

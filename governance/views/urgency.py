@@ -1,0 +1,84 @@
+"""Urgency definitions: the shared reasons for exceptions, listed for everyone, edited by admins."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.html import format_html
+from django.views.decorators.http import require_http_methods
+
+from governance import permissions
+from governance.forms import UrgencyForm
+from governance.models import UrgencyDefinition
+from governance.selectors.policy import urgency_list
+from governance.services.policy import PolicyError, VersionConflict
+from governance.views.history import history_url_for
+from governance.views.policy import conflict_context, rebound_with_version
+
+URGENCY_FIELDS = [
+    "name",
+    "meaning",
+    "examples",
+    "priority",
+    "max_window_hours",
+    "allowed_kinds",
+    "invokers",
+]
+
+
+def urgencies(request):
+    if not permissions.can_view_policies(request.user):
+        raise PermissionDenied
+    return render(
+        request,
+        "governance/urgency/list.html",
+        {
+            "urgencies": urgency_list(),
+            "kinds": dict(UrgencyDefinition.Kind.choices),
+            "can_edit": permissions.can_edit_policies(request.user),
+        },
+    )
+
+
+@require_http_methods(["GET", "POST"])
+def urgency_edit(request, pk: int | None = None):
+    if not permissions.can_edit_policies(request.user):
+        raise PermissionDenied
+    urgency = get_object_or_404(urgency_list(), pk=pk) if pk is not None else None
+    form = UrgencyForm(request.POST or None, urgency=urgency)
+    conflict = None
+    if request.method == "POST" and form.is_valid():
+        try:
+            saved = form.save(actor=request.user)
+        except PolicyError:
+            pass
+        except VersionConflict as error:
+            conflict = conflict_context(error, obj=urgency, fields=URGENCY_FIELDS)
+            form = UrgencyForm(
+                rebound_with_version(request.POST, error.current_version), urgency=urgency
+            )
+            form.is_valid()
+        else:
+            change = saved.changes.order_by("-id").first()
+            messages.success(
+                request,
+                format_html(
+                    "Saved the urgency definition {}: now version {}. {}",
+                    saved.name,
+                    saved.version,
+                    format_html(
+                        '<a href="{}">See this change in the history</a>.',
+                        history_url_for(change),
+                    )
+                    if change and permissions.can_view_history(request.user)
+                    else "",
+                ),
+            )
+            return redirect(reverse("urgency-list") + f"#urgency-{saved.pk}")
+    return render(
+        request,
+        "governance/urgency/edit.html",
+        {"form": form, "urgency": urgency, "conflict": conflict},
+    )
