@@ -1,3 +1,5 @@
+from governance.models.exceptions import ExceptionEvent, ExceptionOwner, ExceptionRequest
+from governance.models.knowledge import ArticleRevision, KnowledgeArticle, Tag
 from governance.models.policy import (
     CapacityLimit,
     InstanceType,
@@ -10,12 +12,18 @@ from governance.models.policy import (
 )
 
 __all__ = [
+    "ArticleRevision",
     "CapacityLimit",
+    "ExceptionEvent",
+    "ExceptionOwner",
+    "ExceptionRequest",
     "InstanceType",
     "JobQueue",
+    "KnowledgeArticle",
     "PolicyChange",
     "QueueCapacity",
     "QuotaShare",
+    "Tag",
     "Team",
     "UrgencyDefinition",
 ]

@@ -220,6 +220,13 @@ class PolicyChange(models.Model):
     reverts = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reverted_by"
     )
+    exception_request = models.ForeignKey(
+        "governance.ExceptionRequest",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="policy_changes",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -11,8 +11,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_check_deploy_is_clean_with_production_settings(tmp_path):
+    # The browser harness sets DJANGO_ALLOW_ASYNC_UNSAFE for the test process only.
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
     env = {
-        **os.environ,
+        **env,
         "DJANGO_DEBUG": "0",
         "DJANGO_SECURE": "1",
         "DJANGO_SECRET_KEY": "x7Hq2-production-like-secret-key-for-the-check-3kLm9pQ4rT8vW1yZ",

@@ -1,0 +1,16 @@
+"""Full-text search of knowledge articles: a GIN expression index on PostgreSQL, an
+FTS5 table kept in step by triggers on SQLite (see governance.search)."""
+
+from django.db import migrations
+
+from governance.search import create_search_structures, drop_search_structures
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("governance", "0003_exceptions_and_knowledge"),
+    ]
+
+    operations = [
+        migrations.RunPython(create_search_structures, drop_search_structures, elidable=False),
+    ]

@@ -1,0 +1,144 @@
+"""Knowledge base pages: search (one box, filters, ranked results), an article with its
+history, and the editor. Thin: rules in governance.exception_permissions and the
+knowledge services; reads through governance.selectors.knowledge."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from django.shortcuts import redirect, render
+
+from governance import exception_permissions as rules
+from governance.forms_exceptions import ArticleForm, KnowledgeSearchForm
+from governance.models import KnowledgeArticle
+from governance.selectors.knowledge import (
+    article_get,
+    article_history,
+    article_search,
+    tag_choices,
+)
+from governance.services.knowledge import article_create, article_update
+from governance.services.policy import PolicyError, VersionConflict
+
+
+def _require(allowed: bool) -> None:
+    if not allowed:
+        raise PermissionDenied
+
+
+def knowledge_search(request):
+    _require(rules.can_view_knowledge(request.user))
+    form = KnowledgeSearchForm(request.GET or None, tags=tag_choices())
+    values = form.cleaned_data if form.is_valid() else {}
+    query = values.get("q", "")
+    share = values.get("share")
+    hits = article_search(
+        query=query, tag=values.get("tag") or None, share_id=share.pk if share else None
+    )
+    context = {
+        "form": form if request.GET else KnowledgeSearchForm(tags=tag_choices()),
+        "hits": hits,
+        "query": query,
+        "filtered": bool(values.get("tag") or share),
+        "can_write": rules.can_write_articles(request.user),
+    }
+    if request.htmx:
+        return render(request, "governance/knowledge/_results.html", context)
+    return render(request, "governance/knowledge/search.html", context)
+
+
+def _article(slug: str) -> KnowledgeArticle:
+    try:
+        return article_get(slug=slug)
+    except KnowledgeArticle.DoesNotExist:
+        raise Http404("No such article") from None
+
+
+def article_detail(request, slug: str):
+    _require(rules.can_view_knowledge(request.user))
+    article = _article(slug)
+    return render(
+        request,
+        "governance/knowledge/detail.html",
+        {
+            "article": article,
+            "revisions": article_history(article=article),
+            "who_may_change": rules.who_may_change(article),
+            "can_edit": rules.can_edit_article(request.user, article),
+        },
+    )
+
+
+def _apply_errors(form, error: PolicyError) -> None:
+    for field, problems in error.errors.items():
+        for problem in problems:
+            form.add_error(field if field in form.fields else None, problem)
+
+
+def article_new(request):
+    _require(rules.can_write_articles(request.user))
+    form = ArticleForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            article = article_create(
+                actor=request.user, data=form.article_data(), reason=form.cleaned_data["reason"]
+            )
+        except PolicyError as error:
+            _apply_errors(form, error)
+        else:
+            messages.success(request, "Article published.")
+            return redirect("knowledge-article", slug=article.slug)
+    return render(
+        request,
+        "governance/knowledge/edit.html",
+        {"form": form, "article": None},
+        status=400 if form.errors else 200,
+    )
+
+
+def article_edit(request, slug: str):
+    article = _article(slug)
+    _require(rules.can_edit_article(request.user, article))
+    if request.method == "POST":
+        form = ArticleForm(request.POST)
+        if form.is_valid():
+            try:
+                article = article_update(
+                    actor=request.user,
+                    article=article,
+                    data=form.article_data(exception_requests=article.exception_requests.all()),
+                    expected_version=form.cleaned_data.get("version") or article.version,
+                    reason=form.cleaned_data["reason"],
+                )
+            except VersionConflict as conflict:
+                form.add_error(
+                    None,
+                    f"{conflict} Your text is kept below; the saved version is "
+                    f"{conflict.current_version}.",
+                )
+                data = request.POST.copy()
+                data["version"] = str(conflict.current_version)
+                form = _rebound(data, form)
+            except PolicyError as error:
+                _apply_errors(form, error)
+            else:
+                messages.success(request, f"Article saved (version {article.version}).")
+                return redirect("knowledge-article", slug=article.slug)
+    else:
+        form = ArticleForm(initial=ArticleForm.initial_for(article))
+    return render(
+        request,
+        "governance/knowledge/edit.html",
+        {"form": form, "article": article},
+        status=400 if form.errors else 200,
+    )
+
+
+def _rebound(data, old_form) -> ArticleForm:
+    """The editor's input on top of the newer version, with the conflict message kept."""
+    form = ArticleForm(data)
+    form.is_valid()
+    for error in old_form.non_field_errors():
+        form.add_error(None, error)
+    return form

@@ -1,0 +1,225 @@
+"""Taking effect and ending: through the policy services, exactly once, delta only."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from governance import tasks
+from governance.models import ExceptionRequest, PolicyChange
+from governance.services import exceptions as services
+from governance.services.policy import share_data_from_document, share_document, share_update
+from governance.signals import policy_changed
+from scheduler.models import Job
+
+State = ExceptionRequest.State
+pytestmark = pytest.mark.django_db
+
+
+def limit(share) -> int:
+    return share.limits.get().max_instances
+
+
+def approved_capacity(scene, *, starts_in=timedelta(hours=1), hours=4, extra=1):
+    request = scene.file(
+        scene.capacity(
+            window_start=scene.now + starts_in,
+            window_end=scene.now + starts_in + timedelta(hours=hours),
+            extra_instances=extra,
+        )
+    )
+    services.exception_request_approve(actor=scene.owner, request=request, now=scene.now)
+    request.refresh_from_db()
+    return request
+
+
+def test_activation_goes_through_share_update_and_links_the_change(scene):
+    request = approved_capacity(scene)
+    assert request.state == State.APPROVED and limit(scene.qs1) == 1
+
+    start = request.window_start
+    assert services.exception_request_activate(request_id=request.pk, now=start) is True
+    request.refresh_from_db()
+    assert request.state == State.ACTIVE
+    assert limit(scene.qs1) == 2
+    change = PolicyChange.objects.get(exception_request=request)
+    assert change.cause == PolicyChange.Cause.EXCEPTION
+    assert change.share == scene.qs1
+    assert change.before["capacity_limits"] == {"ml.g5.xlarge": 1}
+    assert change.after["capacity_limits"] == {"ml.g5.xlarge": 2}
+    assert request.applied == {
+        "instance_type": "ml.g5.xlarge",
+        "delta": 1,
+        "limit_before": 1,
+        "limit_after": 2,
+    }
+
+
+def test_activation_and_expiry_run_exactly_once_when_the_task_runs_twice(scene, monkeypatch):
+    request = approved_capacity(scene, starts_in=timedelta(hours=-1), hours=2)
+    # Approval inside the window activated it; the task finds nothing more to do.
+    assert tasks.activate_exception(request.pk) is False
+    assert tasks.activate_exception(request.pk) is False
+    assert PolicyChange.objects.filter(exception_request=request).count() == 1
+
+    after_end = request.window_end + timedelta(seconds=1)
+    monkeypatch.setattr(timezone, "now", lambda: after_end)
+    assert tasks.expire_exception(request.pk) is True
+    assert tasks.expire_exception(request.pk) is False
+    request.refresh_from_db()
+    assert request.state == State.EXPIRED
+    assert limit(scene.qs1) == 1
+    assert PolicyChange.objects.filter(exception_request=request).count() == 2
+    assert request.events.filter(type="EXPIRED").count() == 1
+
+
+@pytest.fixture
+def eager(monkeypatch):
+    """Enqueued tasks run at once, in this process (no broker, no global Celery config)."""
+    for task in (tasks.activate_exception, tasks.expire_exception):
+        monkeypatch.setattr(task, "delay", task)
+
+
+def test_the_sweep_activates_then_expires_and_a_second_sweep_does_nothing(
+    scene, monkeypatch, django_capture_on_commit_callbacks, eager
+):
+    request = approved_capacity(scene)
+    monkeypatch.setattr(timezone, "now", lambda: request.window_start + timedelta(seconds=5))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert tasks.sweep_exceptions() == {"expire": 0, "activate": 1}
+    with django_capture_on_commit_callbacks(execute=True):
+        assert tasks.sweep_exceptions() == {"expire": 0, "activate": 0}
+    assert limit(scene.qs1) == 2
+
+    monkeypatch.setattr(timezone, "now", lambda: request.window_end + timedelta(minutes=3))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert tasks.sweep_exceptions() == {"expire": 1, "activate": 0}
+    with django_capture_on_commit_callbacks(execute=True):
+        assert tasks.sweep_exceptions() == {"expire": 0, "activate": 0}
+    request.refresh_from_db()
+    assert request.state == State.EXPIRED and limit(scene.qs1) == 1
+    assert PolicyChange.objects.filter(exception_request=request).count() == 2
+
+
+def test_a_late_activation_after_the_window_expires_without_taking_effect(scene):
+    request = approved_capacity(scene, hours=2)
+    late = request.window_end + timedelta(hours=3)  # workers were down all window
+    assert services.exception_request_activate(request_id=request.pk, now=late) is True
+    assert services.exception_request_activate(request_id=request.pk, now=late) is False
+    request.refresh_from_db()
+    assert request.state == State.EXPIRED
+    assert limit(scene.qs1) == 1
+    assert not PolicyChange.objects.filter(exception_request=request).exists()
+    assert "before the exception could take effect" in request.events.last().note
+
+
+def test_a_late_expiry_still_takes_back_once(scene):
+    request = approved_capacity(scene, starts_in=timedelta(hours=-1), hours=2)
+    late = request.window_end + timedelta(days=2)
+    assert services.exception_request_expire(request_id=request.pk, now=late) is True
+    assert services.exception_request_expire(request_id=request.pk, now=late) is False
+    assert limit(scene.qs1) == 1
+    request.refresh_from_db()
+    assert request.ended_at == late
+
+
+def test_expiry_before_the_end_does_nothing(scene):
+    request = approved_capacity(scene, starts_in=timedelta(hours=-1), hours=2)
+    assert services.exception_request_expire(request_id=request.pk, now=scene.now) is False
+    assert limit(scene.qs1) == 2
+
+
+def test_expiry_takes_back_only_the_exceptions_delta(scene, admin):
+    request = approved_capacity(scene, starts_in=timedelta(hours=-1), hours=2, extra=1)
+    assert limit(scene.qs1) == 2
+    # Meanwhile an admin raises the limit by one and turns off in-share preemption.
+    share = scene.qs1
+    share.refresh_from_db()
+    doc = share_document(share)
+    doc["capacity_limits"] = {"ml.g5.xlarge": 3}
+    doc["in_share_preemption"] = False
+    share_update(
+        actor=admin,
+        share=share,
+        data=share_data_from_document(doc),
+        reason="more for vision",
+        expected_version=share.version,
+    )
+    services.exception_request_expire(request_id=request.pk, now=request.window_end)
+    share.refresh_from_db()
+    assert limit(share) == 2  # 3 minus the exception's 1: the admin's +1 stays
+    assert share.in_share_preemption is False
+    expiry = PolicyChange.objects.filter(exception_request=request).order_by("id").last()
+    assert expiry.actor is None and expiry.cause == PolicyChange.Cause.EXCEPTION
+    assert expiry.before["capacity_limits"] == {"ml.g5.xlarge": 3}
+    assert expiry.after["capacity_limits"] == {"ml.g5.xlarge": 2}
+
+
+def test_an_exception_beyond_the_queue_capacity_cannot_take_effect(scene, admin):
+    request = approved_capacity(scene, extra=2)  # 1 + 2 = 3: fits the queue's 3
+    # The queue shrinks before the window starts.
+    from governance.services.policy import queue_set_capacity
+
+    scene.queue.refresh_from_db()
+    # Other shares keep their limit of 1 each, so the queue can go down to 2.
+    queue_set_capacity(
+        actor=admin,
+        queue=scene.queue,
+        capacity={"ml.g5.xlarge": 2},
+        reason="hardware returned",
+        expected_version=scene.queue.version,
+    )
+    assert (
+        services.exception_request_activate(request_id=request.pk, now=request.window_start)
+        is False
+    )
+    request.refresh_from_db()
+    assert request.state == State.APPROVED
+    failure = request.events.get(type="APPLY_FAILED")
+    assert "more than the queue's capacity of 2" in failure.note
+    # Trying again says it once, not once per sweep.
+    services.exception_request_activate(request_id=request.pk, now=request.window_start)
+    assert request.events.filter(type="APPLY_FAILED").count() == 1
+
+
+def test_priority_raise_sets_the_urgency_priority_and_expiry_restores_it(
+    scene, django_capture_on_commit_callbacks
+):
+    passes = []
+    receiver = lambda sender, queue_id, **kw: passes.append(queue_id)  # noqa: E731
+    policy_changed.connect(receiver)
+    try:
+        request = scene.file(scene.jobs(jobs=[scene.running, scene.waiting]))
+        with django_capture_on_commit_callbacks(execute=True):
+            services.exception_request_approve(actor=scene.owner, request=request, now=scene.now)
+        assert set(Job.objects.values_list("priority", flat=True)) == {900}
+        assert passes == [scene.queue.pk]
+        # Someone sets the waiting job's priority by hand meanwhile: that stays.
+        Job.objects.filter(pk=scene.waiting.pk).update(priority=5)
+        request.refresh_from_db()
+        with django_capture_on_commit_callbacks(execute=True):
+            services.exception_request_expire(request_id=request.pk, now=request.window_end)
+        assert passes == [scene.queue.pk, scene.queue.pk]
+    finally:
+        policy_changed.disconnect(receiver)
+    scene.running.refresh_from_db()
+    scene.waiting.refresh_from_db()
+    assert (scene.running.priority, scene.waiting.priority) == (1, 5)
+
+
+def test_protection_sets_protected_until_and_expiry_clears_it(scene):
+    request = scene.file(scene.jobs(kind=ExceptionRequest.Kind.PREEMPTION_PROTECTION))
+    services.exception_request_approve(actor=scene.owner, request=request, now=scene.now)
+    scene.running.refresh_from_db()
+    assert scene.running.protected_until == request.window_end
+    services.exception_request_revoke(actor=scene.owner, request=request, reason="done")
+    scene.running.refresh_from_db()
+    assert scene.running.protected_until is None
+
+
+def test_the_beat_schedule_declares_the_sweep():
+    from governance.celery import app
+
+    entry = app.conf.beat_schedule["exceptions-sweep"]
+    assert entry["task"] == "governance.exceptions.sweep"
+    assert entry["schedule"] == 60.0
