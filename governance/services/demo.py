@@ -15,6 +15,8 @@ from django.utils import timezone
 
 from governance import permissions
 from governance.models import InstanceType, JobQueue, PolicyChange, QuotaShare, Team
+from governance.services.exceptions import seed_exceptions
+from governance.services.knowledge import seed_knowledge
 from governance.services.policy import (
     ShareData,
     queue_create,
@@ -272,8 +274,10 @@ def seed_demo(*, password: str | None = None) -> dict[str, User]:
             urgency_save(
                 actor=admin, data=data, reason=SEED_REASON, cause=PolicyChange.Cause.IMPORT
             )
-    seed_aws_sample(admin, users["lead"])
+    aws = seed_aws_sample(admin, users["lead"])
     seed_philly(admin)
+    seed_knowledge(actor=admin)
+    seed_exceptions(admin=admin, lead=users["lead"], owner=users["owner"], queue=aws)
     return users
 
 

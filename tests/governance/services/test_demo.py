@@ -1,7 +1,14 @@
 import pytest
 from django.contrib.auth import authenticate
 
-from governance.models import JobQueue, PolicyChange, QuotaShare, Team
+from governance.models import (
+    ExceptionRequest,
+    JobQueue,
+    KnowledgeArticle,
+    PolicyChange,
+    QuotaShare,
+    Team,
+)
 from governance.services.demo import demo_password, seed_demo
 from scheduler.models import Job
 
@@ -15,6 +22,8 @@ def counts():
         Team.objects.count(),
         PolicyChange.objects.count(),
         Job.objects.count(),
+        KnowledgeArticle.objects.count(),
+        ExceptionRequest.objects.count(),
     )
 
 
@@ -38,3 +47,5 @@ def test_seed_demo_is_idempotent_and_builds_the_demo_organisation():
     for username in ("admin", "lead", "owner", "leader"):
         assert authenticate(username=username, password=demo_password()) is not None
     assert PolicyChange.objects.filter(cause="import").count() == first[3]
+    assert KnowledgeArticle.objects.count() >= 12
+    assert ExceptionRequest.objects.filter(state="SUBMITTED").exists()
