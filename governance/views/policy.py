@@ -21,6 +21,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 from governance import glossary, permissions
 from governance.forms import CapacityForm, ShareForm
 from governance.models import PolicyChange, QuotaShare
+from governance.selectors.exceptions import active_exceptions
+from governance.selectors.knowledge import articles_by_share
 from governance.selectors.policy import queue_list, queue_usage, share_get
 from governance.services.impact import capacity_change_impact, share_change_impact
 from governance.services.policy import (
@@ -62,11 +64,21 @@ def queues(request):
 def queue_detail(request, pk: int):
     _require(permissions.can_view_policies(request.user))
     queue = get_object_or_404(queue_list(), pk=pk)
+    usage = queue_usage(queue)
+    articles = articles_by_share(queue=queue)
+    exceptions: dict[int, list] = {}
+    for request_ in active_exceptions(queue=queue):
+        exceptions.setdefault(request_.share_id, []).append(request_)
+    explained = [
+        (row.share, articles.get(row.share.pk, []), exceptions.get(row.share.pk, []))
+        for row in usage.shares
+    ]
     return render(
         request,
         "governance/queues/detail.html",
         {
-            "usage": queue_usage(queue),
+            "usage": usage,
+            "explained": explained,
             "can_edit": permissions.can_edit_policies(request.user),
             "can_view_history": permissions.can_view_history(request.user),
         },

@@ -9,7 +9,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from governance.models import CapacityLimit, QuotaShare
-from tests.factories import InstanceTypeFactory, JobFactory, QuotaShareFactory, aws_sample_queue
+from tests.factories import (
+    InstanceTypeFactory,
+    JobFactory,
+    QuotaShareFactory,
+    UserFactory,
+    aws_sample_queue,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -119,3 +125,21 @@ def test_policy_index_lists_every_share_with_its_editor(admin_client, aws_queue)
     for share in aws_queue.shares.all():
         assert reverse("share-edit", args=[share.pk]) in html
     assert reverse("queue-capacity", args=[aws_queue.pk]) in html
+
+
+def test_the_queue_page_shows_the_articles_that_explain_each_share(
+    client_as, team_lead, aws_queue, django_assert_max_num_queries
+):
+    from governance.services.knowledge import seed_knowledge
+
+    seed_knowledge(actor=UserFactory(username="kb-admin", roles=["admins"]))
+    qs1 = QuotaShare.objects.get(queue=aws_queue, name="qs1")
+    client = client_as(team_lead)
+    response = client.get(reverse("queue-detail", args=[aws_queue.pk]))
+
+    html = response.content.decode()
+    assert "Why each share's policy exists" in html
+    explained = {share.name: articles for share, articles, _active in response.context["explained"]}
+    assert explained["qs1"], "the seeded interruption contract of qs1 explains it"
+    assert all(qs1 in article.shares.all() for article in explained["qs1"])
+    assert explained["qs1"][0].title in html
