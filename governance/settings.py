@@ -196,6 +196,8 @@ if REDIS_URL:
 else:
     _queue_dir = VAR_DIR / "celery"
     CELERY_BROKER_URL = "filesystem://"
+    for _folder in ("queue", "processed", "control"):
+        (_queue_dir / _folder).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_queue_dir / "queue"),
         "data_folder_out": str(_queue_dir / "queue"),
@@ -219,6 +221,18 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("DJANGO_LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# The live scheduler.
+# Simulated executor: how many simulated seconds of work pass per real second.
+SIMULATED_SECONDS_PER_SECOND = int(os.environ.get("SIMULATED_SECONDS_PER_SECOND", "60"))
+SCHEDULER_TICK_SECONDS = int(os.environ.get("SCHEDULER_TICK_SECONDS", "2"))
+JOB_SWEEP_SECONDS = int(os.environ.get("JOB_SWEEP_SECONDS", "15"))
+JOB_HEARTBEAT_SECONDS = int(os.environ.get("JOB_HEARTBEAT_SECONDS", "2"))
+# A running process job whose worker is silent this long is requeued.
+JOB_HEARTBEAT_TIMEOUT = int(os.environ.get("JOB_HEARTBEAT_TIMEOUT", "30"))
+# Preemption sends SIGTERM, then SIGKILL after this many seconds.
+JOB_STOP_GRACE_SECONDS = int(os.environ.get("JOB_STOP_GRACE_SECONDS", "10"))
+JOB_CHECKPOINT_ROOT = Path(os.environ.get("JOB_CHECKPOINT_ROOT", VAR_DIR / "checkpoints"))
 
 # Product settings.
 # When true, a draft policy needs another admin's approval before it is applied.

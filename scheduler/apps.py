@@ -5,3 +5,17 @@ class SchedulerConfig(AppConfig):
     name = "scheduler"
     verbose_name = "Scheduler"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from governance.signals import policy_changed
+        from scheduler import tasks  # noqa: F401  (registers the tasks and beat entries)
+
+        policy_changed.connect(_pass_after_policy_change, dispatch_uid="scheduler-policy-pass")
+
+
+def _pass_after_policy_change(sender, queue_id, **kwargs):
+    """A policy change (an edit, a revert, an exception taking effect) may start or
+    preempt jobs: run a pass. The signal is sent after commit already."""
+    from scheduler.services.passes import request_pass
+
+    request_pass(queue_id)

@@ -1,8 +1,13 @@
-"""Jobs and their append-only events.
+"""Jobs, their append-only events, and the decisions people take on failed jobs.
 
-States and event types follow the scenario format (shared with the engine):
-a job is RUNNABLE until dispatched, RUNNING while it holds capacity, and ends
-SUCCEEDED or FAILED.
+States and event types follow the scenario format (shared with the engine): a job is
+RUNNABLE until dispatched, RUNNING while it holds capacity, and ends SUCCEEDED or
+FAILED. The engine decides; `scheduler.services` writes these rows, always under the
+queue's row lock, so the database is the truth of who holds what.
+
+Times are real instants. Work figures (`progress`, `checkpointed`, `lost_work`,
+`restart_overhead_spent`, `waiting_time`) are compute seconds of the job itself: on a
+simulated queue one real second is `SIMULATED_SECONDS_PER_SECOND` of them.
 """
 
 from django.conf import settings
@@ -17,12 +22,22 @@ class Job(models.Model):
         SUCCEEDED = "SUCCEEDED", "Succeeded"
         FAILED = "FAILED", "Failed"
 
+    LIVE_STATES = (State.RUNNABLE, State.RUNNING)
+
     queue = models.ForeignKey("governance.JobQueue", on_delete=models.PROTECT, related_name="jobs")
     share = models.ForeignKey(
         "governance.QuotaShare", on_delete=models.PROTECT, related_name="jobs"
     )
     name = models.CharField(max_length=200)
     priority = models.PositiveIntegerField(default=0)
+    urgency = models.ForeignKey(
+        "governance.UrgencyDefinition",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="jobs",
+        help_text="The urgency definition that granted the job's priority, if any.",
+    )
     instance_type = models.ForeignKey(
         "governance.InstanceType", on_delete=models.PROTECT, related_name="+"
     )
@@ -34,22 +49,41 @@ class Job(models.Model):
     restart_overhead = models.PositiveIntegerField(default=0)
     preemption_retries = models.PositiveIntegerField(null=True, blank=True)
     protected_until = models.DateTimeField(null=True, blank=True)
+    command = models.TextField(
+        blank=True, help_text="What a process executor runs (a shell-free argument list)."
+    )
 
     state = models.CharField(max_length=10, choices=State, default=State.RUNNABLE, db_index=True)
+    # RUNNABLE: the engine's reason code for the wait; FAILED: the cause.
     reason = models.CharField(max_length=64, blank=True)
     submitted_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     submitted_at = models.DateTimeField(db_index=True)
+    resubmitted_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="resubmissions"
+    )
+    runnable_since = models.DateTimeField(null=True, blank=True)
+    misconfigured_since = models.DateTimeField(null=True, blank=True)
+    first_started_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     # Orders jobs started at the same instant: the victim-order tie-break.
     start_seq = models.BigIntegerField(default=0)
     borrowed = models.BooleanField(default=False)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Starts so far; a process executor's run carries it, so a stale run knows to stop.
+    attempt = models.PositiveIntegerField(default=0)
+    # Compute seconds of restart overhead of the current run (0 for a first start).
+    run_overhead = models.PositiveIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
 
     progress = models.PositiveIntegerField(default=0, help_text="Compute seconds done.")
     checkpointed = models.PositiveIntegerField(default=0)
     preemptions = models.PositiveIntegerField(default=0)
+    # Runs lost to a dead worker and put back in the queue (not preemptions).
+    requeues = models.PositiveIntegerField(default=0)
     lost_work = models.PositiveIntegerField(default=0)
     restart_overhead_spent = models.PositiveIntegerField(default=0)
     waiting_time = models.PositiveIntegerField(default=0)
@@ -57,33 +91,87 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
-        indexes = [models.Index(fields=["queue", "state"])]
+        indexes = [
+            models.Index(fields=["queue", "state"]),
+            models.Index(fields=["share", "state"], name="job_share_state_idx"),
+        ]
         constraints = [
             models.CheckConstraint(condition=Q(instances__gte=1), name="job_instances_ge_1"),
             models.CheckConstraint(condition=Q(priority__lte=9999), name="job_priority_le_9999"),
+            models.CheckConstraint(
+                condition=Q(expected_duration__gte=1), name="job_expected_duration_ge_1"
+            ),
+            models.CheckConstraint(
+                condition=~Q(state="RUNNING") | Q(started_at__isnull=False),
+                name="job_running_has_started_at",
+            ),
         ]
 
     def __str__(self):
         return self.name
 
+    @property
+    def is_live(self) -> bool:
+        return self.state in self.LIVE_STATES
+
 
 class JobEvent(models.Model):
+    """One thing that happened to a job. Append-only: rows are never changed."""
+
     class Type(models.TextChoices):
         SUBMITTED = "SUBMITTED"
         STARTED = "STARTED"
         PREEMPTED = "PREEMPTED"
         SUCCEEDED = "SUCCEEDED"
         FAILED = "FAILED"
+        PRIORITY_CHANGED = "PRIORITY_CHANGED", "Priority changed"
+        REQUEUED = "REQUEUED", "Requeued"
+
+    # The lifecycle events of the scenario format; the others are notes on the timeline.
+    LIFECYCLE = (Type.SUBMITTED, Type.STARTED, Type.PREEMPTED, Type.SUCCEEDED, Type.FAILED)
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
     at = models.DateTimeField(db_index=True)
-    type = models.CharField(max_length=10, choices=Type)
+    type = models.CharField(max_length=16, choices=Type)
     cause = models.CharField(max_length=32, blank=True)
     by = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     borrowed = models.BooleanField(default=False)
+    attempt = models.PositiveIntegerField(default=0)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Figures of the moment: lost work of a preemption, an exit code, old and new priority.
+    detail = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["at", "id"]
+        indexes = [models.Index(fields=["job", "at"], name="jobevent_job_at_idx")]
 
     def __str__(self):
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.type} {self.job_id}"
+
+
+class JobDecision(models.Model):
+    """What a team lead decided about a job that needs a decision (it ended FAILED)."""
+
+    class Kind(models.TextChoices):
+        RESUBMITTED = "RESUBMITTED", "Resubmitted"
+        EXCEPTION_FILED = "EXCEPTION_FILED", "Exception request filed"
+        CLOSED = "CLOSED", "Closed"
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="decision")
+    kind = models.CharField(max_length=16, choices=Kind)
+    note = models.TextField(blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    decided_at = models.DateTimeField()
+    new_job = models.ForeignKey(
+        Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-decided_at", "-id"]
+
+    def __str__(self):
+        return f"{self.get_kind_display()}: {self.job}"

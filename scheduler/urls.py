@@ -1,3 +1,22 @@
-from django.urls import path  # noqa: F401
+"""The job pages and the jobs API (/api/v1/jobs/...)."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from scheduler import api, views
+
+urlpatterns = [
+    path("jobs/", views.job_list, name="job-list"),
+    path("jobs/new/", views.job_create, name="job-create"),
+    path("jobs/decisions/", views.job_decisions, name="job-decisions"),
+    path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
+    path("jobs/<int:pk>/priority/", views.job_priority, name="job-priority"),
+    path("jobs/<int:pk>/terminate/", views.job_terminate, name="job-terminate"),
+    path("jobs/<int:pk>/decision/", views.job_decision, name="job-decision"),
+    path("jobs/queues/<int:pk>/live/", views.queue_live, name="queue-live"),
+    path("api/v1/jobs/", api.JobListCreate.as_view(), name="api-job-list"),
+    path("api/v1/jobs/bulk/", api.JobBulkCreate.as_view(), name="api-job-bulk"),
+    path("api/v1/jobs/<int:pk>/", api.JobDetail.as_view(), name="api-job-detail"),
+    path("api/v1/jobs/<int:pk>/events/", api.JobEvents.as_view(), name="api-job-events"),
+    path("api/v1/jobs/<int:pk>/priority/", api.JobPriority.as_view(), name="api-job-priority"),
+    path("api/v1/jobs/<int:pk>/terminate/", api.JobTerminate.as_view(), name="api-job-terminate"),
+]

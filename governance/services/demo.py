@@ -24,6 +24,7 @@ from governance.services.policy import (
     urgency_save,
 )
 from scheduler.models import Job
+from scheduler.services.demo import seed_process_demo
 
 TRACE_DIR = Path(__file__).resolve().parent.parent.parent / "scheduler" / "data" / "traces"
 DEFAULT_DEMO_PASSWORD = "quota-demo-2026"
@@ -278,6 +279,7 @@ def seed_demo(*, password: str | None = None) -> dict[str, User]:
     seed_philly(admin)
     seed_knowledge(actor=admin)
     seed_exceptions(admin=admin, lead=users["lead"], owner=users["owner"], queue=aws)
+    seed_process_demo(actor=admin, lead=users["lead"])
     return users
 
 

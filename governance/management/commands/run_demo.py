@@ -13,7 +13,9 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from governance.models import InstanceType
 from governance.services.demo import DEMO_USERS, demo_password
+from scheduler.executors import instances_queue
 
 
 class Command(BaseCommand):
@@ -56,6 +58,11 @@ class Command(BaseCommand):
                 "INFO",
                 "--concurrency",
                 "2",
+                # The process executor routes each job to its instance type's queue.
+                "--queues",
+                ",".join(
+                    ["celery", *(instances_queue(t.name) for t in InstanceType.objects.all())]
+                ),
             ],
             "beat": [
                 str(bin_dir / "celery"),

@@ -46,6 +46,6 @@ def test_seed_demo_is_idempotent_and_builds_the_demo_organisation():
     assert all(lim.max_instances > 0 for s in philly.shares.all() for lim in s.limits.all())
     for username in ("admin", "lead", "owner", "leader"):
         assert authenticate(username=username, password=demo_password()) is not None
-    assert PolicyChange.objects.filter(cause="import").count() == first[3]
+    assert PolicyChange.objects.filter(cause="import", queue=aws).exists()
     assert KnowledgeArticle.objects.count() >= 12
     assert ExceptionRequest.objects.filter(state="SUBMITTED").exists()

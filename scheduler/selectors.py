@@ -1,0 +1,344 @@
+"""Reads of jobs, shaped for pages and the API: lists, timelines, plain-language
+reasons, the live queue view and the "needs a decision" list."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from django.db.models import Count, Exists, OuterRef, QuerySet, Sum
+from django.utils import timezone
+
+from governance.models import JobQueue, QuotaShare
+from governance.selectors.policy import QueueUsage, ShareUsage, queue_list, queue_usage
+from scheduler.engine.types import (
+    BLOCKED_BEHIND_HEAD,
+    BORROW_LIMIT_REACHED,
+    BORROWABLE_CAPACITY_EXCEEDED,
+    QUOTA_MANAGEMENT_LIMIT_EXCEEDED,
+    SERVICE_ENVIRONMENT_MAX_RESOURCE,
+    SHARE_LIMIT_REACHED,
+    WAITING_FOR_CAPACITY,
+)
+from scheduler.executors import executor_for
+from scheduler.models import Job, JobDecision, JobEvent
+from scheduler.services.jobs import NEEDS_DECISION_CAUSES
+from scheduler.services.work import compute_seconds
+
+
+def job_list(*, filters: Mapping | None = None) -> QuerySet[Job]:
+    """Jobs, newest first, filtered by queue, share, team and state (ids / state name)."""
+    filters = filters or {}
+    jobs = Job.objects.select_related("queue", "share__team", "instance_type").order_by(
+        "-submitted_at", "-pk"
+    )
+    for key, lookup in (
+        ("queue", "queue_id"),
+        ("share", "share_id"),
+        ("team", "share__team_id"),
+        ("state", "state"),
+    ):
+        value = filters.get(key)
+        if value not in (None, ""):
+            jobs = jobs.filter(**{lookup: value})
+    return jobs
+
+
+def job_detail_queryset() -> QuerySet[Job]:
+    return Job.objects.select_related(
+        "queue", "share__team", "instance_type", "submitted_by", "urgency", "resubmitted_from"
+    )
+
+
+def needs_decision_list(*, team_ids=None) -> QuerySet[Job]:
+    """Failed jobs a person must decide about, oldest failure first, with no decision yet."""
+    jobs = (
+        job_list()
+        .filter(state=Job.State.FAILED, reason__in=NEEDS_DECISION_CAUSES)
+        .exclude(Exists(JobDecision.objects.filter(job=OuterRef("pk"))))
+        .order_by("finished_at", "pk")
+    )
+    if team_ids is not None:
+        jobs = jobs.filter(share__team_id__in=team_ids)
+    return jobs
+
+
+# Plain language.
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _share_usage(job: Job) -> int:
+    used = Job.objects.filter(
+        share_id=job.share_id, instance_type_id=job.instance_type_id, state=Job.State.RUNNING
+    ).aggregate(n=Sum("instances"))["n"]
+    return used or 0
+
+
+def _share_limit(job: Job) -> int:
+    limit = job.share.limits.filter(instance_type_id=job.instance_type_id).first()
+    return limit.max_instances if limit else 0
+
+
+def waiting_reason(job: Job) -> str:
+    """Why a RUNNABLE job waits, in one sentence a non-expert understands."""
+    itype, share = job.instance_type.name, job.share.name
+    code = job.reason
+    if code == SERVICE_ENVIRONMENT_MAX_RESOURCE:
+        return (
+            f"cannot start: it needs {job.instances} {itype} and the queue does not have "
+            "that many; lower its instances or ask an admin about the queue's capacity"
+        )
+    if code == QUOTA_MANAGEMENT_LIMIT_EXCEEDED:
+        return (
+            f"cannot start: it needs more {itype} than share {share}'s quota allows, "
+            "even with borrowing; lower its instances or file an exception for capacity"
+        )
+    if code == BORROWABLE_CAPACITY_EXCEEDED:
+        return (
+            f"cannot start: it needs more {itype} than share {share}'s limit plus all "
+            "the capacity other shares could ever lend"
+        )
+    if code == BLOCKED_BEHIND_HEAD:
+        return (
+            f"waiting its turn: a job ahead of it in share {share}'s queue (higher priority "
+            "or submitted earlier) must start first"
+        )
+    if code == SHARE_LIMIT_REACHED:
+        return (
+            f"waiting: share {share} is at its limit of {_share_limit(job)} {itype} "
+            "and may not borrow; it starts when one of the share's jobs ends"
+        )
+    if code == BORROW_LIMIT_REACHED:
+        return (
+            f"waiting: share {share} is at its limit and has borrowed as much {itype} "
+            "as its borrow limit allows"
+        )
+    if code == WAITING_FOR_CAPACITY:
+        if _share_usage(job) + job.instances > _share_limit(job):
+            return f"waiting: its share is at its limit and no lender has idle {itype}"
+        return (
+            f"waiting: share {share} has room, but no {itype} is free right now; "
+            "it starts as soon as one is"
+        )
+    if not code:
+        return "waiting for the next scheduling pass"
+    return f"waiting ({code})"
+
+
+def failure_reason(job: Job) -> str:
+    cause = job.reason
+    if cause == "retries_exhausted":
+        bound = job.preemption_retries
+        return (
+            f"failed: preempted {_plural(job.preemptions, 'time')}, more than its retry "
+            f"bound of {bound} allows"
+        )
+    if cause == "time_limit":
+        return (
+            "failed: it could not start for longer than the queue's runnable time limit "
+            f"({job.queue.runnable_time_limit} s)"
+        )
+    if cause == "share_disabled":
+        return f"failed: share {job.share.name} was disabled when it was submitted"
+    if cause == "terminated":
+        return "failed: terminated by a person"
+    if cause == "exit_code":
+        return f"failed: its process exited with code {job.exit_code}"
+    return f"failed ({cause})"
+
+
+def current_reason(job: Job) -> str:
+    if job.state == Job.State.RUNNABLE:
+        return waiting_reason(job)
+    if job.state == Job.State.RUNNING:
+        where = "on borrowed capacity" if job.borrowed else "within its share's limit"
+        return f"running {where}"
+    if job.state == Job.State.SUCCEEDED:
+        return "finished"
+    return failure_reason(job)
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    event: JobEvent
+    text: str
+    css: str  # a state colour of the visual language
+
+
+def _event_text(event: JobEvent, job: Job) -> tuple[str, str]:
+    kind = event.type
+    if kind == JobEvent.Type.SUBMITTED:
+        return f"submitted to share {job.share.name}", "neutral"
+    if kind == JobEvent.Type.STARTED:
+        where = "on borrowed capacity" if event.borrowed else "within its share's limit"
+        restart = " (restart from its last checkpoint)" if event.attempt > 1 else ""
+        return f"started {where}{restart}", "borrowed" if event.borrowed else "within"
+    if kind == JobEvent.Type.PREEMPTED:
+        lost = event.detail.get("lost_work")
+        lost_text = f"; lost {lost} s of work since its last checkpoint" if lost else ""
+        by = event.by
+        if event.cause == "reclaim":
+            who = f"team {by.share.team.name}" if by else "the lending team"
+            what = f" for job {by.name}" if by else ""
+            return f"preempted: {who} reclaimed its capacity{what}{lost_text}", "failed"
+        if event.cause == "priority":
+            what = f" job {by.name}" if by else " job"
+            return (
+                f"preempted: higher-priority{what} of the same share needed the instances"
+                f"{lost_text}",
+                "failed",
+            )
+        if event.cause == "capacity_change":
+            return f"preempted: the queue's capacity was lowered{lost_text}", "failed"
+        return f"preempted ({event.cause}){lost_text}", "failed"
+    if kind == JobEvent.Type.SUCCEEDED:
+        return "succeeded", "done"
+    if kind == JobEvent.Type.FAILED:
+        if event.cause == "terminated":
+            who = event.actor.get_username() if event.actor else "a person"
+            return f"terminated by {who}", "stopped"
+        if event.cause == "exit_code":
+            return f"failed: exited with code {event.detail.get('exit_code')}", "failed"
+        texts = {
+            "retries_exhausted": "failed: its retry bound is spent",
+            "time_limit": "failed: waited past the queue's runnable time limit",
+            "share_disabled": "failed: its share is disabled",
+        }
+        return texts.get(event.cause, f"failed ({event.cause})"), "failed"
+    if kind == JobEvent.Type.PRIORITY_CHANGED:
+        who = event.actor.get_username() if event.actor else "a person"
+        return (
+            f"priority changed from {event.detail.get('from')} to {event.detail.get('to')} "
+            f"by {who}",
+            "neutral",
+        )
+    if kind == JobEvent.Type.REQUEUED:
+        return (
+            "requeued: its worker stopped responding; it resumes from its last checkpoint",
+            "failed",
+        )
+    return kind, "neutral"
+
+
+def job_timeline(job: Job) -> list[TimelineEntry]:
+    events = job.events.select_related("by__share__team", "actor").order_by("at", "pk")
+    return [TimelineEntry(event, *_event_text(event, job)) for event in events]
+
+
+def job_progress(job: Job, now: dt.datetime | None = None) -> int:
+    """Compute seconds done now (modelled for simulated queues, reported for processes)."""
+    if job.state != Job.State.RUNNING:
+        return job.progress
+    return executor_for(job.queue).progress(job, now or timezone.now())
+
+
+def job_waiting(job: Job, now: dt.datetime | None = None) -> int:
+    """Compute seconds RUNNABLE in all, counting the current wait."""
+    if job.state != Job.State.RUNNABLE or job.runnable_since is None:
+        return job.waiting_time
+    speed = executor_for(job.queue).speed
+    return job.waiting_time + compute_seconds(job.runnable_since, now or timezone.now(), speed)
+
+
+# The live queue view.
+
+
+@dataclass(frozen=True)
+class ShareHead:
+    share: QuotaShare
+    job: Job | None
+    waiting: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class LiveRow:
+    usage: ShareUsage
+    head: ShareHead
+
+
+@dataclass(frozen=True)
+class LiveQueue:
+    usage: QueueUsage
+    rows: list[LiveRow]
+    running: list[Job]
+    preemptions: list[TimelineEntry]
+
+
+RECENT_PREEMPTIONS = 10
+
+
+def live_queue_get_queryset() -> QuerySet[JobQueue]:
+    return queue_list()
+
+
+def live_queue(queue: JobQueue) -> LiveQueue:
+    """Usage per share, the running jobs, each share's runnable head, recent preemptions.
+
+    A fixed number of queries whatever the number of jobs: the heads come from one
+    query ordered the way the engine orders a share's queue.
+    """
+    usage = queue_usage(queue)
+    running = list(
+        Job.objects.filter(queue=queue, state=Job.State.RUNNING)
+        .select_related("share__team", "instance_type", "queue")
+        .order_by("share__position", "-priority", "started_at", "pk")
+    )
+    waiting_rows = (
+        Job.objects.filter(queue=queue, state=Job.State.RUNNABLE)
+        .exclude(reason=BLOCKED_BEHIND_HEAD)
+        .select_related("share__team", "instance_type", "queue")
+        .order_by("share_id", "-priority", "submitted_at", "pk")
+    )
+    first: dict[int, Job] = {}
+    for job in waiting_rows:
+        first.setdefault(job.share_id, job)
+    counts = dict(
+        Job.objects.filter(queue=queue, state=Job.State.RUNNABLE)
+        .order_by()
+        .values("share_id")
+        .annotate(n=Count("pk"))
+        .values_list("share_id", "n")
+    )
+    rows = []
+    for share_usage in usage.shares:
+        share = share_usage.share
+        job = first.get(share.pk)
+        head = ShareHead(
+            share=share,
+            job=job,
+            waiting=counts.get(share.pk, 0),
+            reason=_head_reason(job) if job else "",
+        )
+        rows.append(LiveRow(usage=share_usage, head=head))
+    events = (
+        JobEvent.objects.filter(job__queue=queue, type=JobEvent.Type.PREEMPTED)
+        .select_related("job__share__team", "by__share__team")
+        .order_by("-at", "-pk")[:RECENT_PREEMPTIONS]
+    )
+    preemptions = [TimelineEntry(event, *_event_text(event, event.job)) for event in events]
+    return LiveQueue(usage=usage, rows=rows, running=running, preemptions=preemptions)
+
+
+def _head_reason(job: Job) -> str:
+    """A head's reason without per-job queries (the detail page says more)."""
+    if job.reason in (WAITING_FOR_CAPACITY, SHARE_LIMIT_REACHED, BORROW_LIMIT_REACHED):
+        return {
+            WAITING_FOR_CAPACITY: f"no {job.instance_type.name} free for it now",
+            SHARE_LIMIT_REACHED: "its share is at its limit and may not borrow",
+            BORROW_LIMIT_REACHED: "its share has borrowed all its borrow limit allows",
+        }[job.reason]
+    if job.reason:
+        return "cannot start as configured"
+    return "waiting for the next pass"
+
+
+def job_filter_choices() -> dict:
+    return {
+        "queues": JobQueue.objects.order_by("name"),
+        "shares": QuotaShare.objects.select_related("queue").order_by("queue__name", "position"),
+    }

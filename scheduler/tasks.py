@@ -1,0 +1,98 @@
+"""Celery tasks of the live scheduler: thin, named, taking ids, idempotent.
+
+- `scheduler.run_pass(queue_id)`: one scheduling pass. Running it twice changes
+  nothing the second time (the engine reaches a fixed point and the pass holds the
+  queue's lock), so it is safe to deliver twice and `acks_late`.
+- `scheduler.tick()`: periodic; a pass of every queue with live jobs (simulated jobs
+  finish there, and a lost message is repaired there).
+- `scheduler.sweep()`: periodic; requeues jobs whose worker stopped sending heartbeats.
+- `scheduler.run_job(job_id, attempt)`: the process executor's run, routed to the
+  Celery queue of the job's instance type; the run is claimed once.
+
+Retries: only transient database errors (a lock timeout, a dropped connection), with
+backoff. Periodic tasks are declared below, in one place, on the project's Celery app.
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.conf import settings
+from django.db import OperationalError
+
+from governance.celery import app
+from governance.models import JobQueue
+from scheduler.models import Job
+
+TRANSIENT = (OperationalError,)
+
+
+@shared_task(
+    name="scheduler.run_pass",
+    acks_late=True,
+    autoretry_for=TRANSIENT,
+    retry_backoff=True,
+    retry_backoff_max=30,
+    max_retries=5,
+)
+def run_pass(queue_id: int) -> dict:
+    from scheduler.services.passes import scheduling_pass
+
+    try:
+        outcome = scheduling_pass(queue_id=queue_id)
+    except JobQueue.DoesNotExist:
+        return {"queue": queue_id, "skipped": "no such queue"}
+    return {
+        "queue": queue_id,
+        "finished": len(outcome.finished),
+        "started": len(outcome.started),
+        "preempted": len(outcome.preempted),
+        "failed": len(outcome.failed),
+    }
+
+
+@shared_task(name="scheduler.tick", acks_late=True, ignore_result=True)
+def tick() -> None:
+    queue_ids = (
+        Job.objects.filter(state__in=Job.LIVE_STATES)
+        .order_by("queue_id")
+        .values_list("queue_id", flat=True)
+        .distinct()
+    )
+    for queue_id in queue_ids:
+        run_pass.delay(queue_id)
+
+
+@shared_task(
+    name="scheduler.sweep",
+    acks_late=True,
+    autoretry_for=TRANSIENT,
+    retry_backoff=True,
+    max_retries=3,
+)
+def sweep() -> list[int]:
+    from scheduler.services.jobs import jobs_requeue_lost
+
+    return jobs_requeue_lost(timeout=float(getattr(settings, "JOB_HEARTBEAT_TIMEOUT", 30)))
+
+
+# Not acks_late: a run is claimed in the database, and a run whose worker died is
+# requeued by the sweep, so a redelivery would only find it claimed.
+@shared_task(name="scheduler.run_job")
+def run_job(job_id: int, attempt: int) -> str:
+    from scheduler.executors.process import run_job as run
+
+    return run(job_id, attempt)
+
+
+app.conf.beat_schedule.update(
+    {
+        "scheduler-tick": {
+            "task": "scheduler.tick",
+            "schedule": float(getattr(settings, "SCHEDULER_TICK_SECONDS", 2)),
+        },
+        "scheduler-sweep": {
+            "task": "scheduler.sweep",
+            "schedule": float(getattr(settings, "JOB_SWEEP_SECONDS", 15)),
+        },
+    }
+)

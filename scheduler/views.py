@@ -1,0 +1,197 @@
+"""The job pages: list, submission, a job's page with its actions, the live queue view
+and the "needs a decision" list.
+
+Views are thin: access goes through scheduler.permissions, reads through
+scheduler.selectors, writes through the forms and scheduler.services. One URL serves
+a page or, for htmx, its fragment.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_POST
+
+from governance.models import JobQueue
+from governance.permissions import is_admin
+from scheduler import permissions, selectors
+from scheduler.forms import DecisionForm, JobFilterForm, JobForm, PriorityForm, apply_errors
+from scheduler.models import Job, JobDecision
+from scheduler.services.jobs import JobError, job_decide, job_set_priority, job_submit
+from scheduler.services.jobs import job_terminate as terminate_job
+
+JOBS_PER_PAGE = 25
+
+
+def _require(allowed: bool) -> None:
+    if not allowed:
+        raise PermissionDenied
+
+
+def _exception_create_url() -> str | None:
+    try:
+        return reverse("exception-create")
+    except NoReverseMatch:
+        return None
+
+
+def job_list(request):
+    _require(permissions.can_view_jobs(request.user))
+    filter_form = JobFilterForm(request.GET or None)
+    jobs = selectors.job_list(filters=filter_form.filters() if request.GET else {})
+    page = Paginator(jobs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
+    context = {
+        "filter_form": filter_form,
+        "page_obj": page,
+        "can_submit": permissions.can_submit_jobs(request.user),
+        "decision_count": _decision_count(request.user),
+        "queues": JobQueue.objects.order_by("name"),
+    }
+    if request.htmx and request.htmx.target == "job-list":
+        return render(request, "scheduler/_job_list.html", context)
+    return render(request, "scheduler/list.html", context)
+
+
+def _decision_team_ids(user):
+    """Admins decide on every team's jobs; a lead on the jobs of the teams they lead."""
+    return None if is_admin(user) else permissions.led_team_ids(user)
+
+
+def _decision_count(user) -> int:
+    return selectors.needs_decision_list(team_ids=_decision_team_ids(user)).count()
+
+
+def job_create(request):
+    _require(permissions.can_submit_jobs(request.user))
+    form = JobForm(request.POST or None, user=request.user, initial=_initial(request))
+    if request.method == "POST" and form.is_valid():
+        try:
+            job = job_submit(data=form.data_for_service(), submitted_by=request.user)
+        except JobError as error:
+            apply_errors(form, error)
+        else:
+            messages.success(request, f"Job {job.name} submitted.")
+            return redirect("job-detail", pk=job.pk)
+    return render(request, "scheduler/submit.html", {"form": form})
+
+
+def _initial(request) -> dict:
+    share = request.GET.get("share")
+    return {"share": share} if share else {}
+
+
+def job_detail(request, pk: int):
+    job = permissions.get_job_for_user(request.user, selectors.job_detail_queryset(), pk)
+    can_manage = permissions.can_manage_job(request.user, job)
+    decision = JobDecision.objects.filter(job=job).select_related("decided_by", "new_job").first()
+    needs_decision = (
+        job.state == Job.State.FAILED
+        and job.reason in selectors.NEEDS_DECISION_CAUSES
+        and decision is None
+    )
+    return render(
+        request,
+        "scheduler/detail.html",
+        {
+            "job": job,
+            "reason": selectors.current_reason(job),
+            "progress": selectors.job_progress(job),
+            "waiting": selectors.job_waiting(job),
+            "timeline": selectors.job_timeline(job),
+            "can_manage": can_manage,
+            "priority_form": PriorityForm(initial={"priority": job.priority}),
+            "decision": decision,
+            "needs_decision": needs_decision,
+            "decision_form": DecisionForm(user=request.user) if needs_decision else None,
+            "exception_create_url": _exception_create_url(),
+        },
+    )
+
+
+@require_POST
+def job_priority(request, pk: int):
+    job = permissions.get_job_for_user(
+        request.user, Job.objects.select_related("share"), pk, manage=True
+    )
+    form = PriorityForm(request.POST)
+    if form.is_valid():
+        try:
+            job_set_priority(
+                job_id=job.pk, priority=form.cleaned_data["priority"], actor=request.user
+            )
+        except JobError as error:
+            messages.error(request, str(error))
+        else:
+            messages.success(
+                request, f"Priority of {job.name} is now {form.cleaned_data['priority']}."
+            )
+    else:
+        messages.error(request, "Priority: enter a whole number from 0 to 9999.")
+    return redirect("job-detail", pk=job.pk)
+
+
+@require_POST
+def job_terminate(request, pk: int):
+    job = permissions.get_job_for_user(
+        request.user, Job.objects.select_related("share"), pk, manage=True
+    )
+    try:
+        terminate_job(job_id=job.pk, actor=request.user)
+    except JobError as error:
+        messages.error(request, str(error).split(": ", 1)[-1])
+    else:
+        messages.success(request, f"Job {job.name} terminated.")
+    return redirect("job-detail", pk=job.pk)
+
+
+@require_POST
+def job_decision(request, pk: int):
+    job = permissions.get_job_for_user(
+        request.user, Job.objects.select_related("share"), pk, manage=True
+    )
+    form = DecisionForm(request.POST, user=request.user)
+    if not form.is_valid():
+        messages.error(request, "Choose a decision.")
+        return redirect("job-detail", pk=job.pk)
+    kind = form.cleaned_data["kind"]
+    changes = form.resubmit_changes() if kind == JobDecision.Kind.RESUBMITTED else {}
+    if "share" in changes:
+        _require(permissions.can_submit_to_share(request.user, changes["share"]))
+    try:
+        decision = job_decide(
+            job_id=job.pk,
+            kind=kind,
+            actor=request.user,
+            note=form.cleaned_data["note"],
+            resubmit=changes,
+        )
+    except JobError as error:
+        messages.error(request, str(error).split(": ", 1)[-1])
+        return redirect("job-detail", pk=job.pk)
+    if decision.kind == JobDecision.Kind.EXCEPTION_FILED and _exception_create_url():
+        # A job that keeps being preempted asks for protection from preemption.
+        return redirect(f"{_exception_create_url()}?kind=PREEMPTION_PROTECTION&jobs={job.pk}")
+    if decision.new_job is not None:
+        messages.success(request, "Resubmitted as a new job.")
+        return redirect("job-detail", pk=decision.new_job.pk)
+    messages.success(request, f"Decision recorded: {decision.get_kind_display()}.")
+    return redirect("job-detail", pk=job.pk)
+
+
+def job_decisions(request):
+    _require(permissions.can_view_jobs(request.user))
+    jobs = selectors.needs_decision_list(team_ids=_decision_team_ids(request.user))
+    page = Paginator(jobs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(request, "scheduler/decisions.html", {"page_obj": page})
+
+
+def queue_live(request, pk: int):
+    _require(permissions.can_view_jobs(request.user))
+    queue = get_object_or_404(selectors.live_queue_get_queryset(), pk=pk)
+    context = {"live": selectors.live_queue(queue), "queue": queue}
+    if request.htmx:
+        return render(request, "scheduler/_live.html", context)
+    return render(request, "scheduler/live.html", context)

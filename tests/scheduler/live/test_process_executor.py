@@ -1,0 +1,147 @@
+"""The `process` executor on a real worker: a job is a subprocess running the example
+training script; preemption really stops it (SIGTERM), it resumes from its checkpoint
+with less work to do, and a worker killed mid-job gets its job requeued."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from governance.models import JobQueue
+from scheduler.models import Job, JobEvent
+from scheduler.services.jobs import jobs_requeue_lost
+from tests.scheduler.live.conftest import wait_for
+
+pytestmark = [
+    pytest.mark.redis,
+    pytest.mark.postgres,
+    pytest.mark.django_db(transaction=True),
+]
+
+
+def train(steps: int, *, step_seconds: float = 0.1, every: int = 10) -> str:
+    return (
+        f"python -m scheduler.examples.train --steps {steps} "
+        f"--step-seconds {step_seconds} --checkpoint-every {every}"
+    )
+
+
+@pytest.fixture
+def process_queue(queue):
+    queue.executor = JobQueue.Executor.PROCESS
+    queue.save()
+    return queue
+
+
+@pytest.fixture
+def job_log(worker_env):
+    def log(job: Job, attempt: int) -> str:
+        path = (
+            Path(worker_env["VAR_DIR"]) / "checkpoints" / f"job-{job.pk}" / f"attempt-{attempt}.log"
+        )
+        return path.read_text() if path.exists() else ""
+
+    return log
+
+
+def fresh(job: Job) -> Job:
+    return Job.objects.get(pk=job.pk)
+
+
+def test_a_job_runs_as_a_subprocess_to_success(start_worker, process_queue, submit, job_log):
+    start_worker()
+    job = submit(
+        "qs2", "small", expected_duration=10, command=train(10, step_seconds=0.05, every=5), at=None
+    )
+
+    done = wait_for(
+        lambda: fresh(job).state == "SUCCEEDED" and fresh(job), what="the job to succeed"
+    )
+
+    assert (done.exit_code, done.progress, done.attempt) == (0, 10, 1)
+    assert "done: weight=" in job_log(job, 1)
+
+
+def test_a_failing_process_ends_failed_with_its_exit_code(start_worker, process_queue, submit):
+    start_worker()
+    job = submit(
+        "qs2",
+        "crashes",
+        expected_duration=10,
+        command=train(10, step_seconds=0.02) + " --fail-at 3",
+        at=None,
+    )
+
+    failed = wait_for(lambda: fresh(job).state == "FAILED" and fresh(job), what="the job to fail")
+
+    assert (failed.reason, failed.exit_code) == ("exit_code", 3)
+    assert JobEvent.objects.get(job=job, type="FAILED").detail == {"exit_code": 3}
+
+
+def test_preemption_stops_the_process_and_it_resumes_from_its_checkpoint(
+    start_worker, process_queue, submit, job_log
+):
+    start_worker()
+    submit("qs1", "own", priority=5, expected_duration=600, command=train(600), at=None)
+    borrower = submit(
+        "qs1",
+        "borrower",
+        priority=1,
+        expected_duration=60,
+        checkpoint_interval=10,
+        command=train(60),
+        at=None,
+    )
+    wait_for(
+        lambda: fresh(borrower).progress >= 15, what="the borrower to pass its first checkpoint"
+    )
+
+    submit("qs2", "owner", expected_duration=5, command=train(5, step_seconds=0.05), at=None)
+
+    wait_for(lambda: fresh(borrower).preemptions == 1, what="the reclaim")
+    wait_for(lambda: "SIGTERM at step" in job_log(borrower, 1), what="the process to get SIGTERM")
+    preempted = JobEvent.objects.get(job=borrower, type="PREEMPTED")
+    resumes_from = preempted.detail["resumes_from"]
+    assert resumes_from >= 10 and resumes_from % 10 == 0
+    assert preempted.detail["lost_work"] == fresh(borrower).lost_work
+
+    done = wait_for(
+        lambda: fresh(borrower).state == "SUCCEEDED" and fresh(borrower),
+        timeout=60,
+        what="the borrower to restart and finish",
+    )
+    assert done.attempt == 2 and done.exit_code == 0
+    assert f"attempt 2: starting at step {resumes_from}" in job_log(borrower, 2)
+
+
+def test_a_job_of_a_killed_worker_is_requeued_and_finishes_elsewhere(
+    start_worker, process_queue, submit, job_log
+):
+    first = start_worker(name="doomed")
+    job = submit(
+        "qs2", "survivor", expected_duration=30, checkpoint_interval=10, command=train(30), at=None
+    )
+    wait_for(lambda: fresh(job).progress >= 12, what="the job to pass a checkpoint")
+
+    first.kill()  # SIGKILL: no goodbye, no exit report; the job process dies with it
+
+    requeued = wait_for(
+        lambda: jobs_requeue_lost(timeout=3), timeout=30, what="the sweep to see the lost worker"
+    )
+    assert requeued == [job.pk]
+    lost = fresh(job)
+    assert (lost.state, lost.requeues, lost.preemptions) == ("RUNNABLE", 1, 0)
+    assert JobEvent.objects.filter(job=job, type="REQUEUED", cause="worker_lost").count() == 1
+
+    start_worker(name="rescuer")
+    from scheduler.tasks import run_pass
+
+    run_pass.delay(process_queue.pk)
+    done = wait_for(
+        lambda: fresh(job).state == "SUCCEEDED" and fresh(job), timeout=60, what="the rerun"
+    )
+    assert done.attempt == 2
+    assert "attempt 2: starting at step 10" in job_log(job, 2) or "starting at step 20" in job_log(
+        job, 2
+    )
