@@ -36,6 +36,7 @@ from .scheduling import (
 )
 from .types import Scenario, SetCapacity, SetPriority, ShareSpec, Terminate, UpdateShare
 from .validation import load_scenario
+from .work import checkpointed, overhead_spent, run_length, run_progress
 
 _FINISH, _TIME_LIMIT, _PROTECTION_ENDS = 0, 1, 2
 
@@ -46,7 +47,6 @@ class SimJob(Job):
     __slots__ = (
         "spec",
         "saved",
-        "resume_at",
         "overhead",
         "token",
         "first_started_at",
@@ -72,7 +72,6 @@ class SimJob(Job):
         )
         self.spec = spec
         self.saved = 0
-        self.resume_at = 0
         self.overhead = 0
         self.token = 0
         self.first_started_at: int | None = None
@@ -128,19 +127,25 @@ class _Replay:
                 else:
                     job.overhead = job.spec.restart_overhead
                 job.ran_borrowed = job.ran_borrowed or borrowed
-                job.resume_at = now + job.overhead
                 job.token += 1
                 if job.protected(now):
                     # Passes must run when the protection ends: the job may be a victim then.
                     self._push(job.protected_until, _PROTECTION_ENDS, job, job.token)
-                self._push(job.resume_at + job.spec.duration - job.saved, _FINISH, job, job.token)
+                length = run_length(
+                    saved=job.saved, overhead=job.overhead, duration=job.spec.duration
+                )
+                self._push(now + length, _FINISH, job, job.token)
                 events.append(Event(now, "STARTED", job.id, share, borrowed))
             elif kind == PREEMPT:
                 _, _, cause, by, fails = entry
                 self._stop_run(job, now)
-                progress = job.saved + max(0, now - job.resume_at)
-                interval = job.spec.checkpoint_interval
-                job.saved = progress // interval * interval if interval else 0
+                progress = run_progress(
+                    saved=job.saved,
+                    elapsed=now - job.started_at,
+                    overhead=job.overhead,
+                    duration=job.spec.duration,
+                )
+                job.saved = checkpointed(progress, job.spec.checkpoint_interval)
                 job.lost_work += progress - job.saved
                 events.append(
                     Event(now, "PREEMPTED", job.id, share, None, cause, by.id if by else None)
@@ -154,7 +159,7 @@ class _Replay:
         self.out.clear()
 
     def _stop_run(self, job: SimJob, now: int) -> None:
-        job.restarting += min(now - job.started_at, job.overhead)
+        job.restarting += overhead_spent(elapsed=now - job.started_at, overhead=job.overhead)
 
     def _end(self, job: SimJob, now: int, state: str, cause: str | None) -> None:
         job.finished_at = now

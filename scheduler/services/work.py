@@ -2,9 +2,9 @@
 
 A started job progresses one compute second per compute second, after its restart
 overhead when it is a restart; progress is saved at each multiple of its checkpoint
-interval; a preemption loses what was done since the last save. This mirrors the
-simulator's model (scheduler.engine.simulator) so the live scheduler and `simulate`
-agree on every figure.
+interval; a preemption loses what was done since the last save. The formulas are the
+engine's (scheduler.engine.work), shared with the simulator, so the live scheduler and
+`simulate` agree on every figure.
 
 `speed` is how many compute seconds pass per real second: the simulated executor's
 accelerated clock, 1 for real processes. A process executor reports progress and
@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 
+from scheduler.engine.work import checkpointed, overhead_spent, run_length, run_progress
 from scheduler.models import Job
 
 
@@ -31,13 +32,19 @@ def run_elapsed(job: Job, now: dt.datetime, speed: float) -> int:
 
 def modelled_progress(job: Job, now: dt.datetime, speed: float) -> int:
     """Progress of a running job at `now` by the model."""
-    done = job.checkpointed + max(0, run_elapsed(job, now, speed) - job.run_overhead)
-    return min(done, job.expected_duration)
+    return run_progress(
+        saved=job.checkpointed,
+        elapsed=run_elapsed(job, now, speed),
+        overhead=job.run_overhead,
+        duration=job.expected_duration,
+    )
 
 
 def finish_at(job: Job, speed: float) -> dt.datetime:
     """When a running job's modelled work is done."""
-    remaining = job.run_overhead + max(0, job.expected_duration - job.checkpointed)
+    remaining = run_length(
+        saved=job.checkpointed, overhead=job.run_overhead, duration=job.expected_duration
+    )
     return job.started_at + dt.timedelta(seconds=remaining / speed)
 
 
@@ -64,13 +71,14 @@ def on_start(job: Job, *, now: dt.datetime, speed: float, borrowed: bool, start_
 
 
 def _end_run(job: Job, now: dt.datetime, speed: float) -> None:
-    job.restart_overhead_spent += min(run_elapsed(job, now, speed), job.run_overhead)
+    job.restart_overhead_spent += overhead_spent(
+        elapsed=run_elapsed(job, now, speed), overhead=job.run_overhead
+    )
 
 
 def saved_progress(job: Job, progress: int) -> int:
     """What the model keeps of `progress`: the last multiple of the checkpoint interval."""
-    interval = job.checkpoint_interval
-    return progress // interval * interval if interval else 0
+    return checkpointed(progress, job.checkpoint_interval)
 
 
 def on_interrupt(job: Job, *, now: dt.datetime, speed: float, progress: int, saved: int) -> int:
