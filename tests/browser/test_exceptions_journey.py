@@ -132,6 +132,15 @@ def test_file_approve_and_expire_a_temporary_capacity_exception(
     assert_accessible(page)
     assert qs1.limits.get().max_instances == 2
 
+    # The share's queue page shows the exception in effect, outlined in purple.
+    request_url = page.url
+    page.goto(f"{live_server.url}/queues/{qs1.queue_id}/")
+    why = page.locator(f"#why-share-{qs1.pk}")
+    expect(why).to_have_class(re.compile("has-exception"))
+    expect(why).to_contain_text(f"Exception #{request.pk}")
+    assert_accessible(page)
+    page.goto(request_url)
+
     # The window ends (beat would run the expiry; here the service runs it directly).
     request.refresh_from_db()
     assert exception_request_expire(request_id=request.pk, now=request.window_end)
@@ -141,6 +150,14 @@ def test_file_approve_and_expire_a_temporary_capacity_exception(
     expect(page.locator(".exc-changes > li")).to_have_count(2)
     assert qs1.limits.get().max_instances == 1
     assert PolicyChange.objects.filter(exception_request=request).count() == 2
+
+    # The policy history shows both changes, each linked to the exception.
+    page.goto(f"{live_server.url}/history/?cause=exception")
+    changes = page.locator("article.change")
+    expect(changes).to_have_count(2)
+    for index in range(2):
+        expect(changes.nth(index)).to_contain_text(f"caused by exception #{request.pk}")
+    assert_accessible(page)
 
     # The decision record is in the knowledge base, found by search.
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Knowledge").click()
