@@ -48,6 +48,7 @@ class SimJob(Job):
         "spec",
         "saved",
         "overhead",
+        "run_start",
         "token",
         "first_started_at",
         "finished_at",
@@ -75,6 +76,9 @@ class SimJob(Job):
         self.overhead = 0
         self.token = 0
         self.first_started_at: int | None = None
+        # When the current run began, as recorded here: the board's own start time
+        # already names the next run when a job is preempted and restarted at once.
+        self.run_start = 0
         self.finished_at: int | None = None
         self.lost_work = 0
         self.restarting = 0
@@ -127,6 +131,7 @@ class _Replay:
                 else:
                     job.overhead = job.spec.restart_overhead
                 job.ran_borrowed = job.ran_borrowed or borrowed
+                job.run_start = now
                 job.token += 1
                 if job.protected(now):
                     # Passes must run when the protection ends: the job may be a victim then.
@@ -141,7 +146,7 @@ class _Replay:
                 self._stop_run(job, now)
                 progress = run_progress(
                     saved=job.saved,
-                    elapsed=now - job.started_at,
+                    elapsed=now - job.run_start,
                     overhead=job.overhead,
                     duration=job.spec.duration,
                 )
@@ -159,7 +164,7 @@ class _Replay:
         self.out.clear()
 
     def _stop_run(self, job: SimJob, now: int) -> None:
-        job.restarting += overhead_spent(elapsed=now - job.started_at, overhead=job.overhead)
+        job.restarting += overhead_spent(elapsed=now - job.run_start, overhead=job.overhead)
 
     def _end(self, job: SimJob, now: int, state: str, cause: str | None) -> None:
         job.finished_at = now
