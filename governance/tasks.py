@@ -60,3 +60,7 @@ app.conf.beat_schedule.update(
         }
     }
 )
+
+
+# Celery autodiscovers only `<app>.tasks`: the other task modules of this app load here.
+from governance import dashboard_tasks  # noqa: E402, F401

@@ -15,6 +15,7 @@ urlpatterns = [
     path("api/", include("governance.api.urls")),
     path("", include("governance.views.urls")),
     path("", include("governance.views.exception_urls")),
+    path("", include("governance.views.dashboard_urls")),
     path("", include("scheduler.urls")),
     path("", system.home, name="home"),
 ]

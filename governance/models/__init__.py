@@ -10,6 +10,7 @@ from governance.models.policy import (
     Team,
     UrgencyDefinition,
 )
+from governance.models.rollups import MonthlyRollup
 
 __all__ = [
     "ArticleRevision",
@@ -20,6 +21,7 @@ __all__ = [
     "InstanceType",
     "JobQueue",
     "KnowledgeArticle",
+    "MonthlyRollup",
     "PolicyChange",
     "QueueCapacity",
     "QuotaShare",

@@ -16,6 +16,7 @@ from django.utils import timezone
 from governance import permissions
 from governance.models import InstanceType, JobQueue, PolicyChange, QuotaShare, Team
 from governance.services.exceptions import seed_exceptions
+from governance.services.history_replay import seed_history
 from governance.services.knowledge import seed_knowledge
 from governance.services.policy import (
     ShareData,
@@ -280,6 +281,15 @@ def seed_demo(*, password: str | None = None) -> dict[str, User]:
     seed_knowledge(actor=admin)
     seed_exceptions(admin=admin, lead=users["lead"], owner=users["owner"], queue=aws)
     seed_process_demo(actor=admin, lead=users["lead"])
+    return users
+
+
+def seed_demo_with_history(*, months: int = 3) -> dict[str, User]:
+    """The demo organisation plus `months` of real workload replayed from the Philly trace
+    (jobs, events, policy edits and exceptions), so the dashboard has history to show."""
+    users = seed_demo()
+    if months > 0:
+        seed_history(months=months)
     return users
 
 

@@ -103,6 +103,10 @@ def exception_create(request):
         if len(teams) == 1:
             initial["team"] = teams[0]
         initial.update({key: request.GET[key] for key in ("kind",) if key in request.GET})
+        # "File an exception" on a failed job's decision arrives with ?jobs=<pk>,...
+        job_ids = [pk for pk in request.GET.get("jobs", "").split(",") if pk.isdigit()]
+        if job_ids:
+            initial["jobs"] = job_ids
         form = ExceptionRequestForm(user=request.user, initial=initial)
         status = 200
     chosen = str(form["urgency"].value() or "")

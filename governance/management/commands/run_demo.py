@@ -31,7 +31,9 @@ class Command(BaseCommand):
             (Path(settings.VAR_DIR) / folder).mkdir(parents=True, exist_ok=True)
         self.stdout.write("Preparing the database…")
         call_command("migrate", interactive=False, verbosity=0)
-        self.stdout.write("Loading the demo organisation…")
+        self.stdout.write(
+            "Loading the demo organisation and three months of Philly workload (under a minute)…"
+        )
         call_command("seed_demo", verbosity=0, stdout=open(os.devnull, "w"))  # noqa: SIM115
 
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "governance.settings"}

@@ -1,0 +1,39 @@
+"""Monthly rollups of the signals: derived data, rebuilt from job events and the policy
+record by governance.dashboards.rollups, so the dashboard never scans raw events.
+
+One row per month and *scope*: the whole organisation (`all`), a queue (`q<id>`), a
+share of a queue (`q<id>/s<id>`) or a team across queues (`t<id>`). `data` holds the
+figures of governance.dashboards.selectors.signals_for_jobs (plain JSON: counts,
+GPU-seconds, duration statistics, weekly series, the repeated yielders).
+"""
+
+from django.db import models
+
+
+class MonthlyRollup(models.Model):
+    month = models.DateField(help_text="The first day of the month (UTC).")
+    scope = models.CharField(max_length=64)
+    queue = models.ForeignKey(
+        "governance.JobQueue", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    share = models.ForeignKey(
+        "governance.QuotaShare",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+    )
+    team = models.ForeignKey(
+        "governance.Team", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    data = models.JSONField(default=dict)
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["month", "scope"]
+        constraints = [
+            models.UniqueConstraint(fields=["month", "scope"], name="monthlyrollup_unique_scope")
+        ]
+
+    def __str__(self):
+        return f"{self.month:%Y-%m} {self.scope}"

@@ -1,0 +1,773 @@
+"""Months of real workload for the dashboard: replay the Philly trace through the engine
+and write what happened as the live scheduler writes it.
+
+`result_load` turns a `simulate` result into Job and JobEvent rows (bulk insert): the
+same event rows the live scheduler appends (scheduler.services.passes / jobs): type,
+cause, `by`, `borrowed`, the attempt number, the lost work of each preemption in
+`detail`, a PRIORITY_CHANGED note for each `set_priority` action; and the same counters
+on Job. Scenario second `t` is the instant `origin + t`, one compute second per second
+(the speed of a real queue), so work figures and durations agree.
+
+`seed_history` replays the last `months` full months before `end` on the demo's
+`philly` queue, with a plausible record of policy edits, a capacity maintenance
+window, and exception requests (filed, approved, denied, revoked) that really act on
+the replay: their policy changes are actions of the scenario. Idempotent: a queue that
+already has replayed jobs is left alone.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import time
+from dataclasses import dataclass, field
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from governance.models import (
+    CapacityLimit,
+    ExceptionEvent,
+    ExceptionRequest,
+    InstanceType,
+    JobQueue,
+    PolicyChange,
+    QueueCapacity,
+    QuotaShare,
+    Team,
+    UrgencyDefinition,
+)
+from scheduler.engine import SimulationResult, load_scenario, simulate
+from scheduler.engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
+from scheduler.engine.types import Scenario, SetPriority
+from scheduler.engine.work import checkpointed, run_progress
+from scheduler.models import Job, JobEvent
+
+HISTORY_PREFIX = "philly-"
+HISTORY_REASON = "Recorded history (demo replay of the Philly trace)"
+# The busiest stretch of the trace: its first day is mapped to the first replayed month.
+TRACE_START = dt.datetime(2017, 10, 2)
+_BATCH = 5000
+
+
+@dataclass
+class LoadSummary:
+    jobs: int = 0
+    events: int = 0
+    dropped: int = 0
+    seconds: float = 0.0
+    job_pks: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Track:
+    """A job's work model while its events are replayed (rule 8, as the live scheduler)."""
+
+    attempt: int = 0
+    started_at: int = 0
+    overhead: int = 0
+    saved: int = 0
+    runnable_since: int = 0
+    first_started_at: int | None = None
+    last_started_at: int | None = None
+    start_seq: int = 0
+    borrowed: bool = False
+
+
+def _instant(origin: dt.datetime, seconds: int) -> dt.datetime:
+    return origin + dt.timedelta(seconds=seconds)
+
+
+def result_load(
+    *,
+    scenario: Scenario,
+    result: SimulationResult,
+    queue: JobQueue,
+    shares: dict[str, QuotaShare],
+    instance_types: dict[str, InstanceType],
+    origin: dt.datetime,
+    name_prefix: str = "",
+    until: dt.datetime | None = None,
+) -> LoadSummary:
+    """Write the jobs and events of `result` (a run of `scenario`) on `queue`.
+
+    `shares` and `instance_types` map the scenario's names to rows. With `until`, only
+    jobs that ended before it are written (with all their events), so no replayed job
+    is left live for the real scheduler; without it every job is written, a job that
+    never finished staying RUNNABLE with its reason.
+    """
+    started = time.perf_counter()
+    specs = {job.id: job for job in scenario.jobs}
+    outcomes = {job.id: job for job in result.jobs}
+    limit = None if until is None else (until - origin).total_seconds()
+    kept = {
+        job_id
+        for job_id, outcome in outcomes.items()
+        if limit is None or (outcome.finished_at is not None and outcome.finished_at < limit)
+    }
+    summary = LoadSummary(dropped=len(outcomes) - len(kept))
+    priority_actions = sorted(
+        (
+            (action.at, index, action)
+            for index, action in enumerate(scenario.actions)
+            if isinstance(action, SetPriority) and action.job in kept
+        ),
+        key=lambda item: (item[0], item[1]),
+    )
+
+    tracks = {job_id: _Track() for job_id in kept}
+    # (t, job id, type, cause, by, borrowed, attempt, detail), in the order they happened.
+    rows: list[tuple] = []
+    priority = {job_id: specs[job_id].priority for job_id in kept}
+    pending = list(reversed(priority_actions))
+    start_seq = 0
+
+    live: set[str] = set()
+
+    def flush_actions(before_t: int, inclusive: bool) -> None:
+        while pending and (pending[-1][0] < before_t or (inclusive and pending[-1][0] == before_t)):
+            at, _, action = pending.pop()
+            if action.job not in live:
+                priority[action.job] = action.priority
+                continue
+            rows.append(
+                (
+                    at,
+                    action.job,
+                    JobEvent.Type.PRIORITY_CHANGED,
+                    "",
+                    None,
+                    False,
+                    tracks[action.job].attempt,
+                    {"from": priority[action.job], "to": action.priority},
+                )
+            )
+            priority[action.job] = action.priority
+
+    for event in result.events:
+        # Spec rule 9: at one instant, finishes come before actions, actions before the rest.
+        flush_actions(event.t, inclusive=event.type != "SUCCEEDED")
+        if event.job not in kept:
+            continue
+        track = tracks[event.job]
+        spec = specs[event.job]
+        detail: dict = {}
+        if event.type == "SUBMITTED":
+            track.runnable_since = event.t
+            live.add(event.job)
+        elif event.type in ("SUCCEEDED", "FAILED"):
+            live.discard(event.job)
+        elif event.type == "STARTED":
+            track.attempt += 1
+            if track.first_started_at is None:
+                track.first_started_at = event.t
+                track.overhead = 0
+            else:
+                track.overhead = spec.restart_overhead
+            track.started_at = event.t
+            track.last_started_at = event.t
+            track.start_seq = start_seq
+            track.borrowed = bool(event.borrowed)
+            start_seq += 1
+        elif event.type == "PREEMPTED":
+            progress = run_progress(
+                saved=track.saved,
+                elapsed=event.t - track.started_at,
+                overhead=track.overhead,
+                duration=spec.duration,
+            )
+            saved = checkpointed(progress, spec.checkpoint_interval)
+            detail = {"lost_work": progress - saved, "resumes_from": saved}
+            track.saved = saved
+            track.runnable_since = event.t
+        by = event.by if event.type == "PREEMPTED" and event.by in kept else None
+        rows.append(
+            (
+                event.t,
+                event.job,
+                event.type,
+                event.cause or "",
+                by,
+                bool(event.borrowed) if event.type == "STARTED" else False,
+                track.attempt,
+                detail,
+            )
+        )
+    flush_actions(10**18, inclusive=True)
+
+    jobs = []
+    order = sorted(kept, key=lambda job_id: (outcomes[job_id].submitted_at, job_id))
+    for job_id in order:
+        spec, outcome, track = specs[job_id], outcomes[job_id], tracks[job_id]
+        retries = spec.preemption_retries
+        if retries is None:
+            retries = scenario.queue.default_preemption_retries
+        state = outcome.state
+        progress = spec.duration if state == "SUCCEEDED" else track.saved
+        jobs.append(
+            Job(
+                queue=queue,
+                share=shares[spec.share],
+                name=f"{name_prefix}{job_id}",
+                priority=priority[job_id],
+                instance_type=instance_types[spec.instance_type],
+                instances=spec.instances,
+                expected_duration=spec.duration,
+                checkpoint_interval=spec.checkpoint_interval,
+                restart_overhead=spec.restart_overhead,
+                preemption_retries=retries,
+                state=state,
+                reason=outcome.reason or "",
+                submitted_at=_instant(origin, outcome.submitted_at),
+                runnable_since=(
+                    _instant(origin, track.runnable_since) if state == "RUNNABLE" else None
+                ),
+                first_started_at=(
+                    None
+                    if outcome.first_started_at is None
+                    else _instant(origin, outcome.first_started_at)
+                ),
+                started_at=(
+                    None
+                    if track.last_started_at is None
+                    else _instant(origin, track.last_started_at)
+                ),
+                start_seq=track.start_seq,
+                finished_at=(
+                    None if outcome.finished_at is None else _instant(origin, outcome.finished_at)
+                ),
+                attempt=track.attempt,
+                progress=progress,
+                checkpointed=track.saved if state != "SUCCEEDED" else spec.duration,
+                preemptions=outcome.preemptions,
+                lost_work=outcome.lost_work,
+                restart_overhead_spent=outcome.restart_overhead,
+                waiting_time=outcome.waiting_time,
+                ran_borrowed=outcome.ran_borrowed,
+            )
+        )
+    with transaction.atomic():
+        Job.objects.bulk_create(jobs, batch_size=_BATCH)
+        pks = {job.name[len(name_prefix) :]: job.pk for job in jobs}
+        JobEvent.objects.bulk_create(
+            (
+                JobEvent(
+                    job_id=pks[job_id],
+                    at=_instant(origin, t),
+                    type=kind,
+                    cause=cause,
+                    by_id=pks[by] if by is not None else None,
+                    borrowed=borrowed,
+                    attempt=attempt,
+                    detail=detail,
+                )
+                for t, job_id, kind, cause, by, borrowed, attempt, detail in rows
+            ),
+            batch_size=_BATCH,
+        )
+    summary.jobs = len(jobs)
+    summary.events = len(rows)
+    summary.job_pks = pks
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def queue_for_scenario(
+    *, scenario: Scenario, name: str, gpu_count: int = 1
+) -> tuple[JobQueue, dict[str, QuotaShare], dict[str, InstanceType]]:
+    """A queue, its teams (one per share) and shares built from a scenario's policy.
+
+    Rows only, no PolicyChange: this is a fixture for tests and the benchmark, not a
+    governance change (the demo replays onto the queue seed_demo created)."""
+    types = {}
+    for type_name in scenario.queue.capacity:
+        types[type_name], _ = InstanceType.objects.get_or_create(
+            name=type_name, defaults={"gpu_count": gpu_count}
+        )
+    queue = JobQueue.objects.create(
+        name=name,
+        default_preemption_retries=scenario.queue.default_preemption_retries,
+        runnable_time_limit=scenario.queue.runnable_time_limit,
+    )
+    QueueCapacity.objects.bulk_create(
+        QueueCapacity(queue=queue, instance_type=types[type_name], instances=count)
+        for type_name, count in scenario.queue.capacity.items()
+    )
+    shares = {}
+    for position, spec in enumerate(scenario.shares):
+        team, _ = Team.objects.get_or_create(name=f"{name}-{spec.name}")
+        strategy = str(getattr(spec.strategy, "value", spec.strategy))
+        shares[spec.name] = QuotaShare.objects.create(
+            queue=queue,
+            team=team,
+            name=spec.name,
+            strategy=strategy,
+            borrow_limit=spec.borrow_limit if strategy == "LEND_AND_BORROW" else None,
+            in_share_preemption=spec.in_share_preemption,
+            state=QuotaShare.State.ENABLED if spec.enabled else QuotaShare.State.DISABLED,
+            position=position,
+        )
+        CapacityLimit.objects.bulk_create(
+            CapacityLimit(share=shares[spec.name], instance_type=types[t], max_instances=n)
+            for t, n in spec.capacity_limits.items()
+        )
+    return queue, shares, types
+
+
+# -- the demo's history --------------------------------------------------------------
+
+HISTORY_QUEUE = "philly"
+HISTORY_TYPE = "philly.gpu"
+# During the replayed months the fleet was a third of today's: enough contention for
+# borrowing, reclaims and in-share preemptions to show. Its expansion to today's
+# limits is recorded at the end of the history (the first instant of `end`'s month).
+HISTORY_SCALE = 0.3
+HISTORY_SEED = 2017
+CHECKPOINT_INTERVAL = 1800
+RESTART_OVERHEAD = 120
+
+
+@dataclass
+class HistorySummary:
+    months: list[dt.date] = field(default_factory=list)
+    jobs: int = 0
+    events: int = 0
+    policy_changes: int = 0
+    exceptions: int = 0
+    seconds: float = 0.0
+    skipped: str = ""
+
+
+def _month_floor(at: dt.datetime) -> dt.datetime:
+    return at.astimezone(dt.UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def _months_back(month: dt.datetime, count: int) -> dt.datetime:
+    for _ in range(count):
+        month = (month - dt.timedelta(days=1)).replace(day=1)
+    return month
+
+
+def _scaled(value: int) -> int:
+    return max(1, int(value * HISTORY_SCALE))
+
+
+class _History:
+    """Builds the timed policy story (scenario actions + the records they leave)."""
+
+    def __init__(self, *, queue, shares, origin, end, rng, admin, lead, owner, urgencies):
+        self.queue, self.shares, self.origin, self.end = queue, shares, origin, end
+        self.rng, self.admin, self.lead, self.owner = rng, admin, lead, owner
+        self.urgencies = urgencies
+        self.actions: list[dict] = []
+        self.changes: list[tuple[dt.datetime, dict]] = []
+        self.requests: list[tuple[dict, list[tuple[dt.datetime, str, str]]]] = []
+        self.limits = {
+            name: {HISTORY_TYPE: _scaled(limit)} for name, limit in self._current_limits().items()
+        }
+        self.borrow = {name: share.borrow_limit for name, share in shares.items()}
+        self.capacity = sum(limits[HISTORY_TYPE] for limits in self.limits.values())
+        self.busy: dict[str, dt.datetime] = {}
+
+    def _current_limits(self) -> dict[str, int]:
+        limits = {}
+        for name, share in self.shares.items():
+            limit = share.limits.filter(instance_type__name=HISTORY_TYPE).first()
+            limits[name] = limit.max_instances if limit else 1
+        return limits
+
+    def seconds(self, at: dt.datetime) -> int:
+        return int((at - self.origin).total_seconds())
+
+    def _share_doc(self, name: str) -> dict:
+        share = self.shares[name]
+        doc = {
+            "name": name,
+            "team": share.team.name,
+            "strategy": share.strategy,
+            "in_share_preemption": share.in_share_preemption,
+            "state": share.state,
+            "capacity_limits": dict(self.limits[name]),
+        }
+        if share.strategy == QuotaShare.Strategy.LEND_AND_BORROW:
+            doc["borrow_limit"] = self.borrow[name]
+        return doc
+
+    def edit_share(self, at, name, *, cause, reason, actor, request=None, reverts=None, **change):
+        before = self._share_doc(name)
+        if "capacity_limits" in change:
+            self.limits[name] = dict(change["capacity_limits"])
+        if "borrow_limit" in change:
+            self.borrow[name] = change["borrow_limit"]
+        self.actions.append(
+            {"at": self.seconds(at), "type": "update_share", "share": name, **change}
+        )
+        record = {
+            "cause": cause,
+            "reason": reason,
+            "actor": actor,
+            "target": PolicyChange.Target.SHARE,
+            "share": self.shares[name],
+            "object_repr": str(self.shares[name]),
+            "before": before,
+            "after": self._share_doc(name),
+            "request": request,
+            "reverts": reverts,
+        }
+        self.changes.append((at, record))
+        return record
+
+    def set_capacity(self, at, capacity, *, cause, reason, reverts=None):
+        before = {"capacity": {HISTORY_TYPE: self.capacity}}
+        self.capacity = capacity
+        self.actions.append(
+            {"at": self.seconds(at), "type": "set_capacity", "capacity": {HISTORY_TYPE: capacity}}
+        )
+        record = {
+            "cause": cause,
+            "reason": reason,
+            "actor": self.admin,
+            "target": PolicyChange.Target.QUEUE,
+            "share": None,
+            "object_repr": str(self.queue),
+            "before": before,
+            "after": {"capacity": {HISTORY_TYPE: capacity}},
+            "request": None,
+            "reverts": reverts,
+        }
+        self.changes.append((at, record))
+        return record
+
+    def expansion(self, limits: dict[str, int], capacity: int) -> None:
+        """Today's fleet: recorded at the end of the history, after the replayed window."""
+        reason = "Fleet expansion: the new nodes are in service; limits grow to match."
+        for name, limit in limits.items():
+            before = self._share_doc(name)
+            self.limits[name] = {HISTORY_TYPE: limit}
+            self.borrow[name] = self.shares[name].borrow_limit
+            self.changes.append(
+                (
+                    self.end,
+                    {
+                        "cause": PolicyChange.Cause.EDIT,
+                        "reason": reason,
+                        "actor": self.admin,
+                        "target": PolicyChange.Target.SHARE,
+                        "share": self.shares[name],
+                        "object_repr": str(self.shares[name]),
+                        "before": before,
+                        "after": self._share_doc(name),
+                        "request": None,
+                        "reverts": None,
+                    },
+                )
+            )
+        self.changes.append(
+            (
+                self.end,
+                {
+                    "cause": PolicyChange.Cause.EDIT,
+                    "reason": reason,
+                    "actor": self.admin,
+                    "target": PolicyChange.Target.QUEUE,
+                    "share": None,
+                    "object_repr": str(self.queue),
+                    "before": {"capacity": {HISTORY_TYPE: self.capacity}},
+                    "after": {"capacity": {HISTORY_TYPE: capacity}},
+                    "request": None,
+                    "reverts": None,
+                },
+            )
+        )
+
+    def month(self, start: dt.datetime, stop: dt.datetime) -> None:
+        rng = self.rng
+        span = (stop - start).total_seconds()
+
+        def moment(lo: float, hi: float) -> dt.datetime:
+            at = start + dt.timedelta(seconds=int(span * rng.uniform(lo, hi)))
+            return at.replace(minute=rng.choice((0, 15, 30, 45)), second=0)
+
+        borrowers = [n for n, s in self.shares.items() if s.strategy == "LEND_AND_BORROW"]
+        # Borrow-limit tightening, reverted a week or two later.
+        for _ in range(rng.randint(1, 3)):
+            name = rng.choice(borrowers)
+            if self.borrow[name] != 100:
+                continue
+            at = moment(0.0, 0.6)
+            edit = self.edit_share(
+                at,
+                name,
+                cause=PolicyChange.Cause.EDIT,
+                reason=f"{name} borrowed most of the idle pool; cap borrowing at half its limit.",
+                actor=self.admin,
+                borrow_limit=50,
+            )
+            back = at + dt.timedelta(days=rng.randint(7, 12))
+            if back < self.end:
+                self.edit_share(
+                    back,
+                    name,
+                    cause=PolicyChange.Cause.REVERT,
+                    reason="Lenders' wait is back to normal; restore the borrow limit.",
+                    actor=self.admin,
+                    reverts=edit,
+                    borrow_limit=100,
+                )
+        # A maintenance window: a fifth of the fleet out for six hours.
+        at = moment(0.2, 0.8)
+        full = self.capacity
+        down = self.set_capacity(
+            at,
+            full * 4 // 5,
+            cause=PolicyChange.Cause.EDIT,
+            reason="Planned maintenance: a fifth of the nodes drained for a driver upgrade.",
+        )
+        self.set_capacity(
+            at + dt.timedelta(hours=6),
+            full,
+            cause=PolicyChange.Cause.REVERT,
+            reason="Maintenance over; nodes back in service.",
+            reverts=down,
+        )
+        # Exception requests: extra capacity for a deadline, some denied, one revoked.
+        if not (self.urgencies and self.lead and self.owner):
+            return
+        for _ in range(rng.randint(4, 7)):
+            urgency = rng.choice(self.urgencies)
+            name = rng.choice(borrowers)
+            filed = moment(0.0, 0.85)
+            window_start = filed + dt.timedelta(hours=rng.randint(2, 20))
+            hours = rng.randint(6, max(6, min(urgency.max_window_hours, 72)))
+            window_end = window_start + dt.timedelta(hours=hours)
+            decided = filed + dt.timedelta(minutes=rng.randint(20, 240))
+            extra = rng.randint(4, 16)
+            outcome = rng.choices(("approved", "denied", "revoked"), weights=(6, 3, 1))[0]
+            if window_end >= self.end or self.busy.get(name, filed) > filed:
+                outcome = "denied"
+            request = {
+                "kind": UrgencyDefinition.Kind.TEMPORARY_CAPACITY,
+                "share": self.shares[name],
+                "urgency": urgency,
+                "justification": f"{urgency.name}: {extra} more GPUs for {name} "
+                f"({self.shares[name].team.name}) during the window.",
+                "window_start": window_start,
+                "window_end": window_end,
+                "extra": extra,
+                "created_at": filed,
+            }
+            timeline = [(filed, "FILED", ""), (filed, "SUBMITTED", "")]
+            if outcome == "denied":
+                timeline.append((decided, "DENIED", "Existing capacity covers it; lend first."))
+                request["state"] = ExceptionRequest.State.DENIED
+            else:
+                timeline.append((decided, "APPROVED", "Deadline confirmed."))
+                ends = window_end
+                if outcome == "revoked":
+                    ends = window_start + dt.timedelta(hours=max(1, hours // 3))
+                self.busy[name] = ends
+                limit = self.limits[name][HISTORY_TYPE]
+                self.edit_share(
+                    window_start,
+                    name,
+                    cause=PolicyChange.Cause.EXCEPTION,
+                    reason=f"Exception: {extra} extra instances ({urgency.name}).",
+                    actor=None,
+                    request=request,
+                    capacity_limits={HISTORY_TYPE: limit + extra},
+                )
+                self.edit_share(
+                    ends,
+                    name,
+                    cause=PolicyChange.Cause.EXCEPTION,
+                    reason="Exception ended: extra instances taken back.",
+                    actor=None,
+                    request=request,
+                    capacity_limits={HISTORY_TYPE: limit},
+                )
+                timeline.append((window_start, "ACTIVATED", ""))
+                if outcome == "revoked":
+                    timeline.append((ends, "REVOKED", "Deadline moved; capacity no longer needed."))
+                    request["state"] = ExceptionRequest.State.REVOKED
+                else:
+                    timeline.append((ends, "EXPIRED", ""))
+                    request["state"] = ExceptionRequest.State.EXPIRED
+                request["activated_at"] = window_start
+                request["ended_at"] = ends
+            request["decided_at"] = decided
+            self.requests.append((request, timeline))
+
+
+def _trace_jobs(days: float) -> list[dict]:
+    """The trace's jobs of the window, on the demo queue's share and type names."""
+    options = TraceOptions(
+        seed=HISTORY_SEED,
+        checkpoint_interval=CHECKPOINT_INTERVAL,
+        restart_overhead=RESTART_OVERHEAD,
+        start=TRACE_START,
+        days=days,
+    )
+    document = build_scenario(read_trace(), read_vc_sizes(), options)
+    for job in document["jobs"]:
+        job["share"] = f"vc-{job['share']}"
+        job["instance_type"] = HISTORY_TYPE
+    return document["jobs"]
+
+
+def _write_records(story: _History, queue: JobQueue) -> tuple[int, int]:
+    """The policy changes and exception requests of the story, with their own times."""
+    requests = []
+    for data, _timeline in story.requests:
+        requests.append(
+            ExceptionRequest(
+                kind=data["kind"],
+                team=data["share"].team,
+                queue=queue,
+                share=data["share"],
+                instance_type=InstanceType.objects.get(name=HISTORY_TYPE),
+                extra_instances=data["extra"],
+                urgency=data["urgency"],
+                justification=data["justification"],
+                window_start=data["window_start"],
+                window_end=data["window_end"],
+                state=data["state"],
+                requested_by=story.lead,
+                submitted_at=data["created_at"],
+                decided_by=story.owner,
+                decided_at=data["decided_at"],
+                activated_at=data.get("activated_at"),
+                ended_at=data.get("ended_at"),
+            )
+        )
+    ExceptionRequest.objects.bulk_create(requests)
+    events = []
+    for request, (data, timeline) in zip(requests, story.requests, strict=True):
+        data["row"] = request
+        for at, kind, note in timeline:
+            actor = {"FILED": story.lead, "SUBMITTED": story.lead}.get(
+                kind, story.owner if kind in ("APPROVED", "DENIED", "REVOKED") else None
+            )
+            events.append(ExceptionEvent(request=request, at=at, type=kind, actor=actor, note=note))
+    ExceptionEvent.objects.bulk_create(events)
+    # created_at is auto_now_add: set the real instants after the insert.
+    for request, (data, _) in zip(requests, story.requests, strict=True):
+        request.created_at = data["created_at"]
+    ExceptionRequest.objects.bulk_update(requests, ["created_at"])
+
+    ordered = sorted(story.changes, key=lambda item: item[0])
+    changes = []
+    for _at, record in ordered:
+        change = PolicyChange(
+            actor=record["actor"],
+            reason=record["reason"],
+            cause=record["cause"],
+            target=record["target"],
+            queue=queue,
+            share=record["share"],
+            object_repr=record["object_repr"][:200],
+            before=record["before"],
+            after=record["after"],
+            exception_request=record["request"]["row"] if record["request"] else None,
+        )
+        record["row"] = change
+        changes.append(change)
+    PolicyChange.objects.bulk_create(changes)
+    for (at, record), change in zip(ordered, changes, strict=True):
+        change.created_at = at
+        if record["reverts"] is not None:
+            change.reverts = record["reverts"]["row"]
+    PolicyChange.objects.bulk_update(changes, ["created_at", "reverts"])
+    return len(changes), len(requests)
+
+
+def _analyze() -> None:
+    """Fresh statistics after a bulk load, so the rollup queries get the right plans
+    (PostgreSQL would otherwise plan them for the empty tables it last saw)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE scheduler_job, scheduler_jobevent")
+
+
+def seed_history(*, months: int = 3, end: dt.datetime | None = None) -> HistorySummary:
+    """Replay `months` full months of the Philly trace, ending at the start of `end`'s
+    month (default: now), onto the demo's `philly` queue; then refresh their rollups.
+
+    Needs seed_demo's queue, users and urgency definitions. Idempotent: a queue that
+    already holds replayed jobs is left as it is.
+    """
+    from django.contrib.auth import get_user_model
+
+    from governance.dashboards.rollups import rollups_refresh
+
+    started = time.perf_counter()
+    summary = HistorySummary()
+    queue = JobQueue.objects.filter(name=HISTORY_QUEUE).first()
+    if queue is None:
+        summary.skipped = f"no queue named {HISTORY_QUEUE!r}: run seed_demo first"
+        return summary
+    if Job.objects.filter(queue=queue, name__startswith=HISTORY_PREFIX).exists():
+        summary.skipped = "the history is already there"
+        return summary
+    users = {
+        u.username: u
+        for u in get_user_model().objects.filter(username__in=("admin", "lead", "owner"))
+    }
+    urgencies = list(UrgencyDefinition.objects.order_by("name"))
+    end_month = _month_floor(end or timezone.now())
+    origin = _months_back(end_month, months)
+    shares = {share.name: share for share in queue.shares.select_related("team")}
+
+    story = _History(
+        queue=queue,
+        shares=shares,
+        origin=origin,
+        end=end_month,
+        rng=random.Random(HISTORY_SEED),
+        admin=users.get("admin"),
+        lead=users.get("lead"),
+        owner=users.get("owner"),
+        urgencies=urgencies,
+    )
+    document = {
+        "name": "philly-history",
+        "queue": {"capacity": {HISTORY_TYPE: story.capacity}},
+        "shares": [story._share_doc(name) for name in shares],
+    }
+    for doc in document["shares"]:
+        doc.pop("team")
+    month = origin
+    while month < end_month:
+        summary.months.append(month.date())
+        following = _months_back(month + dt.timedelta(days=40), 0).replace(day=1)
+        story.month(month, following)
+        month = following
+    story.expansion(
+        story._current_limits(),
+        queue.capacities.filter(instance_type__name=HISTORY_TYPE)
+        .values_list("instances", flat=True)
+        .first()
+        or story.capacity,
+    )
+    days = (end_month - origin).total_seconds() / 86400
+    document["jobs"] = [job for job in _trace_jobs(days) if job["share"] in shares]
+    document["actions"] = sorted(story.actions, key=lambda action: action["at"])
+    scenario = load_scenario(document)
+    result = simulate(scenario)
+    with transaction.atomic():
+        loaded = result_load(
+            scenario=scenario,
+            result=result,
+            queue=queue,
+            shares=shares,
+            instance_types={HISTORY_TYPE: InstanceType.objects.get(name=HISTORY_TYPE)},
+            origin=origin,
+            name_prefix=HISTORY_PREFIX,
+            until=end_month,
+        )
+        summary.policy_changes, summary.exceptions = _write_records(story, queue)
+        _analyze()
+    for month in summary.months:
+        rollups_refresh(month=month)
+    summary.jobs, summary.events = loaded.jobs, loaded.events
+    summary.seconds = time.perf_counter() - started
+    return summary

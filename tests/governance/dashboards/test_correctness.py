@@ -1,0 +1,343 @@
+"""The dashboard's numbers equal figures computed by hand from the `simulate` result.
+
+Each scenario is simulated, written into Jobs and JobEvents by the loader the history
+replay uses, rolled up, and read back the way the dashboard reads it. The expected
+values below are computed from the result JSON only (its per-job fields and events),
+independently of the selectors' code path.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+
+import pytest
+
+from governance.dashboards.page import kpi_values
+from governance.dashboards.rollups import rollups_refresh
+from governance.dashboards.selectors import dashboard_rollups
+from scheduler.engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
+from scheduler.models import Job, JobEvent
+from tests.governance.dashboards.conftest import load_into_db, scenario_document
+
+MARCH = dt.date(2025, 3, 1)
+
+
+def rank(values, percent):
+    """Nearest-rank percentile, written out: the smallest value with at least
+    `percent` % of the values at or below it."""
+    ordered = sorted(values)
+    for index, value in enumerate(ordered, start=1):
+        if index * 100 >= percent * len(ordered):
+            return value
+    return None
+
+
+def expected_figures(result: dict, document: dict, origin: dt.datetime, month: dt.date) -> dict:
+    """The signals of `month` from the result JSON, by hand."""
+    month_start = dt.datetime.combine(month, dt.time(), tzinfo=dt.UTC)
+    month_end = dt.datetime.combine(
+        (month.replace(day=28) + dt.timedelta(days=4)).replace(day=1), dt.time(), tzinfo=dt.UTC
+    )
+
+    def in_month(seconds):
+        return (
+            seconds is not None
+            and month_start <= origin + dt.timedelta(seconds=seconds) < month_end
+        )
+
+    instances = {job["id"]: job["instances"] for job in document["jobs"]}
+    duration = {job["id"]: job["duration"] for job in document["jobs"]}
+    events_of = defaultdict(list)
+    for event in result["events"]:
+        events_of[event["job"]].append(event)
+
+    ended = {
+        job_id: job
+        for job_id, job in result["jobs"].items()
+        if job["state"] in ("SUCCEEDED", "FAILED") and in_month(job["finished_at"])
+    }
+    succeeded = {job_id: job for job_id, job in ended.items() if job["state"] == "SUCCEEDED"}
+    turnaround = {j: job["finished_at"] - job["submitted_at"] for j, job in succeeded.items()}
+
+    def run_seconds(job_id):
+        total, started = 0, None
+        for event in events_of[job_id]:
+            if event["type"] == "STARTED":
+                started = event["t"]
+            elif started is not None:
+                total += event["t"] - started
+                started = None
+        return total
+
+    preempted_ended = [j for j, job in ended.items() if job["preemptions"] > 0]
+    month_preemptions = [
+        e for e in result["events"] if e["type"] == "PREEMPTED" and in_month(e["t"])
+    ]
+    gaps = []
+    for job_id in preempted_ended:
+        waiting_since = None
+        for event in events_of[job_id]:
+            if event["type"] == "PREEMPTED":
+                waiting_since = event["t"]
+            elif event["type"] == "STARTED" and waiting_since is not None:
+                gaps.append(event["t"] - waiting_since)
+                waiting_since = None
+            elif event["type"] == "FAILED":
+                waiting_since = None
+    lender = []
+    for start_t, reclaimer in sorted(
+        {(e["t"], e["by"]) for e in month_preemptions if e["cause"] == "reclaim" and e["by"]}
+    ):
+        since = max(
+            e["t"]
+            for e in events_of[reclaimer]
+            if e["type"] in ("SUBMITTED", "PREEMPTED") and e["t"] <= start_t
+        )
+        lender.append(start_t - since)
+    consumed = sum(run_seconds(j) * instances[j] for j in ended)
+    useful = sum(duration[j] * instances[j] for j in succeeded)
+    completed_preempted = [j for j in preempted_ended if ended[j]["state"] == "SUCCEEDED"]
+    lost_by_event_month = sum(
+        result["jobs"][j]["lost_work"] * instances[j] for j in {e["job"] for e in month_preemptions}
+    )
+    return {
+        "jobs_ended": len(ended),
+        "jobs_succeeded": len(succeeded),
+        "turnaround_median": rank(turnaround.values(), 50),
+        "turnaround_p90": rank(turnaround.values(), 90),
+        # The engine's waiting_time is the wait; nothing of ours computed it.
+        "wait": sorted(job["waiting_time"] for job in succeeded.values()),
+        "wait_p90": rank([job["waiting_time"] for job in succeeded.values()], 90),
+        "run_median": rank([run_seconds(j) for j in succeeded], 50),
+        "within_n": sum(not job["ran_borrowed"] for job in succeeded.values()),
+        "borrowed_median": rank(
+            [turnaround[j] for j, job in succeeded.items() if job["ran_borrowed"]], 50
+        ),
+        "within_median": rank(
+            [turnaround[j] for j, job in succeeded.items() if not job["ran_borrowed"]], 50
+        ),
+        "preemptions": {
+            cause: sum(e["cause"] == cause for e in month_preemptions)
+            for cause in ("reclaim", "priority", "capacity_change")
+        },
+        "jobs_preempted": len({e["job"] for e in month_preemptions}),
+        "lost_gpu_seconds": lost_by_event_month,
+        "restart_overhead_gpu_seconds": sum(
+            job["restart_overhead"] * instances[j] for j, job in ended.items()
+        ),
+        "wait_after_interruption_median": rank(gaps, 50),
+        "wait_after_interruption_n": len(gaps),
+        "preempted_ended": len(preempted_ended),
+        "preempted_succeeded": len(completed_preempted),
+        "completion_rate_preempted": (
+            len(completed_preempted) / len(preempted_ended) if preempted_ended else None
+        ),
+        "retries_exhausted": sum(
+            job["state"] == "FAILED" and job["reason"] == "retries_exhausted"
+            for job in ended.values()
+        ),
+        "repeated_yielders": sorted(j for j, job in ended.items() if job["preemptions"] >= 3),
+        "goodput": useful / consumed if consumed else None,
+        "lender_wait_n": len(lender),
+        "lender_wait_median": rank(lender, 50),
+        "lender_wait_p90": rank(lender, 90),
+        "priority_changes": sum(
+            action["type"] == "set_priority"
+            and in_month(action["at"])
+            and action["job"] in result["jobs"]
+            for action in document.get("actions", [])
+        ),
+    }
+
+
+def assert_dashboard_matches(expected: dict, data: dict, *, goodput: bool = True) -> None:
+    assert data["jobs_ended"] == expected["jobs_ended"]
+    assert data["jobs_succeeded"] == expected["jobs_succeeded"]
+    assert data["turnaround"]["all"].get("median") == expected["turnaround_median"]
+    assert data["turnaround"]["all"].get("p90") == expected["turnaround_p90"]
+    assert data["wait"]["all"].get("p90") == expected["wait_p90"]
+    assert data["run"]["all"].get("median") == expected["run_median"]
+    assert data["turnaround"]["within"]["n"] == expected["within_n"]
+    assert data["turnaround"]["within"].get("median") == expected["within_median"]
+    assert data["turnaround"]["borrowed"].get("median") == expected["borrowed_median"]
+    assert data["preemptions"] == expected["preemptions"]
+    assert data["capacity_change_preemptions"] == expected["preemptions"]["capacity_change"]
+    assert data["jobs_preempted"] == expected["jobs_preempted"]
+    assert data["restart_overhead_gpu_seconds"] == expected["restart_overhead_gpu_seconds"]
+    assert data["wait_after_interruption"]["n"] == expected["wait_after_interruption_n"]
+    assert (
+        data["wait_after_interruption"].get("median") == expected["wait_after_interruption_median"]
+    )
+    assert data["preempted_ended"] == expected["preempted_ended"]
+    assert data["preempted_succeeded"] == expected["preempted_succeeded"]
+    assert data["completion_rate_preempted"] == pytest.approx(expected["completion_rate_preempted"])
+    assert data["retries_exhausted"] == expected["retries_exhausted"]
+    if goodput:
+        assert data["goodput"] == pytest.approx(expected["goodput"])
+    assert data["lender_wait"]["n"] == expected["lender_wait_n"]
+    assert data["lender_wait"].get("median") == expected["lender_wait_median"]
+    assert data["lender_wait"].get("p90") == expected["lender_wait_p90"]
+    assert data["priority_changes"] == expected["priority_changes"]
+
+
+SCENARIOS = (
+    # borrow, reclaim, in-share preemption after a priority raise
+    "01-walkthrough-borrow-reclaim-priority.json",
+    # preemption with checkpoints, restart overhead, lost work
+    "25-restart-overhead-and-checkpoints.json",
+    # retries exhausted
+    "03-retries-exhausted.json",
+    # preemptions caused by a capacity change
+    "19-set-capacity-preemption-order.json",
+)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_dashboard_numbers_equal_hand_computed_figures(name):
+    document = scenario_document(name)
+    result, _, queue = load_into_db(document)
+    rollups_refresh(month=MARCH)
+    expected = expected_figures(result, document, dt.datetime(2025, 3, 3, tzinfo=dt.UTC), MARCH)
+
+    for queue_id in (None, queue.pk):
+        data = dashboard_rollups(month=MARCH, queue_id=queue_id)["current"]
+        assert_dashboard_matches(expected, data)
+        # A scenario's events all fall in one month: lost work is the jobs' total.
+        assert data["lost_gpu_seconds"] == expected["lost_gpu_seconds"]
+        assert (
+            sorted(y["name"] for y in dashboard_yielders(queue_id))
+            == (expected["repeated_yielders"])
+        )
+        kpis = kpi_values(data)
+        assert kpis["turnaround_median"] == expected["turnaround_median"]
+        assert kpis["preemptions"] == sum(expected["preemptions"].values())
+
+
+def dashboard_yielders(queue_id):
+    shares = dashboard_rollups(month=MARCH, queue_id=queue_id)["shares"]
+    return [y for share in shares for y in share["yielders"]]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_loader_writes_what_the_result_says(name):
+    """Job counters and lifecycle events as the live scheduler writes them."""
+    document = scenario_document(name)
+    result, summary, _ = load_into_db(document)
+    jobs = {job.name: job for job in Job.objects.all()}
+    assert set(jobs) == set(result["jobs"])
+    for job_id, outcome in result["jobs"].items():
+        job = jobs[job_id]
+        assert job.state == outcome["state"]
+        assert job.preemptions == outcome["preemptions"]
+        assert job.lost_work == outcome["lost_work"]
+        assert job.restart_overhead_spent == outcome["restart_overhead"]
+        assert job.waiting_time == outcome["waiting_time"]
+        assert job.ran_borrowed == outcome["ran_borrowed"]
+    lifecycle = list(
+        JobEvent.objects.filter(type__in=JobEvent.LIFECYCLE)
+        .order_by("at", "id")
+        .values_list("job__name", "type", "cause", "by__name", "borrowed")
+    )
+    assert lifecycle == [
+        (
+            e["job"],
+            e["type"],
+            e.get("cause") or "",
+            e.get("by"),
+            bool(e.get("borrowed")),
+        )
+        for e in result["events"]
+    ]
+    # The lost work of each preemption adds up to the job's counter.
+    lost = defaultdict(int)
+    for name_, detail in JobEvent.objects.filter(type="PREEMPTED").values_list(
+        "job__name", "detail"
+    ):
+        lost[name_] += detail["lost_work"]
+    for job_id, outcome in result["jobs"].items():
+        assert lost.get(job_id, 0) == outcome["lost_work"]
+
+
+# Our own scenario with many jobs: four days of the Philly trace from 30 March, so the
+# record spans two months; scaled down for contention, with checkpoints, restart
+# overhead, priorities (in-share preemptions), a retry bound and a capacity dip.
+def many_jobs_document() -> dict:
+    options = TraceOptions(
+        scale=0.05,
+        seed=7,
+        in_share_preemption=True,
+        checkpoint_interval=1200,
+        restart_overhead=120,
+        start=dt.datetime(2017, 10, 16),
+        days=4,
+        name="philly-four-days",
+    )
+    document = build_scenario(read_trace(), read_vc_sizes(), options)
+    document["queue"]["default_preemption_retries"] = 4
+    capacity = document["queue"]["capacity"]["gpu"]
+    document["actions"] = [
+        {"at": 86400, "type": "set_capacity", "capacity": {"gpu": capacity * 2 // 3}},
+        {"at": 86400 + 7200, "type": "set_capacity", "capacity": {"gpu": capacity}},
+    ]
+    priorities = [job for job in document["jobs"] if job["submit_at"] > 40000][:5]
+    document["actions"] += [
+        {"at": job["submit_at"] + 60, "type": "set_priority", "job": job["id"], "priority": 9}
+        for job in priorities
+    ]
+    document["actions"].sort(key=lambda action: action["at"])
+    return document
+
+
+@pytest.mark.django_db
+def test_many_jobs_across_a_month_boundary():
+    document = many_jobs_document()
+    origin = dt.datetime(2025, 3, 30, tzinfo=dt.UTC)
+    result, summary, queue = load_into_db(document, origin=origin, queue_name="philly-four")
+    assert len(result["jobs"]) > 1000
+    assert sum(job["preemptions"] for job in result["jobs"].values()) > 100
+    april = dt.date(2025, 4, 1)
+    for month in (MARCH, april):
+        rollups_refresh(month=month)
+    for month in (MARCH, april):
+        expected = expected_figures(result, document, origin, month)
+        assert expected["jobs_ended"] > 0
+        data = dashboard_rollups(month=month, queue_id=queue.pk)["current"]
+        assert_dashboard_matches(expected, data, goodput=False)  # goodput: the test below
+    # Per share: each share's turnaround median, by hand.
+    data = dashboard_rollups(month=april, queue_id=queue.pk)
+    april_start = dt.datetime(2025, 4, 1, tzinfo=dt.UTC)
+    may_start = dt.datetime(2025, 5, 1, tzinfo=dt.UTC)
+    for share in data["shares"]:
+        by_hand = [
+            job["finished_at"] - job["submitted_at"]
+            for job in result["jobs"].values()
+            if job["share"] == share["share_name"]
+            and job["state"] == "SUCCEEDED"
+            and april_start <= origin + dt.timedelta(seconds=job["finished_at"]) < may_start
+        ]
+        assert share["turnaround"]["all"].get("median") == rank(by_hand, 50)
+
+
+@pytest.mark.django_db
+def test_many_jobs_every_second_of_run_is_progress_lost_or_overhead():
+    document = many_jobs_document()
+    origin = dt.datetime(2025, 3, 30, tzinfo=dt.UTC)
+    result, _, queue = load_into_db(document, origin=origin, queue_name="philly-four")
+    rollups_refresh(month=MARCH)
+    expected = expected_figures(result, document, origin, MARCH)
+    data = dashboard_rollups(month=MARCH, queue_id=queue.pk)["current"]
+    assert data["goodput"] == pytest.approx(expected["goodput"])
+    april = dt.date(2025, 4, 1)
+    rollups_refresh(month=april)
+    # Lost work follows the preemption's month: both months together are the total.
+    total = sum(
+        dashboard_rollups(month=m, queue_id=None)["current"]["lost_gpu_seconds"]
+        for m in (MARCH, april)
+    )
+    instances = {job["id"]: job["instances"] for job in document["jobs"]}
+    assert total == sum(
+        job["lost_work"] * instances[job_id] for job_id, job in result["jobs"].items()
+    )
