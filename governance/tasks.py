@@ -64,3 +64,4 @@ app.conf.beat_schedule.update(
 
 # Celery autodiscovers only `<app>.tasks`: the other task modules of this app load here.
 from governance import dashboard_tasks  # noqa: E402, F401
+from governance.whatif import tasks as whatif_tasks  # noqa: E402, F401

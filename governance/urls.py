@@ -16,6 +16,7 @@ urlpatterns = [
     path("", include("governance.views.urls")),
     path("", include("governance.views.exception_urls")),
     path("", include("governance.views.dashboard_urls")),
+    path("", include("governance.views.whatif_urls")),
     path("", include("scheduler.urls")),
     path("", system.home, name="home"),
 ]

@@ -11,6 +11,7 @@ from governance.models.policy import (
     UrgencyDefinition,
 )
 from governance.models.rollups import MonthlyRollup
+from governance.models.whatif import WhatIfComparison, WhatIfReview
 
 __all__ = [
     "ArticleRevision",
@@ -28,4 +29,6 @@ __all__ = [
     "Tag",
     "Team",
     "UrgencyDefinition",
+    "WhatIfComparison",
+    "WhatIfReview",
 ]

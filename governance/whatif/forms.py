@@ -1,0 +1,136 @@
+"""Forms of the what-if pages. They parse; the rules live in governance.whatif.services.
+
+Draft shares are edited with the share editor's own ShareForm (governance.forms), so
+the fields, their parsing and their messages are the same as for a live share.
+"""
+
+from __future__ import annotations
+
+from django import forms
+
+from governance.forms import ShareForm
+from governance.models import (
+    ExceptionRequest,
+    JobQueue,
+    KnowledgeArticle,
+    QuotaShare,
+    Team,
+    WhatIfComparison,
+)
+from governance.whatif import workloads
+
+
+def draft_share_form(comparison: WhatIfComparison, index: int, data=None) -> ShareForm:
+    """The share editor's form, filled from share `index` of the draft (not the live share)."""
+    queue = comparison.queue
+    form = ShareForm(data, queue=queue)
+    if data is None:
+        doc = comparison.draft_policy["shares"][index]
+        team = Team.objects.filter(name=doc.get("team")).first()
+        form.initial = {
+            "name": doc["name"],
+            "team": team.pk if team else None,
+            "strategy": doc["strategy"],
+            "borrow_limit": doc.get("borrow_limit"),
+            "in_share_preemption": doc.get("in_share_preemption", False),
+            "state": doc.get("state", QuotaShare.State.ENABLED),
+        }
+        for row, (type_name, instances) in zip(
+            form.limit_rows, doc["capacity_limits"].items(), strict=False
+        ):
+            row.initial = {"instance_type": type_name, "max_instances": instances}
+    # The reason is asked when the draft is applied, not for each draft edit.
+    del form.fields["reason"]
+    return form
+
+
+class CreateForm(forms.Form):
+    queue = forms.ModelChoiceField(
+        label="Queue", queryset=JobQueue.objects.order_by("name"), empty_label=None
+    )
+    title = forms.CharField(
+        label="Title", required=False, max_length=200, help_text="Optional; e.g. what you try."
+    )
+    exception_request = forms.ModelChoiceField(
+        queryset=ExceptionRequest.objects.all(), required=False, widget=forms.HiddenInput
+    )
+
+
+class WorkloadForm(forms.Form):
+    kind = forms.ChoiceField(
+        label="Workload",
+        choices=WhatIfComparison.Workload.choices,
+        widget=forms.RadioSelect,
+        initial=WhatIfComparison.Workload.RECORDED,
+    )
+    start = forms.DateField(
+        label="From",
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+        help_text="Recorded jobs: the first day (default: 30 days ago). Philly trace: "
+        "2017-09-04 to 2017-12-22 (default 2017-10-01).",
+    )
+    days = forms.FloatField(
+        label="Days",
+        required=False,
+        min_value=0.01,
+        max_value=120,
+        initial=workloads.DEFAULT_DAYS,
+        help_text="How many days from the first day.",
+    )
+    scale = forms.FloatField(
+        label="GPU demand scale (traces)",
+        required=False,
+        initial=1.0,
+        help_text="Multiplies each trace job's GPUs, to fit the trace to this fleet.",
+    )
+    upload = forms.FileField(
+        label="Trace CSV (for an upload)",
+        required=False,
+        help_text="Columns timestamp,duration,num_gpus,gpu_time,cluster (the Philly format). "
+        "A cluster named like a share goes to that share; others to the shares in turn.",
+    )
+
+
+class SaveForm(forms.Form):
+    title = forms.CharField(label="Title", max_length=200)
+    note = forms.CharField(
+        label="Note",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="What this comparison shows, for whoever reads it later.",
+    )
+    articles = forms.ModelMultipleChoiceField(
+        label="Attach to knowledge articles",
+        queryset=KnowledgeArticle.objects.order_by("title"),
+        required=False,
+        widget=forms.SelectMultiple(attrs={"size": 4}),
+    )
+    exception_requests = forms.ModelMultipleChoiceField(
+        label="Attach to exception requests",
+        queryset=ExceptionRequest.objects.order_by("-id"),
+        required=False,
+        widget=forms.SelectMultiple(attrs={"size": 4}),
+    )
+
+
+class ReviewForm(forms.Form):
+    decision = forms.ChoiceField(
+        label="Decision",
+        choices=[("approve", "Approve"), ("reject", "Send back")],
+        widget=forms.RadioSelect,
+    )
+    note = forms.CharField(
+        label="Note to the author",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Required when you send the draft back.",
+    )
+
+
+class ApplyForm(forms.Form):
+    reason = forms.CharField(
+        label="Reason for this change",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Recorded in the policy history with your name and a link to this comparison.",
+    )

@@ -1,0 +1,238 @@
+"""The figures of one replay, per share and overall, and the differences in plain words.
+
+Pure functions over the engine's result document (`result_to_json`) and the scenario
+that produced it, so a test can recompute every number from `simulate`. Definitions
+(design.md, "The signals"):
+
+- turnaround: submission to success, of the jobs that succeeded; median and p90 by
+  nearest rank (as the engine's own summary);
+- waiting: seconds RUNNABLE in all, mean over every job;
+- preemptions: PREEMPTED events; reclaims: those with cause `reclaim`;
+- lost GPU-seconds: lost work x instances x GPUs per instance; restart overhead the same;
+- utilisation: GPU-seconds held / (GPUs x horizon); per share against its own limit
+  (over 100% when it borrows), overall against the queue's capacity; the horizon is the
+  same for both policies of a comparison (the later makespan), so they compare;
+- never ran: jobs that were never started (misconfigured, or failed at submission).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+OVERALL = "__all__"
+TIMELINE_BINS = 48
+# A relative change smaller than this is "about the same" and not worth a sentence.
+NOTABLE_CHANGE = 0.05
+NOTABLE_GPU_SECONDS = 360  # 0.1 GPU-hour
+
+
+def nearest_rank(sorted_values: Sequence[int], percent: int) -> int | None:
+    if not sorted_values:
+        return None
+    rank = max(1, -(-percent * len(sorted_values) // 100))
+    return sorted_values[rank - 1]
+
+
+def _quartiles(values: Sequence[int]) -> dict | None:
+    if not values:
+        return None
+    return {
+        "min": values[0],
+        "q1": nearest_rank(values, 25),
+        "median": nearest_rank(values, 50),
+        "q3": nearest_rank(values, 75),
+        "p90": nearest_rank(values, 90),
+        "max": values[-1],
+    }
+
+
+def _held_intervals(events: Sequence[Mapping]) -> list[tuple[str, int, int]]:
+    """(job, start, end) of every run: STARTED until its PREEMPTED, SUCCEEDED or FAILED."""
+    open_runs: dict[str, int] = {}
+    runs = []
+    last = 0
+    for event in events:
+        job, t = event["job"], event["t"]
+        last = t
+        if event["type"] == "STARTED":
+            open_runs[job] = t
+        elif event["type"] in ("PREEMPTED", "SUCCEEDED", "FAILED") and job in open_runs:
+            runs.append((job, open_runs.pop(job), t))
+    runs += [(job, start, last) for job, start in open_runs.items()]
+    return runs
+
+
+def run_metrics(
+    *,
+    result: Mapping,
+    jobs: Sequence[Mapping],
+    policy: Mapping,
+    gpus_per_instance: Mapping[str, int],
+    horizon: int,
+    bins: int = TIMELINE_BINS,
+) -> dict:
+    """Per share (policy order) and overall figures of one replay, plus its utilisation
+    timeline (`bins` equal slices of [0, horizon), fraction of the queue's GPUs held)."""
+    horizon = max(1, horizon)
+    shares = [share["name"] for share in policy["shares"]]
+    gpu_of = {
+        job["id"]: gpus_per_instance.get(job["instance_type"], 1) * job["instances"] for job in jobs
+    }
+    capacity_gpus = sum(
+        count * gpus_per_instance.get(itype, 1)
+        for itype, count in policy["queue"]["capacity"].items()
+    )
+    limit_gpus = {
+        share["name"]: sum(
+            count * gpus_per_instance.get(itype, 1)
+            for itype, count in share["capacity_limits"].items()
+        )
+        for share in policy["shares"]
+    }
+    groups: dict[str, dict] = {
+        name: {
+            "jobs": 0,
+            "succeeded": 0,
+            "failed": 0,
+            "never_ran": 0,
+            "turnarounds": [],
+            "waiting": 0,
+            "preemptions": 0,
+            "reclaims": 0,
+            "lost_gpu_seconds": 0,
+            "restart_gpu_seconds": 0,
+            "used_gpu_seconds": 0,
+        }
+        for name in [*shares, OVERALL]
+    }
+    share_of = {}
+    for job_id, outcome in result["jobs"].items():
+        share_of[job_id] = outcome["share"]
+        gpus = gpu_of[job_id]
+        for key in (outcome["share"], OVERALL):
+            group = groups[key]
+            group["jobs"] += 1
+            group["waiting"] += outcome["waiting_time"]
+            group["preemptions"] += outcome["preemptions"]
+            group["lost_gpu_seconds"] += outcome["lost_work"] * gpus
+            group["restart_gpu_seconds"] += outcome["restart_overhead"] * gpus
+            if outcome["first_started_at"] is None:
+                group["never_ran"] += 1
+            if outcome["state"] == "SUCCEEDED":
+                group["succeeded"] += 1
+                group["turnarounds"].append(outcome["finished_at"] - outcome["submitted_at"])
+            elif outcome["state"] == "FAILED":
+                group["failed"] += 1
+    for event in result["events"]:
+        if event["type"] == "PREEMPTED" and event.get("cause") == "reclaim":
+            groups[event["share"]]["reclaims"] += 1
+            groups[OVERALL]["reclaims"] += 1
+
+    width = horizon / bins
+    timeline = [0.0] * bins
+    for job_id, start, end in _held_intervals(result["events"]):
+        gpus = gpu_of[job_id]
+        held = (end - start) * gpus
+        groups[share_of[job_id]]["used_gpu_seconds"] += held
+        groups[OVERALL]["used_gpu_seconds"] += held
+        first, last = int(start // width), min(bins - 1, int(max(start, end - 1) // width))
+        for index in range(first, last + 1):
+            lo, hi = max(start, index * width), min(end, (index + 1) * width)
+            if hi > lo:
+                timeline[index] += (hi - lo) * gpus
+
+    def finish(name: str, group: dict) -> dict:
+        turnarounds = sorted(group.pop("turnarounds"))
+        waiting = group.pop("waiting")
+        denominator = (capacity_gpus if name == OVERALL else limit_gpus.get(name, 0)) * horizon
+        return {
+            **group,
+            "waiting_mean": round(waiting / group["jobs"]) if group["jobs"] else None,
+            "turnaround_p50": nearest_rank(turnarounds, 50),
+            "turnaround_p90": nearest_rank(turnarounds, 90),
+            "turnaround": _quartiles(turnarounds),
+            "utilisation": group["used_gpu_seconds"] / denominator if denominator else None,
+        }
+
+    slice_gpu_seconds = capacity_gpus * width
+    return {
+        "makespan": result["makespan"],
+        "horizon": horizon,
+        "shares": {name: finish(name, groups[name]) for name in shares},
+        "overall": finish(OVERALL, groups[OVERALL]),
+        "timeline": {
+            "bin_seconds": width,
+            "utilisation": [
+                round(value / slice_gpu_seconds, 4) if slice_gpu_seconds else 0.0
+                for value in timeline
+            ],
+        },
+    }
+
+
+# -- plain words -----------------------------------------------------------------------
+
+
+def _relative(old, new) -> float | None:
+    if old is None or new is None or old == 0:
+        return None
+    return (new - old) / old
+
+
+def _percent_words(change: float) -> str:
+    return f"{round(abs(change) * 100)}%"
+
+
+def _hours_words(gpu_seconds: float) -> str:
+    return f"{abs(gpu_seconds) / 3600:,.1f} GPU-hours"
+
+
+def share_sentences(who: str, current: Mapping, draft: Mapping) -> list[str]:
+    """What changes for one share, most telling first; empty when nothing notable does."""
+    lines = []
+    change = _relative(current["waiting_mean"], draft["waiting_mean"])
+    if change is not None and abs(change) >= NOTABLE_CHANGE:
+        lines.append(f"{who} waits {_percent_words(change)} {'less' if change < 0 else 'more'}")
+    elif not current["waiting_mean"] and draft["waiting_mean"]:
+        lines.append(f"{who} now waits (it never did before)")
+    change = _relative(current["turnaround_p90"], draft["turnaround_p90"])
+    if change is not None and abs(change) >= NOTABLE_CHANGE:
+        lines.append(
+            f"{who}'s slowest tenth of jobs finish {_percent_words(change)} "
+            f"{'sooner' if change < 0 else 'later'}"
+        )
+    lost = draft["lost_gpu_seconds"] - current["lost_gpu_seconds"]
+    if abs(lost) >= NOTABLE_GPU_SECONDS:
+        lines.append(
+            f"{who} loses {_hours_words(lost)} {'more' if lost > 0 else 'less'} to preemptions"
+        )
+    reclaims = draft["reclaims"] - current["reclaims"]
+    if reclaims:
+        lines.append(
+            f"{who} has {abs(reclaims)} {'more' if reclaims > 0 else 'fewer'} "
+            f"job{'s' if abs(reclaims) != 1 else ''} reclaimed"
+        )
+    never = draft["never_ran"] - current["never_ran"]
+    if never:
+        lines.append(
+            f"{abs(never)} {'more' if never > 0 else 'fewer'} job{'s' if abs(never) != 1 else ''}"
+            f" of {who} could never run"
+        )
+    return lines
+
+
+def differences(*, current: Mapping, draft: Mapping, labels: Mapping[str, str]) -> list[str]:
+    """Sentences for people: per share (labels: share -> "team vision"), then overall."""
+    lines = []
+    for name, figures in current["shares"].items():
+        if name in draft["shares"]:
+            lines += share_sentences(labels.get(name, name), figures, draft["shares"][name])
+    old, new = current["overall"]["utilisation"], draft["overall"]["utilisation"]
+    if old is not None and new is not None and round(old * 100) != round(new * 100):
+        lines.append(
+            f"The fleet is busy {round(new * 100)}% of the time instead of {round(old * 100)}%"
+        )
+    if not lines:
+        return ["Both policies give the same outcome on this workload."]
+    # Share names are identifiers: a sentence may start with one as it is spelled.
+    return [line + "." for line in lines]

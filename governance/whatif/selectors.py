@@ -1,0 +1,207 @@
+"""Reads of the what-if comparisons, shaped for the pages and the API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import QuerySet
+
+from governance.models import WhatIfComparison
+from governance.templatetags.ui import duration, gpu_hours, percent
+from governance.whatif import figures
+
+POLICY_FIELDS = (
+    ("team", "Team"),
+    ("strategy", "Strategy"),
+    ("borrow_limit", "Borrow limit (%)"),
+    ("in_share_preemption", "In-share preemption"),
+    ("state", "State"),
+    ("capacity_limits", "Capacity limits"),
+)
+
+
+def comparison_list() -> QuerySet[WhatIfComparison]:
+    return WhatIfComparison.objects.select_related("queue", "author").defer(
+        "current_policy", "draft_policy", "workload_jobs", "results"
+    )
+
+
+def _policy_value(key: str, value) -> str:
+    if value is None:
+        return "—"
+    if key == "capacity_limits":
+        return ", ".join(f"{name} × {count}" for name, count in value.items()) or "—"
+    if key == "borrow_limit" and value == -1:
+        return "unlimited"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class DraftShareRow:
+    index: int
+    name: str
+    draft_name: str
+    changed: bool
+    fields: list[tuple[str, str, str, bool]]  # label, current, draft, differs
+
+
+def draft_rows(comparison: WhatIfComparison) -> list[DraftShareRow]:
+    rows = []
+    pairs = zip(comparison.current_policy["shares"], comparison.draft_policy["shares"], strict=True)
+    for index, (old, new) in enumerate(pairs):
+        fields = []
+        for key, label in POLICY_FIELDS:
+            before, after = _policy_value(key, old.get(key)), _policy_value(key, new.get(key))
+            fields.append((label, before, after, before != after))
+        rows.append(DraftShareRow(index, old["name"], new["name"], old != new, fields))
+    return rows
+
+
+# -- results -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    label: str
+    current: str
+    draft: str
+    change: str
+
+
+def _change(old, new, kind: str) -> str:
+    if old is None or new is None:
+        return "—"
+    delta = new - old
+    if kind == "gpu":
+        hours = round(delta / 3600, 1)
+        return f"{'+' if hours > 0 else '−'}{abs(hours):,.1f}" if hours else "about the same"
+    if kind == "duration" and old and abs(delta) / old >= 0.005:
+        sign = "+" if delta > 0 else "−"
+        return f"{sign}{round(abs(delta) / old * 100)}%"
+    if kind == "count" and delta:
+        return f"{'+' if delta > 0 else '−'}{abs(delta)}"
+    if kind == "fraction" and round(delta * 100):
+        return f"{'+' if delta > 0 else '−'}{abs(round(delta * 100))} points"
+    return "same" if not delta else "about the same"
+
+
+FORMAT = {
+    "duration": duration,
+    "gpu": gpu_hours,
+    "count": lambda value: "—" if value is None else f"{value:,}",
+    "fraction": percent,
+}
+
+
+def _metric_rows(current: dict, draft: dict, *, overall: bool) -> list[MetricRow]:
+    spec = [
+        ("Jobs", "jobs", "count"),
+        ("Median turnaround", "turnaround_p50", "duration"),
+        ("p90 turnaround", "turnaround_p90", "duration"),
+        ("Mean waiting", "waiting_mean", "duration"),
+        ("Preemptions", "preemptions", "count"),
+        ("Reclaims", "reclaims", "count"),
+        ("Lost GPU-hours", "lost_gpu_seconds", "gpu"),
+        ("Restart overhead (GPU-hours)", "restart_gpu_seconds", "gpu"),
+        (
+            "Utilisation of the queue" if overall else "Utilisation of its limit",
+            "utilisation",
+            "fraction",
+        ),
+        ("Jobs that never ran", "never_ran", "count"),
+    ]
+    return [
+        MetricRow(
+            label,
+            FORMAT[kind](current[key]),
+            FORMAT[kind](draft[key]),
+            _change(current[key], draft[key], kind),
+        )
+        for label, key, kind in spec
+    ]
+
+
+def results_view(comparison: WhatIfComparison) -> dict | None:
+    """Tables, sentences and charts of a finished comparison (None before)."""
+    results = comparison.results
+    if not results:
+        return None
+    current, draft, labels = results["current"], results["draft"], results["labels"]
+    shares = [
+        {
+            "name": name,
+            "label": labels.get(name, name),
+            "rows": _metric_rows(figures_, draft["shares"][name], overall=False),
+        }
+        for name, figures_ in current["shares"].items()
+    ]
+    box_rows = [
+        {
+            "label": name,
+            "current": current["shares"][name]["turnaround"],
+            "draft": draft["shares"][name]["turnaround"],
+        }
+        for name in current["shares"]
+    ]
+    timeline = current["timeline"]
+    hours = [
+        (index + 0.5) * timeline["bin_seconds"] / 3600
+        for index in range(len(timeline["utilisation"]))
+    ]
+    return {
+        "sentences": results["sentences"],
+        "overall": _metric_rows(current["overall"], draft["overall"], overall=True),
+        "shares": shares,
+        "jobs": results["jobs"],
+        "seconds": results["seconds"],
+        "horizon": current["horizon"],
+        "turnaround_figure": figures.turnaround_figure(box_rows),
+        "turnaround_table": [
+            {
+                "label": row["label"],
+                "current": row["current"],
+                "draft": row["draft"],
+            }
+            for row in box_rows
+        ],
+        "utilisation_figure": figures.utilisation_figure(
+            bin_seconds=timeline["bin_seconds"],
+            current=timeline["utilisation"],
+            draft=draft["timeline"]["utilisation"],
+        ),
+        "utilisation_table": [
+            (round(hour, 1), percent(old), percent(new))
+            for hour, old, new in zip(
+                hours, timeline["utilisation"], draft["timeline"]["utilisation"], strict=True
+            )
+        ],
+    }
+
+
+def comparison_document(comparison: WhatIfComparison) -> dict:
+    """The API's representation."""
+    return {
+        "id": comparison.pk,
+        "title": comparison.title,
+        "note": comparison.note,
+        "queue": comparison.queue_id,
+        "author": comparison.author.get_username() if comparison.author else None,
+        "status": comparison.status,
+        "progress": comparison.progress,
+        "progress_label": comparison.progress_label,
+        "error": comparison.error,
+        "review_state": comparison.review_state,
+        "current_policy": comparison.current_policy,
+        "draft_policy": comparison.draft_policy,
+        "workload": {
+            "kind": comparison.workload_kind,
+            "params": comparison.workload_params,
+            "description": comparison.workload_description,
+            "jobs": len(comparison.workload_jobs),
+        },
+        "results": comparison.results,
+        "created_at": comparison.created_at.isoformat(),
+        "finished_at": comparison.finished_at.isoformat() if comparison.finished_at else None,
+    }

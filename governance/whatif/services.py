@@ -1,0 +1,510 @@
+"""Writes of the what-if comparisons: clone, edit the draft, choose the workload, run,
+cancel, save and attach, propose, review, apply.
+
+The draft is a document, never live policy: editing it checks the same rules as the
+share editor (the engine's validate_policy on the whole draft, problems mapped to
+fields by governance.services.policy), and only `comparison_apply` changes the queue,
+through `share_update`, which records the history. Run state changes are conditional
+UPDATEs, so a task delivered twice, or a cancel racing the finish, happens once.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import time
+
+from django.conf import settings
+from django.db import transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from governance.models import (
+    ExceptionRequest,
+    InstanceType,
+    JobQueue,
+    KnowledgeArticle,
+    PolicyChange,
+    QuotaShare,
+    WhatIfComparison,
+    WhatIfReview,
+)
+from governance.services.policy import (
+    NON_FIELD,
+    PolicyError,
+    ShareData,
+    VersionConflict,
+    _data_document,
+    _engine_share,
+    _share_errors,
+    queue_document,
+    share_data_from_document,
+    share_document,
+    share_update,
+)
+from governance.whatif import workloads
+from governance.whatif.compare import compare_policies
+from scheduler.engine import ScenarioError, validate_policy
+
+Status = WhatIfComparison.Status
+Review = WhatIfComparison.Review
+PROGRESS_WRITE_SECONDS = 0.5
+
+
+class WhatIfCancelled(Exception):
+    """Raised from the engine's progress callback when an admin cancelled the run."""
+
+
+# -- reading the policy ----------------------------------------------------------------
+
+
+def policy_snapshot(*, queue: JobQueue) -> tuple[dict, list[dict]]:
+    """The queue's current policy as a document, and per share its id and version."""
+    shares = list(queue.shares.select_related("team").prefetch_related("limits__instance_type"))
+    policy = {"queue": queue_document(queue), "shares": [share_document(s) for s in shares]}
+    refs = [{"id": share.pk, "version": share.version} for share in shares]
+    return policy, refs
+
+
+def gpus_per_instance(*, policy: dict) -> dict[str, int]:
+    names = list(policy["queue"]["capacity"])
+    return dict(InstanceType.objects.filter(name__in=names).values_list("name", "gpu_count"))
+
+
+def changed_shares(comparison: WhatIfComparison) -> list[int]:
+    """Positions of the shares the draft changes."""
+    return [
+        index
+        for index, (old, new) in enumerate(
+            zip(
+                comparison.current_policy["shares"],
+                comparison.draft_policy["shares"],
+                strict=True,
+            )
+        )
+        if old != new
+    ]
+
+
+# -- clone, edit -----------------------------------------------------------------------
+
+
+@transaction.atomic
+def comparison_create(
+    *,
+    actor,
+    queue: JobQueue,
+    title: str = "",
+    exception_request: ExceptionRequest | None = None,
+    now: dt.datetime | None = None,
+) -> WhatIfComparison:
+    """Clone the queue's current policy into a draft; the workload starts as the jobs
+    recorded on the queue in the last 30 days."""
+    policy, refs = policy_snapshot(queue=queue)
+    if not policy["shares"]:
+        raise PolicyError({"queue": [f"{queue.name} has no shares yet: create one first"]})
+    start, end = workloads.default_period(now or timezone.now())
+    workload = workloads.recorded_workload(
+        queue=queue, policy=policy, refs=refs, start=start, end=end
+    )
+    comparison = WhatIfComparison.objects.create(
+        queue=queue,
+        author=actor,
+        title=(title or "").strip()[:200] or f"Draft of {queue.name}",
+        current_policy=policy,
+        draft_policy=copy.deepcopy(policy),
+        share_refs=refs,
+        workload_kind=WhatIfComparison.Workload.RECORDED,
+        workload_params=workload.params,
+        workload_description=workload.description,
+        workload_jobs=workload.jobs,
+    )
+    if exception_request is not None:
+        comparison.exception_requests.add(exception_request)
+    return comparison
+
+
+def _require_editable(comparison: WhatIfComparison) -> None:
+    if comparison.review_state in (Review.PROPOSED, Review.APPROVED, Review.APPLIED):
+        state = comparison.get_review_state_display().lower()
+        raise PolicyError(
+            {NON_FIELD: [f"this draft is {state}: start a new comparison to change it"]}
+        )
+    if comparison.is_active:
+        raise PolicyError({NON_FIELD: ["a run is in progress: cancel it or wait for it to end"]})
+
+
+def draft_share_validate(
+    *, comparison: WhatIfComparison, index: int, data: ShareData
+) -> dict[str, list[str]]:
+    """Every problem with `data` as share `index` of the draft: the share editor's rules
+    (services.policy.share_validate), checked on the draft instead of the live queue."""
+    errors: dict[str, list[str]] = {}
+    if data.team is None:
+        errors["team"] = ["choose the team that owns this share"]
+    if not data.name.strip():
+        errors["name"] = ["give the share a name"]
+    docs = [_engine_share(doc) for doc in comparison.draft_policy["shares"]]
+    docs[index] = _engine_share(_data_document(data))
+    problems = validate_policy(comparison.draft_policy["queue"], docs)
+    for key, messages in _share_errors(problems, index=index).items():
+        errors.setdefault(key, []).extend(messages)
+    return errors
+
+
+def _reset_results(comparison: WhatIfComparison) -> None:
+    comparison.status = Status.DRAFT
+    comparison.results = None
+    comparison.progress = 0
+    comparison.progress_label = ""
+    comparison.error = ""
+    if comparison.review_state == Review.REJECTED:
+        comparison.review_state = Review.NONE
+
+
+@transaction.atomic
+def draft_share_update(
+    *, comparison: WhatIfComparison, index: int, data: ShareData
+) -> WhatIfComparison:
+    """Change share `index` of the draft. The live share is not touched."""
+    comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
+    _require_editable(comparison)
+    errors = draft_share_validate(comparison=comparison, index=index, data=data)
+    if errors:
+        raise PolicyError(errors)
+    document = _data_document(data)
+    draft = copy.deepcopy(comparison.draft_policy)
+    if draft["shares"][index] == document:
+        return comparison
+    draft["shares"][index] = document
+    comparison.draft_policy = draft
+    _reset_results(comparison)
+    comparison.save()
+    return comparison
+
+
+@transaction.atomic
+def draft_reset(*, comparison: WhatIfComparison) -> WhatIfComparison:
+    """Take the draft back to the policy as cloned."""
+    comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
+    _require_editable(comparison)
+    comparison.draft_policy = copy.deepcopy(comparison.current_policy)
+    _reset_results(comparison)
+    comparison.save()
+    return comparison
+
+
+# -- workload --------------------------------------------------------------------------
+
+
+@transaction.atomic
+def comparison_set_workload(
+    *,
+    comparison: WhatIfComparison,
+    kind: str,
+    start: dt.datetime | dt.date | None = None,
+    end: dt.datetime | None = None,
+    days: float = workloads.DEFAULT_DAYS,
+    scale: float = 1.0,
+    upload: bytes | None = None,
+    filename: str = "upload.csv",
+) -> WhatIfComparison:
+    """Choose the workload. Raises workloads.WorkloadError, storing nothing, when it
+    cannot be built (an upload with bad rows, an empty window)."""
+    comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
+    _require_editable(comparison)
+    policy = comparison.current_policy
+    gpus = gpus_per_instance(policy=policy)
+    Kind = WhatIfComparison.Workload
+    if kind == Kind.RECORDED:
+        default_start, default_end = workloads.default_period(timezone.now())
+        workload = workloads.recorded_workload(
+            queue=comparison.queue,
+            policy=policy,
+            refs=comparison.share_refs,
+            start=start or default_start,
+            end=end or default_end,
+        )
+    elif kind == Kind.PHILLY:
+        workload = workloads.philly_workload(
+            policy=policy,
+            gpus_per_instance=gpus,
+            start=start or workloads.PHILLY_DEFAULT_START,
+            days=days,
+            scale=scale,
+        )
+    elif kind == Kind.UPLOAD:
+        if not upload:
+            raise workloads.WorkloadError(["choose a CSV file to upload"])
+        workload = workloads.upload_workload(
+            raw=upload, filename=filename, policy=policy, gpus_per_instance=gpus, scale=scale
+        )
+    else:
+        raise workloads.WorkloadError([f"unknown workload kind {kind!r}"])
+    comparison.workload_kind = kind
+    comparison.workload_params = workload.params
+    comparison.workload_description = workload.description
+    comparison.workload_jobs = workload.jobs
+    _reset_results(comparison)
+    comparison.save()
+    return comparison
+
+
+# -- run, cancel, execute --------------------------------------------------------------
+
+
+def comparison_run(*, comparison: WhatIfComparison) -> WhatIfComparison:
+    """Queue a run of both policies (the task is enqueued after commit)."""
+    from governance.whatif.tasks import run_comparison
+
+    if not comparison.workload_jobs:
+        raise PolicyError({"workload": ["the workload has no jobs: choose another period"]})
+    with transaction.atomic():
+        claimed = (
+            WhatIfComparison.objects.filter(pk=comparison.pk)
+            .exclude(status__in=WhatIfComparison.ACTIVE)
+            .update(
+                status=Status.QUEUED,
+                progress=0,
+                progress_label="Waiting for a worker",
+                cancel_requested=False,
+                error="",
+                results=None,
+                started_at=None,
+                finished_at=None,
+                updated_at=timezone.now(),
+            )
+        )
+        if claimed:
+            transaction.on_commit(lambda: run_comparison.delay(comparison.pk))
+    comparison.refresh_from_db()
+    return comparison
+
+
+def comparison_cancel(*, comparison: WhatIfComparison) -> WhatIfComparison:
+    """A queued run ends at once; a running one at its next progress report."""
+    now = timezone.now()
+    WhatIfComparison.objects.filter(pk=comparison.pk, status=Status.QUEUED).update(
+        status=Status.CANCELLED, progress_label="Cancelled", finished_at=now, updated_at=now
+    )
+    WhatIfComparison.objects.filter(pk=comparison.pk, status=Status.RUNNING).update(
+        cancel_requested=True, progress_label="Cancelling…", updated_at=now
+    )
+    comparison.refresh_from_db()
+    return comparison
+
+
+class _ProgressWriter:
+    """The engine's progress callback: stops the run when cancelled, and writes the
+    progress to the row at most every PROGRESS_WRITE_SECONDS (and at phase ends)."""
+
+    def __init__(self, pk: int):
+        self.pk = pk
+        self.written = 0.0
+
+    def __call__(self, fraction: float, label: str) -> None:
+        rows = WhatIfComparison.objects.filter(pk=self.pk, status=Status.RUNNING)
+        if rows.filter(cancel_requested=True).exists():
+            raise WhatIfCancelled
+        clock = time.monotonic()
+        if clock - self.written >= PROGRESS_WRITE_SECONDS or fraction in (0.0, 0.5, 1.0):
+            self.written = clock
+            rows.update(progress=min(100, int(fraction * 100)), progress_label=label[:200])
+
+
+def comparison_execute(*, comparison_id: int) -> str:
+    """Run a queued comparison (the Celery task's body). Returns the final status; a
+    comparison that is not queued (already run, cancelled, claimed) is left alone."""
+    now = timezone.now()
+    claimed = WhatIfComparison.objects.filter(pk=comparison_id, status=Status.QUEUED).update(
+        status=Status.RUNNING, started_at=now, progress=0, progress_label="Starting", updated_at=now
+    )
+    if not claimed:
+        status = (
+            WhatIfComparison.objects.filter(pk=comparison_id)
+            .values_list("status", flat=True)
+            .first()
+        )
+        return status or "missing"
+    comparison = WhatIfComparison.objects.get(pk=comparison_id)
+    rows = WhatIfComparison.objects.filter(pk=comparison_id, status=Status.RUNNING)
+    try:
+        results = compare_policies(
+            current=comparison.current_policy,
+            draft=comparison.draft_policy,
+            jobs=comparison.workload_jobs,
+            gpus_per_instance=gpus_per_instance(policy=comparison.current_policy),
+            progress=_ProgressWriter(comparison_id),
+        )
+    except WhatIfCancelled:
+        rows.update(
+            status=Status.CANCELLED,
+            progress_label="Cancelled",
+            finished_at=timezone.now(),
+            updated_at=timezone.now(),
+        )
+        return Status.CANCELLED
+    except ScenarioError as error:
+        rows.update(
+            status=Status.FAILED,
+            error=f"The workload does not fit this policy: {error}",
+            finished_at=timezone.now(),
+            updated_at=timezone.now(),
+        )
+        return Status.FAILED
+    rows.update(
+        status=Status.DONE,
+        results=results,
+        progress=100,
+        progress_label="Done",
+        finished_at=timezone.now(),
+        updated_at=timezone.now(),
+    )
+    return Status.DONE
+
+
+# -- save, attach, review, apply -------------------------------------------------------
+
+
+@transaction.atomic
+def comparison_save(
+    *,
+    comparison: WhatIfComparison,
+    title: str,
+    note: str,
+    articles: list[KnowledgeArticle] | None = None,
+    exception_requests: list[ExceptionRequest] | None = None,
+) -> WhatIfComparison:
+    """Keep the comparison as evidence, with a note, attached to articles or requests."""
+    title = (title or "").strip()
+    if not title:
+        raise PolicyError({"title": ["give the comparison a title"]})
+    comparison.title = title[:200]
+    comparison.note = (note or "").strip()
+    comparison.saved = True
+    comparison.save(update_fields=["title", "note", "saved", "updated_at"])
+    if articles:
+        comparison.articles.add(*articles)
+    if exception_requests:
+        comparison.exception_requests.add(*exception_requests)
+    return comparison
+
+
+def _require_evidence(comparison: WhatIfComparison) -> None:
+    if not changed_shares(comparison):
+        raise PolicyError({NON_FIELD: ["the draft is the same as the current policy"]})
+    if comparison.status != Status.DONE:
+        raise PolicyError(
+            {NON_FIELD: ["run the comparison first: reviewers and history need its results"]}
+        )
+
+
+@transaction.atomic
+def comparison_propose(*, actor, comparison: WhatIfComparison, note: str = "") -> WhatIfComparison:
+    comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
+    if comparison.review_state not in (Review.NONE, Review.REJECTED):
+        raise PolicyError(
+            {NON_FIELD: [f"this draft is already {comparison.get_review_state_display().lower()}"]}
+        )
+    _require_evidence(comparison)
+    comparison.review_state = Review.PROPOSED
+    comparison.reviewer = None
+    comparison.reviewed_at = None
+    comparison.save(update_fields=["review_state", "reviewer", "reviewed_at", "updated_at"])
+    WhatIfReview.objects.create(
+        comparison=comparison, action=WhatIfReview.Action.PROPOSED, actor=actor, note=note
+    )
+    return comparison
+
+
+@transaction.atomic
+def comparison_review(
+    *, actor, comparison: WhatIfComparison, approve: bool, note: str = ""
+) -> WhatIfComparison:
+    """Another admin (never the author) approves the draft or sends it back."""
+    comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
+    if comparison.review_state != Review.PROPOSED:
+        raise PolicyError({NON_FIELD: ["this draft is not waiting for a review"]})
+    if comparison.author_id == actor.pk:
+        raise PolicyError({NON_FIELD: ["you wrote this draft: another admin must review it"]})
+    if not approve and not (note or "").strip():
+        raise PolicyError({"note": ["say what should change before it can be approved"]})
+    comparison.review_state = Review.APPROVED if approve else Review.REJECTED
+    comparison.reviewer = actor
+    comparison.reviewed_at = timezone.now()
+    comparison.save(update_fields=["review_state", "reviewer", "reviewed_at", "updated_at"])
+    WhatIfReview.objects.create(
+        comparison=comparison,
+        action=WhatIfReview.Action.APPROVED if approve else WhatIfReview.Action.REJECTED,
+        actor=actor,
+        note=(note or "").strip(),
+    )
+    return comparison
+
+
+def comparison_url(comparison: WhatIfComparison) -> str:
+    return reverse("whatif-detail", args=[comparison.pk])
+
+
+@transaction.atomic
+def comparison_apply(*, actor, comparison: WhatIfComparison, reason: str) -> list[PolicyChange]:
+    """Apply the draft through share_update: one history entry per changed share, each
+    with the reason and a link to this comparison. All or nothing."""
+    comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
+    reason = (reason or "").strip()
+    if not reason:
+        raise PolicyError({"reason": ["say why this change is made"]})
+    if comparison.review_state == Review.APPLIED:
+        raise PolicyError({NON_FIELD: ["this draft was already applied"]})
+    _require_evidence(comparison)
+    if settings.POLICY_CHANGES_NEED_REVIEW and comparison.review_state != Review.APPROVED:
+        raise PolicyError(
+            {
+                NON_FIELD: [
+                    "policy changes need review: propose this draft and wait for another "
+                    "admin's approval"
+                ]
+            }
+        )
+    linked = f"{reason} (what-if comparison #{comparison.pk}: {comparison_url(comparison)})"
+    since = PolicyChange.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    for index in changed_shares(comparison):
+        ref = comparison.share_refs[index]
+        share = QuotaShare.objects.select_related("team", "queue").filter(pk=ref["id"]).first()
+        if share is None:
+            raise PolicyError(
+                {
+                    NON_FIELD: [
+                        f"share {comparison.current_policy['shares'][index]['name']} no "
+                        "longer exists: start a new comparison"
+                    ]
+                }
+            )
+        try:
+            share_update(
+                actor=actor,
+                share=share,
+                data=share_data_from_document(comparison.draft_policy["shares"][index]),
+                reason=linked,
+                expected_version=ref["version"],
+            )
+        except VersionConflict as conflict:
+            raise PolicyError(
+                {
+                    NON_FIELD: [
+                        f"{share.name} was changed by someone else since this draft was "
+                        f"cloned (now version {conflict.current_version}): start a new "
+                        "comparison from the current policy"
+                    ]
+                }
+            ) from conflict
+    changes = list(PolicyChange.objects.filter(id__gt=since, actor=actor).order_by("id"))
+    comparison.applied_changes.add(*changes)
+    comparison.review_state = Review.APPLIED
+    comparison.applied_by = actor
+    comparison.applied_at = timezone.now()
+    comparison.save(update_fields=["review_state", "applied_by", "applied_at", "updated_at"])
+    WhatIfReview.objects.create(
+        comparison=comparison, action=WhatIfReview.Action.APPLIED, actor=actor, note=reason
+    )
+    return changes

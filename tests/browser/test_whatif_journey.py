@@ -1,0 +1,100 @@
+"""The what-if journey in real Chromium: an admin clones the AWS sample policy, switches
+qs2 to LEND_AND_BORROW in the draft, runs the comparison (watching the progress bar),
+reads the results and applies the draft. axe checks every page on the way."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import NoReverseMatch, reverse
+from playwright.sync_api import expect
+
+from governance.models import PolicyChange, QuotaShare, WhatIfComparison
+from governance.whatif import services, tasks
+from tests.factories import UserFactory, aws_sample_queue
+from tests.governance.whatif.conftest import WHATIF_URLS, record_jobs
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+PASSWORD = "pw-for-tests-1"
+
+
+@pytest.fixture(autouse=True)
+def whatif_urls(settings):
+    try:
+        reverse("whatif-list")
+    except NoReverseMatch:
+        settings.ROOT_URLCONF = WHATIF_URLS
+
+
+@pytest.fixture
+def no_worker(monkeypatch):
+    """Runs stay queued until the test plays the worker (no broker message is sent)."""
+    queued = []
+    monkeypatch.setattr(tasks.run_comparison, "delay", lambda pk: queued.append(pk))
+    return queued
+
+
+def test_admin_compares_and_applies_lend_and_borrow(
+    page, live_server, login, assert_accessible, no_worker
+):
+    queue = aws_sample_queue()
+    record_jobs(queue)
+    UserFactory(username="platform", password=PASSWORD, roles=["admins"])
+    login(page, live_server, "platform", PASSWORD, next=reverse("whatif-list"))
+
+    expect(page.get_by_role("heading", name="What-if comparisons", level=1)).to_be_visible()
+    assert_accessible(page)
+    page.get_by_label("Queue").select_option(label="aws-sample")
+    page.get_by_label("Title").fill("qs2 lends and borrows")
+    page.get_by_role("button", name="Clone the current policy").click()
+
+    expect(page.get_by_role("heading", level=1)).to_contain_text("qs2 lends and borrows")
+    expect(page.get_by_text("Cloned the current policy of aws-sample")).to_be_visible()
+    assert_accessible(page)
+
+    page.get_by_role("link", name="Edit qs2 in the draft").click()
+    expect(page.get_by_role("heading", name="Draft: edit qs2")).to_be_visible()
+    assert_accessible(page)
+    page.get_by_role("radio", name="LEND_AND_BORROW").check()
+    page.get_by_role("button", name="Save to the draft").click()
+
+    expect(page.get_by_text("Draft updated: qs2")).to_be_visible()
+    qs2 = page.get_by_role("table", name="qs2 (changed)")
+    expect(qs2.get_by_role("row", name="Strategy")).to_contain_text("LEND_AND_BORROW")
+
+    page.get_by_role("button", name="Run the comparison").click()
+    progress = page.locator("progress")
+    expect(progress).to_be_visible()
+    expect(page.locator("#progress-label")).to_contain_text("Waiting for a worker")
+    expect(page.get_by_role("button", name="Cancel the run")).to_be_visible()
+    assert_accessible(page)
+
+    comparison = WhatIfComparison.objects.get(title="qs2 lends and borrows")
+    assert no_worker == [comparison.pk]
+    assert tasks.run_comparison(comparison.pk) == WhatIfComparison.Status.DONE  # the worker
+
+    # The page polls every second and reloads itself when the run is over.
+    expect(page.get_by_role("heading", name="4. What changes with the draft")).to_be_visible(
+        timeout=15_000
+    )
+    expect(page.locator("progress")).to_have_count(0)
+    expect(page.get_by_role("table", name="Whole queue: current and draft")).to_be_visible()
+    for figure in ("figure-turnaround", "figure-utilisation"):
+        chart = page.locator(f'[data-figure-id="{figure}"]')
+        expect(chart).to_have_attribute("data-plotted", "")
+        expect(chart.locator(".main-svg").first).to_be_visible()
+    sentences = page.locator(".whatif__sentences li")
+    expect(sentences.first).to_be_visible()
+    assert_accessible(page)
+
+    assert QuotaShare.objects.get(queue=queue, name="qs2").strategy == "LEND"
+    page.get_by_label("Reason for this change").fill("qs2 bursts before the demo")
+    page.get_by_role("button", name="Apply the draft").click()
+    expect(page.get_by_text("Applied: 1 share changed")).to_be_visible()
+    expect(page.get_by_role("link", name="history entry")).to_be_visible()
+    assert_accessible(page)
+
+    assert QuotaShare.objects.get(queue=queue, name="qs2").strategy == "LEND_AND_BORROW"
+    change = PolicyChange.objects.get(share__name="qs2")
+    assert f"what-if comparison #{comparison.pk}" in change.reason
+    assert services.changed_shares(comparison) == [1]

@@ -1,0 +1,126 @@
+"""Workloads: recorded jobs of a period, a Philly window, an uploaded trace (checked)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+
+from governance.models import WhatIfComparison
+from governance.whatif import services
+from governance.whatif.workloads import WorkloadError, read_upload
+from tests.factories import JobFactory
+
+pytestmark = pytest.mark.django_db
+
+GOOD = (
+    "timestamp,duration,num_gpus,gpu_time,cluster\n"
+    "2017-10-09 07:01:55,66.0,1,66.0,qs2\n"
+    "2017-10-09 06:13:03,2951.0,2,5902.0,6214e9\n"
+    "2017-10-09 08:00:00,100,1,,b436b2\n"
+)
+
+
+def test_recorded_jobs_of_the_last_30_days_by_default(comparison, aws_queue):
+    share = aws_queue.shares.get(name="qs3")
+    JobFactory(share=share, submitted_at=timezone.now() - dt.timedelta(days=45))
+    comparison = services.comparison_create(actor=comparison.author, queue=aws_queue)
+    jobs = comparison.workload_jobs
+    assert len(jobs) == 7  # the old job is outside the period
+    assert jobs[0]["submit_at"] == 0
+    assert {job["share"] for job in jobs} == {"qs1", "qs2", "qs3"}
+    assert jobs[0]["checkpoint_interval"] == 600 and jobs[0]["restart_overhead"] == 60
+    assert "7 jobs recorded on aws-sample" in comparison.workload_description
+
+
+def test_recorded_jobs_of_a_chosen_period(comparison):
+    start = timezone.now() - dt.timedelta(days=10)
+    services.comparison_set_workload(
+        comparison=comparison, kind="RECORDED", start=start, end=start + dt.timedelta(days=1)
+    )
+    comparison.refresh_from_db()
+    assert comparison.workload_jobs == []
+    assert comparison.workload_params["start"] == start.isoformat()
+
+
+def test_a_philly_window(comparison):
+    services.comparison_set_workload(
+        comparison=comparison, kind="PHILLY", start=dt.date(2017, 10, 2), days=2, scale=0.1
+    )
+    comparison.refresh_from_db()
+    jobs = comparison.workload_jobs
+    assert comparison.workload_kind == WhatIfComparison.Workload.PHILLY
+    assert jobs and all(0 <= job["submit_at"] < 2 * 86400 for job in jobs)
+    assert {job["share"] for job in jobs} <= {"qs1", "qs2", "qs3"}
+    assert all(job["instance_type"] == "ml.g5.xlarge" for job in jobs)
+    assert "Philly trace from 2017-10-02 for 2 days" in comparison.workload_description
+
+
+def test_an_empty_philly_window_is_refused(comparison):
+    with pytest.raises(WorkloadError, match="no job in that window"):
+        services.comparison_set_workload(
+            comparison=comparison, kind="PHILLY", start=dt.date(2020, 1, 1), days=2
+        )
+
+
+def test_a_good_upload_maps_clusters_to_shares(comparison):
+    services.comparison_set_workload(
+        comparison=comparison, kind="UPLOAD", upload=GOOD.encode(), filename="mine.csv"
+    )
+    comparison.refresh_from_db()
+    jobs = comparison.workload_jobs
+    assert [job["share"] for job in jobs] == ["qs1", "qs2", "qs2"]  # by time: 6214e9 first
+    assert [job["instances"] for job in jobs] == [2, 1, 1]
+    assert [job["submit_at"] for job in jobs] == [0, 2932, 6417]
+    assert "3 jobs from the uploaded trace mine.csv" in comparison.workload_description
+
+
+@pytest.mark.parametrize(
+    ("content", "problems"),
+    [
+        (
+            "timestamp,duration,num_gpus,gpu_time,cluster\n"
+            "2017-10-09 07:01:55,66.0,1,66.0,a\n"
+            "yesterday,66.0,1,66.0,a\n"
+            "2017-10-09 07:01:55,-3,0,x,\n",
+            [
+                "line 3: timestamp must look like 2017-10-09 07:01:55",
+                "line 4: duration must be a number of seconds above 0",
+                "line 4: num_gpus must be a whole number, at least 1",
+                "line 4: gpu_time must be a number (or empty)",
+                "line 4: cluster is empty; name a share or a virtual cluster",
+            ],
+        ),
+        (
+            "when,duration,gpus\n2017-10-09 07:01:55,66.0,1\n",
+            [
+                "line 1: the header must name the columns timestamp, duration, num_gpus, "
+                "gpu_time, cluster; missing timestamp, num_gpus, gpu_time, cluster"
+            ],
+        ),
+        ("timestamp,duration,num_gpus,gpu_time,cluster\n", ["the file has a header but no jobs"]),
+        (
+            "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,1,1,1,a,extra\n",
+            ["line 2: more values than the 5 columns"],
+        ),
+    ],
+)
+def test_bad_uploads_say_which_line_and_why(content, problems):
+    with pytest.raises(WorkloadError) as raised:
+        read_upload(content.encode())
+    assert raised.value.problems == problems
+
+
+def test_a_bad_upload_stores_nothing(comparison):
+    before = WhatIfComparison.objects.values().get(pk=comparison.pk)
+    bad = GOOD + "2017-10-09 09:00:00,abc,1,1,qs1\n"
+    with pytest.raises(WorkloadError) as raised:
+        services.comparison_set_workload(comparison=comparison, kind="UPLOAD", upload=bad.encode())
+    assert raised.value.problems == ["line 5: duration must be a number of seconds above 0"]
+    assert WhatIfComparison.objects.values().get(pk=comparison.pk) == before
+
+
+def test_a_binary_upload_is_refused():
+    with pytest.raises(WorkloadError, match="not UTF-8"):
+        read_upload(b"\xff\xfe\x00garbage")
