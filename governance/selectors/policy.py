@@ -151,7 +151,9 @@ def policy_history(
     actor: int | None = None,
     cause: str | None = None,
 ) -> QuerySet[PolicyChange]:
-    changes = PolicyChange.objects.select_related("actor", "queue", "share", "urgency", "reverts")
+    changes = PolicyChange.objects.select_related(
+        "actor", "queue", "share", "urgency", "reverts"
+    ).prefetch_related("whatif_comparisons")
     filters = Q()
     if queue:
         filters &= Q(queue_id=queue)

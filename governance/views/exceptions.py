@@ -22,6 +22,7 @@ from governance.forms_exceptions import (
     RevokeForm,
 )
 from governance.models import ExceptionRequest, UrgencyDefinition
+from governance.permissions import can_edit_policies
 from governance.selectors import exceptions as selectors
 from governance.selectors.knowledge import articles_for_request
 from governance.services import exceptions as services
@@ -170,6 +171,7 @@ def _detail_context(request, obj: ExceptionRequest, **forms) -> dict:
         "waiting": selectors.waiting_seconds(obj) if pending else None,
         "can_revoke": obj.state in (obj.State.APPROVED, obj.State.ACTIVE)
         and rules.revoke_refusal(user, obj) is None,
+        "can_compare": can_edit_policies(user),
         "decision_form": forms.get("decision_form") or DecisionForm(),
         "revoke_form": forms.get("revoke_form") or RevokeForm(),
     }

@@ -174,3 +174,15 @@ def test_save_attaches_to_articles_and_exception_requests(comparison):
     assert list(article.whatif_comparisons.all()) == [comparison]
     with pytest.raises(PolicyError):
         services.comparison_save(comparison=comparison, title=" ", note="")
+
+
+def test_the_history_links_an_applied_change_to_its_comparison(comparison, admin, client):
+    lend_and_borrow_qs2(comparison)
+    run_now(comparison)
+    (change,) = services.comparison_apply(actor=admin, comparison=comparison, reason="bursts")
+    client.force_login(admin)
+
+    html = client.get("/history/").content.decode()
+
+    assert f'href="/what-if/{comparison.pk}/">what-if comparison #{comparison.pk}</a>' in html
+    assert f'id="change-{change.pk}"' in html
