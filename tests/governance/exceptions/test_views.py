@@ -1,5 +1,3 @@
-
-
 def test_the_filing_form_can_arrive_with_the_jobs_chosen(client, db):
     from django.contrib.auth.models import Group
 
