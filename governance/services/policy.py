@@ -136,28 +136,43 @@ def _share_errors(problems, *, index: int) -> dict[str, list[str]]:
     return errors
 
 
-def share_validate(
-    *, queue: JobQueue, data: ShareData, share: QuotaShare | None = None
+def share_validate_in_policy(
+    *, queue_doc: dict, share_docs: list[dict], index: int, data: ShareData
 ) -> dict[str, list[str]]:
-    """Every problem with `data` as the new state of `share` (or a new share) in `queue`."""
+    """Every problem with `data` as share `index` of a policy document (the queue and its
+    shares in the scenario format; `index == len(share_docs)` adds a share). The one path
+    by which the editor, the API, imports and what-if drafts check a share."""
     errors: dict[str, list[str]] = {}
     if data.team is None:
         errors["team"] = ["choose the team that owns this share"]
     if not data.name.strip():
         errors["name"] = ["give the share a name"]
-    shares = list(queue.shares.select_related("team").prefetch_related("limits__instance_type"))
-    docs = [_engine_share(share_document(s)) for s in shares]
+    docs = [_engine_share(doc) for doc in share_docs]
     proposed = _engine_share(_data_document(data))
-    if share is None:
-        index = len(docs)
+    if index == len(docs):
         docs.append(proposed)
     else:
-        index = next(i for i, s in enumerate(shares) if s.pk == share.pk)
         docs[index] = proposed
-    problems = validate_policy(queue_document(queue), docs)
+    problems = validate_policy(queue_doc, docs)
     for key, messages in _share_errors(problems, index=index).items():
         errors.setdefault(key, []).extend(messages)
     return errors
+
+
+def share_validate(
+    *, queue: JobQueue, data: ShareData, share: QuotaShare | None = None
+) -> dict[str, list[str]]:
+    """Every problem with `data` as the new state of `share` (or a new share) in `queue`."""
+    shares = list(queue.shares.select_related("team").prefetch_related("limits__instance_type"))
+    index = (
+        len(shares) if share is None else next(i for i, s in enumerate(shares) if s.pk == share.pk)
+    )
+    return share_validate_in_policy(
+        queue_doc=queue_document(queue),
+        share_docs=[share_document(s) for s in shares],
+        index=index,
+        data=data,
+    )
 
 
 def _require_reason(reason: str) -> str:

@@ -35,16 +35,15 @@ from governance.services.policy import (
     ShareData,
     VersionConflict,
     _data_document,
-    _engine_share,
-    _share_errors,
     queue_document,
     share_data_from_document,
     share_document,
     share_update,
+    share_validate_in_policy,
 )
 from governance.whatif import workloads
 from governance.whatif.compare import compare_policies
-from scheduler.engine import ScenarioError, validate_policy
+from scheduler.engine import ScenarioError
 
 Status = WhatIfComparison.Status
 Review = WhatIfComparison.Review
@@ -137,19 +136,14 @@ def _require_editable(comparison: WhatIfComparison) -> None:
 def draft_share_validate(
     *, comparison: WhatIfComparison, index: int, data: ShareData
 ) -> dict[str, list[str]]:
-    """Every problem with `data` as share `index` of the draft: the share editor's rules
-    (services.policy.share_validate), checked on the draft instead of the live queue."""
-    errors: dict[str, list[str]] = {}
-    if data.team is None:
-        errors["team"] = ["choose the team that owns this share"]
-    if not data.name.strip():
-        errors["name"] = ["give the share a name"]
-    docs = [_engine_share(doc) for doc in comparison.draft_policy["shares"]]
-    docs[index] = _engine_share(_data_document(data))
-    problems = validate_policy(comparison.draft_policy["queue"], docs)
-    for key, messages in _share_errors(problems, index=index).items():
-        errors.setdefault(key, []).extend(messages)
-    return errors
+    """Every problem with `data` as share `index` of the draft: the share editor's rules,
+    checked on the draft instead of the live queue."""
+    return share_validate_in_policy(
+        queue_doc=comparison.draft_policy["queue"],
+        share_docs=comparison.draft_policy["shares"],
+        index=index,
+        data=data,
+    )
 
 
 def _reset_results(comparison: WhatIfComparison) -> None:
