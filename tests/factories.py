@@ -20,10 +20,15 @@ class UserFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = User
         django_get_or_create = ("username",)
+        skip_postgeneration_save = True
 
     username = factory.Sequence(lambda n: f"user{n}")
     email = factory.LazyAttribute(lambda u: f"{u.username}@example.com")
-    password = factory.PostGenerationMethodCall("set_password", "pw-for-tests-1")
+    @factory.post_generation
+    def password(self, create, extracted, **kwargs):
+        self.set_password(extracted or "pw-for-tests-1")
+        if create:
+            self.save(update_fields=["password"])
 
     @factory.post_generation
     def roles(self, create, extracted, **kwargs):
