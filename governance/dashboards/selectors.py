@@ -47,6 +47,7 @@ from governance.models import (
     PolicyChange,
     QuotaShare,
     Team,
+    WhatIfReview,
 )
 from scheduler.models import Job, JobEvent
 
@@ -61,6 +62,13 @@ EXCEPTION_EVENT_COUNT = {
     ExceptionEvent.Type.APPROVED: "approved",
     ExceptionEvent.Type.DENIED: "denied",
     ExceptionEvent.Type.REVOKED: "revoked",
+}
+# What-if reviews (policy changes that needed another admin's approval), by action.
+REVIEW_ACTIONS = {
+    WhatIfReview.Action.PROPOSED: "proposed",
+    WhatIfReview.Action.APPROVED: "approved",
+    WhatIfReview.Action.REJECTED: "sent_back",
+    WhatIfReview.Action.APPLIED: "applied",
 }
 
 
@@ -169,6 +177,7 @@ class _Scope:
         self.exceptions = dict.fromkeys((*EXCEPTION_COUNTS, "active"), 0)
         self.exceptions_by_urgency: dict[str, int] = defaultdict(int)
         self.yielders: list[dict] = []
+        self.reviews = dict.fromkeys(REVIEW_ACTIONS.values(), 0)
         self.weekly = [
             {
                 "preemptions": dict.fromkeys(PREEMPTION_CAUSES, 0),
@@ -219,6 +228,7 @@ class _Scope:
             "capacity_change_preemptions": self.preemptions["capacity_change"],
             "exceptions": dict(self.exceptions),
             "exceptions_filed_by_urgency": dict(sorted(self.exceptions_by_urgency.items())),
+            "policy_reviews": dict(self.reviews),
             "weeks": [
                 {
                     "week": weeks[index].isoformat(),
@@ -272,6 +282,7 @@ def month_signals(*, month: dt.date) -> dict[str, dict]:
     _priority_changes(start, end, scope_list)
     _policy_changes(start, end, weeks, scope_list)
     _exception_figures(start, end, weeks, scope_list)
+    _review_figures(start, end, scope_list)
     scope_list(None, None, None)  # the organisation's row exists even in a quiet month
 
     _fill_names(meta)
@@ -555,6 +566,18 @@ def _policy_changes(start, end, weeks, scope_list) -> None:
                 scope.weekly[week]["policy_edits"] += 1
             elif cause == PolicyChange.Cause.EXCEPTION:
                 scope.weekly[week]["exception_changes"] += 1
+
+
+def _review_figures(start, end, scope_list) -> None:
+    """What-if drafts proposed for review, approved, sent back and applied."""
+    rows = (
+        WhatIfReview.objects.filter(created_at__gte=start, created_at__lt=end)
+        .order_by()
+        .values_list("action", "comparison__queue_id")
+    )
+    for action, queue_id in rows:
+        for scope in scope_list(queue_id, None, None):
+            scope.reviews[REVIEW_ACTIONS[action]] += 1
 
 
 def _exception_figures(start, end, weeks, scope_list) -> None:
