@@ -159,6 +159,8 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
+# The product's public address, for links in emails (no trailing slash).
+SITE_URL = os.environ.get("SITE_URL", "http://127.0.0.1:8000")
 EMAIL_BACKEND = os.environ.get(
     "DJANGO_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend"
 )

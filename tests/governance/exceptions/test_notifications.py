@@ -10,14 +10,17 @@ from governance.services import exceptions as services
 pytestmark = pytest.mark.django_db
 
 
-def test_owners_are_told_of_a_submission(scene, second_owner, django_capture_on_commit_callbacks):
+def test_owners_are_told_of_a_submission(
+    scene, second_owner, django_capture_on_commit_callbacks, settings
+):
+    settings.SITE_URL = "https://quota.example.com"
     with django_capture_on_commit_callbacks(execute=True):
         request = scene.file()
     assert len(mail.outbox) == 1
     message = mail.outbox[0]
     assert message.subject == f"Exception request #{request.pk} awaits your decision"
     assert message.to == sorted([scene.owner.email, second_owner.email])
-    assert f"/exceptions/{request.pk}/" in message.body
+    assert f"https://quota.example.com/exceptions/{request.pk}/" in message.body
     assert "1 more ml.g5.xlarge for share aws-sample / qs1" in message.body
 
 
