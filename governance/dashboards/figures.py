@@ -52,6 +52,24 @@ def _hours(seconds) -> float | None:
     return None if seconds is None else round(seconds / HOUR, 2)
 
 
+def box_trace(label: str, rows: list[tuple[str, dict]], colour: str, fill: str) -> dict:
+    """A box trace from precomputed quartiles: `rows` = [(x label, duration stats)] with
+    seconds `q1`, `median`, `q3`, `min`, `max` (selectors.duration_stats), shown in hours."""
+    return {
+        "type": "box",
+        "name": label,
+        "x": [name for name, _ in rows],
+        "q1": [_hours(stats["q1"]) for _, stats in rows],
+        "median": [_hours(stats["median"]) for _, stats in rows],
+        "q3": [_hours(stats["q3"]) for _, stats in rows],
+        "lowerfence": [_hours(stats["min"]) for _, stats in rows],
+        "upperfence": [_hours(stats["max"]) for _, stats in rows],
+        "marker": {"color": colour},
+        "line": {"color": colour},
+        "fillcolor": fill,
+    }
+
+
 def turnaround_boxes(shares: list[dict]) -> dict:
     """Turnaround per share, within-limit and borrowed side by side (box from
     precomputed quartiles; whiskers at min and max), in hours.
@@ -64,22 +82,9 @@ def turnaround_boxes(shares: list[dict]) -> dict:
         ("borrowed", "Ran on borrowed capacity", BORROWED, "rgba(227, 155, 27, 0.3)"),
     ):
         rows = [(share["name"], share[key]) for share in shares if share[key].get("n")]
-        traces.append(
-            {
-                "type": "box",
-                "name": label,
-                "x": [name for name, _ in rows],
-                "q1": [_hours(stats["q1"]) for _, stats in rows],
-                "median": [_hours(stats["median"]) for _, stats in rows],
-                "q3": [_hours(stats["q3"]) for _, stats in rows],
-                "lowerfence": [_hours(stats["min"]) for _, stats in rows],
-                "upperfence": [_hours(stats["max"]) for _, stats in rows],
-                "marker": {"color": colour},
-                "line": {"color": colour},
-                "fillcolor": fill,
-                "hovertemplate": "%{x}<extra>" + label + "</extra>",
-            }
-        )
+        trace = box_trace(label, rows, colour, fill)
+        trace["hovertemplate"] = "%{x}<extra>" + label + "</extra>"
+        traces.append(trace)
     return _figure(
         traces,
         _layout(

@@ -8,15 +8,11 @@ stay apart for colour-blind readers as well (and are named in the legend).
 
 from __future__ import annotations
 
-from governance.dashboards.figures import FONT
+from governance.dashboards.figures import FONT, box_trace
 
 CURRENT = "#2f6db5"
 DRAFT = "#1d6333"
 HOUR = 3600.0
-
-
-def _hours(seconds) -> float | None:
-    return None if seconds is None else round(seconds / HOUR, 2)
 
 
 def _layout(title: str, **extra) -> dict:
@@ -44,21 +40,7 @@ def turnaround_figure(rows: list[dict]) -> dict:
         ("draft", "Draft policy", DRAFT, "rgba(29, 99, 51, 0.3)"),
     ):
         shown = [(row["label"], row[key]) for row in rows if row[key]]
-        traces.append(
-            {
-                "type": "box",
-                "name": label,
-                "x": [name for name, _ in shown],
-                "q1": [_hours(stats["q1"]) for _, stats in shown],
-                "median": [_hours(stats["median"]) for _, stats in shown],
-                "q3": [_hours(stats["q3"]) for _, stats in shown],
-                "lowerfence": [_hours(stats["min"]) for _, stats in shown],
-                "upperfence": [_hours(stats["max"]) for _, stats in shown],
-                "marker": {"color": colour},
-                "line": {"color": colour},
-                "fillcolor": fill,
-            }
-        )
+        traces.append(box_trace(label, shown, colour, fill))
     return {
         "data": traces,
         "layout": _layout(
