@@ -9,13 +9,18 @@ from django.contrib.auth import get_user_model
 from governance.models import (
     ExceptionRequest,
     InstanceType,
+    JobQueue,
     KnowledgeArticle,
     QuotaShare,
     Team,
     UrgencyDefinition,
 )
 from governance.permissions import ADMINS, EXCEPTION_OWNERS, TEAM_LEADS, is_admin
-from governance.services.exceptions import RequestData, request_validate
+from governance.services.exceptions import (
+    RequestData,
+    exception_owner_validate,
+    request_validate,
+)
 from governance.services.knowledge import ArticleData, article_validate
 from scheduler.models import Job
 
@@ -128,6 +133,73 @@ class ExceptionRequestForm(forms.Form):
         if self.errors:
             return cleaned
         for field, messages in request_validate(actor=self.user, data=self.request_data()).items():
+            for message in messages:
+                self.add_error(field if field in self.fields else None, message)
+        return cleaned
+
+    @classmethod
+    def initial_for(cls, request: ExceptionRequest) -> dict:
+        """The form's values for editing the draft `request`."""
+        return {
+            "kind": request.kind,
+            "team": request.team_id,
+            "urgency": request.urgency_id,
+            "justification": request.justification,
+            "window_start": request.window_start,
+            "window_end": request.window_end,
+            "share": request.share_id if request.kind == request.Kind.TEMPORARY_CAPACITY else None,
+            "instance_type": request.instance_type_id,
+            "extra_instances": request.extra_instances,
+            "jobs": [job.pk for job in request.jobs.all()],
+        }
+
+
+class ExceptionOwnerForm(forms.Form):
+    """Appoint an exception owner: a member of the exception owners group, for exactly
+    one queue or one share."""
+
+    user = forms.ModelChoiceField(
+        label="Person",
+        queryset=get_user_model().objects.none(),
+        help_text="Only members of the exception owners group can be appointed.",
+    )
+    queue = forms.ModelChoiceField(
+        label="Queue",
+        queryset=JobQueue.objects.order_by("name"),
+        required=False,
+        empty_label="No queue",
+        help_text="They decide every request of this queue. Choose a queue or a share.",
+    )
+    share = ShareChoiceField(
+        label="Share",
+        queryset=QuotaShare.objects.select_related("queue", "team").order_by("queue__name", "name"),
+        required=False,
+        empty_label="No share",
+        help_text="They decide the requests of this share only.",
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        users = get_user_model().objects.filter(is_active=True).order_by("username")
+        self.fields["user"].queryset = users
+        owners = set(users.filter(groups__name=EXCEPTION_OWNERS).values_list("pk", flat=True))
+
+        def label(user):
+            name = user.get_full_name() or user.get_username()
+            if user.get_full_name():
+                name = f"{name} ({user.get_username()})"
+            return name if user.pk in owners else f"{name}: not in the exception owners group"
+
+        self.fields["user"].label_from_instance = label
+
+    def clean(self):
+        cleaned = super().clean()
+        problems = exception_owner_validate(
+            user=cleaned.get("user"), queue=cleaned.get("queue"), share=cleaned.get("share")
+        )
+        for field, messages in problems.items():
+            if field in self.errors:
+                continue  # already said (e.g. "This field is required")
             for message in messages:
                 self.add_error(field if field in self.fields else None, message)
         return cleaned

@@ -265,6 +265,19 @@ def exception_request_create(
 ) -> ExceptionRequest:
     """File a request (a draft, or submitted at once with `submit=True`)."""
     now = now or timezone.now()
+    fields = _checked_fields(actor=actor, data=data, now=now)
+    request = ExceptionRequest.objects.create(**fields, requested_by=actor)
+    if data.kind in JOB_KINDS:
+        request.jobs.set(list(data.jobs))
+    _event(request, ExceptionEvent.Type.FILED, at=now, actor=actor)
+    if submit:
+        exception_request_submit(actor=actor, request=request, now=now)
+    return request
+
+
+def _checked_fields(*, actor, data: RequestData, now: datetime) -> dict:
+    """The request's columns from `data`, after the filing rules (PolicyError if any
+    fails). Filing and editing a draft both go through here."""
     errors = request_validate(actor=actor, data=data, now=now)
     if errors:
         raise PolicyError(errors)
@@ -275,24 +288,53 @@ def exception_request_create(
         queue_id = jobs[0].queue_id
         shares = {job.share_id for job in jobs}
         share = jobs[0].share if len(shares) == 1 else None
-    request = ExceptionRequest.objects.create(
-        kind=data.kind,
-        team=data.team,
-        queue_id=queue_id,
-        share=share,
-        instance_type=data.instance_type if data.kind == Kind.TEMPORARY_CAPACITY else None,
-        extra_instances=data.extra_instances if data.kind == Kind.TEMPORARY_CAPACITY else None,
-        urgency=data.urgency,
-        justification=data.justification.strip(),
-        window_start=data.window_start,
-        window_end=data.window_end,
-        requested_by=actor,
+    return {
+        "kind": data.kind,
+        "team": data.team,
+        "queue_id": queue_id,
+        "share": share,
+        "instance_type": data.instance_type if data.kind == Kind.TEMPORARY_CAPACITY else None,
+        "extra_instances": data.extra_instances if data.kind == Kind.TEMPORARY_CAPACITY else None,
+        "urgency": data.urgency,
+        "justification": data.justification.strip(),
+        "window_start": data.window_start,
+        "window_end": data.window_end,
+    }
+
+
+def edit_refusal(user, request: ExceptionRequest) -> str | None:
+    """None when `user` may edit `request` as a draft; otherwise why not (the role part;
+    the state is checked by exception_request_update)."""
+    if request.requested_by_id != user.pk:
+        return "only the requester may edit this draft"
+    return None
+
+
+def _edit_refused(state: str) -> str:
+    current = State(state).label.lower()
+    return (
+        f"this request is {current}, so it cannot be edited any more; only a draft can. "
+        "File a new request instead"
     )
-    if data.kind in JOB_KINDS:
-        request.jobs.set(jobs)
-    _event(request, ExceptionEvent.Type.FILED, at=now, actor=actor)
-    if submit:
-        exception_request_submit(actor=actor, request=request, now=now)
+
+
+@transaction.atomic
+def exception_request_update(
+    *, actor, request: ExceptionRequest, data: RequestData, now: datetime | None = None
+) -> ExceptionRequest:
+    """Change a draft with the same rules as filing. Only a DRAFT changes: the UPDATE is
+    conditional on the state, so a draft submitted meanwhile is refused, not changed."""
+    now = now or timezone.now()
+    _require(edit_refusal(actor, request))
+    if request.state != State.DRAFT:
+        raise TransitionRefused(_edit_refused(request.state))
+    fields = _checked_fields(actor=actor, data=data, now=now)
+    updated = ExceptionRequest.objects.filter(pk=request.pk, state=State.DRAFT).update(**fields)
+    if not updated:
+        raise TransitionRefused(_edit_refused(_state_now(request)))
+    for name, value in fields.items():
+        setattr(request, name, value)
+    request.jobs.set(list(data.jobs) if data.kind in JOB_KINDS else [])
     return request
 
 
@@ -781,6 +823,42 @@ def exception_owner_add(
 
     user.groups.add(Group.objects.get_or_create(name=EXCEPTION_OWNERS)[0])
     return owner
+
+
+def exception_owner_validate(
+    *, user, queue: JobQueue | None = None, share: QuotaShare | None = None
+) -> dict:
+    """Every problem with appointing `user` to `queue` or `share`, keyed by field name."""
+    from governance.permissions import EXCEPTION_OWNERS, has_role
+
+    errors: dict[str, list[str]] = {}
+    if user is None:
+        errors["user"] = ["choose the person to appoint"]
+    elif not has_role(user, EXCEPTION_OWNERS):
+        name = user.get_full_name() or user.get_username()
+        errors["user"] = [
+            f"{name} is not in the exception owners group; add them to the group "
+            "(exception_owners) first, then appoint them"
+        ]
+    if queue is None and share is None:
+        errors["queue"] = ["choose the queue or the share this owner decides for"]
+    elif queue is not None and share is not None:
+        errors["share"] = ["choose a queue or a share, not both: clear one of them"]
+    elif (
+        "user" not in errors
+        and ExceptionOwner.objects.filter(user=user, queue=queue, share=share).exists()
+    ):
+        scope = f"queue {queue.name}" if queue is not None else f"share {share.name}"
+        errors["user"] = [f"{user.get_username()} already decides for {scope}"]
+    return errors
+
+
+@transaction.atomic
+def exception_owner_remove(*, actor, owner: ExceptionOwner) -> None:
+    """Take `owner`'s scope away (admins only). Their group membership stays."""
+    if not rules.is_admin(actor):
+        raise ActionNotAllowed("only platform admins remove exception owners")
+    ExceptionOwner.objects.filter(pk=owner.pk).delete()
 
 
 # Demo.

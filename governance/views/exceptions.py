@@ -10,7 +10,7 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
@@ -18,10 +18,11 @@ from governance import exception_permissions as rules
 from governance.forms_exceptions import (
     DecisionForm,
     ExceptionFilterForm,
+    ExceptionOwnerForm,
     ExceptionRequestForm,
     RevokeForm,
 )
-from governance.models import ExceptionRequest, UrgencyDefinition
+from governance.models import ExceptionOwner, ExceptionRequest, UrgencyDefinition
 from governance.permissions import can_edit_policies
 from governance.selectors import exceptions as selectors
 from governance.selectors.knowledge import articles_for_request
@@ -65,6 +66,7 @@ def exception_list(request):
         "can_file": rules.can_file_requests(request.user),
         "can_view_counts": rules.can_view_exception_counts(request.user),
         "can_view_decisions": rules.can_view_decision_queue(request.user),
+        "can_manage_owners": can_edit_policies(request.user),
     }
     if request.htmx:
         return render(request, "governance/exceptions/_list.html", context)
@@ -110,6 +112,11 @@ def exception_create(request):
             initial["jobs"] = job_ids
         form = ExceptionRequestForm(user=request.user, initial=initial)
         status = 200
+    return _render_request_form(request, form, status=status)
+
+
+def _render_request_form(request, form, *, status: int, draft: ExceptionRequest | None = None):
+    """The filing page; with `draft`, the same page editing that draft."""
     chosen = str(form["urgency"].value() or "")
     urgencies = list(UrgencyDefinition.objects.prefetch_related("invokers"))
     selected = next((u for u in urgencies if str(u.pk) == chosen), None)
@@ -118,6 +125,7 @@ def exception_create(request):
         "governance/exceptions/create.html",
         {
             "form": form,
+            "draft": draft,
             "urgency_rows": [(u, _kind_labels(u)) for u in urgencies],
             "selected_urgency": selected,
             "kinds": _kind_labels(selected) if selected else [],
@@ -164,6 +172,7 @@ def _detail_context(request, obj: ExceptionRequest, **forms) -> dict:
         ],
         "articles": articles_for_request(request=obj),
         "can_submit": obj.state == obj.State.DRAFT and rules.submit_refusal(user, obj) is None,
+        "can_edit": obj.state == obj.State.DRAFT and services.edit_refusal(user, obj) is None,
         "can_decide": can_decide and pending,
         "decide_refusal": decide_refusal if pending and rules.can_decide_requests(user) else None,
         "impact": services.exception_impact(request=obj) if can_decide and pending else None,
@@ -283,7 +292,11 @@ def decision_queue(request):
     now = timezone.now()
     pending = list(selectors.decision_queue(user=request.user))
     rows = [(obj, selectors.waiting_seconds(obj, now=now)) for obj in pending]
-    return render(request, "governance/exceptions/decisions.html", {"rows": rows})
+    return render(
+        request,
+        "governance/exceptions/decisions.html",
+        {"rows": rows, "can_manage_owners": can_edit_policies(request.user)},
+    )
 
 
 def exception_counts(request):
@@ -310,3 +323,117 @@ def exception_counts(request):
             "tables": [("urgency", table(counts.by_urgency)), ("team", table(counts.by_team))],
         },
     )
+
+
+# Editing a draft.
+
+
+def _form_errors_from(form, error: PolicyError) -> None:
+    for field, problems in error.errors.items():
+        for problem in problems:
+            form.add_error(field if field in form.fields else None, problem)
+
+
+def exception_edit(request, pk: int):
+    """The requester changes a DRAFT (same form and rules as filing), then may submit it."""
+    obj = _visible_request(request, pk)
+    _require(services.edit_refusal(request.user, obj) is None)
+    if obj.state != obj.State.DRAFT:
+        messages.error(
+            request,
+            f"Request #{obj.pk} is {obj.get_state_display().lower()}, so it cannot be edited "
+            "any more; only a draft can. File a new request instead.",
+        )
+        return redirect("exception-detail", pk=obj.pk)
+    if request.method != "POST":
+        form = ExceptionRequestForm(
+            user=request.user, initial=ExceptionRequestForm.initial_for(obj)
+        )
+        return _render_request_form(request, form, status=200, draft=obj)
+    form = ExceptionRequestForm(request.POST, user=request.user)
+    if form.is_valid():
+        try:
+            services.exception_request_update(
+                actor=request.user, request=obj, data=form.request_data()
+            )
+            if "submit" in request.POST:
+                services.exception_request_submit(actor=request.user, request=obj)
+        except services.ActionNotAllowed as refusal:
+            messages.error(request, str(refusal))
+            return redirect("exception-detail", pk=obj.pk)
+        except services.TransitionRefused as refusal:
+            messages.error(request, _sentence(refusal))
+            return redirect("exception-detail", pk=obj.pk)
+        except PolicyError as error:
+            _form_errors_from(form, error)
+        else:
+            verb = "submitted for decision" if "submit" in request.POST else "saved"
+            messages.success(request, f"Draft #{obj.pk} {verb}.")
+            return redirect("exception-detail", pk=obj.pk)
+    return _render_request_form(request, form, status=400, draft=obj)
+
+
+def _sentence(error: PolicyError) -> str:
+    text = "; ".join(p for problems in error.errors.values() for p in problems)
+    return text[:1].upper() + text[1:] + "."
+
+
+# Exception owners (admins).
+
+
+def exception_owners(request):
+    """Who decides which queue's or share's requests; admins appoint and remove them."""
+    _require(can_edit_policies(request.user))
+    if request.method == "POST":
+        form = ExceptionOwnerForm(request.POST)
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                owner = services.exception_owner_add(
+                    actor=request.user, user=data["user"], queue=data["queue"], share=data["share"]
+                )
+            except PolicyError as error:
+                _form_errors_from(form, error)
+            else:
+                messages.success(
+                    request, f"{_owner_name(owner.user)} now decides for {_scope(owner)}."
+                )
+                return redirect("exception-owners")
+        status = 400
+    else:
+        form = ExceptionOwnerForm()
+        status = 200
+    owners = ExceptionOwner.objects.select_related(
+        "user", "queue", "share__queue", "share__team"
+    ).order_by("user__username", "queue__name", "share__name", "id")
+    page = Paginator(owners, PER_PAGE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "governance/exceptions/owners.html",
+        {"form": form, "page_obj": page, "owners": list(page)},
+        status=status,
+    )
+
+
+@require_POST
+def exception_owner_remove(request, pk: int):
+    _require(can_edit_policies(request.user))
+    owner = get_object_or_404(
+        ExceptionOwner.objects.select_related("user", "queue", "share__queue"), pk=pk
+    )
+    try:
+        services.exception_owner_remove(actor=request.user, owner=owner)
+    except services.ActionNotAllowed:
+        raise PermissionDenied from None
+    messages.success(request, f"{_owner_name(owner.user)} no longer decides for {_scope(owner)}.")
+    return redirect("exception-owners")
+
+
+def _owner_name(user) -> str:
+    return user.get_full_name() or user.get_username()
+
+
+def _scope(owner: ExceptionOwner) -> str:
+    if owner.queue_id is not None:
+        return f"queue {owner.queue.name}"
+    return f"share {owner.share.queue.name} / {owner.share.name}"
