@@ -24,6 +24,7 @@ class UserFactory(factory.django.DjangoModelFactory):
 
     username = factory.Sequence(lambda n: f"user{n}")
     email = factory.LazyAttribute(lambda u: f"{u.username}@example.com")
+
     @factory.post_generation
     def password(self, create, extracted, **kwargs):
         self.set_password(extracted or "pw-for-tests-1")
