@@ -236,6 +236,9 @@ JOB_HEARTBEAT_TIMEOUT = int(os.environ.get("JOB_HEARTBEAT_TIMEOUT", "30"))
 JOB_STOP_GRACE_SECONDS = int(os.environ.get("JOB_STOP_GRACE_SECONDS", "10"))
 JOB_CHECKPOINT_ROOT = Path(os.environ.get("JOB_CHECKPOINT_ROOT", VAR_DIR / "checkpoints"))
 
+# The demo keeps jobs flowing through its AWS sample queue (make demo turns it on).
+DEMO_TRAFFIC = env_bool("DEMO_TRAFFIC", False)
+
 # Product settings.
 # When true, a draft policy needs another admin's approval before it is applied.
 POLICY_CHANGES_NEED_REVIEW = env_bool("POLICY_CHANGES_NEED_REVIEW", False)

@@ -84,6 +84,19 @@ def run_job(job_id: int, attempt: int) -> str:
     return run(job_id, attempt)
 
 
+@shared_task(name="scheduler.demo_traffic")
+def demo_traffic() -> int:
+    from scheduler.services.demo import demo_traffic as step
+
+    return len(step())
+
+
+if getattr(settings, "DEMO_TRAFFIC", False):
+    app.conf.beat_schedule["scheduler-demo-traffic"] = {
+        "task": "scheduler.demo_traffic",
+        "schedule": 10.0,
+    }
+
 app.conf.beat_schedule.update(
     {
         "scheduler-tick": {

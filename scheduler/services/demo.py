@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from governance.models import InstanceType, JobQueue, QuotaShare, Team
 from governance.services.policy import ShareData, queue_create, share_create
+from scheduler.models import Job
 from scheduler.services.jobs import JobData, jobs_submit
 
 QUEUE = "training-lab"
@@ -71,3 +72,57 @@ def seed_process_demo(*, actor, lead=None) -> JobQueue:
         submitted_by=lead,
     )
     return queue
+
+
+# Live traffic for the demo's AWS sample queue: a visitor keeps seeing borrowing,
+# reclaim and recovery. Beat calls `demo_traffic` only when settings.DEMO_TRAFFIC is on
+# (`make demo` turns it on); each call does at most one step of the cycle below.
+SAMPLE_QUEUE = "aws-sample"
+SAMPLE_JOB_SECONDS = 1800  # compute seconds: 30 s of real time at 60x
+SAMPLE_CHECKPOINT = 600
+SAMPLE_OVERHEAD = 60
+
+
+def demo_traffic(*, now=None) -> list[Job]:
+    """One step of the walkthrough cycle on `aws-sample`:
+
+    1. when the queue is quiet, team qs1 submits three jobs: two start (one on qs2's
+       idle instance, borrowed) and one waits;
+    2. while qs1 borrows and qs2 has nothing, qs2's owner submits a job, which reclaims
+       its instance: the borrowed job is preempted, loses the work since its last
+       checkpoint, and resumes later with its restart overhead.
+    Returns the jobs it submitted (none when the cycle is under way).
+    """
+    queue = JobQueue.objects.filter(name=SAMPLE_QUEUE).first()
+    if queue is None:
+        return []
+    shares = {share.name: share for share in queue.shares.select_related("team")}
+    if not {"qs1", "qs2"} <= set(shares):
+        return []
+    live = Job.objects.filter(queue=queue, state__in=[Job.State.RUNNABLE, Job.State.RUNNING])
+    itype = queue.capacities.select_related("instance_type").first().instance_type
+
+    def job(share, name, priority):
+        return JobData(
+            share=shares[share],
+            name=name,
+            instance_type=itype,
+            expected_duration=SAMPLE_JOB_SECONDS,
+            priority=priority,
+            checkpoint_interval=SAMPLE_CHECKPOINT,
+            restart_overhead=SAMPLE_OVERHEAD,
+        )
+
+    if not live.exists():
+        cycle = Job.objects.filter(share=shares["qs1"]).count() // 3 + 1
+        items = [
+            job("qs1", f"vision-train-{cycle}", 3),
+            job("qs1", f"vision-ablation-{cycle}", 2),
+            job("qs1", f"vision-sweep-{cycle}", 1),
+        ]
+        return jobs_submit(items=items, now=now)
+    qs1_borrows = live.filter(share=shares["qs1"], state=Job.State.RUNNING, borrowed=True)
+    if qs1_borrows.exists() and not live.filter(share=shares["qs2"]).exists():
+        number = Job.objects.filter(share=shares["qs2"]).count() + 1
+        return jobs_submit(items=[job("qs2", f"nlp-finetune-{number}", 1)], now=now)
+    return []

@@ -1,5 +1,5 @@
-"""`make demo`: migrate, load the demo organisation, then run the web server, a Celery
-worker and beat together until Ctrl-C, which stops all three."""
+"""`make demo`: migrate, load the demo organisation, then run the web server, Celery
+workers and beat together until Ctrl-C, which stops them all."""
 
 import os
 import signal
@@ -36,7 +36,12 @@ class Command(BaseCommand):
         )
         call_command("seed_demo", verbosity=0, stdout=open(os.devnull, "w"))  # noqa: SIM115
 
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "governance.settings"}
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "governance.settings",
+            # Beat keeps jobs flowing through aws-sample: borrowing, reclaim, recovery.
+            "DEMO_TRAFFIC": os.environ.get("DEMO_TRAFFIC", "1"),
+        }
         bin_dir = Path(sys.executable).parent
         commands = {
             "web": [
@@ -56,15 +61,30 @@ class Command(BaseCommand):
                 "-A",
                 "governance",
                 "worker",
+                "--hostname",
+                "scheduler@%h",
                 "--loglevel",
                 "INFO",
                 "--concurrency",
                 "2",
-                # The process executor routes each job to its instance type's queue.
                 "--queues",
-                ",".join(
-                    ["celery", *(instances_queue(t.name) for t in InstanceType.objects.all())]
-                ),
+                "celery",
+            ],
+            # Jobs of the process executor hold a worker slot while their subprocess
+            # runs, so they get workers of their own, one queue per instance type.
+            "runner": [
+                str(bin_dir / "celery"),
+                "-A",
+                "governance",
+                "worker",
+                "--hostname",
+                "runner@%h",
+                "--loglevel",
+                "INFO",
+                "--concurrency",
+                "4",
+                "--queues",
+                ",".join(instances_queue(t.name) for t in InstanceType.objects.all()),
             ],
             "beat": [
                 str(bin_dir / "celery"),
@@ -83,10 +103,12 @@ class Command(BaseCommand):
         }
 
         def stop(*_):
-            self.stdout.write("\nStopping web server, worker and beat…")
+            self.stdout.write("\nStopping the web server, workers and beat…")
+            # Each main process shuts its own children down; whatever is left after the
+            # deadline is killed with its whole process group.
             for proc in processes.values():
                 if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGTERM)
+                    proc.terminate()
             deadline = time.monotonic() + 15
             for proc in processes.values():
                 try:
@@ -134,5 +156,5 @@ class Command(BaseCommand):
         for user in DEMO_USERS:
             role = f"({user.role})"
             lines.append(f"    {user.username:<8} {role:<19} password: {demo_password()}")
-        lines.append("  Press Ctrl-C to stop the web server, worker and beat.")
+        lines.append("  Press Ctrl-C to stop the web server, workers and beat.")
         self.stdout.write(self.style.SUCCESS("\n".join(lines)))
