@@ -10,13 +10,13 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
-from rest_framework import exceptions, serializers, status, viewsets
-from rest_framework.authentication import TokenAuthentication
+from rest_framework import exceptions, serializers, status
 from rest_framework.decorators import action
 from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 
 from governance import exception_permissions as rules
+from governance.api.base import BaseApiViewSet
 from governance.api.serializers import ErrorSerializer
 from governance.models import (
     ExceptionRequest,
@@ -46,25 +46,6 @@ def _call(function, **kwargs):
         return function(**kwargs)
     except services.ActionNotAllowed as refusal:
         raise exceptions.PermissionDenied(str(refusal)) from None
-
-
-class _ApiViewSet(viewsets.GenericViewSet):
-    def get_authenticate_header(self, request):
-        return TokenAuthentication().authenticate_header(request)
-
-    def parse(self, input_class):
-        serializer = input_class(data=self.request.data)
-        serializer.is_valid(raise_exception=True)
-        return serializer.validated_data
-
-    def int_param(self, name: str) -> int | None:
-        value = self.request.query_params.get(name)
-        if value in (None, ""):
-            return None
-        try:
-            return int(value)
-        except ValueError:
-            raise exceptions.ValidationError({name: ["must be a whole number (an id)"]}) from None
 
 
 # Exception requests.
@@ -240,7 +221,7 @@ _REQUEST_OK = {200: ExceptionRequestDetailSerializer, **ERRORS}
         responses={201: ExceptionRequestDetailSerializer, **ERRORS},
     ),
 )
-class ExceptionRequestViewSet(_ApiViewSet):
+class ExceptionRequestViewSet(BaseApiViewSet):
     permission_classes = [ExceptionAccess]
     serializer_class = ExceptionRequestOutputSerializer
     queryset = ExceptionRequest.objects.none()
@@ -475,7 +456,7 @@ _ARTICLE_FIELDS = (
         summary="Delete an article (owner, admins)", responses={204: None, **ERRORS}
     ),
 )
-class ArticleViewSet(_ApiViewSet):
+class ArticleViewSet(BaseApiViewSet):
     permission_classes = [KnowledgeAccess]
     serializer_class = ArticleDetailSerializer
     queryset = KnowledgeArticle.objects.none()

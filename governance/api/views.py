@@ -9,12 +9,11 @@ from django.db.models import Prefetch
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
-from rest_framework.authentication import TokenAuthentication
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 
 from governance.api import serializers as api
+from governance.api.base import BaseApiViewSet
 from governance.api.permissions import HistoryAccess, PolicyAccess
 from governance.models import (
     CapacityLimit,
@@ -46,30 +45,8 @@ ERRORS = {
 WRITE_ERRORS = {**ERRORS, 409: api.ConflictSerializer}
 
 
-class ApiViewSet(viewsets.GenericViewSet):
+class ApiViewSet(BaseApiViewSet):
     permission_classes = [PolicyAccess]
-
-    def get_authenticate_header(self, request):
-        # Anonymous requests get 401 with a challenge clients understand.
-        return TokenAuthentication().authenticate_header(request)
-
-    def paginated(self, queryset, output_class):
-        page = self.paginate_queryset(queryset)
-        return self.get_paginated_response(output_class(page, many=True).data)
-
-    def parse(self, input_class, **kwargs):
-        serializer = input_class(data=self.request.data, **kwargs)
-        serializer.is_valid(raise_exception=True)
-        return serializer.validated_data
-
-    def int_param(self, name: str) -> int | None:
-        value = self.request.query_params.get(name)
-        if value in (None, ""):
-            return None
-        try:
-            return int(value)
-        except ValueError:
-            raise ValidationError({name: ["must be a whole number (an id)"]}) from None
 
     def fresh(self, obj):
         """The object as the output serializer reads it, with its relations prefetched."""

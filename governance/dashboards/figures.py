@@ -30,7 +30,8 @@ HOUR = 3600.0
 FONT = "system-ui, -apple-system, Segoe UI, Roboto, Helvetica Neue, Arial, sans-serif"
 
 
-def _layout(title: str, **extra) -> dict:
+def chart_layout(title: str, **extra) -> dict:
+    """The layout every chart of the product shares (the dashboard's and what-if's)."""
     layout = {
         "title": {"text": title, "font": {"size": 15}},
         "font": {"family": FONT, "size": 12, "color": "#1f2933"},
@@ -87,7 +88,7 @@ def turnaround_boxes(shares: list[dict]) -> dict:
         traces.append(trace)
     return _figure(
         traces,
-        _layout(
+        chart_layout(
             "Turnaround by share (hours)",
             boxmode="group",
             yaxis={"title": {"text": "hours"}, "rangemode": "tozero"},
@@ -118,7 +119,7 @@ def lender_wait_bars(shares: list[dict]) -> dict:
                 "marker": {"color": "#1b4a80"},
             },
         ],
-        _layout(
+        chart_layout(
             "Lender wait for a reclaim (hours)",
             barmode="group",
             yaxis={"title": {"text": "hours"}, "rangemode": "tozero"},
@@ -154,7 +155,7 @@ def preemptions_weekly(weeks: list[dict]) -> dict:
     )
     return _figure(
         traces,
-        _layout(
+        chart_layout(
             "Preemptions and lost GPU-hours per week",
             barmode="stack",
             xaxis={"title": {"text": "week starting"}, "type": "category"},
@@ -190,7 +191,7 @@ def recovery_funnel(*, preempted: int, resumed: int, succeeded: int, failed: int
                 "hovertemplate": "%{y}: %{x} jobs<extra></extra>",
             }
         ],
-        _layout(
+        chart_layout(
             "Recovery of preempted jobs",
             xaxis={"title": {"text": "jobs"}, "rangemode": "tozero"},
             yaxis={"autorange": "reversed"},
@@ -229,7 +230,7 @@ def policy_weekly(weeks: list[dict]) -> dict:
         )
     return _figure(
         traces,
-        _layout(
+        chart_layout(
             "Policy edits and exception requests per week",
             barmode="group",
             xaxis={"title": {"text": "week starting"}, "type": "category"},

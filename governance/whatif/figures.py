@@ -8,25 +8,11 @@ stay apart for colour-blind readers as well (and are named in the legend).
 
 from __future__ import annotations
 
-from governance.dashboards.figures import FONT, box_trace
+from governance.dashboards.figures import box_trace, chart_layout
 
 CURRENT = "#2f6db5"
 DRAFT = "#1d6333"
 HOUR = 3600.0
-
-
-def _layout(title: str, **extra) -> dict:
-    layout = {
-        "title": {"text": title, "font": {"size": 15}},
-        "font": {"family": FONT, "size": 12, "color": "#1f2933"},
-        "margin": {"l": 60, "r": 20, "t": 48, "b": 60},
-        "paper_bgcolor": "#ffffff",
-        "plot_bgcolor": "#ffffff",
-        "legend": {"orientation": "h", "y": -0.2},
-        "height": 340,
-    }
-    layout.update(extra)
-    return layout
 
 
 def turnaround_figure(rows: list[dict]) -> dict:
@@ -43,7 +29,7 @@ def turnaround_figure(rows: list[dict]) -> dict:
         traces.append(box_trace(label, shown, colour, fill))
     return {
         "data": traces,
-        "layout": _layout(
+        "layout": chart_layout(
             "Turnaround per share (hours)",
             boxmode="group",
             yaxis={"title": {"text": "hours"}, "rangemode": "tozero"},
@@ -72,7 +58,7 @@ def utilisation_figure(*, bin_seconds: float, current: list[float], draft: list[
     ]
     return {
         "data": traces,
-        "layout": _layout(
+        "layout": chart_layout(
             "Utilisation over time (% of the queue's GPUs)",
             xaxis={"title": {"text": "hours since the first submission"}},
             yaxis={"title": {"text": "% of GPUs in use"}, "range": [0, 105]},
