@@ -15,6 +15,110 @@ from django.db import models
 from django.db.models import Q
 
 
+class JobDefinition(models.Model):
+    """A registered kind of job (AWS Batch's job definition, a Kubernetes pod template).
+
+    Jobs run a definition, never a free-form command: admins register and revise it,
+    team leads choose one and give values for its typed parameters. The content lives
+    in append-only revisions; retiring a definition refuses new submissions.
+    """
+
+    name = models.CharField(max_length=128, unique=True)
+    description = models.TextField(blank=True)
+    queues = models.ManyToManyField(
+        "governance.JobQueue",
+        related_name="job_definitions",
+        help_text="The queues whose jobs may run this definition.",
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField()
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class JobDefinitionRevision(models.Model):
+    """One version of a definition. Append-only: a change is a new revision.
+
+    `command` is an argument vector (never a shell string); an element may hold
+    `{name}` placeholders of declared `parameters`, each a dict with `name`, `type`
+    (`integer`, `choice`, `pattern`), `description`, `default` (absent = required),
+    and `min`/`max` (integer), `choices` (choice) or `pattern` (pattern, a full
+    match). `environment` is the job's whole environment besides `PATH`, `HOME`,
+    `LANG` and its own `JOB_*` variables: literal values, never the application's.
+    """
+
+    definition = models.ForeignKey(
+        JobDefinition, on_delete=models.CASCADE, related_name="revisions"
+    )
+    revision = models.PositiveIntegerField()
+    command = models.JSONField(default=list)
+    parameters = models.JSONField(default=list, blank=True)
+    environment = models.JSONField(default=dict, blank=True)
+    # Defaults a submission may override.
+    instance_type = models.ForeignKey(
+        "governance.InstanceType", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    instances = models.PositiveIntegerField(default=1)
+    expected_duration = models.PositiveIntegerField(null=True, blank=True)
+    checkpoint_interval = models.PositiveIntegerField(null=True, blank=True)
+    restart_overhead = models.PositiveIntegerField(default=0)
+    # How the runner treats the process.
+    stop_grace_seconds = models.PositiveIntegerField(default=10)
+    wall_clock_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Seconds a run may last; empty = no limit."
+    )
+    max_address_space_mb = models.PositiveIntegerField(null=True, blank=True)
+    max_cpu_seconds = models.PositiveIntegerField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["definition", "-revision"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["definition", "revision"], name="jobdefrevision_unique_revision"
+            ),
+            models.CheckConstraint(
+                condition=Q(revision__gte=1), name="jobdefrevision_revision_ge_1"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.definition.name}:{self.revision}"
+
+
+class Runner(models.Model):
+    """A runner worker process: which instance types it serves and when it was last seen.
+
+    Runners register and beat on their own (not per job), so the product knows which
+    instance types have a live runner (`/healthz/`, a waiting job's reason).
+    """
+
+    name = models.CharField(max_length=200, unique=True)
+    hostname = models.CharField(max_length=200)
+    pid = models.PositiveIntegerField()
+    instance_types = models.JSONField(default=list)
+    started_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField(db_index=True)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
 class Job(models.Model):
     class State(models.TextChoices):
         RUNNABLE = "RUNNABLE", "Runnable"
@@ -52,6 +156,24 @@ class Job(models.Model):
     command = models.TextField(
         blank=True, help_text="What a process executor runs (a shell-free argument list)."
     )
+    definition_revision = models.ForeignKey(
+        JobDefinitionRevision,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="jobs",
+        help_text="The registered definition (and revision) the job runs.",
+    )
+    parameters = models.JSONField(
+        default=dict, blank=True, help_text="The submitter's validated parameter values."
+    )
+    # The argument vector the runner executes: the revision's command with the
+    # parameters substituted element by element (never through a shell).
+    argv = models.JSONField(default=list, blank=True)
+    # Idempotent submission (AWS clientToken): unique per submitter; the fingerprint
+    # of the request body tells a retry (same body) from a conflict (another body).
+    client_token = models.CharField(max_length=64, blank=True)
+    request_fingerprint = models.CharField(max_length=64, blank=True)
 
     state = models.CharField(max_length=10, choices=State, default=State.RUNNABLE, db_index=True)
     # RUNNABLE: the engine's reason code for the wait; FAILED: the cause.
@@ -77,6 +199,11 @@ class Job(models.Model):
     run_overhead = models.PositiveIntegerField(default=0)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     worker = models.CharField(max_length=200, blank=True)
+    # The current attempt's lease: only the runner holding this token may report for
+    # the run, and only until `lease_expires_at` (renewed by its heartbeat). The
+    # recovery sweep requeues a run only once its lease expired.
+    lease_token = models.CharField(max_length=64, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
 
     progress = models.PositiveIntegerField(default=0, help_text="Compute seconds done.")
@@ -104,6 +231,11 @@ class Job(models.Model):
             models.CheckConstraint(
                 condition=~Q(state="RUNNING") | Q(started_at__isnull=False),
                 name="job_running_has_started_at",
+            ),
+            models.UniqueConstraint(
+                fields=["submitted_by", "client_token"],
+                condition=~Q(client_token=""),
+                name="job_unique_client_token_per_submitter",
             ),
         ]
 

@@ -70,7 +70,7 @@ def tick() -> None:
     max_retries=3,
 )
 def sweep() -> list[int]:
-    from scheduler.services.jobs import jobs_requeue_lost
+    from scheduler.services.runs import jobs_requeue_lost
 
     return jobs_requeue_lost(timeout=float(getattr(settings, "JOB_HEARTBEAT_TIMEOUT", 30)))
 

@@ -85,7 +85,7 @@ class ProcessExecutor:
     speed = 1.0
 
     def due_finishes(self, queue, now):
-        # A process reports its own exit (scheduler.services.jobs.job_process_exited).
+        # A process reports its own exit (scheduler.services.runs.job_process_exited).
         return []
 
     def interrupted(self, job: Job, now: dt.datetime) -> tuple[int, int]:

@@ -26,7 +26,7 @@ from pathlib import Path
 from django.conf import settings
 
 from scheduler.models import Job
-from scheduler.services.jobs import job_claim_run, job_heartbeat, job_process_exited
+from scheduler.services.runs import job_claim_run, job_heartbeat, job_process_exited
 
 logger = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1

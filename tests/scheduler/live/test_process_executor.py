@@ -10,7 +10,7 @@ import pytest
 
 from governance.models import JobQueue
 from scheduler.models import Job, JobEvent
-from scheduler.services.jobs import jobs_requeue_lost
+from scheduler.services.runs import jobs_requeue_lost
 from tests.scheduler.live.conftest import wait_for
 
 pytestmark = [

@@ -10,13 +10,13 @@ from governance.models import JobQueue
 from governance.signals import policy_changed
 from scheduler import tasks
 from scheduler.models import Job, JobEvent
-from scheduler.services.jobs import (
+from scheduler.services.passes import scheduling_pass
+from scheduler.services.runs import (
     job_claim_run,
     job_heartbeat,
     job_process_exited,
     jobs_requeue_lost,
 )
-from scheduler.services.passes import scheduling_pass
 
 pytestmark = pytest.mark.django_db
 
