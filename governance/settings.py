@@ -3,26 +3,93 @@
 With no environment at all the product runs on a bare machine: SQLite under
 var/, Celery on kombu's filesystem transport under var/, DEBUG off.
 Every variable is listed in .env.example.
+
+Every variable is read through one of the env_* helpers below: an unset or empty
+variable means the default (docker compose passes `NAME=` from .env as an empty
+string), and a value that is not of the variable's type stops start-up with
+ImproperlyConfigured naming the variable, rather than silently meaning something else
+(`DJANGO_SECURE=ture` must not turn transport security off).
 """
 
 import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _env(name: str) -> str | None:
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+def env_str(name: str, default: str) -> str:
+    return _env(name) or default
 
 
 def env_bool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None or value == "":
+    value = _env(name)
+    if value is None:
         return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise ImproperlyConfigured(
+        f"{name}={value!r} is not a boolean: use 1 or 0 (true/false, yes/no, on/off)."
+    )
+
+
+def env_int(name: str, default: int, *, minimum: int | None = 0) -> int:
+    value = _env(name)
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a whole number.") from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name}={value!r} must be at least {minimum}.")
+    return number
+
+
+def env_float(name: str, default: float, *, minimum: float | None = 0) -> float:
+    value = _env(name)
+    if value is None:
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a number.") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ImproperlyConfigured(f"{name}={value!r} is not a finite number.")
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name}={value!r} must be at least {minimum}.")
+    return number
 
 
 def env_list(name: str, default: str) -> list[str]:
-    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+    return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = env_str(name, default)
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={value!r} is not one of {', '.join(choices)}.")
+    return value
+
+
+def env_path(name: str, default: Path) -> Path:
+    value = _env(name)
+    return Path(value) if value else Path(default)
+
+
+VAR_DIR = env_path("VAR_DIR", BASE_DIR / "var")
 
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
@@ -43,7 +110,7 @@ def _local_secret_key() -> str:
         return key
 
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or _local_secret_key()
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "") or _local_secret_key()
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
 
@@ -53,7 +120,7 @@ SECURE = env_bool("DJANGO_SECURE", True)
 SESSION_COOKIE_SECURE = SECURE
 CSRF_COOKIE_SECURE = SECURE
 SECURE_SSL_REDIRECT = SECURE and env_bool("DJANGO_SSL_REDIRECT", True)
-SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", "31536000")) if SECURE else 0
+SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31536000) if SECURE else 0
 SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE
 SECURE_HSTS_PRELOAD = SECURE
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
@@ -112,10 +179,9 @@ TEMPLATES = [
 ]
 
 DATABASES = {
-    "default": dj_database_url.config(
-        env="DATABASE_URL",
-        default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}",
-        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "60")),
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
+        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -137,7 +203,7 @@ LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-gb"
-TIME_ZONE = os.environ.get("DJANGO_TIME_ZONE", "UTC")
+TIME_ZONE = env_str("DJANGO_TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
 
@@ -160,11 +226,9 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
 # The product's public address, for links in emails (no trailing slash).
-SITE_URL = os.environ.get("SITE_URL", "http://127.0.0.1:8000")
-EMAIL_BACKEND = os.environ.get(
-    "DJANGO_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend"
-)
-DEFAULT_FROM_EMAIL = os.environ.get("DJANGO_DEFAULT_FROM_EMAIL", "quota-governance@localhost")
+SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")
+EMAIL_BACKEND = env_str("DJANGO_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env_str("DJANGO_DEFAULT_FROM_EMAIL", "quota-governance@localhost")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -191,7 +255,7 @@ SPECTACULAR_SETTINGS = {
 
 # Celery: Redis when REDIS_URL is set, otherwise kombu's filesystem transport
 # under var/, so the demo needs no server.
-REDIS_URL = os.environ.get("REDIS_URL", "")
+REDIS_URL = env_str("REDIS_URL", "")
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
     CELERY_BROKER_TRANSPORT_OPTIONS = {}
@@ -207,7 +271,21 @@ else:
         "control_folder": str(_queue_dir / "control"),
         "store_processed": False,
     }
-CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", REDIS_URL or None)
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", REDIS_URL) or None
+
+# The cache holds the API throttles' counters: Redis when REDIS_URL is set, so every
+# web process counts against the same limits; otherwise this process's memory, which is
+# enough for the single-process demo.
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "qg",
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -216,25 +294,28 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
+LOG_LEVEL = env_choice(
+    "DJANGO_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("DJANGO_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
 
 # The live scheduler.
 # Simulated executor: how many simulated seconds of work pass per real second.
-SIMULATED_SECONDS_PER_SECOND = int(os.environ.get("SIMULATED_SECONDS_PER_SECOND", "60"))
-SCHEDULER_TICK_SECONDS = int(os.environ.get("SCHEDULER_TICK_SECONDS", "2"))
-JOB_SWEEP_SECONDS = int(os.environ.get("JOB_SWEEP_SECONDS", "15"))
-JOB_HEARTBEAT_SECONDS = int(os.environ.get("JOB_HEARTBEAT_SECONDS", "2"))
+SIMULATED_SECONDS_PER_SECOND = env_int("SIMULATED_SECONDS_PER_SECOND", 60)
+SCHEDULER_TICK_SECONDS = env_int("SCHEDULER_TICK_SECONDS", 2)
+JOB_SWEEP_SECONDS = env_int("JOB_SWEEP_SECONDS", 15)
+JOB_HEARTBEAT_SECONDS = env_int("JOB_HEARTBEAT_SECONDS", 2)
 # A running process job whose worker is silent this long is requeued.
-JOB_HEARTBEAT_TIMEOUT = int(os.environ.get("JOB_HEARTBEAT_TIMEOUT", "30"))
+JOB_HEARTBEAT_TIMEOUT = env_int("JOB_HEARTBEAT_TIMEOUT", 30)
 # Preemption sends SIGTERM, then SIGKILL after this many seconds.
-JOB_STOP_GRACE_SECONDS = int(os.environ.get("JOB_STOP_GRACE_SECONDS", "10"))
-JOB_CHECKPOINT_ROOT = Path(os.environ.get("JOB_CHECKPOINT_ROOT", VAR_DIR / "checkpoints"))
+JOB_STOP_GRACE_SECONDS = env_int("JOB_STOP_GRACE_SECONDS", 10)
+JOB_CHECKPOINT_ROOT = env_path("JOB_CHECKPOINT_ROOT", VAR_DIR / "checkpoints")
 
 # The demo keeps jobs flowing through its AWS sample queue (make demo turns it on).
 DEMO_TRAFFIC = env_bool("DEMO_TRAFFIC", False)
