@@ -86,7 +86,7 @@ def _blocked_board(pending: int) -> Board:
     out: list = []
     for number in range(400):
         job = Job(id=f"r{number}", share=number % 4, priority=5, itype="gpu", n=1, submitted_at=0)
-        board.enqueue(job, 0)
+        board.enqueue(job)
     run_passes(board, 0, out)
     for number in range(pending):
         job = Job(
@@ -97,7 +97,7 @@ def _blocked_board(pending: int) -> Board:
             n=1 + number % 3,
             submitted_at=1 + number,
         )
-        board.enqueue(job, 1)
+        board.enqueue(job)
     return board
 
 

@@ -193,8 +193,8 @@ def _decision_impacts(current: Snapshot, proposed: Snapshot, now: int) -> list[I
 
 
 def _reclaimable_impacts(current: Snapshot, proposed: Snapshot, now: int) -> list[Impact]:
-    old_board, _ = board_from_snapshot(current, now)
-    new_board, _ = board_from_snapshot(proposed, now)
+    old_board, _ = board_from_snapshot(current)
+    new_board, _ = board_from_snapshot(proposed)
     old_specs = {share.name: share for share in current.shares}
     impacts = []
     for rule in new_board.policy.shares:

@@ -206,7 +206,12 @@ class Ledger:
         return self.lend_net.get(instance_type, 0) - self.reserve_over.get(instance_type, 0)
 
     def borrow_blocker(self, rule: ShareRule, instance_type: str, instances: int) -> str | None:
-        """None when rule 1 lets a job of the share start borrowing, else why not."""
+        """None when rule 1 lets a job of the share start borrowing, else why not.
+
+        Besides rule 1 (`n <= free`, `n <= pool`, the cap), a start may not take the
+        idle capacity RESERVE shares hold (v1.1: held in every phase); `avail <= free`,
+        so `n <= avail` covers `n <= free`.
+        """
         if not rule.can_borrow:
             return SHARE_LIMIT_REACHED
         cap = rule.caps.get(instance_type)
@@ -214,7 +219,7 @@ class Ledger:
             limit = rule.limits.get(instance_type, 0)
             if self.used(rule, instance_type) + instances - limit > cap:
                 return BORROW_LIMIT_REACHED
-        if instances > self.free.get(instance_type, 0) or instances > self.pool(instance_type):
+        if instances > self.avail(rule, instance_type) or instances > self.pool(instance_type):
             return WAITING_FOR_CAPACITY
         return None
 
@@ -233,16 +238,15 @@ class Ledger:
         Stopping c instances of S raises free, S's avail and the pool by exactly c and
         lowers usage(S,T) by c, so each route of phase 3 needs c above a bound:
         within the limit, `usage - c + n <= limit` and `n <= avail + c`; borrowing
-        (rule 1), `n <= free + c`, `n <= pool + c` and `usage - c + n - limit <= cap`.
+        (rule 1, with RESERVE idle held), `n <= avail + c`, `n <= pool + c` and
+        `usage - c + n - limit <= cap`.
         """
         used = self.used(rule, instance_type)
         limit = rule.limits.get(instance_type, 0)
-        need = max(used + instances - limit, instances - self.avail(rule, instance_type))
+        avail = self.avail(rule, instance_type)
+        need = max(used + instances - limit, instances - avail)
         if rule.can_borrow:
-            borrow_need = max(
-                instances - self.free.get(instance_type, 0),
-                instances - self.pool(instance_type),
-            )
+            borrow_need = max(instances - avail, instances - self.pool(instance_type))
             cap = rule.caps.get(instance_type)
             if cap is not None:
                 borrow_need = max(borrow_need, used + instances - limit - cap)

@@ -29,7 +29,8 @@ class Event(NamedTuple):
 class JobOutcome(NamedTuple):
     """One job's end state. For a FAILED job `reason` is the failure cause, and
     `finished_at` the time it failed; a job still RUNNABLE at the end (it can never
-    finish) keeps its reason and counts as waiting until the makespan."""
+    finish) keeps its reason and counts as waiting until the last instant processed
+    (the makespan, or a later action)."""
 
     id: str
     state: str

@@ -23,10 +23,19 @@ Orders and tie-breaks:
 - `protected_until` (a job field): a job is never a reclaim or in-share victim while
   `now < protected_until`; `capacity_change` may still preempt it.
 
-Fixed point: passes repeat at the same instant until one changes nothing; victims
-rejoin their queues at the end of the pass that stopped them ("may start again at that
-instant in a later pass"). The property tests check the fixed point from a fresh
-snapshot after every instant.
+Fixed point: passes repeat at the same instant until one changes nothing. A pass
+victim is RUNNABLE again at once, in its place in its share's queue (v1.1); it is
+`held` for the rest of that pass: not started, but still its share's head, so it
+blocks the jobs behind it. It may start again at that instant in a later pass.
+
+RESERVE idle is held in every phase (v1.1): no start, within a limit or borrowing,
+may take `free(T)` below the idle capacity of the other RESERVE shares (`avail`).
+In phase 2 a head within its share's limit starts as an entitled start (`n <= avail`,
+no reclaim); a head beyond it borrows under rule 1.
+
+Misconfiguration is judged once per instant, after the instant's actions and
+submissions (v1.1): `enqueue` only records the reason, and `settle` starts or stops
+`runnable_time_limit` clocks, so a cure undone at the same instant keeps the clock.
 
 Speed: per-share heaps with lazy deletion (an entry is live while its job points at it),
 per-(share, type) running lists in victim order, per-priority instance sums, and the
@@ -73,6 +82,7 @@ class Job:
         "retries",
         "reason",
         "misconfigured_since",
+        "held",
     )
 
     def __init__(
@@ -104,6 +114,8 @@ class Job:
         self.retries = retries
         self.reason: str | None = None
         self.misconfigured_since: int | None = None
+        # Preempted by the pass now running: not started again before the pass ends.
+        self.held = False
 
     def protected(self, now: int) -> bool:
         return self.protected_until is not None and now < self.protected_until
@@ -114,8 +126,9 @@ class Board:
 
     Decisions are appended to `out` as tuples `(START, job, borrowed)`,
     `(PREEMPT, job, cause, by_job, fails)` and `(FAIL, job, cause)` in the order they
-    happen. `on_misconfigured(job)` (optional) is told whenever a pending job becomes
-    misconfigured, so a caller can start its `runnable_time_limit` clock.
+    happen. `on_misconfigured(job)` (optional) is told, by `settle`, whenever a pending
+    job is judged newly misconfigured, so a caller can start its `runnable_time_limit`
+    clock.
     """
 
     def __init__(
@@ -129,26 +142,39 @@ class Board:
         self.running_by_priority: dict[tuple[int, str], dict[int, int]] = {}
         self.next_start_seq = 0
         self.on_misconfigured = on_misconfigured
+        # Pending jobs whose misconfiguration changed since the last `settle`.
+        self.unsettled: list[Job] = []
 
     # -- queues ---------------------------------------------------------------------
 
-    def enqueue(self, job: Job, now: int) -> None:
+    def enqueue(self, job: Job) -> None:
         """Make `job` RUNNABLE: into its share's queue, or parked if misconfigured."""
         job.state = PENDING
         reason = self.policy.misconfiguration(job.share, job.itype, job.n)
         job.reason = reason
         if reason is None:
-            job.misconfigured_since = None
             entry = (-job.priority, job.submitted_at, job.id, job)
             job.entry = entry
             heappush(self.queues[job.share], entry)
         else:
             job.entry = None
             self.parked[job.share][job.id] = job
-            if job.misconfigured_since is None:
+        if (reason is None) != (job.misconfigured_since is None):
+            self.unsettled.append(job)
+
+    def settle(self, now: int) -> None:
+        """Judge misconfiguration: start the clock of pending jobs newly misconfigured,
+        stop it for cured ones (spec: once per instant, after actions and submissions)."""
+        for job in self.unsettled:
+            if job.state != PENDING:
+                continue
+            if job.reason is None:
+                job.misconfigured_since = None
+            elif job.misconfigured_since is None:
                 job.misconfigured_since = now
                 if self.on_misconfigured is not None:
                     self.on_misconfigured(job)
+        self.unsettled.clear()
 
     def head(self, share: int) -> Job | None:
         """The first job of the share's queue (stale entries are dropped on the way)."""
@@ -243,7 +269,7 @@ class Board:
 
     # -- policy ---------------------------------------------------------------------
 
-    def set_policy(self, policy: Policy, now: int) -> None:
+    def set_policy(self, policy: Policy) -> None:
         """Adopt a new policy (same shares, same order) and re-check every pending job."""
         self.policy = policy
         self.ledger.set_policy(policy)
@@ -252,7 +278,7 @@ class Board:
             self.queues[rule.index] = []
             self.parked[rule.index] = {}
             for job in pending:
-                self.enqueue(job, now)
+                self.enqueue(job)
 
     # -- reasons --------------------------------------------------------------------
 
@@ -425,7 +451,7 @@ def reclaimable(board: Board, rule: ShareRule, itype: str, now: int) -> list[Job
 # -- the pass -----------------------------------------------------------------------
 
 
-def enforce_capacity(board: Board, now: int, out: list) -> None:
+def enforce_capacity(board: Board, out: list) -> None:
     """Preempt (cause capacity_change) until every type's usage fits its capacity.
 
     Types in name order. Victims rejoin their queues at once: this is an action, not a
@@ -437,7 +463,7 @@ def enforce_capacity(board: Board, now: int, out: list) -> None:
             continue
         for victim in _capacity_victims(board, itype, excess):
             if board.preempt(victim, "capacity_change", None, out):
-                board.enqueue(victim, now)
+                board.enqueue(victim)
 
 
 def _one_pass(board: Board, now: int, out: list) -> bool:
@@ -445,7 +471,13 @@ def _one_pass(board: Board, now: int, out: list) -> bool:
     policy, ledger = board.policy, board.ledger
     head = board.head
     decided = len(out)
-    stopped: list[Job] = []
+    held: list[Job] = []
+
+    def stop(victim: Job, cause: str, by: Job) -> None:
+        if board.preempt(victim, cause, by, out):
+            board.enqueue(victim)
+            victim.held = True
+            held.append(victim)
 
     # Phase 1: entitlement, shares in listed order.
     for rule in policy.shares:
@@ -453,7 +485,7 @@ def _one_pass(board: Board, now: int, out: list) -> bool:
         used = ledger.usage[share]
         while True:
             job = head(share)
-            if job is None:
+            if job is None or job.held:
                 break
             itype, n = job.itype, job.n
             if used.get(itype, 0) + n > rule.limits.get(itype, 0):
@@ -467,8 +499,7 @@ def _one_pass(board: Board, now: int, out: list) -> bool:
                 if victims is None:
                     break
                 for victim in victims:
-                    if board.preempt(victim, "reclaim", job, out):
-                        stopped.append(victim)
+                    stop(victim, "reclaim", job)
             board.start(job, now, out)
 
     # Phase 2: borrowing, first-in first-out across shares (submission time, then id).
@@ -476,16 +507,21 @@ def _one_pass(board: Board, now: int, out: list) -> bool:
     for rule in policy.shares:
         if rule.can_borrow:
             job = head(rule.index)
-            if job is not None:
+            if job is not None and not job.held:
                 order.append((job.submitted_at, job.id, rule.index, job))
     heapify(order)
     while order:
         _, _, share, job = heappop(order)
         rule = policy.shares[share]
-        if ledger.borrow_blocker(rule, job.itype, job.n) is None:
+        itype, n = job.itype, job.n
+        if ledger.within_limit(rule, itype, n):
+            startable = n <= ledger.avail(rule, itype)
+        else:
+            startable = ledger.borrow_blocker(rule, itype, n) is None
+        if startable:
             board.start(job, now, out)
             job = head(share)
-            if job is not None:
+            if job is not None and not job.held:
                 heappush(order, (job.submitted_at, job.id, share, job))
 
     # Phase 3: in-share preemption, shares in listed order (borrowing was tried first).
@@ -493,24 +529,25 @@ def _one_pass(board: Board, now: int, out: list) -> bool:
         if not rule.in_share_preemption:
             continue
         job = head(rule.index)
-        if job is None:
+        if job is None or job.held:
             continue
         victims = _in_share_victims(board, rule, job, now)
         if victims:
             for victim in victims:
-                if board.preempt(victim, "priority", job, out):
-                    stopped.append(victim)
+                stop(victim, "priority", job)
             board.start(job, now, out)
 
-    for victim in stopped:
-        board.enqueue(victim, now)
+    for victim in held:
+        victim.held = False
     return len(out) > decided
 
 
 def run_passes(board: Board, now: int, out: list) -> None:
-    """Passes at `now` until one changes nothing (see the module docstring)."""
+    """Passes at `now` until one changes nothing (see the module docstring), then judge
+    the misconfiguration of the pass victims that came back misconfigured."""
     while _one_pass(board, now, out):
         pass
+    board.settle(now)
 
 
 def fail_overdue(board: Board, jobs: list[Job], now: int, out: list) -> None:
@@ -531,7 +568,7 @@ def fail_overdue(board: Board, jobs: list[Job], now: int, out: list) -> None:
 # -- the public entry point -----------------------------------------------------------
 
 
-def board_from_snapshot(snapshot: Snapshot, now: int) -> tuple[Board, list[Job]]:
+def board_from_snapshot(snapshot: Snapshot) -> tuple[Board, list[Job]]:
     """A board holding the snapshot's jobs; also returns the pending jobs in snapshot order."""
     policy = Policy(snapshot.queue, snapshot.shares)
     board = Board(policy)
@@ -571,7 +608,7 @@ def board_from_snapshot(snapshot: Snapshot, now: int) -> tuple[Board, list[Job]]
             retries=waiting.preemption_retries,
         )
         job.misconfigured_since = waiting.misconfigured_since
-        board.enqueue(job, now)
+        board.enqueue(job)
         pending.append(job)
     return board, pending
 
@@ -596,9 +633,10 @@ def schedule(snapshot: Snapshot, now: int) -> PassResult:
     that does not start (misconfiguration reasons of the spec, or WAITING_FOR_CAPACITY,
     SHARE_LIMIT_REACHED, BORROW_LIMIT_REACHED, BLOCKED_BEHIND_HEAD).
     """
-    board, pending = board_from_snapshot(snapshot, now)
+    board, pending = board_from_snapshot(snapshot)
     out: list = []
-    enforce_capacity(board, now, out)
+    enforce_capacity(board, out)
+    board.settle(now)
     fail_overdue(board, pending, now, out)
     run_passes(board, now, out)
     return PassResult(decisions=decisions_to_values(out), reasons=board.pending_reasons())

@@ -1,13 +1,14 @@
 """Discrete-event replay of a scenario, driving the same pass as the live scheduler.
 
 Order at one instant (spec rule 9): jobs finishing (in the order they started), then
-actions (time, then listed order), then submissions (listed order), then
-`runnable_time_limit` failures (in the order the jobs became misconfigured), then the
-passes. Passes also run when a running job's `protected_until` passes, since it may
-become a victim then. Finishes, time-limit clocks and protection ends sit in one heap
-keyed (time, kind, sequence), so equal times stay deterministic; a preempted run's
-finish entry is dropped lazily (its token no longer matches). Submissions and actions
-are already sorted lists.
+actions (time, then listed order), then submissions (listed order), then the judgement
+of misconfiguration (v1.1: once, so a cure undone at the same instant keeps the
+clock), then `runnable_time_limit` failures (in the order the jobs became
+misconfigured), then the passes. Passes also run when a running job's
+`protected_until` passes, since it may become a victim then. Finishes, time-limit
+clocks and protection ends sit in one heap keyed (time, kind, sequence), so equal
+times stay deterministic; a preempted run's finish entry is dropped lazily (its token
+no longer matches). Submissions and actions are already sorted lists.
 
 Work model (spec rule 8): a start resumes from the last checkpoint after
 `restart_overhead` when it is a restart; a preemption saves progress up to the last
@@ -199,15 +200,15 @@ class _Replay:
         elif isinstance(action, UpdateShare):
             index = next(i for i, s in enumerate(self.shares) if s.name == action.share.name)
             self.shares[index] = action.share
-            board.set_policy(Policy(self.queue, self.shares), now)
+            board.set_policy(Policy(self.queue, self.shares))
         elif isinstance(action, SetCapacity):
             self.queue = type(self.queue)(
                 capacity=action.capacity,
                 default_preemption_retries=self.queue.default_preemption_retries,
                 runnable_time_limit=self.queue.runnable_time_limit,
             )
-            board.set_policy(Policy(self.queue, self.shares), now)
-            enforce_capacity(board, now, self.out)
+            board.set_policy(Policy(self.queue, self.shares))
+            enforce_capacity(board, self.out)
             self._record(now)
 
     def _submit(self, job: SimJob, now: int) -> None:
@@ -218,7 +219,7 @@ class _Replay:
             job.state = DONE
             self._end(job, now, "FAILED", "share_disabled")
             return
-        self.board.enqueue(job, now)
+        self.board.enqueue(job)
 
     def _time_limit(self, job: SimJob, since: int, now: int) -> None:
         if job.state == PENDING and job.reason is not None and job.misconfigured_since == since:
@@ -256,6 +257,7 @@ class _Replay:
             ):
                 self._submit(submissions[next_submission], now)
                 next_submission += 1
+            board.settle(now)
             while heap and heap[0][0] == now and heap[0][1] == _TIME_LIMIT:
                 _, _, _, job, since = heappop(heap)
                 self._time_limit(job, since, now)
@@ -272,12 +274,16 @@ class _Replay:
 
     def result(self) -> SimulationResult:
         makespan = self.events[-1].t if self.events else 0
+        # Every submission is an event, so the last instant processed is the makespan or
+        # a later action (v1.1): a job that never finishes waits until then.
+        actions = self.scenario.actions
+        end = max(makespan, actions[-1].at) if actions else makespan
         reasons = self.board.pending_reasons()
         outcomes = []
         for job in self.jobs:
             if job.outcome is None:
                 state, reason = "RUNNABLE", reasons[job.id]
-                job.waiting += makespan - job.runnable_since
+                job.waiting += end - job.runnable_since
             else:
                 state, reason = job.outcome
             outcomes.append(

@@ -257,7 +257,7 @@ class Oracle:
         over_after = self.usage(share, itype, removed) + n - self.limit(share, itype)
         cap = self.cap(share, itype)
         return (
-            n <= self.free(itype, removed)
+            n <= self.avail(share, itype, removed)
             and n <= self.pool(itype, removed)
             and (cap is None or over_after <= cap)
         )

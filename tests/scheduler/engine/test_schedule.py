@@ -177,3 +177,32 @@ def test_a_preempted_job_rejoins_its_queue_at_its_submission_time():
     assert [type(d).__name__ + ":" + d.job for d in result.decisions] == ["Preempt:r", "Start:p"]
     assert result.reasons["q"] == "BLOCKED_BEHIND_HEAD"
     assert result.reasons["r"] != "BLOCKED_BEHIND_HEAD"
+
+
+def test_a_reclaim_victim_blocks_the_smaller_job_behind_it():
+    """v1.1: the victim is its share's head again at once, so b3 does not take the instance
+    the reclaim left over, in this pass or the next."""
+    shares = (ShareSpec("a", {G: 2}, "LEND"), ShareSpec("b", {G: 2}, "LEND_AND_BORROW"))
+    snapshot = Snapshot(
+        QueueSpec({G: 4}),
+        shares,
+        running=(
+            running("b1", "b", priority=5, n=2, seq=0),
+            running("b2", "b", priority=1, n=2, seq=1),
+        ),
+        pending=(pending("b3", "b", n=1), pending("a1", "a", submitted_at=10)),
+    )
+    result = schedule(snapshot, 10)
+    assert result.decisions == (
+        Preempt("b2", "reclaim", "a1", fails=False),
+        Start("a1", borrowed=False),
+    )
+    assert result.reasons == {"b2": "WAITING_FOR_CAPACITY", "b3": "BLOCKED_BEHIND_HEAD"}
+
+
+def test_reserved_idle_is_held_for_a_start_within_a_limit_in_the_borrowing_phase():
+    shares = (ShareSpec("x", {G: 4}, "LEND_AND_BORROW"), ShareSpec("r", {G: 1}, "RESERVE"))
+    snapshot = Snapshot(QueueSpec({G: 4}), shares, pending=(pending("x1", "x", n=4),))
+    result = schedule(snapshot, 0)
+    assert result.decisions == ()
+    assert result.reasons == {"x1": "WAITING_FOR_CAPACITY"}
