@@ -12,6 +12,7 @@ ImproperlyConfigured naming the variable, rather than silently meaning something
 """
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -138,10 +139,11 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "axes",
+    "accounts",
     "governance",
     "scheduler",
 ]
@@ -157,6 +159,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes requires: it turns a refused login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "governance.urls"
@@ -198,6 +202,11 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+AUTHENTICATION_BACKENDS = [
+    # First: refuses a locked-out username and address before the password is checked.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -230,16 +239,32 @@ SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")
 EMAIL_BACKEND = env_str("DJANGO_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DJANGO_DEFAULT_FROM_EMAIL", "quota-governance@localhost")
 
+
+def _per_minute(name: str, default: int) -> str | None:
+    """A DRF rate from a count per minute; 0 turns that throttle off."""
+    count = env_int(name, default)
+    return f"{count}/min" if count else None
+
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "accounts.authentication.ExpiringTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "governance.api.errors.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "accounts.throttling.UserReadWriteThrottle",
+        "accounts.throttling.AnonymousThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "read": _per_minute("API_THROTTLE_READS_PER_MINUTE", 1200),
+        "write": _per_minute("API_THROTTLE_WRITES_PER_MINUTE", 120),
+        "anon": _per_minute("API_THROTTLE_ANONYMOUS_PER_MINUTE", 60),
+    },
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Quota governance API",
@@ -252,6 +277,21 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
 }
+
+# API tokens (accounts): lifetime when the client names none, and the longest allowed.
+API_TOKEN_DAYS = env_int("API_TOKEN_DAYS", 30, minimum=1)
+API_TOKEN_MAX_DAYS = env_int("API_TOKEN_MAX_DAYS", 365, minimum=API_TOKEN_DAYS)
+
+# Login lockouts (django-axes): after LOGIN_FAILURE_LIMIT failed logins for one username
+# from one address, that pair is refused for LOGIN_LOCKOUT_MINUTES, even with the right
+# password; each further try restarts the wait. Admins see and lift them at
+# /accounts/lockouts/. Behind a proxy every client has the proxy's address, so the
+# lockout is then per username.
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "accounts.views.locked_out"
 
 # Celery: Redis when REDIS_URL is set, otherwise kombu's filesystem transport
 # under var/, so the demo needs no server.

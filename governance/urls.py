@@ -12,6 +12,7 @@ urlpatterns = [
         name="login",
     ),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", include("accounts.urls")),
     path("api/", include("governance.api.urls")),
     path("", include("governance.views.urls")),
     path("", include("governance.views.exception_urls")),

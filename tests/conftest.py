@@ -39,6 +39,21 @@ def pytest_runtest_setup(item):
             pytest.skip(f"needs {marker}: {why}")
 
 
+@pytest.fixture(autouse=True)
+def fresh_throttle_counters():
+    """Each test starts with empty API throttle counters (accounts.throttling): user ids
+    repeat from test to test (SQLite) and from run to run (a new test database), and a
+    counter lives a minute. Only the throttles' keys go: Redis also holds Celery's queues."""
+    from django.core.cache import cache
+
+    if hasattr(cache, "_cache") and hasattr(cache._cache, "get_client"):
+        client = cache._cache.get_client(write=True)
+        for key in client.scan_iter(match=cache.make_key("throttle_*")):
+            client.delete(key)
+    else:
+        cache.clear()
+
+
 # Role fixtures (style rule 12): one user per role, plus an outsider with no role.
 
 

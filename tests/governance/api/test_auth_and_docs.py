@@ -1,6 +1,6 @@
 """Session and token authentication, and the OpenAPI schema and docs served locally."""
 
-from rest_framework.authtoken.models import Token
+from accounts.tokens import token_issue
 
 
 def test_anonymous_gets_401_with_a_token_challenge(api, db):
@@ -14,8 +14,8 @@ def test_anonymous_gets_401_with_a_token_challenge(api, db):
 
 
 def test_token_reads_and_writes(api, admin, aws_queue):
-    token = Token.objects.create(user=admin)
-    api.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    _, key = token_issue(user=admin, name="ci")
+    api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     assert api.get("/api/v1/shares/").status_code == 200
     response = api.patch(
         f"/api/v1/queues/{aws_queue.pk}/",
@@ -26,8 +26,8 @@ def test_token_reads_and_writes(api, admin, aws_queue):
 
 
 def test_token_of_a_user_without_role_is_403(api, outsider):
-    token = Token.objects.create(user=outsider)
-    api.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    _, key = token_issue(user=outsider, name="ci")
+    api.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     assert api.get("/api/v1/queues/").status_code == 403
 
 

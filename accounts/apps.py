@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class AccountsConfig(AppConfig):
+    name = "accounts"
+    verbose_name = "Accounts: API tokens and login lockouts"
+    default_auto_field = "django.db.models.BigAutoField"
