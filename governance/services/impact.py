@@ -57,3 +57,17 @@ def share_change_impact(
 def capacity_change_impact(*, queue: JobQueue, capacity: Mapping[str, int]) -> list[ImpactLine]:
     snapshot, now = queue_snapshot(queue)
     return _lines(assess_policy_change(snapshot, capacity=dict(capacity), now=now))
+
+
+def policy_impact(
+    *, queue: JobQueue, share_docs: list[dict], capacity: Mapping[str, int] | None = None
+) -> list[ImpactLine]:
+    """The preview for replacing the queue's whole policy at once (a policy file's plan):
+    `share_docs` are every share as it will be, by name, in entitlement order."""
+    snapshot, now = queue_snapshot(queue)
+    shares = [share_spec_from_document(doc) for doc in share_docs]
+    return _lines(
+        assess_policy_change(
+            snapshot, shares=shares, capacity=None if capacity is None else dict(capacity), now=now
+        )
+    )

@@ -1,0 +1,585 @@
+"""Plan and apply a policy file: the diff against the live policy, its impact, and the
+writes, all through the policy services the editor uses.
+
+A plan compares each part of the file with the live policy, exactly as the history
+will record the change (share_document / urgency_document / the queue's capacity):
+shares added, changed field by field, and removed. The product never deletes a share
+(its jobs and history point to it), so a share the file leaves out is *removed* by
+disabling it, and the plan shows that as its state going to DISABLED. Queues, teams,
+instance types and urgency definitions the file leaves out stay as they are.
+
+The whole proposed policy of each queue is checked at once by the engine's
+validate_policy, and each problem is reported at the file's own line and field. The
+impact preview is the engine's, for the whole change of each queue.
+
+Applying runs in one transaction: teams and instance types the file needs are created,
+then urgency definitions, queue capacity and shares are written by
+governance.services.policy (validation, optimistic locking against the versions the
+plan read, one history entry per changed object with cause "import" and a reason that
+names the file). Any refusal rolls everything back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db import transaction
+
+from governance.models import (
+    InstanceType,
+    JobQueue,
+    PolicyChange,
+    QuotaShare,
+    Team,
+    UrgencyDefinition,
+)
+from governance.policy_code.live import LiveQueue, live_queue
+from governance.policy_code.model import KEEP, PolicyFile, QueueSpec, ShareSpec, TeamSpec
+from governance.policy_code.source import Lines, PolicyFileError, Problems
+from governance.services.impact import ImpactLine, policy_impact
+from governance.services.policy import (
+    NON_FIELD,
+    PolicyError,
+    VersionConflict,
+    changed_fields,
+    queue_create,
+    queue_set_capacity,
+    share_create,
+    share_data_from_document,
+    share_update,
+    share_validate_in_policy,
+    urgency_document,
+    urgency_save,
+)
+from scheduler.engine import validate_policy
+
+ADDED, CHANGED, REMOVED = "added", "changed", "removed"
+
+
+@dataclass(frozen=True)
+class Change:
+    """One object the apply will write, with the documents the history will record."""
+
+    target: str  # PolicyChange.Target
+    action: str
+    name: str
+    queue: str | None
+    before: dict | None
+    after: dict | None
+
+    @property
+    def fields(self) -> list[tuple[str, object, object]]:
+        return changed_fields(self.before, self.after)
+
+
+@dataclass
+class QueuePlan:
+    name: str
+    queue: JobQueue | None  # None: the apply creates it
+    spec: QueueSpec
+    capacity: dict[str, int]
+    share_docs: list[dict]  # every share as it will be, in entitlement order
+    capacity_change: Change | None = None
+    share_changes: list[Change] = field(default_factory=list)
+    impact: list[ImpactLine] = field(default_factory=list)
+    version: int | None = None
+    share_versions: dict[str, int] = field(default_factory=dict)
+    capacity_before_shares: list[dict[str, int]] = field(default_factory=list)
+    capacity_after_shares: dict[str, int] | None = None
+
+    @property
+    def changes(self) -> list[Change]:
+        return ([self.capacity_change] if self.capacity_change else []) + self.share_changes
+
+
+@dataclass
+class Plan:
+    format: str
+    source: str
+    lines: Lines
+    teams: list[TeamSpec]
+    instance_types: list
+    urgency_changes: list[Change]
+    queues: list[QueuePlan]
+    warnings: list[str]
+
+    @property
+    def changes(self) -> list[Change]:
+        return self.urgency_changes + [change for queue in self.queues for change in queue.changes]
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.changes or self.teams or self.instance_types)
+
+    def versions(self) -> dict:
+        """What the plan read: the apply refuses to go on if any of it changed since."""
+        return {
+            "queues": {plan.name: plan.version for plan in self.queues},
+            "shares": {
+                f"{plan.name}/{name}": version
+                for plan in self.queues
+                for name, version in sorted(plan.share_versions.items())
+            },
+            "urgencies": {
+                change.name: _urgency_version(change.name) for change in self.urgency_changes
+            },
+        }
+
+
+class PlanOutdated(Exception):
+    """The live policy changed after the plan was made."""
+
+    def __init__(self, detail: str):
+        super().__init__(
+            f"{detail} changed since this plan was made: plan again and review the new diff"
+        )
+
+
+def _urgency_version(name: str) -> int | None:
+    return UrgencyDefinition.objects.filter(name=name).values_list("version", flat=True).first()
+
+
+def _engine_doc(doc: dict) -> dict:
+    return {key: value for key, value in doc.items() if key != "team"}
+
+
+# Planning.
+
+
+def policy_plan(*, policy: PolicyFile) -> Plan:
+    """The diff, checks and impact of applying `policy`; raises PolicyFileError naming the
+    file's lines and fields when any part of it breaks a rule. Changes nothing."""
+    problems = Problems(policy.lines)
+    warnings = list(policy.warnings)
+    teams = _teams(policy, problems, warnings)
+    types = _instance_types(policy, problems, warnings)
+    known_teams = set(Team.objects.values_list("name", flat=True)) | {t.name for t in teams}
+    known_types = set(InstanceType.objects.values_list("name", flat=True)) | {t.name for t in types}
+    urgency_changes = _urgency_changes(policy, problems, known_teams)
+    queues = []
+    names: set[str] = set()
+    for spec in policy.queues:
+        if spec.name in names:
+            problems.add(spec.path, f"queue '{spec.name}' is described twice")
+            continue
+        names.add(spec.name)
+        queues.append(_queue_plan(policy, spec, problems, warnings, known_teams, known_types))
+    problems.raise_if_any()
+    for plan in queues:
+        if plan.queue is not None and plan.changes:
+            plan.impact = policy_impact(
+                queue=plan.queue,
+                share_docs=plan.share_docs,
+                capacity=plan.capacity if plan.capacity_change else None,
+            )
+    return Plan(
+        format=policy.format,
+        source=policy.source,
+        lines=policy.lines,
+        teams=teams,
+        instance_types=types,
+        urgency_changes=urgency_changes,
+        queues=queues,
+        warnings=warnings,
+    )
+
+
+def _teams(policy: PolicyFile, problems: Problems, warnings: list[str]) -> list[TeamSpec]:
+    existing = {team.name: team for team in Team.objects.all()}
+    wanted = {team.name: team for team in policy.teams}
+    if policy.creates_named_teams:
+        for queue in policy.queues:
+            for share in queue.shares:
+                if share.doc.get("team"):
+                    wanted.setdefault(share.doc["team"], TeamSpec(share.doc["team"]))
+    for name, team in wanted.items():
+        if name in existing and team.description and team.description != existing[name].description:
+            warnings.append(f"team '{name}' exists: its description stays as it is")
+    return [team for name, team in sorted(wanted.items()) if name not in existing]
+
+
+def _instance_types(policy: PolicyFile, problems: Problems, warnings: list[str]) -> list:
+    existing = {itype.name: itype for itype in InstanceType.objects.all()}
+    created = []
+    for spec in policy.instance_types:
+        live = existing.get(spec.name)
+        if live is None:
+            created.append(spec)
+            if not spec.gpus_known:
+                warnings.append(
+                    f"instance type '{spec.name}' is new and the file does not say how many "
+                    "GPUs it has: it is created with 1 GPU per instance"
+                )
+        elif spec.gpus_known and live.gpu_count != spec.gpu_count:
+            problems.add(
+                spec.path,
+                f"instance type '{spec.name}' has {live.gpu_count} GPUs per instance here and "
+                f"{spec.gpu_count} in the file; a policy file does not change instance types",
+            )
+        elif spec.gpus_known and spec.gpu_model and live.gpu_model != spec.gpu_model:
+            warnings.append(f"instance type '{spec.name}': its GPU model stays {live.gpu_model!r}")
+    return sorted(created, key=lambda spec: spec.name)
+
+
+def _urgency_changes(policy: PolicyFile, problems: Problems, known_teams: set[str]) -> list:
+    changes = []
+    existing = {
+        urgency.name: urgency for urgency in UrgencyDefinition.objects.prefetch_related("invokers")
+    }
+    for spec in policy.urgencies or []:
+        for index, team in enumerate(spec.doc["invokers"]):
+            if team not in known_teams:
+                problems.add(
+                    f"{spec.fields.get('invokers', spec.path)}[{index}]",
+                    f"unknown team '{team}'",
+                )
+        live = existing.get(spec.name)
+        before = urgency_document(live) if live else None
+        if before != spec.doc:
+            changes.append(
+                Change(
+                    target=PolicyChange.Target.URGENCY,
+                    action=CHANGED if live else ADDED,
+                    name=spec.name,
+                    queue=None,
+                    before=before,
+                    after=spec.doc,
+                )
+            )
+    return changes
+
+
+_SETTINGS = ("executor", "default_preemption_retries", "runnable_time_limit")
+
+
+def _queue_plan(policy, spec: QueueSpec, problems, warnings, known_teams, known_types):
+    queue = JobQueue.objects.filter(name=spec.name).first()
+    live = live_queue(queue=queue) if queue else None
+    if live is not None:
+        _check_settings(spec, live, problems, warnings)
+    docs: list[dict] = []
+    origins: list[ShareSpec | None] = []  # the file's share for each doc; None: not in the file
+    by_name = {share.name: share for share in spec.shares}
+    for live_doc in live.share_docs if live else []:
+        share = by_name.get(live_doc["name"])
+        if share is None:
+            docs.append({**live_doc, "state": QuotaShare.State.DISABLED})
+        else:
+            docs.append({**share.doc, "team": share.doc.get("team") or live_doc["team"]})
+        origins.append(share)
+    live_names = {doc["name"] for doc in docs}
+    for share in spec.shares:
+        if share.name in live_names:
+            continue
+        if not share.doc.get("team"):
+            problems.add(share.field_path("team"), f"name the team that owns share '{share.name}'")
+        docs.append(dict(share.doc))
+        origins.append(share)
+    for doc, origin in zip(docs, origins, strict=True):
+        if origin is not None and doc["team"] and doc["team"] not in known_teams:
+            problems.add(
+                origin.field_path("team"),
+                f"unknown team '{doc['team']}': define it under teams",
+            )
+        for type_name in doc["capacity_limits"]:
+            if type_name not in known_types and origin is not None:
+                problems.add(
+                    origin.field_path("capacity_limits"),
+                    f"unknown instance type '{type_name}': define it under instance_types",
+                )
+    if spec.capacity is not None:
+        capacity = dict(spec.capacity)
+    elif live is not None:
+        capacity = dict(live.capacity)
+    else:
+        capacity = {}
+        for doc in docs:
+            for type_name, instances in doc["capacity_limits"].items():
+                capacity[type_name] = capacity.get(type_name, 0) + instances
+        capacity = dict(sorted(capacity.items()))
+        warnings.append(
+            f"queue '{spec.name}' is new and the file does not give its capacity: it gets the "
+            f"sum of its shares' limits, {_counts(capacity)}"
+        )
+    for type_name in capacity:
+        if type_name not in known_types:
+            problems.add(
+                spec.field_path("capacity"),
+                f"unknown instance type '{type_name}': define it under instance_types",
+            )
+    queue_doc = {
+        "capacity": capacity,
+        "default_preemption_retries": _setting(spec, live, "default_preemption_retries"),
+        "runnable_time_limit": _setting(spec, live, "runnable_time_limit"),
+    }
+    _validate(spec, queue_doc, docs, origins, live, problems)
+    plan = QueuePlan(name=spec.name, queue=queue, spec=spec, capacity=capacity, share_docs=docs)
+    if live is None:
+        plan.capacity_change = Change(
+            PolicyChange.Target.QUEUE,
+            ADDED,
+            spec.name,
+            spec.name,
+            {"capacity": {}},
+            {"capacity": capacity},
+        )
+    else:
+        plan.version = queue.version
+        plan.share_versions = {share.name: share.version for share in live.shares}
+        if capacity != live.capacity:
+            plan.capacity_change = Change(
+                PolicyChange.Target.QUEUE,
+                CHANGED,
+                spec.name,
+                spec.name,
+                {"capacity": live.capacity},
+                {"capacity": capacity},
+            )
+            _order_capacity(plan, live, warnings)
+        listed = [share.name for share in spec.shares if live.share(share.name)]
+        if listed != [doc["name"] for doc in live.share_docs if doc["name"] in listed]:
+            warnings.append(
+                f"queue '{spec.name}': the file lists its shares in another order; the "
+                "entitlement order stays as it is"
+            )
+    for doc in docs:
+        before = live.share_doc(doc["name"]) if live else None
+        if before == doc:
+            continue
+        action = ADDED if before is None else CHANGED
+        if before is not None and doc["name"] not in by_name:
+            action = REMOVED
+        plan.share_changes.append(
+            Change(PolicyChange.Target.SHARE, action, doc["name"], spec.name, before, doc)
+        )
+    return plan
+
+
+def _order_capacity(plan: QueuePlan, live: LiveQueue, warnings: list[str]) -> None:
+    """The services check each write against the policy as it then is: the capacity goes
+    first when the shares as they are allow it, after them when the shares as they will
+    be fit the present capacity, and otherwise in two steps, the queue holding both maps'
+    types while the shares change."""
+    now_used = {name for doc in live.share_docs for name in doc["capacity_limits"]}
+    then_used = {name for doc in plan.share_docs for name in doc["capacity_limits"]}
+    if now_used <= set(plan.capacity):
+        plan.capacity_before_shares = [plan.capacity]
+    elif then_used <= set(live.capacity):
+        plan.capacity_after_shares = plan.capacity
+    else:
+        plan.capacity_before_shares = [{**live.capacity, **plan.capacity}]
+        plan.capacity_after_shares = plan.capacity
+        warnings.append(
+            f"queue '{plan.name}': its shares move between instance types, so its capacity "
+            "is written in two steps (first with the types of both maps)"
+        )
+
+
+def _counts(capacity: dict[str, int]) -> str:
+    return ", ".join(f"{instances} × {name}" for name, instances in capacity.items()) or "none"
+
+
+def _setting(spec: QueueSpec, live: LiveQueue | None, name: str):
+    value = getattr(spec, name)
+    if value is KEEP:
+        return getattr(live.queue, name) if live else None
+    return value
+
+
+def _check_settings(spec: QueueSpec, live: LiveQueue, problems: Problems, warnings) -> None:
+    for name in _SETTINGS:
+        value = getattr(spec, name)
+        current = getattr(live.queue, name)
+        if value is not KEEP and value != current:
+            problems.add(
+                spec.field_path(name),
+                f"is {current!r} on queue '{spec.name}' and {value!r} in the file; a policy "
+                "file sets it only when it creates the queue",
+            )
+    if spec.description is not KEEP and spec.description != live.queue.description:
+        warnings.append(f"queue '{spec.name}': its description stays as it is")
+
+
+def _validate(spec: QueueSpec, queue_doc, docs, origins, live, problems: Problems) -> None:
+    """The queue-wide rules on the whole proposed policy; each share of the file through
+    share_validate_in_policy, the check the editor and the API use."""
+    for problem in validate_policy(queue_doc, [_engine_doc(doc) for doc in docs]):
+        path = problem.path
+        if path.startswith("queue."):
+            problems.add(spec.field_path("capacity"), problem.message)
+        elif not path.startswith("shares["):
+            problems.add(spec.path, problem.message, label=f"queue '{spec.name}' {path}")
+        else:
+            index_text, _, rest = path[len("shares[") :].partition("]")
+            index = int(index_text)
+            if origins[index] is None:
+                problems.add(
+                    spec.field_path("capacity"),
+                    f"share '{docs[index]['name']}' is not in the file (so it is disabled) "
+                    f"but keeps {rest.lstrip('.')}: {problem.message}",
+                )
+    before = {doc["name"]: doc for doc in live.share_docs} if live else {}
+    for index, (doc, origin) in enumerate(zip(docs, origins, strict=True)):
+        if origin is None or before.get(doc["name"]) == doc:
+            continue
+        stored = [*docs[:index], before.get(doc["name"], {}), *docs[index + 1 :]]
+        data = share_data_from_document(doc, team=Team(name=doc["team"] or ""))
+        errors = share_validate_in_policy(
+            queue_doc=queue_doc, share_docs=stored, index=index, data=data
+        )
+        for key, messages in errors.items():
+            if key == NON_FIELD:
+                continue  # queue-wide: reported once above
+            for message in messages:
+                problems.add(origin.field_path(key.split(".", 1)[0]), message)
+
+
+# Applying.
+
+
+@dataclass
+class ApplyResult:
+    plan: Plan
+    changes: list[PolicyChange]
+
+
+def apply_reason(*, source: str, reason: str = "") -> str:
+    context = f"applied from policy file {source}"
+    reason = (reason or "").strip()
+    return f"{reason} ({context})" if reason else context[:1].upper() + context[1:]
+
+
+@transaction.atomic
+def policy_apply(
+    *, actor, policy: PolicyFile, reason: str = "", expected_versions: dict | None = None
+) -> ApplyResult:
+    """Apply `policy` as its plan says, all or nothing. `expected_versions` (from
+    Plan.versions of the plan the person reviewed) makes a change made meanwhile a
+    PlanOutdated instead of a silent overwrite."""
+    for spec in policy.queues:
+        list(JobQueue.objects.select_for_update().filter(name=spec.name))
+    plan = policy_plan(policy=policy)
+    if expected_versions is not None and plan.versions() != expected_versions:
+        raise PlanOutdated(_what_changed(expected_versions, plan.versions()))
+    text = apply_reason(source=policy.source, reason=reason)
+    since = PolicyChange.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    for team in plan.teams:
+        Team.objects.create(name=team.name, description=team.description)
+    for itype in plan.instance_types:
+        InstanceType.objects.create(
+            name=itype.name, gpu_count=itype.gpu_count, gpu_model=itype.gpu_model
+        )
+    try:
+        for change in plan.urgency_changes:
+            urgency = UrgencyDefinition.objects.filter(name=change.name).first()
+            urgency_save(
+                actor=actor,
+                data=change.after,
+                reason=text,
+                urgency=urgency,
+                expected_version=urgency.version if urgency else None,
+                cause=PolicyChange.Cause.IMPORT,
+            )
+        for queue_plan in plan.queues:
+            _apply_queue(actor, queue_plan, text, plan.lines)
+    except VersionConflict as conflict:
+        raise PlanOutdated(f"the policy (now version {conflict.current_version})") from conflict
+    changes = list(PolicyChange.objects.filter(id__gt=since).order_by("id"))
+    return ApplyResult(plan=plan, changes=changes)
+
+
+def _what_changed(expected: dict, now: dict) -> str:
+    for part in ("queues", "shares", "urgencies"):
+        for name in sorted(set(expected.get(part, {})) | set(now.get(part, {}))):
+            if expected.get(part, {}).get(name) != now.get(part, {}).get(name):
+                return f"{part[:-1]} '{name}'"
+    return "the policy"
+
+
+def _apply_queue(actor, plan: QueuePlan, reason: str, lines: Lines) -> None:
+    cause = PolicyChange.Cause.IMPORT
+    spec = plan.spec
+    queue = plan.queue
+    final_capacity = None
+    if queue is None:
+        queue = _service(
+            lines,
+            spec,
+            None,
+            queue_create,
+            actor=actor,
+            name=spec.name,
+            capacity=plan.capacity,
+            reason=reason,
+            description="" if spec.description is KEEP else spec.description,
+            default_preemption_retries=_setting(spec, None, "default_preemption_retries"),
+            runnable_time_limit=_setting(spec, None, "runnable_time_limit"),
+            executor=JobQueue.Executor.SIMULATED if spec.executor is KEEP else spec.executor,
+            cause=cause,
+        )
+    else:
+        for capacity in plan.capacity_before_shares:
+            queue = _set_capacity(actor, plan, queue, capacity, reason, lines)
+        final_capacity = plan.capacity_after_shares
+    by_name = {share.name: share for share in spec.shares}
+    for change in plan.share_changes:
+        share = queue.shares.select_related("team").filter(name=change.name).first()
+        data = share_data_from_document(change.after)
+        origin = by_name.get(change.name)
+        if share is None:
+            _service(
+                lines,
+                spec,
+                origin,
+                share_create,
+                actor=actor,
+                queue=queue,
+                data=data,
+                reason=reason,
+                cause=cause,
+            )
+        else:
+            _service(
+                lines,
+                spec,
+                origin,
+                share_update,
+                actor=actor,
+                share=share,
+                data=data,
+                reason=reason,
+                expected_version=plan.share_versions[change.name],
+                cause=cause,
+            )
+    if final_capacity is not None:
+        queue = JobQueue.objects.get(pk=queue.pk)
+        _set_capacity(actor, plan, queue, final_capacity, reason, lines)
+
+
+def _set_capacity(actor, plan: QueuePlan, queue: JobQueue, capacity, reason, lines) -> JobQueue:
+    return _service(
+        lines,
+        plan.spec,
+        None,
+        queue_set_capacity,
+        actor=actor,
+        queue=queue,
+        capacity=capacity,
+        reason=reason,
+        expected_version=queue.version,
+        cause=PolicyChange.Cause.IMPORT,
+    )
+
+
+def _service(lines: Lines, spec: QueueSpec, origin: ShareSpec | None, function, **kwargs):
+    """Call a policy service; its refusal becomes the file's problem at the right field."""
+    try:
+        return function(**kwargs)
+    except PolicyError as error:
+        problems = Problems(lines)
+        for key, messages in error.errors.items():
+            name = key.split(".", 1)[0]
+            path = origin.field_path(name) if origin else spec.field_path(name)
+            for message in messages:
+                problems.add(path, message)
+        raise PolicyFileError(problems.items) from error

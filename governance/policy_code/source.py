@@ -1,0 +1,235 @@
+"""Reading a policy file: YAML or JSON text to plain data, keeping the line of every field.
+
+Every format's parser reads through `load_documents`, so every error names the line
+(from the YAML parser's marks, counted from 1) and the field path as the file spells
+it (`quotaShares[1].resourceSharingConfiguration.borrowLimit`). A parser collects all
+the problems of a file and raises them together in one `PolicyFileError`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+MAX_FILE_BYTES = 1_000_000
+
+
+@dataclass(frozen=True)
+class FileProblem:
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"line {self.line}: " if self.line else ""
+        return f"{where}{self.field}: {self.message}" if self.field else f"{where}{self.message}"
+
+
+class PolicyFileError(Exception):
+    """The file cannot be read as a policy; `problems` name each line and field."""
+
+    def __init__(self, problems: Iterable[FileProblem]):
+        self.problems = list(problems)
+        super().__init__("; ".join(str(problem) for problem in self.problems[:5]))
+
+
+@dataclass
+class Lines:
+    """Field path -> line. A path without its own line takes its closest parent's."""
+
+    by_path: dict[str, int] = field(default_factory=dict)
+
+    def of(self, path: str) -> int | None:
+        while True:
+            if path in self.by_path:
+                return self.by_path[path]
+            if not path:
+                return None
+            path = _parent(path)
+
+
+def _parent(path: str) -> str:
+    cut = max(path.rfind("."), path.rfind("["))
+    return path[:cut] if cut > 0 else ""
+
+
+def child(path: str, key: Any) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
+
+
+@dataclass
+class Problems:
+    """Collects a file's problems, each placed at the line of the field it names."""
+
+    lines: Lines
+    items: list[FileProblem] = field(default_factory=list)
+
+    def add(self, path: str, message: str, *, label: str | None = None) -> None:
+        self.items.append(FileProblem(self.lines.of(path), label or path, message))
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise PolicyFileError(self.items)
+
+
+@dataclass(frozen=True)
+class Document:
+    data: Any
+    lines: Lines
+
+
+def decode(raw: bytes | str) -> str:
+    if isinstance(raw, str):
+        return raw
+    if len(raw) > MAX_FILE_BYTES:
+        raise PolicyFileError(
+            [FileProblem(None, "file", f"is larger than {MAX_FILE_BYTES // 1000} kB")]
+        )
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise PolicyFileError(
+            [FileProblem(None, "file", f"is not UTF-8 text (byte {error.start})")]
+        ) from None
+
+
+def load_documents(text: str) -> list[Document]:
+    """Every YAML document in `text` (JSON is read as YAML too), with its lines."""
+    if len(text) > MAX_FILE_BYTES:
+        raise PolicyFileError(
+            [FileProblem(None, "file", f"is larger than {MAX_FILE_BYTES // 1000} kB")]
+        )
+    loader = yaml.SafeLoader(text)
+    try:
+        nodes = []
+        while loader.check_node():
+            nodes.append(loader.get_node())
+        documents = []
+        for node in nodes:
+            lines = Lines()
+            problems: list[FileProblem] = []
+            data = _convert(loader, node, "", lines, problems)
+            if problems:
+                raise PolicyFileError(problems)
+            documents.append(Document(data, lines))
+        return documents
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        line = mark.line + 1 if mark else None
+        message = error.problem or error.context or "cannot be read"
+        raise PolicyFileError(
+            [FileProblem(line, "file", f"is not valid YAML: {message}")]
+        ) from None
+    except yaml.YAMLError as error:
+        raise PolicyFileError([FileProblem(None, "file", f"is not valid YAML: {error}")]) from None
+    finally:
+        loader.dispose()
+
+
+def load_json_document(text: str) -> Document:
+    """One JSON document, with JSON's own syntax errors (by line) and YAML's line marks."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as error:
+        raise PolicyFileError(
+            [FileProblem(error.lineno, "file", f"is not valid JSON: {error.msg}")]
+        ) from None
+    documents = load_documents(text)
+    if len(documents) != 1:
+        raise PolicyFileError([FileProblem(None, "file", "must hold one JSON object")])
+    return documents[0]
+
+
+def _convert(loader, node, path: str, lines: Lines, problems: list[FileProblem]) -> Any:
+    lines.by_path.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        result: dict = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if not isinstance(key, str | int) or isinstance(key, bool):
+                problems.append(
+                    FileProblem(key_node.start_mark.line + 1, path or "file", "keys must be text")
+                )
+                continue
+            key = str(key)
+            key_path = child(path, key)
+            if key in result:
+                problems.append(
+                    FileProblem(key_node.start_mark.line + 1, key_path, "is given twice")
+                )
+                continue
+            lines.by_path[key_path] = key_node.start_mark.line + 1
+            result[key] = _convert(loader, value_node, key_path, lines, problems)
+        return result
+    if isinstance(node, yaml.SequenceNode):
+        return [
+            _convert(loader, item, child(path, index), lines, problems)
+            for index, item in enumerate(node.value)
+        ]
+    return loader.construct_object(node, deep=True)
+
+
+# Typed reads: each records a problem naming the field and returns None when it fails.
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def mapping(problems: Problems, value: Any, path: str) -> Mapping | None:
+    if isinstance(value, dict):
+        return value
+    problems.add(path, "must be a mapping of fields")
+    return None
+
+
+def sequence(problems: Problems, value: Any, path: str) -> list | None:
+    if isinstance(value, list):
+        return value
+    problems.add(path, "must be a list")
+    return None
+
+
+def text(problems: Problems, value: Any, path: str, *, required: bool = True) -> str | None:
+    if isinstance(value, str) and (value.strip() or not required):
+        return value
+    problems.add(path, "must be a non-empty text" if required else "must be a text")
+    return None
+
+
+def whole(problems: Problems, value: Any, path: str, *, minimum: int) -> int | None:
+    if not is_int(value):
+        problems.add(path, "must be a whole number")
+        return None
+    if value < minimum:
+        problems.add(path, f"must be at least {minimum}")
+        return None
+    return value
+
+
+def choice(problems: Problems, value: Any, path: str, choices: Iterable[str]) -> str | None:
+    choices = tuple(choices)
+    if value in choices:
+        return value
+    problems.add(path, f"must be one of {', '.join(choices)}")
+    return None
+
+
+def unknown_fields(problems: Problems, obj: Mapping, allowed: Iterable[str], path: str) -> None:
+    allowed = set(allowed)
+    for key in obj:
+        if key not in allowed:
+            problems.add(child(path, key), f"unknown field; expected {', '.join(sorted(allowed))}")
+
+
+def required(problems: Problems, obj: Mapping, key: str, path: str) -> bool:
+    if key in obj:
+        return True
+    problems.add(child(path, key), "is required", label=child(path, key))
+    return False
