@@ -16,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -130,6 +131,32 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 
+# Content-Security-Policy (django-csp): scripts and style sheets only from this site, so
+# an injected <script>, inline handler or <style> does not run. Every script of ours is
+# a static file (static/js/); chart data is JSON in <script type="application/json">,
+# which is never executed. Style *attributes* stay allowed: the usage bars pass their
+# figures to CSS as custom properties in style="", and plotly.js and Swagger UI set
+# style attributes as they draw; an attribute can restyle the page but not run code.
+# plotly.js's own rules go into one <style> element that chart pages provide with the
+# request's nonce (templates/components/plotly_style.html). No 'unsafe-eval': the
+# chart types we draw need none. data: images are the empty favicon and Swagger UI's icons.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, NONCE],
+        "style-src-elem": [SELF, NONCE],
+        "style-src-attr": [UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -142,6 +169,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "csp",
     "axes",
     "accounts",
     "governance",
@@ -150,6 +178,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -256,6 +285,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "governance.api.errors.exception_handler",
+    # JSON only; the browsable API (HTML forms over every endpoint) only when debugging.
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        *(["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),
+    ],
     "DEFAULT_THROTTLE_CLASSES": [
         "accounts.throttling.UserReadWriteThrottle",
         "accounts.throttling.AnonymousThrottle",
@@ -340,7 +374,15 @@ LOG_LEVEL = env_choice(
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {
+        "no_client_error_traceback": {"()": "governance.logfilters.ClientErrorWithoutTraceback"}
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["no_client_error_traceback"],
+        }
+    },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }

@@ -6,11 +6,11 @@ itself; the schema and docs are for signed-in users too.
 
 from django.contrib.auth.decorators import login_required
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.routers import SimpleRouter
 
-from governance.api import views
+from governance.api import signals, views
 
 router = SimpleRouter()
 router.register("v1/queues", views.QueueViewSet, basename="api-queue")
@@ -24,16 +24,18 @@ router.register("v1/policy-changes", views.PolicyChangeViewSet, basename="api-po
 
 urlpatterns = [
     *router.urls,
+    path("v1/signals/", signals.SignalsView.as_view(), name="api-signals"),
     # Session or token: API clients fetch the schema without a browser login.
     path(
         "schema/",
         SpectacularAPIView.as_view(permission_classes=[IsAuthenticated]),
         name="api-schema",
     ),
-    # A page for people: an anonymous visitor is sent to the login page.
+    # A page for people: an anonymous visitor is sent to the login page. The split
+    # view serves its start-up script as a file, as the Content-Security-Policy requires.
     path(
         "docs/",
-        login_required(SpectacularSwaggerView.as_view(url_name="api-schema")),
+        login_required(SpectacularSwaggerSplitView.as_view(url_name="api-schema")),
         name="api-docs",
     ),
 ]

@@ -11,7 +11,7 @@ import datetime as dt
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponse
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -19,7 +19,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from governance import permissions
-from governance.dashboards.csv import DATASETS, csv_filename, table_csv
+from governance.dashboards.csv import DATASETS, csv_filename, csv_response
 from governance.dashboards.page import charts, dashboard_view
 from governance.dashboards.rollups import rollups_refresh
 from governance.dashboards.selectors import last_full_month, rollup_months
@@ -88,10 +88,8 @@ def dashboard_csv(request, dataset: str):
         raise Http404("No such dataset.")
     month, queue, _ = _filters(request)
     view = dashboard_view(month=month, queue_id=queue.pk if queue else None)
-    response = HttpResponse(table_csv(view["tables"][dataset]), content_type="text/csv")
     filename = csv_filename(dataset, month, queue.name if queue else None)
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
+    return csv_response(view["tables"][dataset], filename)
 
 
 @require_POST

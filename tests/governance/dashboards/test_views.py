@@ -97,16 +97,16 @@ def test_every_dataset_exports_csv(client, leadership, march, dataset):
     client.force_login(leadership)
     response = client.get(reverse("dashboard-csv", args=[dataset]), {"month": MARCH})
     assert response.status_code == 200
-    assert response["Content-Type"] == "text/csv"
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
     assert f"signals-2025-03-{dataset}.csv" in response["Content-Disposition"]
-    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    rows = list(csv.reader(io.StringIO(response.content.decode("utf-8-sig"))))
     assert len(rows) >= (1 if dataset == "yielders" else 2)  # no yielder in this scenario
 
 
 def test_recovery_csv_holds_the_funnel(client, leadership, march):
     client.force_login(leadership)
     response = client.get(reverse("dashboard-csv", args=["recovery"]), {"month": MARCH})
-    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    rows = list(csv.reader(io.StringIO(response.content.decode("utf-8-sig"))))
     assert rows[1:4] == [["Preempted", "2"], ["Resumed", "2"], ["Completed", "2"]]
 
 
