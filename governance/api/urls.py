@@ -10,7 +10,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.routers import SimpleRouter
 
-from governance.api import signals, views
+from governance.api import views
 
 router = SimpleRouter()
 router.register("v1/queues", views.QueueViewSet, basename="api-queue")
@@ -24,7 +24,6 @@ router.register("v1/policy-changes", views.PolicyChangeViewSet, basename="api-po
 
 urlpatterns = [
     *router.urls,
-    path("v1/signals/", signals.SignalsView.as_view(), name="api-signals"),
     # Session or token: API clients fetch the schema without a browser login.
     path(
         "schema/",
