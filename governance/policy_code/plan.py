@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
+from governance import rules
 from governance.models import (
     InstanceType,
     JobQueue,
@@ -456,6 +457,7 @@ def policy_apply(
     """Apply `policy` as its plan says, all or nothing. `expected_versions` (from
     Plan.versions of the plan the person reviewed) makes a change made meanwhile a
     PlanOutdated instead of a silent overwrite."""
+    rules.require(actor, "policy.edit")
     for spec in policy.queues:
         list(JobQueue.objects.select_for_update().filter(name=spec.name))
     plan = policy_plan(policy=policy)
