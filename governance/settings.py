@@ -11,6 +11,7 @@ ImproperlyConfigured naming the variable, rather than silently meaning something
 (`DJANGO_SECURE=ture` must not turn transport security off).
 """
 
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -405,3 +406,26 @@ DEMO_TRAFFIC = env_bool("DEMO_TRAFFIC", False)
 # Product settings.
 # When true, a draft policy needs another admin's approval before it is applied.
 POLICY_CHANGES_NEED_REVIEW = env_bool("POLICY_CHANGES_NEED_REVIEW", False)
+
+
+def _aws_batch_queue_arns() -> dict[str, str]:
+    value = _env("AWS_BATCH_QUEUE_ARNS")
+    try:
+        arns = json.loads(value) if value else {}
+    except ValueError:
+        arns = None
+    if not isinstance(arns, dict) or not all(
+        isinstance(name, str) and isinstance(arn, str) for name, arn in arns.items()
+    ):
+        raise ImproperlyConfigured(
+            f"AWS_BATCH_QUEUE_ARNS={value!r} is not a JSON object of queue name to job queue "
+            'ARN, e.g. {"aws-sample": "arn:aws:batch:us-east-1:123456789012:job-queue/sample"}.'
+        )
+    return arns
+
+
+# Policy as code: after a policy file is applied, push each queue named in
+# AWS_BATCH_QUEUE_ARNS to that AWS Batch job queue (credentials from the usual AWS
+# environment), and show the drift on the queue's policy-as-code page.
+AWS_BATCH_SYNC = env_bool("AWS_BATCH_SYNC", False)
+AWS_BATCH_QUEUE_ARNS = _aws_batch_queue_arns()

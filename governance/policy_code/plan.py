@@ -34,6 +34,7 @@ from governance.models import (
     Team,
     UrgencyDefinition,
 )
+from governance.policy_code import aws_sync
 from governance.policy_code.live import LiveQueue, live_queue
 from governance.policy_code.model import KEEP, PolicyFile, QueueSpec, ShareSpec, TeamSpec
 from governance.policy_code.source import Lines, PolicyFileError, Problems
@@ -442,6 +443,10 @@ def _validate(spec: QueueSpec, queue_doc, docs, origins, live, problems: Problem
 class ApplyResult:
     plan: Plan
     changes: list[PolicyChange]
+    sync: list = field(default_factory=list)  # aws_sync.SyncLine, when AWS_BATCH_SYNC is on
+
+    def sync_lines(self) -> list[str]:
+        return [str(line) for line in self.sync]
 
 
 def apply_reason(*, source: str, reason: str = "") -> str:
@@ -450,13 +455,29 @@ def apply_reason(*, source: str, reason: str = "") -> str:
     return f"{reason} ({context})" if reason else context[:1].upper() + context[1:]
 
 
-@transaction.atomic
 def policy_apply(
-    *, actor, policy: PolicyFile, reason: str = "", expected_versions: dict | None = None
+    *,
+    actor,
+    policy: PolicyFile,
+    reason: str = "",
+    expected_versions: dict | None = None,
+    batch_client=None,
 ) -> ApplyResult:
     """Apply `policy` as its plan says, all or nothing. `expected_versions` (from
     Plan.versions of the plan the person reviewed) makes a change made meanwhile a
-    PlanOutdated instead of a silent overwrite."""
+    PlanOutdated instead of a silent overwrite. Once committed, queues synced with AWS
+    Batch are pushed there (governance.policy_code.aws_sync)."""
+    result = _apply(actor=actor, policy=policy, reason=reason, expected_versions=expected_versions)
+    if aws_sync.sync_enabled():
+        for queue_plan in result.plan.queues:
+            if queue_plan.changes:
+                queue = JobQueue.objects.get(name=queue_plan.name)
+                result.sync += aws_sync.push(queue=queue, client=batch_client)
+    return result
+
+
+@transaction.atomic
+def _apply(*, actor, policy: PolicyFile, reason: str, expected_versions: dict | None):
     rules.require(actor, "policy.edit")
     for spec in policy.queues:
         list(JobQueue.objects.select_for_update().filter(name=spec.name))
