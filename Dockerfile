@@ -9,4 +9,4 @@ RUN pip install --no-cache-dir . && python manage.py collectstatic --noinput
 RUN useradd --create-home app && mkdir -p /app/var && chown -R app /app/var
 USER app
 EXPOSE 8000
-CMD ["gunicorn", "governance.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3"]
+CMD ["gunicorn", "-c", "gunicorn.conf.py", "governance.wsgi"]

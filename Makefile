@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint format install bench clean
+.PHONY: demo test lint format install bench bench-load clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,13 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m scheduler.engine.bench
+
+# The web tier under gunicorn with 200 then 400 API clients (scripts/bench_load.py):
+# needs PostgreSQL and Redis (BENCH_DATABASE_URL, BENCH_REDIS_URL; see --help), and
+# takes about 7 minutes; BENCH_LOAD_ARGS="--duration 30" for a short run.
+bench-load: $(STAMP)
+	$(PY) -c "import aiohttp" 2>/dev/null || $(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) scripts/bench_load.py $(BENCH_LOAD_ARGS)
 
 clean:
 	rm -rf var/ .pytest_cache

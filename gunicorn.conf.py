@@ -1,0 +1,40 @@
+"""gunicorn for this app: `gunicorn -c gunicorn.conf.py governance.wsgi` (docker compose's
+web service, make bench-load). Every figure can be set from the environment (GUNICORN_*,
+listed in .env.example); an invalid value stops start-up naming the variable.
+
+Sizing: Django holds the GIL while it works, so one process per CPU does the computing
+and threads overlap the waits on PostgreSQL and Redis. Past `threads + queue` requests
+in hand, a worker answers 503 with Retry-After at once (governance.gunicorn_worker)
+rather than letting clients queue until they time out.
+"""
+
+import os
+
+from governance.gunicorn_worker import SheddingThreadWorker
+from governance.settings import env_int, env_str
+
+bind = env_str("GUNICORN_BIND", "0.0.0.0:8000")
+workers = env_int("GUNICORN_WORKERS", 0) or os.cpu_count() or 1
+threads = env_int("GUNICORN_THREADS", 8, minimum=1)
+worker_class = SheddingThreadWorker.with_queue_limit(env_int("GUNICORN_QUEUE", 16))
+# Connections a worker holds open (idle keep-alive ones included).
+worker_connections = env_int("GUNICORN_WORKER_CONNECTIONS", 1000, minimum=1)
+# Connections the kernel holds before a worker accepts them: workers accept at once
+# and refuse what they cannot serve, so a short backlog is enough, and a bounded one
+# keeps a stalled server from collecting connections it will never serve in time.
+backlog = env_int("GUNICORN_BACKLOG", 256, minimum=1)
+# A worker silent this long is killed and replaced; a request is never this slow.
+timeout = env_int("GUNICORN_TIMEOUT", 30, minimum=1)
+graceful_timeout = env_int("GUNICORN_GRACEFUL_TIMEOUT", 30, minimum=1)
+keepalive = env_int("GUNICORN_KEEPALIVE", 5, minimum=1)
+# Replace each worker after this many requests (the jitter spreads the restarts), so a
+# slow leak cannot grow without bound; the app is loaded before forking, so a restart
+# costs a fork, not an import of Django.
+max_requests = env_int("GUNICORN_MAX_REQUESTS", 5000)
+max_requests_jitter = env_int("GUNICORN_MAX_REQUESTS_JITTER", 500)
+preload_app = True
+# Off by default: the proxy in front logs requests; "-" logs them to stdout.
+accesslog = env_str("GUNICORN_ACCESS_LOG", "") or None
+errorlog = "-"
+# The proxy in front terminates TLS and sets X-Forwarded-Proto (SECURE_PROXY_SSL_HEADER).
+forwarded_allow_ips = env_str("GUNICORN_FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
