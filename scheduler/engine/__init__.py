@@ -29,7 +29,7 @@ from .types import (
     Snapshot,
     Start,
 )
-from .validation import load_scenario, validate_policy
+from .validation import load_scenario, parse_json, validate_policy
 
 __all__ = [
     "Event",
@@ -53,6 +53,7 @@ __all__ = [
     "assess_policy_change",
     "dump_result",
     "load_scenario",
+    "parse_json",
     "result_to_json",
     "schedule",
     "share_usage",

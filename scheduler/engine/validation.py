@@ -11,10 +11,21 @@ action produces) and returns a frozen `Scenario`, or raises `ScenarioError` list
 all problems. Besides the fields of the format it accepts a job field
 `protected_until` (seconds; see `scheduling`), and it ignores the top-level
 annotations `expect` and `source` that worked examples carry.
+
+Any JSON value may stand where a field expects another kind: a reference (a share, a
+job, an instance type, an action type) is looked up only once it is known to be text,
+and messages quote only text, shortened, never a value of another kind. Whole numbers
+are bounded by `MAX_INTEGER`, the largest JSON interoperates exactly (I-JSON), which
+also keeps every sum the simulation forms far from Python's 4,300-digit limit on
+writing integers. `parse_json` turns the bytes of a document into JSON with every
+failure (bad UTF-8, bad JSON, too deep a nesting, an overlong integer) a problem that
+says where.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,7 +46,13 @@ from .types import (
 MAX_INSTANCE_TYPES = 5
 MAX_SHARES = 20
 MAX_PRIORITY = 9999
+MAX_INTEGER = 2**53 - 1
 STATES = ("ENABLED", "DISABLED")
+# Past this depth a parse that ran out of stack reports where the nesting went wrong.
+MAX_NESTING = 100
+# Longer integer literals are beyond MAX_INTEGER whatever their digits.
+_MAX_INT_LITERAL = len(str(MAX_INTEGER)) + 1
+_SHOWN = 60
 
 _QUEUE_FIELDS = {"capacity", "default_preemption_retries", "runnable_time_limit"}
 _SHARE_FIELDS = {
@@ -73,6 +90,29 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _text(value: Any) -> str | None:
+    """`value` if it is text, else None: what a name or a reference must be."""
+    return value if isinstance(value, str) else None
+
+
+def _name_problem(value: Any, what: str, *, blank_ok: bool = True) -> str | None:
+    """Why `value` cannot be a name or id (printed as it is, so it must encode), or None."""
+    if not isinstance(value, str) or not (value if blank_ok else value.strip()):
+        return f"must be a non-empty {what}"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "must be text without lone surrogates (\\ud800-\\udfff)"
+    return None
+
+
+def _shown(text: str) -> str:
+    """Text as a message quotes it: shortened, and lone surrogates escaped."""
+    if len(text) > _SHOWN:
+        text = text[: _SHOWN - 1] + "…"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _check_int(
     problems: list[Problem], path: str, value: Any, *, minimum: int, maximum: int | None = None
 ) -> bool:
@@ -85,6 +125,9 @@ def _check_int(
         return False
     if value < minimum:
         problems.append(Problem(path, f"must be at least {minimum}"))
+        return False
+    if value > MAX_INTEGER:
+        problems.append(Problem(path, f"must be at most {MAX_INTEGER}"))
         return False
     return True
 
@@ -99,7 +142,8 @@ def _check_optional_int(
 
 def _unknown_fields(problems: list[Problem], obj: Mapping, allowed: set[str], path: str) -> None:
     for key in sorted(set(obj) - allowed, key=str):
-        problems.append(Problem(f"{path}.{key}" if path else str(key), "unknown field"))
+        key = _shown(key)
+        problems.append(Problem(f"{path}.{key}" if path else key, "unknown field"))
 
 
 def _check_object(problems: list[Problem], value: Any, path: str) -> bool:
@@ -117,7 +161,7 @@ def check_capacity(capacity: Any, path: str) -> list[Problem]:
     if not 1 <= len(capacity) <= MAX_INSTANCE_TYPES:
         problems.append(Problem(path, f"must list 1 to {MAX_INSTANCE_TYPES} instance types"))
     for instance_type, count in capacity.items():
-        _check_int(problems, f"{path}.{instance_type}", count, minimum=1)
+        _check_int(problems, f"{path}.{_shown(instance_type)}", count, minimum=1)
     return problems
 
 
@@ -141,9 +185,9 @@ def share_problems(share: Any, path: str, queue_types: set[str] | None) -> list[
         return [Problem(path, "must be an object")]
     problems: list[Problem] = []
     _unknown_fields(problems, share, _SHARE_FIELDS, path)
-    name = share.get("name")
-    if not isinstance(name, str) or not name.strip():
-        problems.append(Problem(f"{path}.name", "must be a non-empty name"))
+    name_problem = _name_problem(share.get("name"), "name", blank_ok=False)
+    if name_problem:
+        problems.append(Problem(f"{path}.name", name_problem))
     limits = share.get("capacity_limits")
     if not isinstance(limits, dict):
         problems.append(
@@ -158,11 +202,10 @@ def share_problems(share: Any, path: str, queue_types: set[str] | None) -> list[
                 )
             )
         for instance_type, count in limits.items():
-            field_path = f"{path}.capacity_limits.{instance_type}"
+            shown = _shown(instance_type)
+            field_path = f"{path}.capacity_limits.{shown}"
             if queue_types is not None and instance_type not in queue_types:
-                problems.append(
-                    Problem(field_path, f"instance type '{instance_type}' is not in the queue")
-                )
+                problems.append(Problem(field_path, f"instance type '{shown}' is not in the queue"))
             _check_int(problems, field_path, count, minimum=1)
     strategy = share.get("strategy")
     if strategy not in STRATEGIES:
@@ -170,6 +213,8 @@ def share_problems(share: Any, path: str, queue_types: set[str] | None) -> list[
     borrow_limit = share.get("borrow_limit", -1)
     if not _is_int(borrow_limit):
         problems.append(Problem(f"{path}.borrow_limit", "must be a whole number"))
+    elif borrow_limit > MAX_INTEGER:
+        problems.append(Problem(f"{path}.borrow_limit", f"must be at most {MAX_INTEGER}"))
     elif borrow_limit < -1:
         problems.append(
             Problem(f"{path}.borrow_limit", "must be -1 (unlimited) or a percent of at least 0")
@@ -197,10 +242,12 @@ def validate_policy(queue: dict, shares: list[dict]) -> list[Problem]:
     seen: set[str] = set()
     for index, share in enumerate(shares):
         problems += share_problems(share, f"shares[{index}]", queue_types)
-        name = share.get("name") if isinstance(share, dict) else None
-        if isinstance(name, str):
+        name = _text(share.get("name")) if isinstance(share, dict) else None
+        if name is not None:
             if name in seen:
-                problems.append(Problem(f"shares[{index}].name", f"duplicate share name '{name}'"))
+                problems.append(
+                    Problem(f"shares[{index}].name", f"duplicate share name '{_shown(name)}'")
+                )
             seen.add(name)
     return problems
 
@@ -231,17 +278,25 @@ def _job_problems(
         return [Problem(path, "must be an object")]
     problems: list[Problem] = []
     _unknown_fields(problems, job, _JOB_FIELDS, path)
-    if not isinstance(job.get("id"), str) or not job["id"]:
-        problems.append(Problem(f"{path}.id", "must be a non-empty id"))
-    share = job.get("share")
-    if share not in share_names:
-        problems.append(Problem(f"{path}.share", f"share '{share}' does not exist"))
+    id_problem = _name_problem(job.get("id"), "id")
+    if id_problem:
+        problems.append(Problem(f"{path}.id", id_problem))
+    share = _text(job.get("share"))
+    if share is None:
+        problems.append(Problem(f"{path}.share", "must be the name of a share"))
+    elif share not in share_names:
+        problems.append(Problem(f"{path}.share", f"share '{_shown(share)}' does not exist"))
     if "priority" in job:
         _check_int(problems, f"{path}.priority", job["priority"], minimum=0, maximum=MAX_PRIORITY)
-    instance_type = job.get("instance_type")
-    if queue_types is not None and instance_type not in queue_types:
+    instance_type = _text(job.get("instance_type"))
+    if instance_type is None:
+        problems.append(Problem(f"{path}.instance_type", "must be the name of an instance type"))
+    elif queue_types is not None and instance_type not in queue_types:
         problems.append(
-            Problem(f"{path}.instance_type", f"instance type '{instance_type}' is not in the queue")
+            Problem(
+                f"{path}.instance_type",
+                f"instance type '{_shown(instance_type)}' is not in the queue",
+            )
         )
     for key, minimum in (("instances", 1), ("submit_at", 0), ("duration", 1)):
         if key not in job:
@@ -292,11 +347,13 @@ class _ActionReader:
         return self._set_capacity(action, path)
 
     def _known_job(self, action: Mapping, path: str) -> Mapping | None:
-        job = self.jobs.get(action.get("job"))
+        job_id = _text(action.get("job"))
+        if job_id is None:
+            self.problems.append(Problem(f"{path}.job", "must be the id of a job"))
+            return None
+        job = self.jobs.get(job_id)
         if job is None:
-            self.problems.append(
-                Problem(f"{path}.job", f"job '{action.get('job')}' does not exist")
-            )
+            self.problems.append(Problem(f"{path}.job", f"job '{_shown(job_id)}' does not exist"))
         return job
 
     def _set_priority(self, action: Mapping, path: str):
@@ -320,7 +377,7 @@ class _ActionReader:
             self.problems.append(
                 Problem(
                     f"{path}.at",
-                    f"job '{job['id']}' is only submitted at t={job['submit_at']}; "
+                    f"job '{_shown(job['id'])}' is only submitted at t={job['submit_at']}; "
                     "terminate it after that",
                 )
             )
@@ -328,10 +385,13 @@ class _ActionReader:
         return Terminate(at=action["at"], job=job["id"])
 
     def _update_share(self, action: Mapping, path: str):
-        name = action.get("share")
+        name = _text(action.get("share"))
+        if name is None:
+            self.problems.append(Problem(f"{path}.share", "must be the name of a share"))
+            return None
         current = self.shares.get(name)
         if current is None:
-            self.problems.append(Problem(f"{path}.share", f"share '{name}' does not exist"))
+            self.problems.append(Problem(f"{path}.share", f"share '{_shown(name)}' does not exist"))
             return None
         changes = {
             key: value for key, value in action.items() if key not in ("at", "type", "share")
@@ -362,8 +422,8 @@ class _ActionReader:
                     self.problems.append(
                         Problem(
                             f"{path}.capacity",
-                            f"drops instance type '{instance_type}', which share "
-                            f"'{share['name']}' still has a limit for",
+                            f"drops instance type '{_shown(instance_type)}', which share "
+                            f"'{_shown(share['name'])}' still has a limit for",
                         )
                     )
                     return None
@@ -374,7 +434,7 @@ class _ActionReader:
 def _action_problems(action: Any, path: str) -> list[Problem]:
     if not isinstance(action, dict):
         return [Problem(path, "must be an object")]
-    kind = action.get("type")
+    kind = _text(action.get("type"))
     if kind not in _ACTION_FIELDS:
         return [
             Problem(
@@ -398,8 +458,9 @@ def load_scenario(doc: Any) -> Scenario:
     problems: list[Problem] = []
     _unknown_fields(problems, doc, _DOCUMENT_FIELDS | _ANNOTATIONS, "")
     name = doc.get("name")
-    if not isinstance(name, str) or not name:
-        problems.append(Problem("name", "must be a non-empty name"))
+    name_problem = _name_problem(name, "name")
+    if name_problem:
+        problems.append(Problem("name", name_problem))
     if not isinstance(doc.get("description", ""), str):
         problems.append(Problem("description", "must be text"))
     if "queue" not in doc:
@@ -410,7 +471,7 @@ def load_scenario(doc: Any) -> Scenario:
     policy_problems = validate_policy(queue, shares)
     problems += policy_problems
     share_names = (
-        {s.get("name") for s in shares if isinstance(s, dict)}
+        {s["name"] for s in shares if isinstance(s, dict) and _text(s.get("name")) is not None}
         if isinstance(shares, list)
         else set()
     )
@@ -427,7 +488,9 @@ def load_scenario(doc: Any) -> Scenario:
         problems += job_problems
         if isinstance(job, dict) and isinstance(job.get("id"), str):
             if job["id"] in jobs_by_id:
-                problems.append(Problem(f"jobs[{index}].id", f"duplicate job id '{job['id']}'"))
+                problems.append(
+                    Problem(f"jobs[{index}].id", f"duplicate job id '{_shown(job['id'])}'")
+                )
             elif not job_problems:
                 jobs_by_id[job["id"]] = job
 
@@ -461,3 +524,61 @@ def load_scenario(doc: Any) -> Scenario:
         jobs=tuple(_job_from_dict(job, queue_spec.default_preemption_retries) for job in jobs),
         actions=tuple(read_actions),
     )
+
+
+# -- reading a document --------------------------------------------------------------------
+
+_NESTING_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _line_column(text: str | bytes, offset: int) -> str:
+    newline = "\n" if isinstance(text, str) else b"\n"
+    line = text.count(newline, 0, offset) + 1
+    return f"line {line} column {offset - (text.rfind(newline, 0, offset) + 1) + 1}"
+
+
+def _too_deep(text: str) -> str:
+    """Where the nesting of arrays and objects first passes MAX_NESTING levels."""
+    depth = 0
+    for match in _NESTING_TOKENS.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
+            depth += 1
+            if depth > MAX_NESTING:
+                return f"past {MAX_NESTING} levels at {_line_column(text, match.start())}"
+        elif token in ("]", "}"):
+            depth -= 1
+    return "deeper than this reader can follow"
+
+
+def _parse_int(literal: str) -> int:
+    # Python refuses to read integers of more than 4,300 digits; any literal this long
+    # is out of range anyway, so a value just past the bound stands in for it and
+    # validation names the field.
+    if len(literal.lstrip("-")) > _MAX_INT_LITERAL:
+        return -(MAX_INTEGER + 1) if literal.startswith("-") else MAX_INTEGER + 1
+    return int(literal)
+
+
+def parse_json(data: bytes | str) -> Any:
+    """The JSON value of a document's UTF-8 bytes (a leading BOM is skipped) or text.
+
+    Raises `ScenarioError` with one problem at `document` saying what is wrong and where.
+    """
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            where = _line_column(data, exc.start)
+            message = f"not valid UTF-8: byte 0x{data[exc.start]:02x} at {where}"
+            raise ScenarioError([Problem("document", message)]) from None
+    else:
+        text = data
+    try:
+        return json.loads(text, parse_int=_parse_int)
+    except json.JSONDecodeError as exc:
+        message = f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        raise ScenarioError([Problem("document", message)]) from None
+    except RecursionError:
+        message = f"not valid JSON: arrays or objects nested too deeply, {_too_deep(text)}"
+        raise ScenarioError([Problem("document", message)]) from None

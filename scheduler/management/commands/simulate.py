@@ -1,16 +1,16 @@
 """`manage.py simulate FILE`: replay a scenario and print the result document.
 
-A thin wrapper: reading, validating and simulating live in `scheduler.engine`. Any
-unusable input (missing file, bad JSON, a document breaking the format) exits with
-status 2 and a message naming the problem on stderr.
+A thin wrapper: parsing, validating and simulating live in `scheduler.engine`. Any
+unusable input (missing file, bad UTF-8 or JSON, a document breaking the format)
+exits with status 2 and a message naming the problem on stderr. The bytes are read
+as they are, from stdin too, so that their encoding is judged in one place.
 """
 
-import json
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from scheduler.engine import ScenarioError, dump_result, load_scenario, simulate
+from scheduler.engine import ScenarioError, dump_result, load_scenario, parse_json, simulate
 from scheduler.engine.results import format_summary
 
 
@@ -18,19 +18,18 @@ def read_document(path: str):
     """The JSON document at `path` (`-` = stdin); CommandError (exit 2) if unusable."""
     try:
         if path == "-":
-            text = sys.stdin.read()
+            # An in-process caller may swap in a text stream, with no bytes underneath.
+            stream = getattr(sys.stdin, "buffer", sys.stdin)
+            data = stream.read()
         else:
-            with open(path, encoding="utf-8") as handle:
-                text = handle.read()
+            with open(path, "rb") as handle:
+                data = handle.read()
     except OSError as exc:
         raise CommandError(f"{path}: cannot read: {exc.strerror}", returncode=2) from exc
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CommandError(
-            f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}",
-            returncode=2,
-        ) from exc
+        return parse_json(data)
+    except ScenarioError as exc:
+        raise CommandError(f"{path}: {exc.problems[0].message}", returncode=2) from exc
 
 
 class Command(BaseCommand):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from scheduler.engine import Problem, ScenarioError, load_scenario, validate_policy
+from scheduler.engine import Problem, ScenarioError, load_scenario, parse_json, validate_policy
 
 QUEUE = {"capacity": {"ml.g5.xlarge": 4}}
 
@@ -180,3 +180,86 @@ def test_annotations_are_ignored_but_typos_are_not():
     load_scenario(document(expect={"exit": 0}, source="x"))
     with pytest.raises(ScenarioError, match="^jobz: unknown field$"):
         load_scenario(document(jobz=[]))
+
+
+def _problems(document) -> list[str]:
+    with pytest.raises(ScenarioError) as raised:
+        load_scenario(document)
+    return [str(problem) for problem in raised.value.problems]
+
+
+def _document(**changes):
+    document = {
+        "name": "x",
+        "queue": QUEUE,
+        "shares": [share()],
+        "jobs": [
+            {"id": "j", "share": "vision", "instance_type": "ml.g5.xlarge", "instances": 1}
+            | {"submit_at": 0, "duration": 5}
+        ],
+    }
+    return document | changes
+
+
+@pytest.mark.parametrize("value", [["vision"], {"vision": 1}], ids=["list", "object"])
+def test_references_that_are_not_text_name_their_field(value):
+    job = _document()["jobs"][0] | {"share": value, "instance_type": value}
+    actions = [
+        {"at": 1, "type": "set_priority", "job": value, "priority": 1},
+        {"at": 1, "type": "update_share", "share": value, "state": "DISABLED"},
+        {"at": 1, "type": value},
+    ]
+    assert _problems(_document(jobs=[job], actions=actions)) == [
+        "jobs[0].share: must be the name of a share",
+        "jobs[0].instance_type: must be the name of an instance type",
+        "actions[2].type: must be set_priority, update_share, set_capacity or terminate",
+    ]
+    assert _problems(_document(actions=actions[:2])) == [
+        "actions[0].job: must be the id of a job",
+        "actions[1].share: must be the name of a share",
+    ]
+    named = _document(shares=[share(name=value)])
+    assert "shares[0].name: must be a non-empty name" in _problems(named)
+
+
+def test_whole_numbers_are_bounded_where_json_is_exact():
+    limit = 2**53 - 1
+    assert validate_policy({"capacity": {"ml.g5.xlarge": limit}}, [share()]) == []
+    assert messages({"capacity": {"ml.g5.xlarge": limit + 1}}, [share(borrow_limit=limit + 1)]) == [
+        f"queue.capacity.ml.g5.xlarge: must be at most {limit}",
+        f"shares[0].borrow_limit: must be at most {limit}",
+    ]
+
+
+def test_messages_quote_text_shortened_and_encodable():
+    job = _document()["jobs"][0] | {"share": "s" * 500 + "\ud800"}
+    (message,) = _problems(_document(jobs=[job]))
+    assert message == f"jobs[0].share: share '{'s' * 59}…' does not exist"
+    assert _problems(_document(name="a\udc80")) == [
+        "name: must be text without lone surrogates (\\ud800-\\udfff)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b'{\n  "name": "caf\xe9"}', "not valid UTF-8: byte 0xe9 at line 2 column 15"),
+        (b'{"a": }', "not valid JSON: Expecting value at line 1 column 7"),
+        (b'{"a": ' + b"[" * 2000 + b"]" * 2000 + b"}", "nested too deeply, past 100 levels at"),
+    ],
+)
+def test_parse_json_says_what_is_wrong_and_where(data, message):
+    with pytest.raises(ScenarioError) as raised:
+        parse_json(data)
+    (problem,) = raised.value.problems
+    assert problem.path == "document" and message in problem.message
+
+
+def test_parse_json_reads_utf8_with_or_without_bom_and_stands_in_for_huge_integers():
+    assert parse_json('{"é": 1}'.encode()) == {"é": 1}
+    assert parse_json(b"\xef\xbb\xbf[1]") == [1]
+    assert parse_json(b"[" + b"9" * 5000 + b", -" + b"9" * 5000 + b", 12]") == [
+        2**53,
+        -(2**53),
+        12,
+    ]
