@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint format install bench bench-load clean
+.PHONY: demo test lint format install bench bench-policy bench-load clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m scheduler.engine.bench
+
+# 20,000 pending jobs replayed with 0, 250 and 500 update_share/set_capacity actions.
+bench-policy: $(STAMP)
+	$(PY) -m scheduler.engine.bench_policy
 
 # The web tier under gunicorn with 200 then 400 API clients (scripts/bench_load.py):
 # needs PostgreSQL and Redis (BENCH_DATABASE_URL, BENCH_REDIS_URL; see --help), and

@@ -10,16 +10,20 @@ Prints, in order:
 3. a bare heapq loop pushing and popping as many events as the replay produced, and
    the engine's time per event as a multiple of it.
 
-`--quick` replays two weeks of the trace and skips the 100k pass size.
+`--quick` replays two weeks of the trace and skips the 100k pass size; `--save DIR`
+writes the replay's result document there (its sha256 is printed either way), so runs
+can be compared byte for byte. The policy-action benchmark is `bench_policy`.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import heapq
 import resource
 import time
 from datetime import datetime
+from pathlib import Path
 
 from .quota import Policy
 from .results import dump_result
@@ -34,7 +38,7 @@ SEED = 1
 CHECKPOINT_INTERVAL = 1800
 
 
-def _replay(quick: bool) -> tuple[float, int]:
+def _replay(quick: bool, save: Path | None) -> tuple[float, int]:
     """Replay the trace, print its figures; return (simulation seconds, events)."""
     started = time.perf_counter()
     rows = read_trace()
@@ -50,8 +54,10 @@ def _replay(quick: bool) -> tuple[float, int]:
     converted = time.perf_counter()
     scenario = load_scenario(document)
     loaded = time.perf_counter()
+    cpu = time.process_time()
     result = simulate(scenario)
     simulated = time.perf_counter()
+    cpu = time.process_time() - cpu
     output = dump_result(result)
     dumped = time.perf_counter()
 
@@ -64,13 +70,17 @@ def _replay(quick: bool) -> tuple[float, int]:
     print(f"   capacity {dict(scenario.queue.capacity)}, {len(scenario.shares)} shares")
     print(f"   convert trace      {converted - started:7.2f} s")
     print(f"   validate document  {loaded - converted:7.2f} s")
-    print(f"   simulate           {simulated - loaded:7.2f} s")
+    print(f"   simulate           {simulated - loaded:7.2f} s  (CPU {cpu:.2f} s)")
     print(f"   write result JSON  {dumped - simulated:7.2f} s  ({len(output) / 2**20:.1f} MiB)")
     print(f"   total wall time    {dumped - started:7.2f} s")
     print(f"   events             {events:,}  ({events / (simulated - loaded):,.0f} per second)")
     print(f"   reclaims           {reclaims:,}")
     print(f"   in-share preempts  {in_share:,}")
     print(f"   peak RSS           {peak_mib:,.0f} MiB (output included)")
+    print(f"   result sha256      {hashlib.sha256(output.encode()).hexdigest()[:16]}")
+    if save is not None:
+        save.mkdir(parents=True, exist_ok=True)
+        (save / ("philly-quick.json" if quick else "philly.json")).write_text(output)
     return simulated - loaded, events
 
 
@@ -145,8 +155,9 @@ def _heapq_multiple(events: int, engine_seconds: float) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two weeks, no 100k pass size")
+    parser.add_argument("--save", type=Path, help="write the replay's result document into DIR")
     options = parser.parse_args(argv)
-    seconds, events = _replay(options.quick)
+    seconds, events = _replay(options.quick, options.save)
     _pass_times([1_000, 10_000] if options.quick else [1_000, 10_000, 100_000])
     _heapq_multiple(events, seconds)
 
