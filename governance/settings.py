@@ -361,6 +361,16 @@ if REDIS_URL:
     }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Liveness marks other processes read (the scheduler's last tick, for /healthz/): Redis
+# when set, otherwise files under VAR_DIR (the demo's processes share one machine).
+CACHES["liveness"] = (
+    {**CACHES["default"], "KEY_PREFIX": "qg-liveness"}
+    if REDIS_URL
+    else {
+        "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+        "LOCATION": str(VAR_DIR / "liveness"),
+    }
+)
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -394,11 +404,19 @@ SIMULATED_SECONDS_PER_SECOND = env_int("SIMULATED_SECONDS_PER_SECOND", 60)
 SCHEDULER_TICK_SECONDS = env_int("SCHEDULER_TICK_SECONDS", 2)
 JOB_SWEEP_SECONDS = env_int("JOB_SWEEP_SECONDS", 15)
 JOB_HEARTBEAT_SECONDS = env_int("JOB_HEARTBEAT_SECONDS", 2)
-# A running process job whose worker is silent this long is requeued.
-JOB_HEARTBEAT_TIMEOUT = env_int("JOB_HEARTBEAT_TIMEOUT", 30)
-# Preemption sends SIGTERM, then SIGKILL after this many seconds.
+# A run's lease: its runner renews it with every heartbeat and stops the process when
+# it cannot; a run whose lease is older than this (at least its grace plus three
+# heartbeats), or that no runner claimed within it, is requeued.
+JOB_HEARTBEAT_TIMEOUT = env_int("JOB_HEARTBEAT_TIMEOUT", 30, minimum=1)
+# Stopping sends SIGTERM, then SIGKILL after the definition's grace (this one without).
 JOB_STOP_GRACE_SECONDS = env_int("JOB_STOP_GRACE_SECONDS", 10)
 JOB_CHECKPOINT_ROOT = env_path("JOB_CHECKPOINT_ROOT", VAR_DIR / "checkpoints")
+# Runners (workers of `process` queues). A root runner runs jobs as RUNNER_USER, an
+# unprivileged account, and refuses to run them as root unless RUNNER_ALLOW_ROOT (only
+# the local demo sets it). They report themselves alive every RUNNER_BEAT_SECONDS.
+RUNNER_USER = env_str("RUNNER_USER", "")
+RUNNER_ALLOW_ROOT = env_bool("RUNNER_ALLOW_ROOT", False)
+RUNNER_BEAT_SECONDS = env_int("RUNNER_BEAT_SECONDS", 5, minimum=1)
 
 # The demo keeps jobs flowing through its AWS sample queue (make demo turns it on).
 DEMO_TRAFFIC = env_bool("DEMO_TRAFFIC", False)

@@ -5,9 +5,10 @@
   queue's lock), so it is safe to deliver twice and `acks_late`.
 - `scheduler.tick()`: periodic; a pass of every queue with live jobs (simulated jobs
   finish there, and a lost message is repaired there).
-- `scheduler.sweep()`: periodic; requeues jobs whose worker stopped sending heartbeats.
+- `scheduler.sweep()`: periodic; requeues runs of process queues whose lease expired
+  (their runner stopped renewing it) or that no runner claimed in time.
 - `scheduler.run_job(job_id, attempt)`: the process executor's run, routed to the
-  Celery queue of the job's instance type; the run is claimed once.
+  Celery queue of the job's instance type; the run is claimed once, under a lease.
 
 Retries: only transient database errors (a lock timeout, a dropped connection), with
 backoff. Periodic tasks are declared below, in one place, on the project's Celery app.
@@ -52,6 +53,10 @@ def run_pass(queue_id: int) -> dict:
 
 @shared_task(name="scheduler.tick", acks_late=True, ignore_result=True)
 def tick() -> None:
+    from scheduler.services.runners import scheduler_ticked
+
+    # /healthz/ reads the scheduler's liveness from the last tick.
+    scheduler_ticked()
     queue_ids = (
         Job.objects.filter(state__in=Job.LIVE_STATES)
         .order_by("queue_id")
@@ -72,11 +77,12 @@ def tick() -> None:
 def sweep() -> list[int]:
     from scheduler.services.runs import jobs_requeue_lost
 
-    return jobs_requeue_lost(timeout=float(getattr(settings, "JOB_HEARTBEAT_TIMEOUT", 30)))
+    return jobs_requeue_lost(claim_timeout=float(getattr(settings, "JOB_HEARTBEAT_TIMEOUT", 30)))
 
 
-# Not acks_late: a run is claimed in the database, and a run whose worker died is
-# requeued by the sweep, so a redelivery would only find it claimed.
+# Not acks_late: a run is claimed in the database, and a run whose runner died is
+# requeued by the sweep once its lease expired, so a redelivery would only find it
+# claimed.
 @shared_task(name="scheduler.run_job")
 def run_job(job_id: int, attempt: int) -> str:
     from scheduler.executors.process import run_job as run

@@ -2,17 +2,18 @@
 
 It fits y = 3x + 2 by stochastic gradient descent, one step at a time. Every
 `--checkpoint-every` steps it saves its step and weights to
-`$CHECKPOINT_DIR/checkpoint.json`; when started again (a new `ATTEMPT` after a
-preemption) it resumes from there, so only the steps since the last checkpoint are
+`$JOB_CHECKPOINT_DIR/checkpoint.json`; when started again (a new `JOB_ATTEMPT` after
+a preemption) it resumes from there, so only the steps since the last checkpoint are
 done twice. It reports `{"progress": step, "checkpointed": saved_step}` after each
-step in `$STATUS_FILE` (the executor gives each attempt its own; default
-`$CHECKPOINT_DIR/status.json`), which the executor's heartbeat reads; one step is one
-compute second of the job's expected duration.
+step in `$JOB_STATUS_FILE` (the runner gives each attempt its own; default
+`$JOB_CHECKPOINT_DIR/status.json`), which the runner's heartbeat reads; one step is
+one compute second of the job's expected duration. These are the variables the
+runner sets for every job (`scheduler.executors.process`).
 
 On SIGTERM (preemption) it stops after the current step without saving: the work
 since the last checkpoint is lost, as the scheduler's work model says.
 
-    CHECKPOINT_DIR=/tmp/ckpt python -m scheduler.examples.train --steps 60
+    JOB_CHECKPOINT_DIR=/tmp/ckpt python -m scheduler.examples.train --steps 60
 """
 
 from __future__ import annotations
@@ -47,10 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checkpoint-every", type=int, default=10)
     parser.add_argument("--fail-at", type=int, default=None, help="exit 3 at this step")
     args = parser.parse_args(argv)
-    directory = Path(os.environ.get("CHECKPOINT_DIR", "."))
+    directory = Path(os.environ.get("JOB_CHECKPOINT_DIR", "."))
     directory.mkdir(parents=True, exist_ok=True)
     checkpoint = directory / "checkpoint.json"
-    status = Path(os.environ.get("STATUS_FILE") or directory / "status.json")
+    status = Path(os.environ.get("JOB_STATUS_FILE") or directory / "status.json")
     signal.signal(signal.SIGTERM, _on_sigterm)
 
     step, weight, bias = 0, 0.0, 0.0
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         saved = json.loads(checkpoint.read_text())
         step, weight, bias = saved["step"], saved["weight"], saved["bias"]
     saved_step = step
-    print(f"attempt {os.environ.get('ATTEMPT', '?')}: starting at step {step}", flush=True)
+    print(f"attempt {os.environ.get('JOB_ATTEMPT', '?')}: starting at step {step}", flush=True)
     rng = random.Random(step)
     while step < args.steps:
         if stopping:

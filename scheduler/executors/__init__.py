@@ -3,10 +3,11 @@
 - `simulated`: no process runs; a job's work follows the model of
   `scheduler.services.work` on an accelerated clock, and a pass finishes the jobs
   whose modelled work is done (`due_finishes`).
-- `process`: a Celery worker serving the job's instance type runs its command as a
-  subprocess (`scheduler.executors.process`); it reports progress and checkpoints
-  (heartbeats) and its exit, and stops the subprocess when the database says the
-  run is over (preempted or terminated).
+- `process`: a Celery worker serving the job's instance type (a runner) runs the
+  job's definition as a sandboxed subprocess (`scheduler.executors.process`) under a
+  lease; it reports progress and checkpoints (heartbeats, which renew the lease) and
+  its exit, and stops the subprocess group when the run is over (preempted,
+  terminated, requeued) or its lease cannot be renewed in time.
 
 Executors are told after commit, with ids: the database is the truth, a message is
 only a nudge.

@@ -1,153 +1,686 @@
-"""The `process` executor's runner: one job run as a subprocess of a Celery worker.
+"""The `process` executor's runner: one run of a job as a sandboxed subprocess.
 
-`run_job(job_id, attempt)` claims the run (once: a redelivered message finds it
-claimed), starts the job's command with `JOB_ID`, `CHECKPOINT_DIR` and `ATTEMPT` in
-its environment, and every heartbeat reports the progress and checkpoint the process
-wrote to `$STATUS_FILE`. When the database says the run is over
-(preempted, terminated, or requeued after a lost heartbeat) the heartbeat update
-matches nothing and the process gets SIGTERM, then SIGKILL after the grace period.
-An exit of its own is reported: 0 is SUCCEEDED, anything else FAILED with the code.
+`run_job(job_id, attempt)` runs in a thread of a Celery worker serving the job's
+instance type (`instances.<type>`), and that thread stays with the run until its
+process is gone (`PR_SET_PDEATHSIG` fires when the parent *thread* exits).
+
+Sandbox. The process gets the argument vector of its job definition (`Job.argv`,
+never a shell), an environment built from nothing: the definition's variables, then
+`PATH` (the runner's interpreter directory and /usr/local/bin:/usr/bin:/bin), `HOME`
+(its own working directory), `LANG=C.UTF-8` and `JOB_ID`, `JOB_ATTEMPT`,
+`JOB_CHECKPOINT_DIR`, `JOB_STATUS_FILE`; nothing of the runner's own environment. It
+runs in a session and process group of its own, in its own working directory, with
+umask 077, the definition's limits (`RLIMIT_AS`, `RLIMIT_CPU`; its wall-clock limit is
+enforced here) and, when the runner is root, as `RUNNER_USER` with no supplementary
+groups. A root runner without `RUNNER_USER` refuses to start jobs (unless
+`RUNNER_ALLOW_ROOT=1`, which only the local demo sets): such a run ends FAILED with
+cause `runner_refused` (and a worker that would serve jobs as root does not start at
+all, see `scheduler.executors.runner`).
+
+Files, under `JOB_CHECKPOINT_ROOT/job-<id>/` (owned by the runner; the job cannot
+rename or replace what is in it):
+- `checkpoint/` the job's checkpoint directory, kept across attempts (the job's user);
+- `attempt-<n>/` the attempt's working directory and HOME, with `status.json`, where
+  the process reports `{"progress": s, "checkpointed": s}` (the job's user);
+- `attempt-<n>.log` its standard output and error (the runner's);
+- `lock` flocked by the attempt that may use `checkpoint/`: the runner takes it before
+  starting the process and the process inherits it, so it is held until the runner
+  *and* every process holding it are gone, whatever the database says. A new attempt
+  waits for it (renewing its lease) and gives the run back (`checkpoint_busy`) if an
+  older attempt's processes outlive the wait.
+
+Lease. The claim returns a lease token; every heartbeat renews it and reports the
+status file's figures. Transient database errors are retried with backoff (the broken
+connection is closed first), but only while the process can still be stopped before
+the lease expires: a runner that cannot renew in time stops its process group
+(SIGTERM, the definition's grace, SIGKILL), so the recovery sweep, which requeues
+only expired leases, never finds a live process behind a requeued run. A refused
+heartbeat (preempted, terminated, requeued: fenced) stops the group at once.
+
+Endings. An exit of its own is reported (0 SUCCEEDED, else FAILED with the code); a
+run past its wall-clock limit is stopped and FAILED with cause `wall_clock_limit`; a
+runner shutting down (warm shutdown, SIGTERM) stops its runs and gives them back
+(`runner_stopped`). If the runner dies outright, `PR_SET_PDEATHSIG` kills each job's
+first process and the runner's watchdog kills their whole groups.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import json
 import logging
 import os
-import shlex
+import pwd
+import resource
+import select
 import signal
 import socket
+import stat
 import subprocess
 import sys
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection
 
+from scheduler.executors.watchdog import Watchdog
 from scheduler.models import Job
-from scheduler.services.runs import job_claim_run, job_heartbeat, job_process_exited
+from scheduler.services import runs
 
 logger = logging.getLogger(__name__)
+
+TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
+SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+STATUS_MAX_BYTES = 4096
+LOCK_POLL_SECONDS = 0.1
+FIRST_RETRY_SECONDS = 0.05
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_prctl = getattr(_libc, "prctl", None)
+
+# Set by the worker's shutdown signal: every run stops its process and gives it back.
+shutting_down = threading.Event()
+
+
+class RunnerRefused(Exception):
+    """The runner will not start this job; the message says why."""
 
 
 def heartbeat_seconds() -> float:
     return float(getattr(settings, "JOB_HEARTBEAT_SECONDS", 2))
 
 
-def grace_seconds() -> float:
+def default_grace_seconds() -> float:
     return float(getattr(settings, "JOB_STOP_GRACE_SECONDS", 10))
+
+
+def heartbeat_timeout() -> float:
+    """The shortest lease, and how long a run may stay unclaimed."""
+    return float(getattr(settings, "JOB_HEARTBEAT_TIMEOUT", 30))
 
 
 def checkpoint_root() -> Path:
     return Path(getattr(settings, "JOB_CHECKPOINT_ROOT", settings.VAR_DIR / "checkpoints"))
 
 
-def checkpoint_dir(job_id: int) -> Path:
-    return checkpoint_root() / f"job-{job_id}"
-
-
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _die_with_parent() -> None:
-    """In the child: get SIGKILL when the worker dies, so a lost worker leaves no orphan."""
-    # Not on Linux: no such call, and the heartbeat sweep still requeues the job.
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+def job_path() -> str:
+    """PATH of a job: this interpreter's directory first (`python` is the runner's
+    Python where its account may run it), then the system's."""
+    dirs = [str(Path(sys.executable).parent), *SYSTEM_PATH]
+    return ":".join(dict.fromkeys(dirs))
 
 
-def status_file(directory: Path, attempt: int) -> Path:
-    """Where a run reports progress: one file per attempt, so the last words of a
-    stopped run can never pass for the next run's progress."""
-    return directory / f"status-{attempt}.json"
+# Who runs the job.
 
 
-def read_status(path: Path) -> tuple[int | None, int | None]:
-    """(progress, checkpointed) the process last wrote; (None, None) before its first write."""
-    try:
-        status = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None, None
-    return int(status.get("progress", 0)), int(status.get("checkpointed", 0))
+@dataclass(frozen=True)
+class Account:
+    """The account a job's process runs as; uid None: the runner's own."""
+
+    uid: int | None = None
+    gid: int | None = None
+    name: str = ""
 
 
-def command_args(command: str) -> list[str]:
-    """The job's command as an argument list; a leading `python` is this interpreter."""
-    args = shlex.split(command)
-    if args and args[0] in {"python", "python3"}:
-        args[0] = sys.executable
-    return args
+def job_account() -> Account:
+    """The account jobs run as, or RunnerRefused when none is safe.
 
-
-def stop(process: subprocess.Popen, grace: float) -> int:
-    """SIGTERM, then SIGKILL if the process outlives the grace period."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
+    A root runner switches to `RUNNER_USER`; it runs jobs as root only with
+    `RUNNER_ALLOW_ROOT=1`. A runner that is not root cannot switch: it runs jobs as
+    itself, and refuses a `RUNNER_USER` that names another account.
+    """
+    wanted = str(getattr(settings, "RUNNER_USER", "") or "")
+    allow_root = bool(getattr(settings, "RUNNER_ALLOW_ROOT", False))
+    me = os.geteuid()
+    if wanted:
         try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            process.kill()
-    return process.wait()
+            entry = pwd.getpwnam(wanted)
+        except KeyError:
+            raise RunnerRefused(f"RUNNER_USER={wanted!r}: no such account") from None
+        if entry.pw_uid == 0 and not allow_root:
+            raise RunnerRefused(
+                f"RUNNER_USER={wanted!r} is root; name an unprivileged account "
+                "(or set RUNNER_ALLOW_ROOT=1 for a local demo)"
+            )
+        if me == 0:
+            return Account(uid=entry.pw_uid, gid=entry.pw_gid, name=wanted)
+        if entry.pw_uid != me:
+            raise RunnerRefused(
+                f"RUNNER_USER={wanted!r}, but the runner is not root (uid {me}) "
+                "and cannot switch to it"
+            )
+        return Account()
+    if me == 0 and not allow_root:
+        raise RunnerRefused(
+            "the runner runs as root and RUNNER_USER is not set: jobs would run as root; "
+            "set RUNNER_USER to an unprivileged account (RUNNER_ALLOW_ROOT=1 only for a "
+            "local demo)"
+        )
+    return Account()
+
+
+def protect_runner_memory() -> None:
+    """Make this process non-dumpable: a job running under the same account cannot
+    read its environment or memory through /proc (nor ptrace it)."""
+    if _prctl is not None:
+        _prctl(PR_SET_DUMPABLE, 0)
+
+
+# Where the run lives.
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    area: Path
+    lock: Path
+    log: Path
+    checkpoint: Path
+    workdir: Path
+    status: Path
+
+    @classmethod
+    def of(cls, job_id: int, attempt: int) -> RunPaths:
+        area = checkpoint_root() / f"job-{job_id}"
+        workdir = area / f"attempt-{attempt}"
+        return cls(
+            area=area,
+            lock=area / "lock",
+            log=area / f"attempt-{attempt}.log",
+            checkpoint=area / "checkpoint",
+            workdir=workdir,
+            status=workdir / "status.json",
+        )
+
+    def prepare(self, account: Account) -> None:
+        """Create the directories; the job's own ones belong to its account."""
+        root = checkpoint_root()
+        root.mkdir(parents=True, exist_ok=True)
+        # Traversable, not listable: a job reaches its own directories and no others'.
+        for directory in (root, self.area):
+            directory.mkdir(exist_ok=True)
+            os.chmod(directory, 0o711)
+        for directory in (self.checkpoint, self.workdir):
+            directory.mkdir(exist_ok=True)
+            if account.uid is not None:
+                os.chown(directory, account.uid, account.gid)
+            os.chmod(directory, 0o700)
+
+
+def job_environment(
+    *, environment: dict | None, job_id: int, attempt: int, paths: RunPaths
+) -> dict[str, str]:
+    """The job's whole environment: its definition's variables and the runner's few."""
+    env = {str(key): str(value) for key, value in (environment or {}).items()}
+    env.update(
+        PATH=job_path(),
+        HOME=str(paths.workdir),
+        LANG="C.UTF-8",
+        JOB_ID=str(job_id),
+        JOB_ATTEMPT=str(attempt),
+        JOB_CHECKPOINT_DIR=str(paths.checkpoint),
+        JOB_STATUS_FILE=str(paths.status),
+    )
+    return env
+
+
+def read_status(path: Path) -> tuple[int, int] | None:
+    """(progress, checkpointed) the process last wrote; None before its first write.
+
+    The file is the job's: no symlink is followed, nothing but a small regular file
+    is read, and nothing blocks (a FIFO in its place cannot stall the runner).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        status = json.loads(os.read(fd, STATUS_MAX_BYTES))
+        return int(status.get("progress", 0)), int(status.get("checkpointed", 0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+    finally:
+        os.close(fd)
+
+
+# The process.
+
+
+@dataclass(frozen=True)
+class Limits:
+    grace: float
+    wall_clock: float | None
+    address_space_mb: int | None
+    cpu_seconds: int | None
+
+    @classmethod
+    def of(cls, revision) -> Limits:
+        if revision is None:
+            return cls(default_grace_seconds(), None, None, None)
+        return cls(
+            grace=float(revision.stop_grace_seconds),
+            wall_clock=revision.wall_clock_limit or None,
+            address_space_mb=revision.max_address_space_mb or None,
+            cpu_seconds=revision.max_cpu_seconds or None,
+        )
+
+    def rlimits(self) -> list[tuple[int, int, int]]:
+        out = []
+        if self.address_space_mb:
+            size = self.address_space_mb * 1024 * 1024
+            out.append((resource.RLIMIT_AS, size, size))
+        if self.cpu_seconds:
+            # SIGXCPU at the limit (a process may save and exit), SIGKILL a grace later.
+            hard = self.cpu_seconds + max(1, int(self.grace))
+            out.append((resource.RLIMIT_CPU, self.cpu_seconds, hard))
+        return out
+
+
+def _child_setup(rlimits: list[tuple[int, int, int]], runner_pid: int):
+    """What the child does between fork and exec, after Popen switched its user
+    (a change of credentials clears the parent-death signal, so it is set after)."""
+
+    def setup() -> None:
+        if _prctl is not None:
+            _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != runner_pid:  # the runner died before the line above
+                os._exit(125)
+        for which, soft, hard in rlimits:
+            resource.setrlimit(which, (soft, hard))
+
+    return setup
+
+
+class Group:
+    """A job's process and its process group (the process leads a session of its own)."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.process = process
+        self.pgid = process.pid
+        try:
+            self._pidfd = os.pidfd_open(process.pid)
+        except OSError:  # before Linux 5.3, or a seccomp profile without it: poll
+            self._pidfd = None
+
+    def exited(self, timeout: float) -> bool:
+        """Wait up to `timeout` for the first process to exit. It is left unreaped, so
+        its pid, the group's id, cannot be reused while the group is signalled."""
+        if self._pidfd is not None:
+            readable, _, _ = select.select([self._pidfd], [], [], max(0.0, timeout))
+            return bool(readable)
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                flags = os.WEXITED | os.WNOHANG | os.WNOWAIT
+                if os.waitid(os.P_PID, self.pgid, flags) is not None:
+                    return True
+            except ChildProcessError:
+                return True
+            if time.monotonic() >= end:
+                return False
+            time.sleep(min(0.05, max(0.0, end - time.monotonic())))
+
+    def signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pgid, sig)
+
+    def stop(self, grace: float) -> None:
+        """SIGTERM to the group; SIGKILL to whatever is left once the first process
+        exited or the grace passed."""
+        if not self.exited(0):
+            self.signal(signal.SIGTERM)
+            self.exited(grace)
+        self.signal(signal.SIGKILL)
+        self.exited(5)
+
+    def reap(self) -> int:
+        """Kill what the process left in its group, collect its exit status."""
+        self.signal(signal.SIGKILL)
+        code = self.process.wait()
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+        return code
+
+
+_watchdog: Watchdog | None = None
+_watchdog_lock = threading.Lock()
+
+
+def watchdog() -> Watchdog:
+    global _watchdog
+    with _watchdog_lock:
+        if _watchdog is None:
+            _watchdog = Watchdog(env={"PATH": ":".join(SYSTEM_PATH), "LANG": "C.UTF-8"})
+        return _watchdog
+
+
+# The run.
+
+
+def _reset_connection() -> None:
+    """Drop this thread's database connection after an error; the next query opens a
+    new one (a terminated backend leaves a connection that only fails)."""
+    with contextlib.suppress(Exception):
+        connection.close()
+
+
+@dataclass
+class Outcome:
+    """How a run ended, and what (if anything) to report."""
+
+    kind: str  # exited | fenced | lease_lost | wall_clock_limit | stopping | busy
+    exit_code: int | None = None
+
+
+class Run:
+    """One claimed run: its lease, its files and lock, its process."""
+
+    def __init__(self, job: Job, attempt: int, token: str, lease_seconds: float, granted: float):
+        self.job = job
+        self.job_id = job.pk
+        self.attempt = attempt
+        self.token = token
+        self.lease_seconds = lease_seconds
+        self.limits = Limits.of(job.definition_revision)
+        self.heartbeat = heartbeat_seconds()
+        self.deadline = granted + lease_seconds
+        self.next_beat = granted + self.heartbeat
+        self.retry_delay = FIRST_RETRY_SECONDS
+        self.paths = RunPaths.of(job.pk, attempt)
+        self.figures = (job.checkpointed, job.checkpointed)
+        self.guard_fired = threading.Event()
+
+    @property
+    def stop_by(self) -> float:
+        """When to start stopping the process so it is dead before the lease expires."""
+        return self.deadline - self.limits.grace - self.heartbeat
+
+    def log(self, level: int, message: str, *args) -> None:
+        logger.log(level, "job %s attempt %s: " + message, self.job_id, self.attempt, *args)
+
+    # Lease.
+
+    def keep_lease(self) -> str | None:
+        """Renew the lease when a beat is due. None while the run is ours; "fenced" or
+        "lease_lost" when it is not, and the process must stop."""
+        now = time.monotonic()
+        if now >= self.stop_by:
+            self.log(logging.ERROR, "could not renew the lease in time; stopping the process")
+            return "lease_lost"
+        if now < self.next_beat:
+            return None
+        reported = read_status(self.paths.status)
+        if reported is not None:
+            self.figures = reported
+        sent = time.monotonic()
+        try:
+            renewed = runs.job_heartbeat(
+                job_id=self.job_id,
+                attempt=self.attempt,
+                lease_token=self.token,
+                progress=self.figures[0],
+                checkpointed=self.figures[1],
+                lease_seconds=self.lease_seconds,
+            )
+        except TRANSIENT_DB_ERRORS as error:
+            _reset_connection()
+            self.log(
+                logging.WARNING,
+                "heartbeat failed (%s); retrying in %.2f s",
+                str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__,
+                self.retry_delay,
+            )
+            self.next_beat = time.monotonic() + self.retry_delay
+            self.retry_delay = min(self.retry_delay * 2, self.heartbeat)
+            return None
+        if not renewed:
+            self.log(logging.INFO, "the run is over (preempted, terminated or requeued)")
+            return "fenced"
+        self.deadline = sent + self.lease_seconds
+        self.next_beat = sent + self.heartbeat
+        self.retry_delay = FIRST_RETRY_SECONDS
+        return None
+
+    def report(self, call, **kwargs) -> bool:
+        """A report about the run, retried on transient errors while the lease lasts."""
+        while True:
+            try:
+                return call(
+                    job_id=self.job_id, attempt=self.attempt, lease_token=self.token, **kwargs
+                )
+            except TRANSIENT_DB_ERRORS as error:
+                _reset_connection()
+                if time.monotonic() + self.retry_delay >= self.deadline:
+                    self.log(logging.ERROR, "could not report (%s); the sweep will", error)
+                    return False
+                time.sleep(self.retry_delay)
+                self.retry_delay = min(self.retry_delay * 2, self.heartbeat)
+
+    # Checkpoint lock.
+
+    def acquire_lock(self) -> tuple[int | None, str | None]:
+        """(fd, None) once this attempt holds the job's lock; (None, why) if it gave up."""
+        fd = os.open(self.paths.lock, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        give_up = time.monotonic() + self.lease_seconds + self.limits.grace
+        waiting = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                if waiting:
+                    self.log(logging.INFO, "the previous attempt's processes are gone")
+                return fd, None
+            except BlockingIOError:
+                pass
+            if not waiting:
+                self.log(logging.WARNING, "waiting for a previous attempt's processes to exit")
+                waiting = True
+            why = self.keep_lease()
+            if why is None and shutting_down.is_set():
+                why = "stopping"
+            if why is None and time.monotonic() >= give_up:
+                why = "busy"
+            if why is not None:
+                os.close(fd)
+                return None, why
+            time.sleep(LOCK_POLL_SECONDS)
+
+    # Process.
+
+    def start(self, account: Account, lock_fd: int, log_fd: int) -> Group:
+        env = job_environment(
+            environment=getattr(self.job.definition_revision, "environment", None),
+            job_id=self.job_id,
+            attempt=self.attempt,
+            paths=self.paths,
+        )
+        switch = account.uid is not None
+        process = subprocess.Popen(
+            [str(arg) for arg in self.job.argv],
+            env=env,
+            cwd=self.paths.workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=log_fd,
+            stderr=subprocess.STDOUT,
+            pass_fds=(lock_fd,),
+            start_new_session=True,
+            user=account.uid if switch else None,
+            group=account.gid if switch else None,
+            extra_groups=[] if switch else None,
+            umask=0o077,
+            preexec_fn=_child_setup(self.limits.rlimits(), os.getpid()),
+        )
+        return Group(process)
+
+    def supervise(self, group: Group) -> Outcome:
+        started = time.monotonic()
+        wall_end = started + self.limits.wall_clock if self.limits.wall_clock else None
+        while True:
+            now = time.monotonic()
+            wake = min(self.next_beat, self.stop_by, wall_end or float("inf"))
+            exited = group.exited(min(max(0.0, wake - now), self.heartbeat))
+            if self.guard_fired.is_set():
+                return Outcome("lease_lost")
+            if exited:
+                return Outcome("exited")
+            if shutting_down.is_set():
+                self.log(logging.INFO, "the runner is shutting down; stopping the process")
+                group.stop(self.limits.grace)
+                return Outcome("stopping")
+            if wall_end is not None and time.monotonic() >= wall_end:
+                self.log(logging.INFO, "past its wall-clock limit; stopping the process")
+                group.stop(self.limits.grace)
+                return Outcome("wall_clock_limit")
+            why = self.keep_lease()
+            if self.guard_fired.is_set():
+                return Outcome("lease_lost")
+            if why is not None:
+                group.stop(self.limits.grace)
+                return Outcome(why)
+
+    def guard(self, group: Group, done: threading.Event) -> None:
+        """Stop the process when the lease runs out while the run's own thread is stuck
+        (a database call that hangs rather than fails). The thread normally stops it
+        itself at `stop_by`; this fires a moment later."""
+        margin = min(1.0, self.heartbeat)
+        while not done.wait(max(0.01, self.stop_by + margin - time.monotonic())):
+            if time.monotonic() >= self.stop_by + margin:
+                self.guard_fired.set()
+                self.log(logging.ERROR, "the lease runs out and the runner is stuck; stopping")
+                group.stop(self.limits.grace)
+                return
+
+    def execute(self, account: Account) -> Outcome:
+        self.paths.prepare(account)
+        lock_fd, why = self.acquire_lock()
+        if lock_fd is None:
+            outcome = Outcome(why)
+            self.finish(outcome)
+            return outcome
+        try:
+            outcome = self.run_process(account, lock_fd)
+            self.finish(outcome)
+            return outcome
+        finally:
+            # Released only after the report: a next attempt starts from what was reported.
+            os.close(lock_fd)
+
+    def run_process(self, account: Account, lock_fd: int) -> Outcome:
+        log_flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
+        log_fd = os.open(self.paths.log, log_flags, 0o640)
+        try:
+            group = self.start(account, lock_fd, log_fd)
+        except (OSError, ValueError, subprocess.SubprocessError) as error:
+            # A missing program, a NUL byte in an argument or the environment, a limit
+            # the system refuses.
+            os.write(log_fd, f"cannot start {self.job.argv!r}: {error}\n".encode())
+            self.log(logging.WARNING, "cannot start %r: %s", self.job.argv, error)
+            return Outcome("exited", exit_code=127)
+        finally:
+            os.close(log_fd)
+        done = threading.Event()
+        guard = threading.Thread(target=self.guard, args=(group, done), daemon=True)
+        try:
+            watchdog().register(group.pgid)
+            guard.start()
+            outcome = self.supervise(group)
+        finally:
+            done.set()
+            if guard.is_alive():
+                guard.join()
+            # Whatever happened above, no process of the run outlives this thread.
+            if not group.exited(0):
+                group.stop(self.limits.grace)
+            code = group.reap()
+            watchdog().unregister(group.pgid)
+        outcome.exit_code = code
+        reported = read_status(self.paths.status)
+        if reported is not None:
+            self.figures = reported
+        return outcome
+
+    def finish(self, outcome: Outcome) -> None:
+        progress, checkpointed = self.figures
+        figures = {"progress": progress, "checkpointed": checkpointed}
+        if outcome.kind == "exited":
+            self.report(runs.job_process_exited, exit_code=outcome.exit_code, **figures)
+        elif outcome.kind == "wall_clock_limit":
+            self.report(
+                runs.job_run_failed,
+                cause=runs.WALL_CLOCK_LIMIT,
+                detail={"wall_clock_limit": self.limits.wall_clock},
+                exit_code=outcome.exit_code,
+                **figures,
+            )
+        elif outcome.kind == "stopping":
+            self.report(runs.job_run_released, cause=runs.RUNNER_STOPPED, **figures)
+        elif outcome.kind == "busy":
+            self.report(runs.job_run_released, cause=runs.CHECKPOINT_BUSY, **figures)
+
+
+def _retrying(call, *, until: float):
+    """call(), retrying transient database errors with backoff until `until`."""
+    delay = FIRST_RETRY_SECONDS
+    while True:
+        try:
+            return call()
+        except TRANSIENT_DB_ERRORS:
+            _reset_connection()
+            if time.monotonic() + delay >= until:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+def lease_seconds_for(grace: float) -> float:
+    """A lease long enough to renew a few times and still stop the process in time."""
+    return max(heartbeat_timeout(), grace + 3 * heartbeat_seconds())
 
 
 def run_job(job_id: int, attempt: int) -> str:
-    worker = worker_name()
-    if not job_claim_run(job_id=job_id, attempt=attempt, worker=worker):
-        return "not claimed"
-    job = Job.objects.only("command", "checkpointed").get(pk=job_id)
-    directory = checkpoint_dir(job_id)
-    directory.mkdir(parents=True, exist_ok=True)
-    env = {
-        **os.environ,
-        "JOB_ID": str(job_id),
-        "CHECKPOINT_DIR": str(directory),
-        "ATTEMPT": str(attempt),
-        "STATUS_FILE": str(status_file(directory, attempt)),
-    }
-    with (directory / f"attempt-{attempt}.log").open("ab") as log:
-        try:
-            process = subprocess.Popen(
-                command_args(job.command),
-                env=env,
-                cwd=settings.BASE_DIR,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
-            )
-        except OSError as error:
-            logger.warning("job %s: cannot start %r: %s", job_id, job.command, error)
-            job_process_exited(job_id=job_id, attempt=attempt, exit_code=127)
-            return "could not start"
-        progress, checkpointed = job.checkpointed, job.checkpointed
-        while True:
-            try:
-                exit_code = process.wait(timeout=heartbeat_seconds())
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            reported = read_status(status_file(directory, attempt))
-            if reported[0] is not None:
-                progress, checkpointed = reported
-            if not job_heartbeat(
-                job_id=job_id,
-                attempt=attempt,
-                progress=progress,
-                checkpointed=checkpointed,
-                worker=worker,
-            ):
-                stop(process, grace_seconds())
-                return "stopped"
-    reported = read_status(status_file(directory, attempt))
-    if reported[0] is not None:
-        progress, checkpointed = reported
-    job_process_exited(
-        job_id=job_id,
-        attempt=attempt,
-        exit_code=exit_code,
-        progress=progress,
-        checkpointed=checkpointed,
+    """Run attempt `attempt` of a job to its end; returns what happened, for the log."""
+    if shutting_down.is_set():
+        return "not claimed: the runner is shutting down"
+    until = time.monotonic() + heartbeat_timeout()
+    job = _retrying(
+        lambda: Job.objects.select_related("definition_revision")
+        .filter(pk=job_id, attempt=attempt, state=Job.State.RUNNING, worker="")
+        .first(),
+        until=until,
     )
-    return f"exited {exit_code}"
+    if job is None:
+        return "not claimed"
+    lease_seconds = lease_seconds_for(Limits.of(job.definition_revision).grace)
+    granted = time.monotonic()
+    token = _retrying(
+        lambda: runs.job_claim_run(
+            job_id=job_id, attempt=attempt, worker=worker_name(), lease_seconds=lease_seconds
+        ),
+        until=until,
+    )
+    if token is None:
+        return "not claimed"
+    run = Run(job, attempt, token, lease_seconds, granted)
+    try:
+        account = job_account()
+        if not job.argv:
+            raise RunnerRefused("the job names no job definition: there is nothing to run")
+    except RunnerRefused as refusal:
+        run.log(logging.ERROR, "refused: %s", refusal)
+        run.report(runs.job_run_failed, cause=runs.RUNNER_REFUSED, detail={"reason": str(refusal)})
+        return f"refused: {refusal}"
+    outcome = run.execute(account)
+    if outcome.kind == "exited":
+        return f"exited {outcome.exit_code}"
+    return outcome.kind

@@ -4,6 +4,7 @@ a `submit` helper; time is passed explicitly (`clock`) so nothing sleeps."""
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import pytest
 
@@ -161,8 +162,14 @@ class Worker:
 
 @pytest.fixture
 def worker_env(transactional_db, tmp_path):
-    """The environment of a worker on this test's database (pytest-django's test_…)."""
+    """The environment of a worker on this test's database (pytest-django's test_…).
+
+    As root, the worker runs jobs as `nobody` (a root runner refuses to run them as
+    root), under a checkpoint root that account can reach: pytest's are private.
+    """
     import os
+    import shutil
+    import tempfile
 
     from django.db import connection
 
@@ -171,7 +178,7 @@ def worker_env(transactional_db, tmp_path):
     url = os.environ["DATABASE_URL"]
     base, _, _ = url.rpartition("/")
     app.control.purge()  # no message of an earlier test reaches this one's worker
-    return {
+    env = {
         **os.environ,
         "DATABASE_URL": f"{base}/{connection.settings_dict['NAME']}",
         "DJANGO_SETTINGS_MODULE": "tests.scheduler.live.worker_settings",
@@ -179,6 +186,20 @@ def worker_env(transactional_db, tmp_path):
         "VAR_DIR": str(tmp_path / "var"),
         "PYTHONPATH": os.pathsep.join(filter(None, [str(_root()), os.environ.get("PYTHONPATH")])),
     }
+    checkpoints = None
+    if os.geteuid() == 0:
+        checkpoints = tempfile.mkdtemp(prefix="test-checkpoints-")
+        os.chmod(checkpoints, 0o711)
+        env.update(RUNNER_USER="nobody", JOB_CHECKPOINT_ROOT=checkpoints)
+    yield env
+    if checkpoints is not None:
+        shutil.rmtree(checkpoints, ignore_errors=True)
+
+
+def checkpoint_root(worker_env) -> Path:
+    """Where the workers of `worker_env` keep the jobs' files."""
+    root = worker_env.get("JOB_CHECKPOINT_ROOT")
+    return Path(root) if root else Path(worker_env["VAR_DIR"]) / "checkpoints"
 
 
 def _root():

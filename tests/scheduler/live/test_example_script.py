@@ -10,7 +10,7 @@ from tests.scheduler.live.conftest import wait_for
 
 
 def run(tmp_path, *args, **popen):
-    env = {**os.environ, "CHECKPOINT_DIR": str(tmp_path), "ATTEMPT": "1"}
+    env = {**os.environ, "JOB_CHECKPOINT_DIR": str(tmp_path), "JOB_ATTEMPT": "1"}
     command = [sys.executable, "-m", "scheduler.examples.train", *args]
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True, **popen)
 
@@ -60,7 +60,7 @@ def test_sigterm_stops_it_without_saving(tmp_path):
 
 
 def test_a_process_that_ignores_sigterm_is_killed_after_the_grace_period():
-    from scheduler.executors.process import stop
+    from scheduler.executors.process import Group
 
     stubborn = subprocess.Popen(
         [
@@ -71,7 +71,11 @@ def test_a_process_that_ignores_sigterm_is_killed_after_the_grace_period():
         ],
         stdout=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
     assert stubborn.stdout.readline().strip() == "ready"
+    group = Group(stubborn)
 
-    assert stop(stubborn, grace=0.5) == -signal.SIGKILL
+    group.stop(grace=0.5)
+
+    assert group.reap() == -signal.SIGKILL

@@ -1,7 +1,9 @@
-"""Recovery of the system itself, without a worker: claims, heartbeats, exits, the
-sweep of lost workers, the periodic tick and the policy signal."""
+"""Recovery of the system itself, without a worker: claims and leases, heartbeats,
+exits, fencing of stale attempts, the sweep of lost runs, the periodic tick and the
+policy signal."""
 
 import datetime as dt
+import uuid
 from unittest import mock
 
 import pytest
@@ -11,10 +13,13 @@ from governance.signals import policy_changed
 from scheduler import tasks
 from scheduler.models import Job, JobEvent
 from scheduler.services.passes import scheduling_pass
+from scheduler.services.runners import runner_register
 from scheduler.services.runs import (
     job_claim_run,
     job_heartbeat,
     job_process_exited,
+    job_run_failed,
+    job_run_released,
     jobs_requeue_lost,
 )
 
@@ -31,7 +36,7 @@ def process_queue(queue):
 @pytest.fixture
 def running(process_queue, submit, clock):
     job = submit(
-        "qs2", "trainer", command="python -m scheduler.examples.train", checkpoint_interval=10
+        "qs2", "trainer", command="python3 -m scheduler.examples.train", checkpoint_interval=10
     )
     scheduling_pass(queue_id=process_queue.pk, now=clock(0))
     job.refresh_from_db()
@@ -39,91 +44,202 @@ def running(process_queue, submit, clock):
     return job
 
 
-def test_a_run_is_claimed_once(running, clock):
-    assert job_claim_run(job_id=running.pk, attempt=1, worker="w1", now=clock(1))
-    assert not job_claim_run(job_id=running.pk, attempt=1, worker="w2", now=clock(1))
-
-
-def test_heartbeats_record_progress_until_the_run_is_over(running, process_queue, submit, clock):
-    job_claim_run(job_id=running.pk, attempt=1, worker="w1", now=clock(1))
-    assert job_heartbeat(
-        job_id=running.pk, attempt=1, progress=25, checkpointed=20, worker="w1", now=clock(2)
+def claim(job, clock, at=1, worker="w1"):
+    return job_claim_run(
+        job_id=job.pk, attempt=job.attempt, worker=worker, lease_seconds=30, now=clock(at)
     )
+
+
+def beat(job, token, clock, at, progress=0, checkpointed=0, attempt=None):
+    return job_heartbeat(
+        job_id=job.pk,
+        attempt=attempt or job.attempt,
+        lease_token=token,
+        progress=progress,
+        checkpointed=checkpointed,
+        lease_seconds=30,
+        now=clock(at),
+    )
+
+
+def test_a_run_is_claimed_once_with_a_lease(running, clock):
+    token = claim(running, clock, at=1)
+    assert token and claim(running, clock, at=1, worker="w2") is None
+    running.refresh_from_db()
+    assert (running.worker, running.lease_token) == ("w1", token)
+    assert running.lease_expires_at == clock(31)
+
+
+def test_heartbeats_renew_the_lease_and_record_progress_until_the_run_is_over(running, clock):
+    token = claim(running, clock)
+    assert beat(running, token, clock, at=2, progress=25, checkpointed=20)
     running.refresh_from_db()
     assert (running.progress, running.checkpointed) == (25, 20)
+    assert running.lease_expires_at == clock(32)
 
     from scheduler.services.jobs import job_terminate
 
     job_terminate(job_id=running.pk, now=clock(3))
-    assert not job_heartbeat(
-        job_id=running.pk, attempt=1, progress=26, checkpointed=20, worker="w1", now=clock(4)
-    )
+    assert not beat(running, token, clock, at=4, progress=26, checkpointed=20)
+
+
+def test_a_heartbeat_without_the_lease_token_is_refused(running, clock):
+    token = claim(running, clock)
+    assert not beat(running, "", clock, at=2)
+    assert not beat(running, "not-" + token, clock, at=2)
+    assert not beat(running, token, clock, at=2, attempt=2)
+    assert beat(running, token, clock, at=2)
 
 
 def test_a_preempted_process_job_resumes_from_its_reported_checkpoint(process_queue, submit, clock):
-    borrower = submit("qs1", "borrower", command="python -m x", priority=1)
-    submit("qs1", "own", command="python -m x", priority=5)
+    borrower = submit("qs1", "borrower", command="python3 -m x", priority=1)
+    submit("qs1", "own", command="python3 -m x", priority=5)
     scheduling_pass(queue_id=process_queue.pk, now=clock(0))
-    job_heartbeat(
-        job_id=borrower.pk, attempt=1, progress=17, checkpointed=10, worker="w", now=clock(17)
-    )
-    submit("qs2", "owner", command="python -m x", at=20)
+    borrower.refresh_from_db()
+    token = claim(borrower, clock, at=0)
+    beat(borrower, token, clock, at=17, progress=17, checkpointed=10)
+    submit("qs2", "owner", command="python3 -m x", at=20)
     scheduling_pass(queue_id=process_queue.pk, now=clock(20))
 
     borrower.refresh_from_db()
     assert borrower.state == Job.State.RUNNABLE
     assert (borrower.progress, borrower.checkpointed, borrower.lost_work) == (10, 10, 7)
+    assert not beat(borrower, token, clock, at=21, progress=18, checkpointed=10)
 
 
 def test_an_exit_of_a_stale_run_is_ignored(running, process_queue, clock):
     from scheduler.services.jobs import job_terminate
 
+    token = claim(running, clock)
     job_terminate(job_id=running.pk, now=clock(5))
 
-    assert not job_process_exited(job_id=running.pk, attempt=1, exit_code=0, now=clock(6))
+    assert not job_process_exited(
+        job_id=running.pk, attempt=1, lease_token=token, exit_code=0, now=clock(6)
+    )
     running.refresh_from_db()
     assert (running.state, running.reason) == ("FAILED", "terminated")
 
 
 def test_exit_zero_succeeds_and_other_codes_fail(running, process_queue, submit, clock):
+    token = claim(running, clock)
     assert job_process_exited(
-        job_id=running.pk, attempt=1, exit_code=0, progress=60, checkpointed=60, now=clock(60)
+        job_id=running.pk,
+        attempt=1,
+        lease_token=token,
+        exit_code=0,
+        progress=60,
+        checkpointed=60,
+        now=clock(60),
     )
     running.refresh_from_db()
     assert (running.state, running.exit_code, running.finished_at) == ("SUCCEEDED", 0, clock(60))
 
-    other = submit("qs2", "crasher", command="python -m x", at=60)
+    other = submit("qs2", "crasher", command="python3 -m x", at=60)
     scheduling_pass(queue_id=process_queue.pk, now=clock(60))
-    job_process_exited(job_id=other.pk, attempt=1, exit_code=3, now=clock(70))
     other.refresh_from_db()
-    assert (other.state, other.reason, other.exit_code) == ("FAILED", "exit_code", 3)
-
-
-def test_the_sweep_requeues_runs_without_heartbeats(running, clock):
-    job_claim_run(job_id=running.pk, attempt=1, worker="w1", now=clock(1))
-    job_heartbeat(
-        job_id=running.pk, attempt=1, progress=25, checkpointed=20, worker="w1", now=clock(2)
+    other_token = claim(other, clock, at=60)
+    job_process_exited(
+        job_id=other.pk, attempt=1, lease_token=other_token, exit_code=-9, now=clock(70)
     )
+    other.refresh_from_db()
+    assert (other.state, other.reason, other.exit_code) == ("FAILED", "exit_code", -9)
+    event = JobEvent.objects.get(job=other, type="FAILED")
+    assert event.detail == {"exit_code": -9, "signal": "SIGKILL"}
 
-    assert jobs_requeue_lost(timeout=30, now=clock(31)) == []
-    assert jobs_requeue_lost(timeout=30, now=clock(33)) == [running.pk]
-    assert jobs_requeue_lost(timeout=30, now=clock(33)) == []  # idempotent
+
+def test_the_sweep_requeues_runs_only_once_their_lease_expired(running, clock):
+    token = claim(running, clock, at=1)
+    beat(running, token, clock, at=2, progress=25, checkpointed=20)  # lease until 32
+
+    assert jobs_requeue_lost(claim_timeout=30, now=clock(31)) == []
+    assert jobs_requeue_lost(claim_timeout=30, now=clock(33)) == [running.pk]
+    assert jobs_requeue_lost(claim_timeout=30, now=clock(33)) == []  # idempotent
 
     running.refresh_from_db()
     assert (running.state, running.requeues, running.preemptions) == ("RUNNABLE", 1, 0)
     assert (running.progress, running.lost_work) == (20, 5)
+    assert (running.lease_token, running.lease_expires_at) == ("", None)
     event = JobEvent.objects.get(job=running, type="REQUEUED")
     assert event.cause == "worker_lost" and event.detail == {"lost_work": 5, "resumes_from": 20}
 
 
-def test_a_run_no_worker_ever_claimed_is_requeued_too(running, clock):
-    assert jobs_requeue_lost(timeout=30, now=clock(31)) == [running.pk]
+def test_a_late_heartbeat_or_exit_of_a_requeued_run_is_refused(running, process_queue, clock):
+    token = claim(running, clock, at=1)
+    jobs_requeue_lost(claim_timeout=30, now=clock(40))
+    scheduling_pass(queue_id=process_queue.pk, now=clock(41))
+    running.refresh_from_db()
+    assert (running.state, running.attempt) == ("RUNNING", 2)
+    new_token = claim(running, clock, at=42, worker="w2")
+
+    assert not beat(running, token, clock, at=43, attempt=1)
+    assert not beat(running, token, clock, at=43, attempt=2)
+    assert not job_process_exited(
+        job_id=running.pk, attempt=1, lease_token=token, exit_code=0, now=clock(44)
+    )
+    assert beat(running, new_token, clock, at=45)
+    running.refresh_from_db()
+    assert (running.state, running.attempt, running.worker) == ("RUNNING", 2, "w2")
+
+
+def test_a_run_no_runner_claimed_is_requeued_while_a_runner_serves_its_type(running, clock):
+    assert jobs_requeue_lost(claim_timeout=30, now=clock(31)) == []  # no runner: it waits
+
+    runner_register(
+        name="runner@a", hostname="a", pid=1, instance_types=["ml.g5.xlarge"], now=clock(30)
+    )
+    assert jobs_requeue_lost(claim_timeout=30, now=clock(31)) == [running.pk]
+    assert JobEvent.objects.get(job=running, type="REQUEUED").cause == "not_claimed"
+
+
+def test_a_released_run_is_requeued_at_once(running, clock):
+    token = claim(running, clock)
+    assert job_run_released(
+        job_id=running.pk,
+        attempt=1,
+        lease_token=token,
+        cause="runner_stopped",
+        progress=14,
+        checkpointed=10,
+        now=clock(15),
+    )
+    running.refresh_from_db()
+    assert (running.state, running.requeues, running.checkpointed, running.lost_work) == (
+        "RUNNABLE",
+        1,
+        10,
+        4,
+    )
+    assert JobEvent.objects.get(job=running, type="REQUEUED").cause == "runner_stopped"
+    assert not job_run_released(
+        job_id=running.pk, attempt=1, lease_token=token, cause="runner_stopped", now=clock(16)
+    )
+
+
+def test_a_run_the_runner_ends_fails_with_its_cause(running, clock):
+    token = claim(running, clock)
+    assert job_run_failed(
+        job_id=running.pk,
+        attempt=1,
+        lease_token=token,
+        cause="wall_clock_limit",
+        detail={"wall_clock_limit": 60},
+        exit_code=-15,
+        now=clock(61),
+    )
+    running.refresh_from_db()
+    assert (running.state, running.reason, running.exit_code) == (
+        "FAILED",
+        "wall_clock_limit",
+        -15,
+    )
+    event = JobEvent.objects.get(job=running, type="FAILED")
+    assert (event.cause, event.detail) == ("wall_clock_limit", {"wall_clock_limit": 60})
 
 
 def test_simulated_queues_are_never_swept(queue, submit, clock):
     submit("qs2", "simulated")
     scheduling_pass(queue_id=queue.pk, now=clock(0))
-    assert jobs_requeue_lost(timeout=1, now=clock(3600 * 24)) == []
+    assert jobs_requeue_lost(claim_timeout=1, now=clock(3600 * 24)) == []
 
 
 def test_a_started_process_job_is_sent_to_its_instance_types_queue(
@@ -169,7 +285,14 @@ def test_a_policy_change_asks_for_a_pass(queue, django_capture_on_commit_callbac
     delay.assert_called_once_with(queue.pk)
 
 
-def test_the_tick_asks_for_a_pass_of_every_queue_with_live_jobs(queue, submit):
+def test_the_tick_asks_for_a_pass_of_every_queue_with_live_jobs(queue, submit, settings):
+    settings.CACHES = {  # its liveness mark stays in this process
+        **settings.CACHES,
+        "liveness": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": f"liveness-{uuid.uuid4()}",
+        },
+    }
     submit("qs1", "a")
     submit("qs1", "b")
     with mock.patch.object(tasks.run_pass, "delay") as delay:

@@ -1,0 +1,128 @@
+"""A Celery worker as a runner: the worker signals that make it one.
+
+A worker is a runner when it consumes `instances.<type>` queues. Such a worker
+- refuses to start when jobs would run as root (`job_account` says why) and makes
+  itself non-dumpable, so a job under the same account cannot read its environment
+  through /proc (`worker_init`);
+- registers with the instance types it serves and beats from a thread of its own every
+  `RUNNER_BEAT_SECONDS`, retrying after database errors (`worker_ready`);
+- on shutdown (warm: SIGTERM or Ctrl-C) tells its runs to stop their processes and
+  give the jobs back, and marks itself stopped (`worker_shutting_down`,
+  `worker_shutdown`).
+
+Runners must use the `threads` (or `solo`) pool: a run's process is a child of the
+worker process itself, so the worker's death reaches it (see `process`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+
+from celery import signals
+
+from scheduler.executors import process
+from scheduler.services import runners
+
+logger = logging.getLogger(__name__)
+
+
+class _Registration:
+    def __init__(self, name: str, instance_types: list[str], consumer):
+        self.name = name
+        self.hostname = socket.gethostname()
+        self.pid = os.getpid()
+        self.instance_types = instance_types
+        self.consumer = consumer
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.loop, name="runner-beat", daemon=True)
+
+    def current_types(self) -> list[str]:
+        # Queues added or cancelled at run time (celery control add_consumer) count.
+        with contextlib.suppress(Exception):
+            queues = self.consumer.task_consumer.queues
+            return runners.instance_types_of_queues(q.name for q in queues)
+        return self.instance_types
+
+    def loop(self) -> None:
+        from django.db import connection
+
+        interval = runners.runner_beat_seconds()
+        first = True
+        while True:
+            try:
+                fields = {
+                    "name": self.name,
+                    "hostname": self.hostname,
+                    "pid": self.pid,
+                    "instance_types": self.current_types(),
+                }
+                if first:
+                    runners.runner_register(**fields)
+                    first = False
+                else:
+                    runners.runner_beat(**fields)
+            except Exception as error:  # noqa: BLE001 - a beat that fails is retried
+                logger.warning("runner %s: beat failed (%s); retrying", self.name, error)
+                with contextlib.suppress(Exception):
+                    connection.close()
+                if self.stop.wait(min(1.0, interval)):
+                    break
+                continue
+            if self.stop.wait(interval):
+                break
+        with contextlib.suppress(Exception):
+            runners.runner_stopped(name=self.name, pid=self.pid)
+        with contextlib.suppress(Exception):
+            connection.close()
+
+
+_registration: _Registration | None = None
+
+
+def _served(app) -> list[str]:
+    return runners.instance_types_of_queues(app.amqp.queues.consume_from)
+
+
+@signals.worker_init.connect
+def refuse_unsafe_runner(sender=None, **kwargs) -> None:
+    if not _served(sender.app):
+        return
+    try:
+        account = process.job_account()
+    except process.RunnerRefused as refusal:
+        logger.critical("runner refuses to start: %s", refusal)
+        raise SystemExit(f"runner refuses to start: {refusal}") from None
+    process.protect_runner_memory()
+    logger.info(
+        "runner: jobs run as %s", account.name or f"the runner's own account (uid {os.geteuid()})"
+    )
+
+
+@signals.worker_ready.connect
+def register_runner(sender=None, **kwargs) -> None:
+    global _registration
+    types = _served(sender.app)
+    if not types:
+        return
+    _registration = _Registration(sender.hostname, types, sender)
+    _registration.thread.start()
+
+
+@signals.worker_shutting_down.connect
+def stop_runs(sender=None, **kwargs) -> None:
+    # Only flags here (this runs in a signal handler): each run's own thread stops its
+    # process and gives the job back; the beat thread marks the runner stopped.
+    process.shutting_down.set()
+    if _registration is not None:
+        _registration.stop.set()
+
+
+@signals.worker_shutdown.connect
+def wait_for_stopped_mark(sender=None, **kwargs) -> None:
+    if _registration is not None:
+        _registration.stop.set()
+        _registration.thread.join(timeout=10)
