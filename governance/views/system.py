@@ -8,13 +8,18 @@ from django.views.decorators.http import require_GET
 @login_not_required
 @require_GET
 def healthz(request):
-    """Liveness and database reachability, for load balancers and docker-compose."""
+    """For load balancers and docker compose: 503 only when the database is down;
+    otherwise 200, "ok" or "degraded" (the scheduler is not ticking, or an instance
+    type of a process queue has no live runner), with the scheduler's and runners'
+    liveness."""
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
     except Exception as exc:  # noqa: BLE001 - any database failure means unhealthy
         return JsonResponse({"status": "error", "database": str(exc)}, status=503)
-    return JsonResponse({"status": "ok"})
+    from scheduler.services.runners import system_health
+
+    return JsonResponse(system_health())
 
 
 def home(request):

@@ -50,7 +50,8 @@ def test_without_a_secret_key_a_random_one_is_kept_locally(tmp_path):
 def test_healthz_needs_no_login(client):
     response = client.get("/healthz/")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok"}
+    # What makes it degraded: tests/scheduler/runner/test_health.py.
+    assert response.json()["status"] in ("ok", "degraded")
 
 
 @pytest.mark.django_db
