@@ -1,4 +1,4 @@
-# One image for web, worker and beat (see docker-compose.yml).
+# One image for web, worker, runner and beat (see docker-compose.yml).
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 VAR_DIR=/app/var
@@ -6,7 +6,12 @@ WORKDIR /app
 COPY pyproject.toml ./
 COPY . .
 RUN pip install --no-cache-dir . && python manage.py collectstatic --noinput
-RUN useradd --create-home app && mkdir -p /app/var && chown -R app /app/var
+# `app` runs the web server, the scheduling worker and beat. `runner` is the account
+# the runner (started as root) runs jobs as: it owns nothing of the application, so a
+# job can read neither its files under /app/var nor its processes' environment.
+RUN useradd --create-home app \
+    && useradd --system --create-home --home-dir /home/runner --shell /usr/sbin/nologin runner \
+    && mkdir -p /app/var && chown -R app /app/var && chmod 0750 /app/var
 USER app
 EXPOSE 8000
 CMD ["gunicorn", "-c", "gunicorn.conf.py", "governance.wsgi"]

@@ -71,7 +71,8 @@ class Command(BaseCommand):
                 "celery",
             ],
             # Jobs of the process executor hold a worker slot while their subprocess
-            # runs, so they get workers of their own, one queue per instance type.
+            # runs, so they get workers of their own, one queue per instance type; a
+            # threads pool, so a job's process is a child of the worker process itself.
             "runner": [
                 str(bin_dir / "celery"),
                 "-A",
@@ -81,6 +82,8 @@ class Command(BaseCommand):
                 "runner@%h",
                 "--loglevel",
                 "INFO",
+                "--pool",
+                "threads",
                 "--concurrency",
                 "4",
                 "--queues",
@@ -97,8 +100,13 @@ class Command(BaseCommand):
                 str(Path(settings.VAR_DIR) / "celerybeat-schedule"),
             ],
         }
+        # The local demo only: run as root (a container, a throwaway machine), the runner
+        # may run the demo's jobs as root; a deployment sets RUNNER_USER instead.
+        runner_env = {**env, "RUNNER_ALLOW_ROOT": "1"}
         processes = {
-            name: subprocess.Popen(cmd, env=env, start_new_session=True)
+            name: subprocess.Popen(
+                cmd, env=runner_env if name == "runner" else env, start_new_session=True
+            )
             for name, cmd in commands.items()
         }
 
