@@ -4,19 +4,24 @@ listed in .env.example); an invalid value stops start-up naming the variable.
 
 Sizing: Django holds the GIL while it works, so one process per CPU does the computing
 and threads overlap the waits on PostgreSQL and Redis. Past `threads + queue` requests
-in hand, a worker answers 503 with Retry-After at once (governance.gunicorn_worker)
-rather than letting clients queue until they time out.
+in hand, or for one that waited past GUNICORN_MAX_WAIT, a worker answers 503 with
+Retry-After (governance.gunicorn_worker) rather than letting clients queue until they
+time out.
 """
 
 import os
 
 from governance.gunicorn_worker import SheddingThreadWorker
-from governance.settings import env_int, env_str
+from governance.settings import env_float, env_int, env_str
 
 bind = env_str("GUNICORN_BIND", "0.0.0.0:8000")
 workers = env_int("GUNICORN_WORKERS", 0) or os.cpu_count() or 1
 threads = env_int("GUNICORN_THREADS", 8, minimum=1)
-worker_class = SheddingThreadWorker.with_queue_limit(env_int("GUNICORN_QUEUE", 16))
+# Requests a worker holds waiting for a thread, and how long one may wait: past either,
+# 503 with Retry-After (governance.gunicorn_worker).
+worker_class = SheddingThreadWorker.with_limits(
+    queue=env_int("GUNICORN_QUEUE", 32), max_wait=env_float("GUNICORN_MAX_WAIT", 0.5)
+)
 # Connections a worker holds open (idle keep-alive ones included).
 worker_connections = env_int("GUNICORN_WORKER_CONNECTIONS", 1000, minimum=1)
 # Connections the kernel holds before a worker accepts them: workers accept at once

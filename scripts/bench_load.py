@@ -128,10 +128,15 @@ def seed_clients(count: int) -> None:
     from django.contrib.auth.models import Group, User
 
     from accounts.tokens import token_issue
-    from governance.models import QueueCapacity, QuotaShare
+    from governance.models import JobQueue, QueueCapacity, QuotaShare
     from governance.permissions import ADMINS, TEAM_LEADS
 
-    shares = list(QuotaShare.objects.select_related("team", "queue").order_by("queue_id", "pk"))
+    # Simulated queues only: a process queue would run real programs for the submissions.
+    shares = list(
+        QuotaShare.objects.select_related("team", "queue")
+        .filter(queue__executor=JobQueue.Executor.SIMULATED)
+        .order_by("queue_id", "pk")
+    )
     instance_type = {
         row.queue_id: row.instance_type.name
         for row in QueueCapacity.objects.select_related("instance_type").order_by("-pk")

@@ -27,13 +27,17 @@ def gunicorn_env(**values: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def slow_server():
+def slow_server(request):
+    """gunicorn serving tests/ops/slow_app.py with one thread; the test parametrizes the
+    queue limit and the longest wait."""
+    queue, max_wait = request.param
     port = free_port()
     env = gunicorn_env(
         GUNICORN_BIND=f"127.0.0.1:{port}",
         GUNICORN_WORKERS="1",
         GUNICORN_THREADS="1",
-        GUNICORN_QUEUE="1",
+        GUNICORN_QUEUE=str(queue),
+        GUNICORN_MAX_WAIT=str(max_wait),
     )
     server = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "tests.ops.slow_app:app"],
@@ -43,10 +47,11 @@ def slow_server():
         stderr=subprocess.PIPE,
         text=True,
     )
+    # Up once a request is served; the worker is then idle again.
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            assert get(port)[0] == 200
             break
         except OSError:
             assert server.poll() is None, server.stderr.read()
@@ -67,6 +72,7 @@ def get(port: int) -> tuple[int, str | None, float]:
     return response.status, response.getheader("Retry-After"), time.monotonic() - started
 
 
+@pytest.mark.parametrize("slow_server", [(1, 5)], indirect=True)
 def test_past_threads_plus_queue_requests_are_refused_at_once(slow_server):
     # One thread and a queue of one: of six requests at once, two are served (the
     # second after the first, ~1 s) and four are refused within milliseconds.
@@ -80,6 +86,17 @@ def test_past_threads_plus_queue_requests_are_refused_at_once(slow_server):
     assert max(seconds for _, _, seconds in served) >= 0.9
     # Once the queue has drained, requests are served again.
     assert get(slow_server)[0] == 200
+
+
+@pytest.mark.parametrize("slow_server", [(5, 0.3)], indirect=True)
+def test_a_request_that_waited_too_long_for_a_thread_is_refused(slow_server):
+    # One thread, room to queue, but at most 0.3 s of waiting: of three requests at once,
+    # the first is served (0.5 s); the others are refused when a thread takes them,
+    # after waiting about as long as the one before them took, never served late.
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        results = list(pool.map(lambda _: get(slow_server), range(3)))
+    assert sorted(status for status, _, _ in results) == [200, 503, 503], results
+    assert max(seconds for status, _, seconds in results if status == 503) < 0.9
 
 
 def test_the_configuration_sizes_itself_from_the_cpus():

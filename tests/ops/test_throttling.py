@@ -68,3 +68,16 @@ def test_a_rate_of_none_turns_the_throttle_off(rates, team_lead):
     rates()
     client = client_for(team_lead)
     assert all(client.get("/api/v1/queues/").status_code == 200 for _ in range(5))
+
+
+@pytest.mark.redis
+def test_the_redis_cache_shares_one_client_between_operations(settings):
+    from django.core.cache import caches
+
+    assert settings.CACHES["default"]["BACKEND"] == "governance.cache.SharedClientRedisCache"
+    cache = caches["default"]
+    cache.set("ops-probe", {"n": 1}, 5)
+    assert cache.get("ops-probe") == {"n": 1}
+    client = cache._cache.get_client(write=True)
+    assert cache._cache.get_client(write=True) is client
+    cache.delete("ops-probe")
