@@ -5,7 +5,7 @@ itself; the schema and docs are for signed-in users too.
 """
 
 from django.contrib.auth.decorators import login_required
-from django.urls import path
+from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.routers import SimpleRouter
@@ -24,6 +24,7 @@ router.register("v1/policy-changes", views.PolicyChangeViewSet, basename="api-po
 
 urlpatterns = [
     *router.urls,
+    path("v1/", include("governance.api.policy_code")),
     # Session or token: API clients fetch the schema without a browser login.
     path(
         "schema/",

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from governance.views import history, policy, urgency
+from governance.views import history, policy, policy_code, urgency
 
 urlpatterns = [
     path("queues/", policy.queues, name="queue-list"),
@@ -12,6 +12,20 @@ urlpatterns = [
         "queues/<int:pk>/capacity/impact/",
         policy.queue_capacity_impact,
         name="queue-capacity-impact",
+    ),
+    path("queues/<int:pk>/policy-code/", policy_code.queue_policy_code, name="queue-policy-code"),
+    path(
+        "queues/<int:pk>/policy-code/<str:format>/download/",
+        policy_code.queue_policy_download,
+        name="queue-policy-download",
+    ),
+    path(
+        "queues/<int:pk>/policy-code/plan/", policy_code.queue_policy_plan, name="queue-policy-plan"
+    ),
+    path(
+        "queues/<int:pk>/policy-code/apply/",
+        policy_code.queue_policy_apply,
+        name="queue-policy-apply",
     ),
     path("queues/<int:queue_pk>/shares/new/", policy.share_create, name="share-create"),
     path("queues/<int:queue_pk>/shares/impact/", policy.share_impact, name="share-impact"),
