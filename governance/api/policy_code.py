@@ -200,6 +200,7 @@ class ApplyView(PolicyCodeView):
             {
                 "plan": plan_document(result.plan),
                 "changes": [change.pk for change in result.changes],
+                "proposals": [proposal.pk for proposal in result.proposals],
                 "sync": result.sync_lines(),
             }
         )

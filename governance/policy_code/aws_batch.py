@@ -14,8 +14,10 @@ Each item is what `aws batch create-quota-share --cli-input-json` takes as it is
                                          LEND_AND_BORROW
     preemptionConfiguration              {"inSharePreemption": ENABLED | DISABLED}
     state                                ENABLED | DISABLED
-    tags                                 {"team": the owning team}, and {"share-name": the
-                                         share's own name} when the name had to be mapped
+    tags                                 {"team": the owning team}; {"share-name": the
+                                         share's own name} when the name had to be mapped;
+                                         {"priority-ceiling": "N"} when the share's ceiling
+                                         is not the default 100 (AWS has no such field)
 
 Items are in entitlement order. AWS names are up to 128 characters of
 [A-Za-z0-9_-]: a name that breaks this has every other character replaced by "-",
@@ -42,6 +44,7 @@ import re
 from django.conf import settings
 
 from governance.models import JobQueue, QuotaShare
+from governance.models.policy import DEFAULT_PRIORITY_CEILING, MAX_PRIORITY
 from governance.policy_code import source as read
 from governance.policy_code.live import LiveQueue, live_queue
 from governance.policy_code.model import (
@@ -58,6 +61,7 @@ AWS_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 MAX_AWS_NAME = 128
 TEAM_TAG = "team"
 NAME_TAG = "share-name"
+CEILING_TAG = "priority-ceiling"
 ARN_QUEUE = re.compile(r"^arn:[^:]+:batch:[^:]*:[^:]*:job-queue/(?P<name>.+)$")
 
 _ITEM_FIELDS = {
@@ -112,6 +116,8 @@ def quota_share_requests(live: LiveQueue, job_queue: str, warnings: list[str]) -
     for doc in live.share_docs:
         name = aws_name(doc["name"], taken)
         tags = {TEAM_TAG: doc["team"]}
+        if doc["priority_ceiling"] != DEFAULT_PRIORITY_CEILING:
+            tags[CEILING_TAG] = str(doc["priority_ceiling"])
         if name != doc["name"]:
             tags[NAME_TAG] = doc["name"]
             warnings.append(
@@ -241,6 +247,16 @@ def _parse_item(problems: Problems, item, path: str, references, types) -> Share
     fields["team"] = child(tags_path, TEAM_TAG)
     if TEAM_TAG in tags:
         team = read.text(problems, tags[TEAM_TAG], fields["team"])
+    ceiling = None
+    fields["priority_ceiling"] = child(tags_path, CEILING_TAG)
+    if CEILING_TAG in tags:
+        value = tags[CEILING_TAG]
+        if isinstance(value, str) and value.isdigit() and int(value) <= MAX_PRIORITY:
+            ceiling = int(value)
+        else:
+            problems.add(
+                fields["priority_ceiling"], f"must be a whole number from 0 to {MAX_PRIORITY}"
+            )
     limits = _capacity_limits(problems, item["capacityLimits"], child(path, "capacityLimits"))
     fields["capacity_limits"] = child(path, "capacityLimits")
     for type_name in limits or {}:
@@ -294,6 +310,8 @@ def _parse_item(problems: Problems, item, path: str, references, types) -> Share
     }
     if strategy == QuotaShare.Strategy.LEND_AND_BORROW:
         doc["borrow_limit"] = -1 if borrow_limit is None else borrow_limit
+    if ceiling is not None:
+        doc["priority_ceiling"] = ceiling
     return ShareSpec(doc=doc, path=path, fields=fields)
 
 

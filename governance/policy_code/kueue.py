@@ -26,8 +26,8 @@ per share, in entitlement order. The mapping:
 
 Kubernetes names cannot hold everything ours can, and Kueue has no field for some of
 what we hold, so annotations under `quota-governance.io/` carry it: the original
-names (`queue`, `share`, `instance-type`), the share's `team`, `strategy` and
-`borrow-limit`, the queue's `capacity` (JSON), `description`,
+names (`queue`, `share`, `instance-type`), the share's `team`, `strategy`,
+`borrow-limit` and `priority-ceiling`, the queue's `capacity` (JSON), `description`,
 `default-preemption-retries` and `runnable-time-limit`, and a type's
 `gpus-per-instance` and `gpu-model`. On import Kueue's own fields decide what Kueue
 expresses (limits, preemption, stop policy); annotations only fill in what it cannot,
@@ -263,6 +263,7 @@ def _cluster_queue(doc, cohort, queue_name, flavors, types, taken) -> dict:
                 team=doc["team"],
                 strategy=doc["strategy"],
                 borrow_limit=doc.get("borrow_limit"),
+                priority_ceiling=doc["priority_ceiling"],
             ),
         },
         "spec": spec,
@@ -538,6 +539,7 @@ def _read_cluster_queue(reader: _Reader, prefix: str, obj: dict) -> None:
         "capacity_limits": child(spec_path, "resourceGroups"),
         "in_share_preemption": child(spec_path, "preemption.withinClusterQueue"),
         "state": child(spec_path, "stopPolicy"),
+        "priority_ceiling": _annotation_path(prefix, "priority-ceiling"),
     }
     quotas = _gpu_quotas(reader, spec, spec_path)
     if quotas is None:
@@ -575,6 +577,13 @@ def _read_cluster_queue(reader: _Reader, prefix: str, obj: dict) -> None:
     }
     if strategy == QuotaShare.Strategy.LEND_AND_BORROW:
         doc["borrow_limit"] = borrow_limit
+    if PREFIX + "priority-ceiling" in notes:
+        ceiling = _whole_text(
+            reader, notes[PREFIX + "priority-ceiling"], fields["priority_ceiling"], minimum=0
+        )
+        if ceiling is None:
+            return
+        doc["priority_ceiling"] = ceiling
     queue.shares.append(ShareSpec(doc=doc, path=prefix, fields=fields))
 
 

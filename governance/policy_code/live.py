@@ -59,9 +59,14 @@ def live_queue(*, queue: JobQueue) -> LiveQueue:
         queue=queue,
         capacity=capacity,
         shares=shares,
-        share_docs=[share_document(share) for share in shares],
+        share_docs=[history_document(share) for share in shares],
         instance_types=[types[name] for name in sorted(types)],
     )
+
+
+def history_document(share: QuotaShare) -> dict:
+    """The share as a PolicyChange records it: its policy and its priority ceiling."""
+    return {**share_document(share), "priority_ceiling": share.priority_ceiling}
 
 
 def live_urgencies() -> list[dict]:

@@ -30,6 +30,9 @@
         borrow_limit: 200            percent, -1 = unlimited; only with LEND_AND_BORROW
         in_share_preemption: true    optional, default false
         state: ENABLED               optional, ENABLED (default) or DISABLED
+        priority_ceiling: 100        optional: the highest job priority its team leads give
+                                     without an exception (0 to 9999; a new share gets 100,
+                                     an existing one keeps its own)
         capacity_limits: {ml.g5.xlarge: 1}
 
 The field names and values are the scenario format's (shared by the engine and the
@@ -43,6 +46,7 @@ from __future__ import annotations
 import yaml
 
 from governance.models import JobQueue, QuotaShare, UrgencyDefinition
+from governance.models.policy import DEFAULT_PRIORITY_CEILING, MAX_PRIORITY
 from governance.policy_code import source as read
 from governance.policy_code.live import live_queue, live_urgencies, teams_named
 from governance.policy_code.model import (
@@ -80,6 +84,7 @@ _SHARE_FIELDS = {
     "borrow_limit",
     "in_share_preemption",
     "state",
+    "priority_ceiling",
     "capacity_limits",
 }
 _URGENCY_FIELDS = {
@@ -99,6 +104,7 @@ def _share_entry(doc: dict) -> dict:
         entry["borrow_limit"] = doc["borrow_limit"]
     entry["in_share_preemption"] = doc["in_share_preemption"]
     entry["state"] = doc["state"]
+    entry["priority_ceiling"] = doc["priority_ceiling"]
     entry["capacity_limits"] = doc["capacity_limits"]
     return entry
 
@@ -267,8 +273,8 @@ def _urgency(problems: Problems, entry, path: str) -> UrgencySpec | None:
         problems, entry.get("examples") or "", child(path, "examples"), required=False
     )
     priority = read.whole(problems, entry["priority"], child(path, "priority"), minimum=0)
-    if priority is not None and priority > 9999:
-        problems.add(child(path, "priority"), "must be between 0 and 9999")
+    if priority is not None and priority > MAX_PRIORITY:
+        problems.add(child(path, "priority"), f"must be between 0 and {MAX_PRIORITY}")
         priority = None
     window = read.whole(
         problems, entry["max_window_hours"], child(path, "max_window_hours"), minimum=1
@@ -404,7 +410,15 @@ def _share(problems: Problems, entry, path: str) -> ShareSpec | None:
         borrow_limit = read.whole(
             problems, entry["borrow_limit"], fields["borrow_limit"], minimum=-1
         )
-    if None in (name, team, strategy, in_share, state, limits, borrow_limit):
+    ceiling = DEFAULT_PRIORITY_CEILING
+    if "priority_ceiling" in entry:
+        ceiling = read.whole(
+            problems, entry["priority_ceiling"], fields["priority_ceiling"], minimum=0
+        )
+        if ceiling is not None and ceiling > MAX_PRIORITY:
+            problems.add(fields["priority_ceiling"], f"must be between 0 and {MAX_PRIORITY}")
+            ceiling = None
+    if None in (name, team, strategy, in_share, state, limits, borrow_limit, ceiling):
         return None
     doc = {
         "name": name.strip(),
@@ -416,4 +430,6 @@ def _share(problems: Problems, entry, path: str) -> ShareSpec | None:
     }
     if strategy == QuotaShare.Strategy.LEND_AND_BORROW:
         doc["borrow_limit"] = borrow_limit
+    if "priority_ceiling" in entry:
+        doc["priority_ceiling"] = ceiling
     return ShareSpec(doc=doc, path=path, fields=fields)

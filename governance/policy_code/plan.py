@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db import transaction
 
 from governance import rules
@@ -30,14 +31,16 @@ from governance.models import (
     InstanceType,
     JobQueue,
     PolicyChange,
+    PolicyProposal,
     QuotaShare,
     Team,
     UrgencyDefinition,
 )
+from governance.models.policy import DEFAULT_PRIORITY_CEILING
 from governance.policy_code import aws_sync
 from governance.policy_code.live import LiveQueue, live_queue
 from governance.policy_code.model import KEEP, PolicyFile, QueueSpec, ShareSpec, TeamSpec
-from governance.policy_code.source import Lines, PolicyFileError, Problems
+from governance.policy_code.source import FileProblem, Lines, PolicyFileError, Problems
 from governance.services.impact import ImpactLine, policy_impact
 from governance.services.policy import (
     NON_FIELD,
@@ -141,8 +144,19 @@ def _urgency_version(name: str) -> int | None:
     return UrgencyDefinition.objects.filter(name=name).values_list("version", flat=True).first()
 
 
+ENGINE_FIELDS = (
+    "name",
+    "capacity_limits",
+    "strategy",
+    "borrow_limit",
+    "in_share_preemption",
+    "state",
+)
+
+
 def _engine_doc(doc: dict) -> dict:
-    return {key: value for key, value in doc.items() if key != "team"}
+    """The share in the scenario format the engine validates (no team, no ceiling)."""
+    return {key: value for key, value in doc.items() if key in ENGINE_FIELDS}
 
 
 # Planning.
@@ -267,7 +281,15 @@ def _queue_plan(policy, spec: QueueSpec, problems, warnings, known_teams, known_
         if share is None:
             docs.append({**live_doc, "state": QuotaShare.State.DISABLED})
         else:
-            docs.append({**share.doc, "team": share.doc.get("team") or live_doc["team"]})
+            docs.append(
+                {
+                    **share.doc,
+                    "team": share.doc.get("team") or live_doc["team"],
+                    "priority_ceiling": share.doc.get(
+                        "priority_ceiling", live_doc["priority_ceiling"]
+                    ),
+                }
+            )
         origins.append(share)
     live_names = {doc["name"] for doc in docs}
     for share in spec.shares:
@@ -275,7 +297,7 @@ def _queue_plan(policy, spec: QueueSpec, problems, warnings, known_teams, known_
             continue
         if not share.doc.get("team"):
             problems.add(share.field_path("team"), f"name the team that owns share '{share.name}'")
-        docs.append(dict(share.doc))
+        docs.append({"priority_ceiling": DEFAULT_PRIORITY_CEILING, **share.doc})
         origins.append(share)
     for doc, origin in zip(docs, origins, strict=True):
         if origin is not None and doc["team"] and doc["team"] not in known_teams:
@@ -424,7 +446,10 @@ def _validate(spec: QueueSpec, queue_doc, docs, origins, live, problems: Problem
     for index, (doc, origin) in enumerate(zip(docs, origins, strict=True)):
         if origin is None or before.get(doc["name"]) == doc:
             continue
-        stored = [*docs[:index], before.get(doc["name"], {}), *docs[index + 1 :]]
+        stored = [
+            _engine_doc(other)
+            for other in [*docs[:index], before.get(doc["name"], {}), *docs[index + 1 :]]
+        ]
         data = share_data_from_document(doc, team=Team(name=doc["team"] or ""))
         errors = share_validate_in_policy(
             queue_doc=queue_doc, share_docs=stored, index=index, data=data
@@ -443,10 +468,22 @@ def _validate(spec: QueueSpec, queue_doc, docs, origins, live, problems: Problem
 class ApplyResult:
     plan: Plan
     changes: list[PolicyChange]
+    # With POLICY_CHANGES_NEED_REVIEW: one PolicyProposal per change, waiting for review.
+    proposals: list = field(default_factory=list)
     sync: list = field(default_factory=list)  # aws_sync.SyncLine, when AWS_BATCH_SYNC is on
 
     def sync_lines(self) -> list[str]:
         return [str(line) for line in self.sync]
+
+    def summary(self) -> str:
+        if self.proposals:
+            count = len(self.proposals)
+            return (
+                f"{count} proposal{'s' if count != 1 else ''} wait for another admin's review; "
+                "nothing changes until approved."
+            )
+        count = len(self.changes)
+        return f"{count} change{'s' if count != 1 else ''} recorded in the history."
 
 
 def apply_reason(*, source: str, reason: str = "") -> str:
@@ -466,14 +503,45 @@ def policy_apply(
     """Apply `policy` as its plan says, all or nothing. `expected_versions` (from
     Plan.versions of the plan the person reviewed) makes a change made meanwhile a
     PlanOutdated instead of a silent overwrite. Once committed, queues synced with AWS
-    Batch are pushed there (governance.policy_code.aws_sync)."""
+    Batch are pushed there (governance.policy_code.aws_sync).
+
+    A policy file is an admin's edit: with POLICY_CHANGES_NEED_REVIEW each of its changes
+    goes through the services as an edit, so each becomes a proposal another admin
+    approves (governance.services.proposals). A proposal is checked against the policy as
+    it is, so a file whose changes depend on each other (a new queue, team or instance
+    type, or shares that move to a new instance type) is refused then, naming what to
+    create or propose first. Without review the file applies at once, as an import."""
     result = _apply(actor=actor, policy=policy, reason=reason, expected_versions=expected_versions)
-    if aws_sync.sync_enabled():
+    if aws_sync.sync_enabled() and not result.proposals:
         for queue_plan in result.plan.queues:
             if queue_plan.changes:
                 queue = JobQueue.objects.get(name=queue_plan.name)
                 result.sync += aws_sync.push(queue=queue, client=batch_client)
     return result
+
+
+def _needs_review() -> bool:
+    return bool(settings.POLICY_CHANGES_NEED_REVIEW)
+
+
+def _review_blockers(plan: Plan) -> list[str]:
+    """Why the plan's changes cannot be proposed one by one."""
+    blockers = []
+    if plan.teams:
+        names = ", ".join(team.name for team in plan.teams)
+        blockers.append(f"it creates teams ({names}): create them first")
+    if plan.instance_types:
+        names = ", ".join(itype.name for itype in plan.instance_types)
+        blockers.append(f"it creates instance types ({names}): create them first")
+    for queue_plan in plan.queues:
+        if queue_plan.queue is None:
+            blockers.append(f"it creates queue '{queue_plan.name}': propose the queue first")
+        elif queue_plan.capacity_after_shares is not None:
+            blockers.append(
+                f"the shares of queue '{queue_plan.name}' must change before its capacity: "
+                "propose the share changes first, then the capacity"
+            )
+    return blockers
 
 
 @transaction.atomic
@@ -484,7 +552,20 @@ def _apply(*, actor, policy: PolicyFile, reason: str, expected_versions: dict | 
     plan = policy_plan(policy=policy)
     if expected_versions is not None and plan.versions() != expected_versions:
         raise PlanOutdated(_what_changed(expected_versions, plan.versions()))
-    text = apply_reason(source=policy.source, reason=reason)
+    review = _needs_review()
+    if review and (blockers := _review_blockers(plan)):
+        raise PolicyFileError(
+            FileProblem(
+                None, "file", f"policy changes need review, one proposal per change, but {why}"
+            )
+            for why in blockers
+        )
+    writer = _Writer(
+        actor=actor,
+        reason=apply_reason(source=policy.source, reason=reason),
+        cause=PolicyChange.Cause.EDIT if review else PolicyChange.Cause.IMPORT,
+        lines=plan.lines,
+    )
     since = PolicyChange.objects.order_by("-id").values_list("id", flat=True).first() or 0
     for team in plan.teams:
         Team.objects.create(name=team.name, description=team.description)
@@ -495,20 +576,20 @@ def _apply(*, actor, policy: PolicyFile, reason: str, expected_versions: dict | 
     try:
         for change in plan.urgency_changes:
             urgency = UrgencyDefinition.objects.filter(name=change.name).first()
-            urgency_save(
-                actor=actor,
+            writer.call(
+                None,
+                None,
+                urgency_save,
                 data=change.after,
-                reason=text,
                 urgency=urgency,
                 expected_version=urgency.version if urgency else None,
-                cause=PolicyChange.Cause.IMPORT,
             )
         for queue_plan in plan.queues:
-            _apply_queue(actor, queue_plan, text, plan.lines)
+            writer.queue(queue_plan)
     except VersionConflict as conflict:
         raise PlanOutdated(f"the policy (now version {conflict.current_version})") from conflict
     changes = list(PolicyChange.objects.filter(id__gt=since).order_by("id"))
-    return ApplyResult(plan=plan, changes=changes)
+    return ApplyResult(plan=plan, changes=changes, proposals=writer.proposals)
 
 
 def _what_changed(expected: dict, now: dict) -> str:
@@ -519,90 +600,76 @@ def _what_changed(expected: dict, now: dict) -> str:
     return "the policy"
 
 
-def _apply_queue(actor, plan: QueuePlan, reason: str, lines: Lines) -> None:
-    cause = PolicyChange.Cause.IMPORT
-    spec = plan.spec
-    queue = plan.queue
-    final_capacity = None
-    if queue is None:
-        queue = _service(
-            lines,
-            spec,
+@dataclass
+class _Writer:
+    """Calls the policy services for one apply and keeps the proposals they return."""
+
+    actor: object
+    reason: str
+    cause: str
+    lines: Lines
+    proposals: list = field(default_factory=list)
+
+    def call(self, spec: QueueSpec | None, origin: ShareSpec | None, function, **kwargs):
+        """The service's result (None when it became a proposal); its refusal becomes the
+        file's problem at the field it names."""
+        try:
+            result = function(actor=self.actor, reason=self.reason, cause=self.cause, **kwargs)
+        except PolicyError as error:
+            problems = Problems(self.lines)
+            for key, messages in error.errors.items():
+                name = key.split(".", 1)[0]
+                path = origin.field_path(name) if origin else spec.field_path(name) if spec else ""
+                for message in messages:
+                    problems.add(path, message, label=None if path else "file")
+            raise PolicyFileError(problems.items) from error
+        if isinstance(result, PolicyProposal):
+            self.proposals.append(result)
+            return None
+        return result
+
+    def capacity(self, plan: QueuePlan, queue: JobQueue, capacity: dict) -> None:
+        self.call(
+            plan.spec,
             None,
-            queue_create,
-            actor=actor,
-            name=spec.name,
-            capacity=plan.capacity,
-            reason=reason,
-            description="" if spec.description is KEEP else spec.description,
-            default_preemption_retries=_setting(spec, None, "default_preemption_retries"),
-            runnable_time_limit=_setting(spec, None, "runnable_time_limit"),
-            executor=JobQueue.Executor.SIMULATED if spec.executor is KEEP else spec.executor,
-            cause=cause,
+            queue_set_capacity,
+            queue=queue,
+            capacity=capacity,
+            expected_version=queue.version,
         )
-    else:
-        for capacity in plan.capacity_before_shares:
-            queue = _set_capacity(actor, plan, queue, capacity, reason, lines)
-        final_capacity = plan.capacity_after_shares
-    by_name = {share.name: share for share in spec.shares}
-    for change in plan.share_changes:
-        share = queue.shares.select_related("team").filter(name=change.name).first()
-        data = share_data_from_document(change.after)
-        origin = by_name.get(change.name)
-        if share is None:
-            _service(
-                lines,
+
+    def queue(self, plan: QueuePlan) -> None:
+        spec = plan.spec
+        if plan.queue is None:
+            self.call(
                 spec,
-                origin,
-                share_create,
-                actor=actor,
-                queue=queue,
-                data=data,
-                reason=reason,
-                cause=cause,
+                None,
+                queue_create,
+                name=spec.name,
+                capacity=plan.capacity,
+                description="" if spec.description is KEEP else spec.description,
+                default_preemption_retries=_setting(spec, None, "default_preemption_retries"),
+                runnable_time_limit=_setting(spec, None, "runnable_time_limit"),
+                executor=JobQueue.Executor.SIMULATED if spec.executor is KEEP else spec.executor,
             )
         else:
-            _service(
-                lines,
-                spec,
-                origin,
-                share_update,
-                actor=actor,
-                share=share,
-                data=data,
-                reason=reason,
-                expected_version=plan.share_versions[change.name],
-                cause=cause,
-            )
-    if final_capacity is not None:
-        queue = JobQueue.objects.get(pk=queue.pk)
-        _set_capacity(actor, plan, queue, final_capacity, reason, lines)
-
-
-def _set_capacity(actor, plan: QueuePlan, queue: JobQueue, capacity, reason, lines) -> JobQueue:
-    return _service(
-        lines,
-        plan.spec,
-        None,
-        queue_set_capacity,
-        actor=actor,
-        queue=queue,
-        capacity=capacity,
-        reason=reason,
-        expected_version=queue.version,
-        cause=PolicyChange.Cause.IMPORT,
-    )
-
-
-def _service(lines: Lines, spec: QueueSpec, origin: ShareSpec | None, function, **kwargs):
-    """Call a policy service; its refusal becomes the file's problem at the right field."""
-    try:
-        return function(**kwargs)
-    except PolicyError as error:
-        problems = Problems(lines)
-        for key, messages in error.errors.items():
-            name = key.split(".", 1)[0]
-            path = origin.field_path(name) if origin else spec.field_path(name)
-            for message in messages:
-                problems.add(path, message)
-        raise PolicyFileError(problems.items) from error
+            for capacity in plan.capacity_before_shares:
+                self.capacity(plan, JobQueue.objects.get(pk=plan.queue.pk), capacity)
+        queue = JobQueue.objects.get(name=spec.name)
+        by_name = {share.name: share for share in spec.shares}
+        for change in plan.share_changes:
+            share = queue.shares.select_related("team").filter(name=change.name).first()
+            data = share_data_from_document(change.after)
+            if share is None:
+                self.call(spec, by_name.get(change.name), share_create, queue=queue, data=data)
+            else:
+                self.call(
+                    spec,
+                    by_name.get(change.name),
+                    share_update,
+                    share=share,
+                    data=data,
+                    expected_version=plan.share_versions[change.name],
+                )
+        if plan.capacity_after_shares is not None:
+            self.capacity(plan, JobQueue.objects.get(pk=queue.pk), plan.capacity_after_shares)

@@ -175,12 +175,7 @@ def queue_policy_apply(request, pk: int):
             }
         )
         return _plan_page(request, queue, plan, fresh, outdated=str(error))
-    count = len(result.changes)
-    messages.success(
-        request,
-        f"Applied {payload['filename']}: {count} change{'s' if count != 1 else ''} recorded "
-        "in the history.",
-    )
+    messages.success(request, f"Applied {payload['filename']}: {result.summary()}")
     for line in result.sync_lines():
         messages.info(request, line)
     return redirect(reverse("queue-detail", args=[queue.pk]))

@@ -66,7 +66,7 @@ class Command(BaseCommand):
         self.stdout.write("\n".join(plan_lines(result.plan)))
         for line in result.sync_lines():
             self.stdout.write(line)
-        self.stdout.write(f"Applied: {len(result.changes)} history entries recorded.")
+        self.stdout.write(f"Applied: {result.summary()}")
         return None
 
     def _export(self, *, queue, format, output, **_options):

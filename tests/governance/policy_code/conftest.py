@@ -11,7 +11,15 @@ from governance.models import (
     Team,
     UrgencyDefinition,
 )
-from governance.services.policy import ShareData, queue_create, share_create, urgency_save
+from governance.policy_code.live import history_document
+from governance.services.policy import (
+    ShareData,
+    queue_create,
+    share_create,
+    share_data_from_document,
+    share_update,
+    urgency_save,
+)
 from scheduler.models import Job
 
 REASON = "Built for a policy-as-code test"
@@ -104,7 +112,7 @@ def varied_queue(admin):
         },
         reason=REASON,
     )
-    return build_queue(
+    queue = build_queue(
         admin,
         "research fleet",
         {"ml.g5.xlarge": 6, "ml.p4d.24xlarge": 4, "ml.trn1.32xlarge": 2},
@@ -112,6 +120,15 @@ def varied_queue(admin):
         default_preemption_retries=3,
         runnable_time_limit=3600,
     )
+    speech = queue.shares.get(name="speech")
+    share_update(
+        actor=admin,
+        share=speech,
+        data=share_data_from_document({**history_document(speech), "priority_ceiling": 500}),
+        reason=REASON,
+        expected_version=speech.version,
+    )
+    return queue
 
 
 def empty_database() -> None:

@@ -57,7 +57,7 @@ def test_apply_records_the_history_as_the_user_with_the_files_name(admin, varied
     path = tmp_path / "pause-nlp.json"
     path.write_text(json.dumps(body))
     out, _err = run("apply", str(path), "--user", "admin-user", "--reason", "Pause nlp")
-    assert "Applied: 1 history entries recorded." in out
+    assert "Applied: 1 change recorded in the history." in out
     change = PolicyChange.objects.latest("id")
     assert change.reason == "Pause nlp (applied from policy file pause-nlp.json)"
     assert change.actor == admin

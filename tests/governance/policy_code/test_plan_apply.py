@@ -9,6 +9,7 @@ import yaml
 from governance.models import JobQueue, PolicyChange, QuotaShare, Team, UrgencyDefinition
 from governance.policy_code import native, policy_export, policy_file_read
 from governance.policy_code.plan import PlanOutdated, policy_apply, policy_plan
+from governance.policy_code.source import PolicyFileError
 from governance.rules import Refused
 from governance.services.demo import seed_aws_sample
 from governance.services.policy import ShareData, changed_fields, share_update
@@ -156,3 +157,44 @@ def test_shares_that_move_between_instance_types_get_the_capacity_in_two_steps(a
         "ml.p4d.24xlarge"
     )
     assert QuotaShare.objects.get(name="only").limits.get().instance_type.name == "ml.p4d.24xlarge"
+
+
+def test_with_review_on_each_change_becomes_a_proposal_another_admin_approves(
+    admin, varied_queue, settings
+):
+    from governance.services.proposals import proposal_approve
+
+    settings.POLICY_CHANGES_NEED_REVIEW = True
+    data = native_data(varied_queue)
+    share_entry(data, "nlp")["borrow_limit"] = 50
+    data["urgency_definitions"][0]["priority"] = 850
+    policy = policy_file_read(raw=native.dump(data), source="review.yaml")
+    count = PolicyChange.objects.count()
+    result = policy_apply(actor=admin, policy=policy, reason="Quarterly review")
+    assert result.changes == []
+    assert len(result.proposals) == 2
+    assert result.summary().startswith("2 proposals wait for another admin's review")
+    assert PolicyChange.objects.count() == count
+    assert QuotaShare.objects.get(name="nlp").borrow_limit == 0
+
+    reviewer = UserFactory(username="second-admin", roles=["admins"])
+    nlp_proposal = next(p for p in result.proposals if p.share_id)
+    proposal_approve(actor=reviewer, proposal=nlp_proposal, note="Fine")
+    assert QuotaShare.objects.get(name="nlp").borrow_limit == 50
+    change = PolicyChange.objects.latest("id")
+    assert change.reason == "Quarterly review (applied from policy file review.yaml)"
+    assert changed_fields(change.before, change.after) == [("borrow_limit", 0, 50)]
+
+
+def test_with_review_on_a_file_whose_changes_depend_on_each_other_is_refused(
+    admin, varied_queue, settings
+):
+    settings.POLICY_CHANGES_NEED_REVIEW = True
+    policy = policy_file_read(raw=reviewed_change(varied_queue), source="review.yaml")
+    count = PolicyChange.objects.count()
+    with pytest.raises(PolicyFileError) as error:
+        policy_apply(actor=admin, policy=policy)
+    (problem,) = error.value.problems
+    assert "it creates teams (robotics): create them first" in problem.message
+    assert PolicyChange.objects.count() == count
+    assert not Team.objects.filter(name="robotics").exists()
