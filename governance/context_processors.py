@@ -1,55 +1,47 @@
 """The top bar's navigation, by role (pages.md, "Navigation by role").
 
-One table says which page each role may open. An entry is shown only when its URL
-name resolves, so a page that has not landed yet, or was removed, never becomes a
-link to a 404; and only when the user passes its check, so no link answers 403.
+Each entry names the action of governance.rules that opens its page, so the bar and
+the page ask the same table. An entry is shown only when its URL name resolves, so a
+page that has not landed yet, or was removed, never becomes a link to a 404; and only
+when the table allows its action, so no link answers 403.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.urls import NoReverseMatch, reverse
 from django.utils.functional import SimpleLazyObject
 from django.utils.module_loading import import_string
 
-from governance import permissions
-from governance.permissions import ADMINS, EXCEPTION_OWNERS, LEADERSHIP, TEAM_LEADS
-
-
-def _roles(*roles: str) -> Callable[..., bool]:
-    def check(user) -> bool:
-        return permissions.has_role(user, *roles)
-
-    return check
+from governance import permissions, rules
 
 
 @dataclass(frozen=True)
 class NavEntry:
     label: str
     url_name: str
-    visible: Callable[..., bool]
+    action: str  # the governance.rules action that opens the page
     # Dotted path to `f(*, user) -> int` giving the badge count. Imported and called
     # only when the entry is shown, so no count query runs for a page that is absent.
     badge: str = ""
 
 
 NAV: tuple[NavEntry, ...] = (
-    NavEntry("Queues", "queue-list", permissions.can_view_policies),
-    NavEntry("Policies", "policy-list", permissions.can_edit_policies),
-    NavEntry("History", "history", permissions.can_view_history),
-    NavEntry("Exceptions", "exception-list", _roles(ADMINS, TEAM_LEADS, EXCEPTION_OWNERS)),
+    NavEntry("Queues", "queue-list", "policy.view"),
+    NavEntry("Policies", "policy-list", "policy.edit"),
+    NavEntry("History", "history", "history.view"),
+    NavEntry("Exceptions", "exception-list", "exception.list"),
     NavEntry(
         "Decisions",
         "decision-queue",
-        _roles(EXCEPTION_OWNERS),
+        "exception.decision_queue",
         badge="governance.selectors.exceptions.decision_queue_count",
     ),
-    NavEntry("Knowledge", "knowledge-search", lambda user: user.is_authenticated),
-    NavEntry("Jobs", "job-list", _roles(ADMINS, TEAM_LEADS)),
-    NavEntry("Dashboard", "dashboard", _roles(ADMINS, LEADERSHIP)),
-    NavEntry("What-if", "whatif-list", permissions.can_edit_policies),
+    NavEntry("Knowledge", "knowledge-search", "knowledge.view"),
+    NavEntry("Jobs", "job-list", "job.view"),
+    NavEntry("Dashboard", "dashboard", "dashboard.view"),
+    NavEntry("What-if", "whatif-list", "whatif.use"),
 )
 
 
@@ -68,7 +60,7 @@ def nav_items_for(user, path: str = "") -> list[NavItem]:
         return []
     shown: list[tuple[NavEntry, str]] = []
     for entry in NAV:
-        if not entry.visible(user):
+        if not rules.allowed(user, entry.action):
             continue
         try:
             url = reverse(entry.url_name)

@@ -162,6 +162,15 @@ class ShareForm(LimitRowsMixin, PolicyForm):
         "−1 or empty = unlimited. Only with LEND_AND_BORROW.",
     )
     in_share_preemption = forms.BooleanField(label="In-share preemption", required=False)
+    priority_ceiling = forms.IntegerField(
+        label="Priority ceiling",
+        required=False,
+        min_value=0,
+        max_value=9999,
+        help_text="The highest job priority the team's leads may set on their own; above it "
+        "a job needs an approved priority-raise exception or an urgency that names the team. "
+        "Empty keeps it as it is (new shares: 100).",
+    )
     state = forms.ChoiceField(
         label="State",
         choices=QuotaShare.State.choices,
@@ -207,6 +216,7 @@ class ShareForm(LimitRowsMixin, PolicyForm):
             "strategy": share.strategy,
             "borrow_limit": share.borrow_limit,
             "in_share_preemption": share.in_share_preemption,
+            "priority_ceiling": share.priority_ceiling,
             "state": share.state,
             "version": share.version,
         }
@@ -221,6 +231,7 @@ class ShareForm(LimitRowsMixin, PolicyForm):
             in_share_preemption=bool(data.get("in_share_preemption")),
             state=data.get("state") or QuotaShare.State.ENABLED,
             capacity_limits=self.entries(),
+            priority_ceiling=data.get("priority_ceiling"),
         )
 
     def apply_errors(self, errors: dict[str, list[str]]) -> None:

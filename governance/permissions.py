@@ -1,7 +1,7 @@
-"""Who may do what. Every role and object check of the product lives here.
+"""Roles: who a user is. What each role may do is governance.rules, the one table.
 
-Roles are Django groups. Views, API views and templates ask these functions;
-none of them tests group membership on its own.
+Roles are Django groups; a superuser is an admin. The `can_*` functions below are
+the table's answers under the names pages and other modules already use.
 """
 
 from __future__ import annotations
@@ -47,18 +47,19 @@ def role_label(user) -> str:
     return ", ".join(ROLE_LABELS[r] for r in ROLES if r in roles) or "No role"
 
 
-# Pages and API, by capability.
-
-
 def can_view_policies(user) -> bool:
-    """Queues, shares, teams, instance types, urgency definitions (read)."""
-    return has_role(user, ADMINS, TEAM_LEADS, EXCEPTION_OWNERS, LEADERSHIP)
+    from governance import rules
+
+    return rules.allowed(user, "policy.view")
 
 
 def can_edit_policies(user) -> bool:
-    """Create and change queues, shares, limits, urgency definitions; revert history."""
-    return is_admin(user)
+    from governance import rules
+
+    return rules.allowed(user, "policy.edit")
 
 
 def can_view_history(user) -> bool:
-    return has_role(user, ADMINS, EXCEPTION_OWNERS)
+    from governance import rules
+
+    return rules.allowed(user, "history.view")

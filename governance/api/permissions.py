@@ -1,23 +1,41 @@
-"""DRF adapters for governance.permissions: the rules themselves live there."""
+"""DRF permission classes that ask governance.rules, the one table.
+
+Each class names the table's action for each operation in `rule_actions` (a view's
+own `rule_actions` comes first): keys are viewset actions ("list", "revert"), else
+"read" / "write" for the safe and the other methods. A refusal answers 403 with the
+table's sentence; anonymous clients get 401.
+"""
 
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
-from governance import permissions
+from governance import rules
 
 
-class PolicyAccess(BasePermission):
-    """Anyone with a role reads policies; only those who may edit them write."""
-
-    def has_permission(self, request, view):
-        if request.method in SAFE_METHODS:
-            return permissions.can_view_policies(request.user)
-        return permissions.can_edit_policies(request.user)
-
-
-class HistoryAccess(BasePermission):
-    """History is read by who may view it; a revert is a policy edit."""
+class TableAccess(BasePermission):
+    rule_actions: dict[str, str] = {}
 
     def has_permission(self, request, view):
-        if not permissions.can_view_history(request.user):
+        actions = getattr(view, "rule_actions", None) or self.rule_actions
+        name = getattr(view, "action", None)
+        action = actions.get(name) or actions["read" if request.method in SAFE_METHODS else "write"]
+        why = rules.refusal(request.user, action)
+        if why is not None:
+            self.message = why
             return False
-        return request.method in SAFE_METHODS or permissions.can_edit_policies(request.user)
+        return True
+
+
+class PolicyAccess(TableAccess):
+    """Policy readers read; admins write."""
+
+    rule_actions = {"read": "policy.view", "write": "policy.edit"}
+
+
+class HistoryAccess(TableAccess):
+    """History readers read; a revert is a policy edit."""
+
+    rule_actions = {"read": "history.view", "write": "policy.edit"}
+
+
+class WhatIfAccess(TableAccess):
+    rule_actions = {"read": "whatif.use", "write": "whatif.use"}

@@ -10,6 +10,7 @@ from governance.models.policy import (
     Team,
     UrgencyDefinition,
 )
+from governance.models.proposals import PolicyProposal
 from governance.models.rollups import MonthlyRollup
 from governance.models.whatif import WhatIfComparison, WhatIfReview
 
@@ -24,6 +25,7 @@ __all__ = [
     "KnowledgeArticle",
     "MonthlyRollup",
     "PolicyChange",
+    "PolicyProposal",
     "QueueCapacity",
     "QuotaShare",
     "Tag",

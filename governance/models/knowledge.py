@@ -58,6 +58,15 @@ class KnowledgeArticle(models.Model):
     exception_requests = models.ManyToManyField(
         ExceptionRequest, blank=True, related_name="articles"
     )
+    # Set on the decision record of a decided request: append-only, and seen only by
+    # those who may see the request (governance.rules, "article.view").
+    decision_for = models.OneToOneField(
+        ExceptionRequest,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="decision_record",
+    )
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -82,6 +82,10 @@ class QueueCapacity(models.Model):
         return f"{self.queue}: {self.instances} × {self.instance_type}"
 
 
+DEFAULT_PRIORITY_CEILING = 100
+MAX_PRIORITY = 9999
+
+
 class QuotaShare(models.Model):
     class Strategy(models.TextChoices):
         RESERVE = "RESERVE", "RESERVE"
@@ -104,6 +108,11 @@ class QuotaShare(models.Model):
     )
     in_share_preemption = models.BooleanField(default=False)
     state = models.CharField(max_length=8, choices=State, default=State.ENABLED)
+    priority_ceiling = models.PositiveIntegerField(
+        default=DEFAULT_PRIORITY_CEILING,
+        help_text="The highest job priority a team lead may give without an active "
+        "priority-raise exception or an urgency that names the team (0–9999).",
+    )
     # Position in the queue: entitlement is granted in this order (the spec's listed order).
     position = models.PositiveIntegerField(default=0)
     version = models.PositiveIntegerField(default=1)
@@ -114,6 +123,10 @@ class QuotaShare(models.Model):
         ordering = ["queue_id", "position", "id"]
         constraints = [
             models.UniqueConstraint(fields=["queue", "name"], name="quotashare_unique_name"),
+            models.CheckConstraint(
+                condition=Q(priority_ceiling__lte=MAX_PRIORITY),
+                name="quotashare_priority_ceiling_le_9999",
+            ),
             models.CheckConstraint(
                 condition=(Q(strategy="LEND_AND_BORROW") & Q(borrow_limit__gte=-1))
                 | (~Q(strategy="LEND_AND_BORROW") & Q(borrow_limit__isnull=True)),

@@ -9,8 +9,9 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
 from django.utils import timezone
 
+from governance import rules
 from governance.models import ExceptionEvent, ExceptionOwner, ExceptionRequest, PolicyChange
-from governance.permissions import EXCEPTION_OWNERS, TEAM_LEADS, has_role, is_admin
+from governance.permissions import EXCEPTION_OWNERS
 from scheduler.models import Job
 
 State = ExceptionRequest.State
@@ -41,15 +42,7 @@ def exception_request_list(
     queue_id: int | None = None,
 ) -> QuerySet[ExceptionRequest]:
     """The requests `user` may see, newest first, with the filters applied."""
-    requests = _base()
-    if not is_admin(user):
-        visible = Q(requested_by=user)
-        if has_role(user, TEAM_LEADS):
-            visible |= Q(team__leads=user)
-        if has_role(user, EXCEPTION_OWNERS):
-            requests = requests.annotate(in_scope=_in_scope(user))
-            visible |= Q(in_scope=True)
-        requests = requests.filter(visible).distinct()
+    requests = rules.visible(user, "exception.view", _base())
     if state:
         requests = requests.filter(state=state)
     if kind:
@@ -67,27 +60,23 @@ def exception_request_get(*, pk: int) -> ExceptionRequest:
     return _base().get(pk=pk)
 
 
+def _waiting_for(user, requests: QuerySet[ExceptionRequest]) -> QuerySet[ExceptionRequest]:
+    """Submitted requests in `user`'s scope as an exception owner that the rules let them
+    decide (not their own, not of a team they lead or belong to)."""
+    if not rules.allowed(user, "exception.decision_queue"):
+        return requests.none()
+    requests = requests.filter(_in_scope(user), state=State.SUBMITTED)
+    return rules.visible(user, "exception.decide", requests)
+
+
 def decision_queue(*, user) -> QuerySet[ExceptionRequest]:
-    """Submitted requests in `user`'s scope that they did not file, oldest first."""
-    if not has_role(user, EXCEPTION_OWNERS):
-        return ExceptionRequest.objects.none()
-    return (
-        _base()
-        .filter(_in_scope(user), state=State.SUBMITTED)
-        .exclude(requested_by=user)
-        .order_by("submitted_at", "id")
-    )
+    """The requests waiting for `user`'s decision, oldest first."""
+    return _waiting_for(user, _base()).order_by("submitted_at", "id")
 
 
 def decision_queue_count(*, user) -> int:
     """The top bar's badge: how many requests wait for `user`'s decision."""
-    if not has_role(user, EXCEPTION_OWNERS):
-        return 0
-    return (
-        ExceptionRequest.objects.filter(_in_scope(user), state=State.SUBMITTED)
-        .exclude(requested_by=user)
-        .count()
-    )
+    return _waiting_for(user, ExceptionRequest.objects.all()).count()
 
 
 def waiting_seconds(request: ExceptionRequest, *, now: datetime | None = None) -> int:
@@ -97,17 +86,18 @@ def waiting_seconds(request: ExceptionRequest, *, now: datetime | None = None) -
 
 
 def request_owners(*, request: ExceptionRequest) -> list:
-    """The exception owners whose scope covers `request` (they are told of it)."""
+    """The exception owners whose scope covers `request` and who may decide it (they are
+    told of it): not the requester, nobody who leads or belongs to its team."""
     User = get_user_model()
     scope = Q(exception_scopes__queue_id=request.queue_id)
     if request.share_id:
         scope |= Q(exception_scopes__share_id=request.share_id)
-    return list(
-        User.objects.filter(scope, groups__name=EXCEPTION_OWNERS, is_active=True)
-        .exclude(pk=request.requested_by_id)
-        .distinct()
-        .order_by("username")
-    )
+    owners = User.objects.filter(scope, groups__name=EXCEPTION_OWNERS, is_active=True).distinct()
+    return [
+        owner
+        for owner in owners.order_by("username")
+        if rules.allowed(owner, "exception.decide", request)
+    ]
 
 
 def requester_history(*, request: ExceptionRequest, limit: int = 5) -> list[ExceptionRequest]:

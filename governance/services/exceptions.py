@@ -27,11 +27,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from governance import exception_permissions as rules
+from governance import rules
 from governance.models import (
     ExceptionEvent,
     ExceptionOwner,
@@ -71,8 +70,8 @@ class TransitionRefused(PolicyError):
         super().__init__({"state": [message]})
 
 
-class ActionNotAllowed(PermissionDenied):
-    """The user may not take this step on this request; the message says why."""
+# The user may not take this step on this request; the message (the rules table's) says why.
+ActionNotAllowed = rules.Refused
 
 
 @dataclass(frozen=True)
@@ -158,7 +157,7 @@ def request_validate(*, actor, data: RequestData, now: datetime | None = None) -
     if data.team is None:
         add("team", "choose the team the exception is for")
     else:
-        refusal = rules.file_refusal(actor, data.team)
+        refusal = rules.refusal(actor, "exception.file", data.team)
         if refusal:
             add("team", refusal)
     if not (data.justification or "").strip():
@@ -264,6 +263,7 @@ def exception_request_create(
     *, actor, data: RequestData, submit: bool = False, now: datetime | None = None
 ) -> ExceptionRequest:
     """File a request (a draft, or submitted at once with `submit=True`)."""
+    rules.require(actor, "exception.file")
     now = now or timezone.now()
     fields = _checked_fields(actor=actor, data=data, now=now)
     request = ExceptionRequest.objects.create(**fields, requested_by=actor)
@@ -302,14 +302,6 @@ def _checked_fields(*, actor, data: RequestData, now: datetime) -> dict:
     }
 
 
-def edit_refusal(user, request: ExceptionRequest) -> str | None:
-    """None when `user` may edit `request` as a draft; otherwise why not (the role part;
-    the state is checked by exception_request_update)."""
-    if request.requested_by_id != user.pk:
-        return "only the requester may edit this draft"
-    return None
-
-
 def _edit_refused(state: str) -> str:
     current = State(state).label.lower()
     return (
@@ -325,7 +317,7 @@ def exception_request_update(
     """Change a draft with the same rules as filing. Only a DRAFT changes: the UPDATE is
     conditional on the state, so a draft submitted meanwhile is refused, not changed."""
     now = now or timezone.now()
-    _require(edit_refusal(actor, request))
+    rules.require(actor, "exception.edit", request)
     if request.state != State.DRAFT:
         raise TransitionRefused(_edit_refused(request.state))
     fields = _checked_fields(actor=actor, data=data, now=now)
@@ -336,11 +328,6 @@ def exception_request_update(
         setattr(request, name, value)
     request.jobs.set(list(data.jobs) if data.kind in JOB_KINDS else [])
     return request
-
-
-def _require(refusal: str | None) -> None:
-    if refusal:
-        raise ActionNotAllowed(refusal)
 
 
 def _data_of(request: ExceptionRequest) -> RequestData:
@@ -363,7 +350,7 @@ def exception_request_submit(
     *, actor, request: ExceptionRequest, now: datetime | None = None
 ) -> ExceptionRequest:
     now = now or timezone.now()
-    _require(rules.submit_refusal(actor, request))
+    rules.require(actor, "exception.submit", request)
     if request.state != State.DRAFT:
         raise TransitionRefused(_refusal("submit", request.state))
     # The rules may have changed since the draft was saved (the window, the urgency).
@@ -389,7 +376,7 @@ def exception_request_approve(
 ) -> ExceptionRequest:
     """Approve; takes effect at once when its window has begun, else at its start."""
     now = now or timezone.now()
-    _require(rules.decide_refusal(actor, request))
+    rules.require(actor, "exception.decide", request)
     if request.state != State.SUBMITTED:
         raise TransitionRefused(_refusal("approve", request.state))
     if request.window_end <= now:
@@ -413,7 +400,7 @@ def exception_request_deny(
     *, actor, request: ExceptionRequest, note: str, now: datetime | None = None
 ) -> ExceptionRequest:
     now = now or timezone.now()
-    _require(rules.decide_refusal(actor, request))
+    rules.require(actor, "exception.decide", request)
     if request.state != State.SUBMITTED:
         raise TransitionRefused(_refusal("deny", request.state))
     note = (note or "").strip()
@@ -439,7 +426,7 @@ def exception_request_revoke(
 ) -> ExceptionRequest:
     """End an approved or active exception early; an active one's effect is taken back."""
     now = now or timezone.now()
-    _require(rules.revoke_refusal(actor, request))
+    rules.require(actor, "exception.revoke", request)
     if request.state not in _STEPS["revoke"][0]:
         raise TransitionRefused(_refusal("revoke", request.state))
     reason = (reason or "").strip()
@@ -812,8 +799,7 @@ def exception_owner_add(
     *, actor, user, queue: JobQueue | None = None, share: QuotaShare | None = None
 ) -> ExceptionOwner:
     """Make `user` an exception owner of `queue` or of `share` (admins only)."""
-    if not rules.is_admin(actor):
-        raise ActionNotAllowed("only platform admins appoint exception owners")
+    rules.require(actor, "exception_owner.manage")
     if (queue is None) == (share is None):
         raise PolicyError({NON_FIELD: ["choose either a queue or a share"]})
     owner, _ = ExceptionOwner.objects.get_or_create(user=user, queue=queue, share=share)
@@ -856,8 +842,7 @@ def exception_owner_validate(
 @transaction.atomic
 def exception_owner_remove(*, actor, owner: ExceptionOwner) -> None:
     """Take `owner`'s scope away (admins only). Their group membership stays."""
-    if not rules.is_admin(actor):
-        raise ActionNotAllowed("only platform admins remove exception owners")
+    rules.require(actor, "exception_owner.manage")
     ExceptionOwner.objects.filter(pk=owner.pk).delete()
 
 

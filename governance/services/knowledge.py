@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils.text import slugify
 
-from governance import exception_permissions as rules
+from governance import rules
 from governance.glossary import GLOSSARY
 from governance.models import (
     ArticleRevision,
@@ -137,19 +137,51 @@ def _revision(article: KnowledgeArticle, *, editor, reason: str) -> None:
     )
 
 
+def _people_errors(*, actor, data: ArticleData, article: KnowledgeArticle | None) -> dict:
+    """Editors must hold a role that writes knowledge; a link to an exception request the
+    actor may not see is refused with the same words as an unknown id, so a guessed id
+    tells nothing. Links already on the article stay as they are."""
+    errors: dict[str, list[str]] = {}
+    for editor in data.editors:
+        if not rules.allowed(editor, "knowledge.write"):
+            name = editor.get_full_name() or editor.get_username()
+            errors.setdefault("editors", []).append(
+                f"{name} may not write in the knowledge base (leadership and people without "
+                "a role read it): choose an admin, a team lead or an exception owner"
+            )
+    linked = set(article.exception_requests.values_list("pk", flat=True)) if article else set()
+    for request in data.exception_requests:
+        if request.pk not in linked and not rules.allowed(actor, "exception.view", request):
+            errors.setdefault("exception_requests", []).append(unknown_request(request.pk))
+    return errors
+
+
+def unknown_request(pk) -> str:
+    """What an unknown exception request id gets (the API's words for a missing id)."""
+    return f'Invalid pk "{pk}" - object does not exist.'
+
+
 @transaction.atomic
 def article_create(
-    *, actor, data: ArticleData, reason: str = "", slug: str = "", check: bool = True
+    *,
+    actor,
+    data: ArticleData,
+    reason: str = "",
+    slug: str = "",
+    check: bool = True,
+    decision_for: ExceptionRequest | None = None,
 ) -> KnowledgeArticle:
     """A new article owned by `actor`. `check=False` is for system records (decisions)."""
-    if check and not rules.can_write_articles(actor):
-        from governance.services.exceptions import ActionNotAllowed
-
-        raise ActionNotAllowed("leadership reads the knowledge base; ask an admin to write")
+    if check:
+        rules.require(actor, "knowledge.write")
     errors = article_validate(data)
+    if check:
+        errors.update(_people_errors(actor=actor, data=data, article=None))
     if errors:
         raise PolicyError(errors)
-    article = KnowledgeArticle(owner=actor, slug=slug or _unique_slug(data.title))
+    article = KnowledgeArticle(
+        owner=actor, slug=slug or _unique_slug(data.title), decision_for=decision_for
+    )
     _write(article, data)
     article.save()
     _set_relations(article, data)
@@ -161,12 +193,9 @@ def article_create(
 def article_update(
     *, actor, article: KnowledgeArticle, data: ArticleData, expected_version: int, reason: str = ""
 ) -> KnowledgeArticle:
-    if not rules.can_edit_article(actor, article):
-        from governance.services.exceptions import ActionNotAllowed
-
-        raise ActionNotAllowed(
-            "only the article's owner, its editors and platform admins may change it"
-        )
+    rules.require(actor, "article.edit", article)
+    if {editor.pk for editor in data.editors} != set(article.editors.values_list("pk", flat=True)):
+        rules.require(actor, "article.editors", article)
     current = KnowledgeArticle.objects.select_for_update().get(pk=article.pk)
     if current.version != expected_version:
         raise VersionConflict(
@@ -180,6 +209,7 @@ def article_update(
             },
         )
     errors = article_validate(data)
+    errors.update(_people_errors(actor=actor, data=data, article=current))
     if errors:
         raise PolicyError(errors)
     _write(current, data)
@@ -193,17 +223,15 @@ def article_update(
 
 @transaction.atomic
 def article_delete(*, actor, article: KnowledgeArticle) -> None:
-    if not (rules.is_admin(actor) or article.owner_id == actor.pk):
-        from governance.services.exceptions import ActionNotAllowed
-
-        raise ActionNotAllowed("only the article's owner and platform admins may delete it")
+    rules.require(actor, "article.delete", article)
     article.delete()
 
 
 def article_record_decision(*, request: ExceptionRequest) -> KnowledgeArticle:
-    """The decision record of a decided exception request (one per request)."""
+    """The decision record of a decided exception request (one per request): append-only
+    (governance.rules refuses every change), seen only by who may see the request."""
     slug = f"exception-{request.pk}-decision"
-    existing = KnowledgeArticle.objects.filter(slug=slug).first()
+    existing = KnowledgeArticle.objects.filter(decision_for=request).first()
     if existing is not None:
         return existing
     verdict = "approved" if request.state != ExceptionRequest.State.DENIED else "denied"
@@ -241,7 +269,7 @@ def article_record_decision(*, request: ExceptionRequest) -> KnowledgeArticle:
     )
     return article_create(
         actor=decider, data=data, reason="Recorded when the request was decided", slug=slug,
-        check=False,
+        check=False, decision_for=request,
     )  # fmt: skip
 
 

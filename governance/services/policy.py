@@ -5,6 +5,13 @@ Every rule of a share policy is checked once, by the engine's validate_policy
 change applied; the form, the API, import and exceptions all call these
 functions. Every change writes a PolicyChange (who, when, why, before, after)
 inside the same transaction, and one writer per queue holds the queue row lock.
+
+Every write checks its actor against governance.rules. With
+POLICY_CHANGES_NEED_REVIEW an edit or a revert does not apply: the write is run in a
+savepoint that is rolled back (so it is checked exactly as it would apply, and its
+diff is kept), and a PolicyProposal is returned instead, which applies only when
+another admin approves it (governance.services.proposals). Changes caused by an
+exception, and imports, apply at once: the exception was decided by its owner.
 """
 
 from __future__ import annotations
@@ -13,14 +20,17 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
+from governance import rules
 from governance.models import (
     CapacityLimit,
     InstanceType,
     JobQueue,
     PolicyChange,
+    PolicyProposal,
     QueueCapacity,
     QuotaShare,
     Team,
@@ -30,6 +40,9 @@ from scheduler.engine import validate_policy
 
 MAX_LIMITS_PER_SHARE = 5
 NON_FIELD = "non_field_errors"
+# The largest borrow limit: a share may borrow up to 100 times its own limit. Beyond
+# that a number is a typo, not a policy; -1 says "unlimited".
+BORROW_LIMIT_MAX = 10_000
 
 
 class PolicyError(Exception):
@@ -65,6 +78,9 @@ class ShareData:
     in_share_preemption: bool = False
     state: str = QuotaShare.State.ENABLED
     capacity_limits: Mapping[str, int] = field(default_factory=dict)
+    # Not part of the scheduling policy (the engine never sees it): the highest priority
+    # a lead may give the share's jobs without an exception. None: keep it as it is.
+    priority_ceiling: int | None = None
 
 
 # Documents: the canonical JSON shape used for validation, history and revert.
@@ -141,12 +157,43 @@ def share_validate_in_policy(
 ) -> dict[str, list[str]]:
     """Every problem with `data` as share `index` of a policy document (the queue and its
     shares in the scenario format; `index == len(share_docs)` adds a share). The one path
-    by which the editor, the API, imports and what-if drafts check a share."""
+    by which the editor, the API, imports and what-if drafts check a share.
+
+    A capacity limit above the queue's capacity of that type is an error when it is set
+    or raised, since a share can never use more than the queue has. The limits of all
+    shares together may exceed the capacity (shares lend and borrow). A limit already
+    above capacity (the queue shrank since) may stay or be lowered, so unrelated edits
+    and an exception's expiry still save; an exception itself never raises a limit past
+    capacity (governance.services.exceptions checks that when it applies)."""
     errors: dict[str, list[str]] = {}
     if data.team is None:
         errors["team"] = ["choose the team that owns this share"]
     if not data.name.strip():
         errors["name"] = ["give the share a name"]
+    borrow = data.borrow_limit
+    if isinstance(borrow, int) and not isinstance(borrow, bool) and borrow > BORROW_LIMIT_MAX:
+        errors["borrow_limit"] = [
+            f"must be at most {BORROW_LIMIT_MAX} (percent of the share's own limit), "
+            "or -1 for unlimited"
+        ]
+    ceiling = data.priority_ceiling
+    if ceiling is not None and (
+        not isinstance(ceiling, int) or isinstance(ceiling, bool) or not 0 <= ceiling <= 9999
+    ):
+        errors["priority_ceiling"] = ["must be a whole number from 0 to 9999"]
+    capacity = queue_doc.get("capacity") if isinstance(queue_doc.get("capacity"), dict) else {}
+    stored = share_docs[index].get("capacity_limits", {}) if index < len(share_docs) else {}
+    for type_name, limit in data.capacity_limits.items():
+        available = capacity.get(type_name)
+        if (
+            isinstance(limit, int)
+            and isinstance(available, int)
+            and limit > available
+            and limit > stored.get(type_name, 0)
+        ):
+            errors[f"capacity_limits.{type_name}"] = [
+                f"at most {available}: the queue has {available} {type_name}"
+            ]
     docs = [_engine_share(doc) for doc in share_docs]
     proposed = _engine_share(_data_document(data))
     if index == len(docs):
@@ -172,6 +219,80 @@ def share_validate(
         share_docs=[share_document(s) for s in shares],
         index=index,
         data=data,
+    )
+
+
+def _check_actor(actor, *, cause: str, exception_request=None) -> None:
+    """Edits, imports and reverts are the table's "policy.edit" (admins). A change an
+    exception causes was allowed by the exception's own rules (its decider may be an
+    exception owner; its expiry has no actor), so it must name that request."""
+    if cause == PolicyChange.Cause.EXCEPTION:
+        if exception_request is None:
+            raise ValueError("a change caused by an exception must name its request")
+        return
+    rules.require(actor, "policy.edit")
+
+
+# Internal: the write is already reviewed (a dry run, or one step of a reviewed write).
+_REVIEWED = object()
+Kind = PolicyProposal.Kind
+
+
+def _approval_refusal(approved) -> str | None:
+    """None when `approved` (a proposal being approved, or an approved what-if draft)
+    carries another admin's approval; otherwise why it does not."""
+    from governance.models import WhatIfComparison
+
+    if isinstance(approved, PolicyProposal):
+        ok = approved.is_pending and approved.reviewer_id not in (None, approved.author_id)
+    elif isinstance(approved, WhatIfComparison):
+        ok = approved.review_state == WhatIfComparison.Review.APPROVED and (
+            approved.reviewer_id not in (None, approved.author_id)
+        )
+    else:
+        ok = False
+    return None if ok else "this change has not been approved by another admin"
+
+
+def _needs_proposal(actor, *, cause: str, approved, exception_request=None) -> bool:
+    """Check the actor; True when this write must wait for another admin's review."""
+    _check_actor(actor, cause=cause, exception_request=exception_request)
+    if approved is _REVIEWED:
+        return False
+    if approved is not None:
+        why = _approval_refusal(approved)
+        if why:
+            raise rules.Refused(why)
+        return False
+    if cause not in (PolicyChange.Cause.EDIT, PolicyChange.Cause.REVERT):
+        return False
+    return bool(settings.POLICY_CHANGES_NEED_REVIEW)
+
+
+def _propose(*, actor, kind: str, reason: str, write, payload: dict, **fields):
+    """Run `write` (the reviewed form of the same call) in a savepoint that is rolled back:
+    its problems are raised as the write would raise them, and the change it would record
+    is kept as the proposal's diff. None when it would change nothing."""
+    since = PolicyChange.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    savepoint = transaction.savepoint()
+    try:
+        write()
+        change = PolicyChange.objects.filter(id__gt=since).order_by("-id").first()
+        before = change.before if change else None
+        after = change.after if change else None
+        object_repr = change.object_repr if change else ""
+    finally:
+        transaction.savepoint_rollback(savepoint)
+    if change is None:
+        return None
+    return PolicyProposal.objects.create(
+        kind=kind,
+        author=actor,
+        reason=reason.strip(),
+        object_repr=object_repr,
+        before=before,
+        payload={**payload, "after": after},
+        **fields,
     )
 
 
@@ -242,7 +363,22 @@ def share_create(
     data: ShareData,
     reason: str,
     cause: str = PolicyChange.Cause.EDIT,
-) -> QuotaShare:
+    approved=None,
+) -> QuotaShare | PolicyProposal:
+    """A new share (or, when changes need review, the proposal of one)."""
+    if _needs_proposal(actor, cause=cause, approved=approved):
+        proposal = _propose(
+            actor=actor,
+            kind=Kind.SHARE_CREATE,
+            reason=reason,
+            payload={"data": _proposed_document(data)},
+            queue=queue,
+            write=lambda: share_create(
+                actor=actor, queue=queue, data=data, reason=reason, cause=cause, approved=_REVIEWED
+            ),
+        )
+        if proposal is not None:
+            return proposal
     reason = _require_reason(reason)
     queue = _lock_queue(queue)
     errors = share_validate(queue=queue, data=data)
@@ -258,6 +394,7 @@ def share_create(
         in_share_preemption=data.in_share_preemption,
         state=data.state,
         position=position + 1,
+        **({} if data.priority_ceiling is None else {"priority_ceiling": data.priority_ceiling}),
     )
     _write_limits(share, data.capacity_limits)
     _record(
@@ -267,7 +404,7 @@ def share_create(
         target=PolicyChange.Target.SHARE,
         object_repr=str(share),
         before=None,
-        after=share_document(share),
+        after=_history_document(share),
         queue=queue,
         share=share,
     )
@@ -292,13 +429,37 @@ def share_update(
     cause: str = PolicyChange.Cause.EDIT,
     reverts: PolicyChange | None = None,
     exception_request=None,
-) -> QuotaShare:
-    """Apply `data` to `share` if nobody saved it since `expected_version`.
-    `exception_request` links the recorded change to the exception that caused it."""
+    approved=None,
+) -> QuotaShare | PolicyProposal:
+    """Apply `data` to `share` if nobody saved it since `expected_version` (or, when
+    changes need review, return the proposal of it). `exception_request` links the
+    recorded change to the exception that caused it; `approved` is the approved proposal
+    or what-if draft this write carries out."""
+    if _needs_proposal(actor, cause=cause, approved=approved, exception_request=exception_request):
+        proposal = _propose(
+            actor=actor,
+            kind=Kind.SHARE_UPDATE,
+            reason=reason,
+            payload={"data": _proposed_document(data)},
+            share=share,
+            queue=share.queue,
+            base_version=expected_version,
+            write=lambda: share_update(
+                actor=actor,
+                share=share,
+                data=data,
+                reason=reason,
+                expected_version=expected_version,
+                cause=cause,
+                approved=_REVIEWED,
+            ),
+        )
+        if proposal is not None:
+            return proposal
     reason = _require_reason(reason)
     queue = _lock_queue(share.queue)
     current = QuotaShare.objects.select_related("team", "queue").get(pk=share.pk)
-    before = share_document(current)
+    before = _history_document(current)
     if current.version != expected_version:
         raise VersionConflict(
             current=before, current_version=current.version, submitted=_data_document(data)
@@ -306,7 +467,8 @@ def share_update(
     errors = share_validate(queue=queue, data=data, share=current)
     if errors:
         raise PolicyError(errors)
-    if _data_document(data) == before:
+    ceiling = current.priority_ceiling if data.priority_ceiling is None else data.priority_ceiling
+    if {**_data_document(data), "priority_ceiling": ceiling} == before:
         return current  # nothing changes: no new version, no history entry
     current.team = data.team
     current.name = data.name.strip()
@@ -314,11 +476,12 @@ def share_update(
     current.borrow_limit = _stored_borrow_limit(data)
     current.in_share_preemption = data.in_share_preemption
     current.state = data.state
+    current.priority_ceiling = ceiling
     current.version = F("version") + 1
     current.save()
     _write_limits(current, data.capacity_limits)
     current.refresh_from_db()
-    after = share_document(current)
+    after = _history_document(current)
     if after != before:
         _record(
             actor=actor,
@@ -350,7 +513,20 @@ def share_data_from_document(doc: Mapping, *, team: Team | None = None) -> Share
         in_share_preemption=bool(doc.get("in_share_preemption", False)),
         state=doc.get("state", QuotaShare.State.ENABLED),
         capacity_limits=dict(doc.get("capacity_limits", {})),
+        priority_ceiling=doc.get("priority_ceiling"),
     )
+
+
+def _history_document(share: QuotaShare) -> dict:
+    """The share as a PolicyChange records it: its policy and its priority ceiling."""
+    return {**share_document(share), "priority_ceiling": share.priority_ceiling}
+
+
+def _proposed_document(data: ShareData) -> dict:
+    doc = _data_document(data)
+    if data.priority_ceiling is not None:
+        doc["priority_ceiling"] = data.priority_ceiling
+    return doc
 
 
 def queue_capacity_validate(
@@ -389,8 +565,29 @@ def queue_set_capacity(
     expected_version: int,
     cause: str = PolicyChange.Cause.EDIT,
     reverts: PolicyChange | None = None,
-) -> JobQueue:
+    approved=None,
+) -> JobQueue | PolicyProposal:
     """Replace the queue's capacity map (instance type name -> instances)."""
+    if _needs_proposal(actor, cause=cause, approved=approved):
+        proposal = _propose(
+            actor=actor,
+            kind=Kind.QUEUE_CAPACITY,
+            reason=reason,
+            payload={"capacity": dict(capacity)},
+            queue=queue,
+            base_version=expected_version,
+            write=lambda: queue_set_capacity(
+                actor=actor,
+                queue=queue,
+                capacity=capacity,
+                reason=reason,
+                expected_version=expected_version,
+                cause=cause,
+                approved=_REVIEWED,
+            ),
+        )
+        if proposal is not None:
+            return proposal
     reason = _require_reason(reason)
     locked = _lock_queue(queue)
     before = queue_document(locked)
@@ -442,8 +639,29 @@ def queue_create(
     runnable_time_limit: int | None = None,
     executor: str = JobQueue.Executor.SIMULATED,
     cause: str = PolicyChange.Cause.EDIT,
-) -> JobQueue:
+    approved=None,
+) -> JobQueue | PolicyProposal:
     """A new queue with its first capacity, recorded as one change. Nothing is kept on error."""
+    fields = {
+        "name": name,
+        "capacity": dict(capacity),
+        "description": description,
+        "default_preemption_retries": default_preemption_retries,
+        "runnable_time_limit": runnable_time_limit,
+        "executor": executor,
+    }
+    if _needs_proposal(actor, cause=cause, approved=approved):
+        proposal = _propose(
+            actor=actor,
+            kind=Kind.QUEUE_CREATE,
+            reason=reason,
+            payload=fields,
+            write=lambda: queue_create(
+                actor=actor, reason=reason, cause=cause, approved=_REVIEWED, **fields
+            ),
+        )
+        if proposal is not None:
+            return proposal
     reason = _require_reason(reason)
     name = (name or "").strip()
     if not name:
@@ -464,6 +682,7 @@ def queue_create(
         reason=reason,
         expected_version=queue.version,
         cause=cause,
+        approved=_REVIEWED,
     )
 
 
@@ -520,8 +739,34 @@ def urgency_save(
     expected_version: int | None = None,
     cause: str = PolicyChange.Cause.EDIT,
     reverts: PolicyChange | None = None,
-) -> UrgencyDefinition:
+    approved=None,
+) -> UrgencyDefinition | PolicyProposal:
     """Create (urgency=None) or update an urgency definition from URGENCY_FIELDS + invokers."""
+    if _needs_proposal(actor, cause=cause, approved=approved):
+        document = {key: data.get(key) for key in URGENCY_FIELDS}
+        if data.get("invokers") is not None:
+            document["invokers"] = [
+                team.name if isinstance(team, Team) else str(team) for team in data["invokers"]
+            ]
+        proposal = _propose(
+            actor=actor,
+            kind=Kind.URGENCY_CREATE if urgency is None else Kind.URGENCY_UPDATE,
+            reason=reason,
+            payload={"data": document},
+            urgency=urgency,
+            base_version=expected_version,
+            write=lambda: urgency_save(
+                actor=actor,
+                data=data,
+                reason=reason,
+                urgency=urgency,
+                expected_version=expected_version,
+                cause=cause,
+                approved=_REVIEWED,
+            ),
+        )
+        if proposal is not None:
+            return proposal
     reason = _require_reason(reason)
     before = None
     if urgency is not None:
@@ -615,9 +860,27 @@ def changed_fields(
 
 
 @transaction.atomic
-def policy_change_revert(*, actor, change: PolicyChange, reason: str) -> PolicyChange:
+def policy_change_revert(
+    *, actor, change: PolicyChange, reason: str, approved=None
+) -> PolicyChange | PolicyProposal:
     """Take back what `change` did, as a new change. Only the fields it changed are restored,
     so later edits of other fields stay."""
+    if _needs_proposal(actor, cause=PolicyChange.Cause.REVERT, approved=approved):
+        proposal = _propose(
+            actor=actor,
+            kind=Kind.REVERT,
+            reason=reason,
+            payload={},
+            reverts=change,
+            queue=change.queue,
+            share=change.share,
+            urgency=change.urgency,
+            write=lambda: policy_change_revert(
+                actor=actor, change=change, reason=reason, approved=_REVIEWED
+            ),
+        )
+        if proposal is not None:
+            return proposal
     reason = _require_reason(reason)
     diff = changed_fields(change.before, change.after)
     last_id = PolicyChange.objects.order_by("-id").values_list("id", flat=True).first() or 0
@@ -643,6 +906,7 @@ def policy_change_revert(*, actor, change: PolicyChange, reason: str) -> PolicyC
             expected_version=share.version,
             cause=PolicyChange.Cause.REVERT,
             reverts=change,
+            approved=_REVIEWED,
         )
     elif change.target == PolicyChange.Target.QUEUE:
         if change.queue is None or change.before is None:
@@ -655,6 +919,7 @@ def policy_change_revert(*, actor, change: PolicyChange, reason: str) -> PolicyC
             expected_version=JobQueue.objects.get(pk=change.queue_id).version,
             cause=PolicyChange.Cause.REVERT,
             reverts=change,
+            approved=_REVIEWED,
         )
     else:
         if change.urgency is None or change.before is None:
@@ -668,6 +933,7 @@ def policy_change_revert(*, actor, change: PolicyChange, reason: str) -> PolicyC
             urgency=change.urgency,
             cause=PolicyChange.Cause.REVERT,
             reverts=change,
+            approved=_REVIEWED,
         )
     latest = PolicyChange.objects.filter(reverts=change, id__gt=last_id).order_by("-id").first()
     if latest is None:

@@ -17,7 +17,7 @@ from django.utils.dateformat import format as format_date
 from django.utils.html import format_html
 from django.utils.text import slugify
 
-from governance import glossary
+from governance import glossary, rules
 
 register = template.Library()
 
@@ -165,3 +165,11 @@ def localtime_tag(value):
         utc.strftime("%Y-%m-%d %H:%M"),
         format_date(local, "j M Y, H:i T"),
     )
+
+
+@register.simple_tag(takes_context=True)
+def allowed(context, action: str, obj=None) -> bool:
+    """The rules table's answer for the signed-in user, for links and buttons:
+    `{% allowed "policy.edit" as can_edit %}`, `{% allowed "job.manage" job as can_manage %}`."""
+    user = context.get("user") or getattr(context.get("request"), "user", None)
+    return user is not None and rules.allowed(user, action, obj)

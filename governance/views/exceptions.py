@@ -1,6 +1,6 @@
 """Exception pages: the list, filing a request, one request (with deciding), the
-decision queue and the counts. Thin: permission questions go to
-governance.exception_permissions, reads to the selectors, writes to the services."""
+decision queue and the counts. Thin: permission questions go to governance.rules,
+reads to the selectors, writes to the services."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from governance import exception_permissions as rules
+from governance import rules
 from governance.forms_exceptions import (
     DecisionForm,
     ExceptionFilterForm,
@@ -23,7 +23,6 @@ from governance.forms_exceptions import (
     RevokeForm,
 )
 from governance.models import ExceptionOwner, ExceptionRequest, UrgencyDefinition
-from governance.permissions import can_edit_policies
 from governance.selectors import exceptions as selectors
 from governance.selectors.knowledge import articles_for_request
 from governance.services import exceptions as services
@@ -32,22 +31,17 @@ from governance.services.policy import PolicyError, changed_fields
 PER_PAGE = 20
 
 
-def _require(allowed: bool) -> None:
-    if not allowed:
-        raise PermissionDenied
-
-
 def _visible_request(request, pk: int) -> ExceptionRequest:
     try:
         obj = selectors.exception_request_get(pk=pk)
     except ExceptionRequest.DoesNotExist:
         raise Http404("No such exception request") from None
-    _require(rules.can_view_request(request.user, obj))
+    rules.require(request.user, "exception.view", obj)
     return obj
 
 
 def exception_list(request):
-    _require(rules.can_view_exceptions(request.user))
+    rules.require(request.user, "exception.list")
     filters = ExceptionFilterForm(request.GET or None)
     values = filters.cleaned_data if filters.is_valid() else {}
     requests = selectors.exception_request_list(
@@ -63,10 +57,6 @@ def exception_list(request):
         "requests": list(page),
         "filter_form": filters if request.GET else ExceptionFilterForm(),
         "filtered": any(values.values()) if values else False,
-        "can_file": rules.can_file_requests(request.user),
-        "can_view_counts": rules.can_view_exception_counts(request.user),
-        "can_view_decisions": rules.can_view_decision_queue(request.user),
-        "can_manage_owners": can_edit_policies(request.user),
     }
     if request.htmx:
         return render(request, "governance/exceptions/_list.html", context)
@@ -79,7 +69,7 @@ def _initial_window() -> dict:
 
 
 def exception_create(request):
-    _require(rules.can_file_requests(request.user))
+    rules.require(request.user, "exception.file")
     if request.method == "POST":
         form = ExceptionRequestForm(request.POST, user=request.user)
         if form.is_valid():
@@ -145,7 +135,7 @@ def _kind_labels(urgency: UrgencyDefinition) -> list[str]:
 @require_GET
 def urgency_help(request):
     """Fragment: the chosen urgency's meaning and limits (the filing form swaps it in)."""
-    _require(rules.can_file_requests(request.user))
+    rules.require(request.user, "exception.file")
     urgency = (
         UrgencyDefinition.objects.prefetch_related("invokers")
         .filter(pk=request.GET.get("urgency") or 0)
@@ -160,8 +150,9 @@ def urgency_help(request):
 
 def _detail_context(request, obj: ExceptionRequest, **forms) -> dict:
     user = request.user
-    decide_refusal = rules.decide_refusal(user, obj) if rules.can_decide_requests(user) else None
-    can_decide = rules.can_decide_requests(user) and decide_refusal is None
+    may_decide = rules.allowed(user, "exception.decide")
+    decide_refusal = rules.refusal(user, "exception.decide", obj) if may_decide else None
+    can_decide = may_decide and decide_refusal is None
     pending = obj.state == ExceptionRequest.State.SUBMITTED
     return {
         "req": obj,
@@ -170,17 +161,16 @@ def _detail_context(request, obj: ExceptionRequest, **forms) -> dict:
             (change, changed_fields(change.before, change.after))
             for change in selectors.request_policy_changes(request=obj)
         ],
-        "articles": articles_for_request(request=obj),
-        "can_submit": obj.state == obj.State.DRAFT and rules.submit_refusal(user, obj) is None,
-        "can_edit": obj.state == obj.State.DRAFT and services.edit_refusal(user, obj) is None,
+        "articles": articles_for_request(user=request.user, request=obj),
+        "can_submit": obj.state == obj.State.DRAFT and rules.allowed(user, "exception.submit", obj),
+        "can_edit": obj.state == obj.State.DRAFT and rules.allowed(user, "exception.edit", obj),
         "can_decide": can_decide and pending,
-        "decide_refusal": decide_refusal if pending and rules.can_decide_requests(user) else None,
+        "decide_refusal": decide_refusal if pending and may_decide else None,
         "impact": services.exception_impact(request=obj) if can_decide and pending else None,
         "history": selectors.requester_history(request=obj) if can_decide and pending else None,
         "waiting": selectors.waiting_seconds(obj) if pending else None,
         "can_revoke": obj.state in (obj.State.APPROVED, obj.State.ACTIVE)
-        and rules.revoke_refusal(user, obj) is None,
-        "can_compare": can_edit_policies(user),
+        and rules.allowed(user, "exception.revoke", obj),
         "decision_form": forms.get("decision_form") or DecisionForm(),
         "revoke_form": forms.get("revoke_form") or RevokeForm(),
     }
@@ -216,6 +206,7 @@ def _act(request, obj, action, *, form=None, form_name: str = "", **kwargs):
 @require_POST
 def exception_submit(request, pk: int):
     obj = _visible_request(request, pk)
+    rules.require(request.user, "exception.submit", obj)
     failed = _act(request, obj, services.exception_request_submit)
     if failed:
         return failed
@@ -226,6 +217,7 @@ def exception_submit(request, pk: int):
 @require_POST
 def exception_approve(request, pk: int):
     obj = _visible_request(request, pk)
+    rules.require(request.user, "exception.decide", obj)
     form = DecisionForm(request.POST)
     form.is_valid()
     note = form.cleaned_data.get("note", "")
@@ -252,6 +244,7 @@ def exception_approve(request, pk: int):
 @require_POST
 def exception_deny(request, pk: int):
     obj = _visible_request(request, pk)
+    rules.require(request.user, "exception.decide", obj)
     form = DecisionForm(request.POST)
     form.is_valid()
     failed = _act(
@@ -271,6 +264,7 @@ def exception_deny(request, pk: int):
 @require_POST
 def exception_revoke(request, pk: int):
     obj = _visible_request(request, pk)
+    rules.require(request.user, "exception.revoke", obj)
     form = RevokeForm(request.POST)
     form.is_valid()
     failed = _act(
@@ -288,19 +282,19 @@ def exception_revoke(request, pk: int):
 
 
 def decision_queue(request):
-    _require(rules.can_view_decision_queue(request.user))
+    rules.require(request.user, "exception.decision_queue")
     now = timezone.now()
     pending = list(selectors.decision_queue(user=request.user))
     rows = [(obj, selectors.waiting_seconds(obj, now=now)) for obj in pending]
     return render(
         request,
         "governance/exceptions/decisions.html",
-        {"rows": rows, "can_manage_owners": can_edit_policies(request.user)},
+        {"rows": rows},
     )
 
 
 def exception_counts(request):
-    _require(rules.can_view_exception_counts(request.user))
+    rules.require(request.user, "exception.counts")
     counts = selectors.exception_counts()
     states = [value for value, _ in counts.states]
 
@@ -337,7 +331,7 @@ def _form_errors_from(form, error: PolicyError) -> None:
 def exception_edit(request, pk: int):
     """The requester changes a DRAFT (same form and rules as filing), then may submit it."""
     obj = _visible_request(request, pk)
-    _require(services.edit_refusal(request.user, obj) is None)
+    rules.require(request.user, "exception.edit", obj)
     if obj.state != obj.State.DRAFT:
         messages.error(
             request,
@@ -383,7 +377,7 @@ def _sentence(error: PolicyError) -> str:
 
 def exception_owners(request):
     """Who decides which queue's or share's requests; admins appoint and remove them."""
-    _require(can_edit_policies(request.user))
+    rules.require(request.user, "exception_owner.manage")
     if request.method == "POST":
         form = ExceptionOwnerForm(request.POST)
         if form.is_valid():
@@ -417,7 +411,7 @@ def exception_owners(request):
 
 @require_POST
 def exception_owner_remove(request, pk: int):
-    _require(can_edit_policies(request.user))
+    rules.require(request.user, "exception_owner.manage")
     owner = get_object_or_404(
         ExceptionOwner.objects.select_related("user", "queue", "share__queue"), pk=pk
     )

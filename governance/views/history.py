@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from django.contrib import messages
 from django.contrib.auth import get_user_model
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -15,9 +14,9 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods
 
-from governance import permissions
+from governance import rules
 from governance.forms import HistoryFilterForm, RevertForm
-from governance.models import JobQueue, PolicyChange, QuotaShare
+from governance.models import JobQueue, PolicyChange, PolicyProposal, QuotaShare
 from governance.selectors.policy import policy_history
 from governance.services.policy import PolicyError, changed_fields
 
@@ -106,8 +105,7 @@ def _filter_form(request) -> HistoryFilterForm:
 
 
 def history(request):
-    if not permissions.can_view_history(request.user):
-        raise PermissionDenied
+    rules.require(request.user, "history.view")
     filter_form = _filter_form(request)
     filters = filter_form.filters()
     page = Paginator(policy_history(**filters), PAGE_SIZE).get_page(request.GET.get("page"))
@@ -118,7 +116,6 @@ def history(request):
         "entries": [
             HistoryEntry(change, diff_rows(change.before, change.after)) for change in page
         ],
-        "can_revert": permissions.can_edit_policies(request.user),
     }
     return fragment_or_page(
         request, "governance/history/list.html", "governance/history/_list.html", context
@@ -127,8 +124,7 @@ def history(request):
 
 @require_http_methods(["GET", "POST"])
 def history_revert(request, pk: int):
-    if not permissions.can_edit_policies(request.user):
-        raise PermissionDenied
+    rules.require(request.user, "policy.edit")
     change = get_object_or_404(policy_history(), pk=pk)
     form = RevertForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
@@ -137,6 +133,11 @@ def history_revert(request, pk: int):
         except PolicyError:
             pass
         else:
+            if isinstance(revert, PolicyProposal):
+                from governance.views.proposals import proposed_message  # it imports this module
+
+                proposed_message(request, revert)
+                return redirect("proposal-list")
             url = reverse("history") + "?" + urlencode(_scope(revert)) + f"#change-{revert.pk}"
             messages.success(
                 request,

@@ -1,15 +1,17 @@
 """Knowledge base pages: search (one box, filters, ranked results), an article with its
-history, and the editor. Thin: rules in governance.exception_permissions and the
-knowledge services; reads through governance.selectors.knowledge."""
+history, and the editor. Thin: rules in governance.rules and the knowledge services;
+reads through governance.selectors.knowledge."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import redirect, render
 
-from governance import exception_permissions as rules
+from governance import rules
+from governance.exception_permissions import who_may_change
 from governance.forms_exceptions import ArticleForm, KnowledgeSearchForm
 from governance.models import KnowledgeArticle
 from governance.selectors.knowledge import (
@@ -22,50 +24,51 @@ from governance.services.knowledge import article_create, article_update
 from governance.services.policy import PolicyError, VersionConflict
 
 
-def _require(allowed: bool) -> None:
-    if not allowed:
-        raise PermissionDenied
-
-
 def knowledge_search(request):
-    _require(rules.can_view_knowledge(request.user))
-    form = KnowledgeSearchForm(request.GET or None, tags=tag_choices())
+    rules.require(request.user, "knowledge.view")
+    form = KnowledgeSearchForm(request.GET or None, tags=tag_choices(user=request.user))
     values = form.cleaned_data if form.is_valid() else {}
     query = values.get("q", "")
     share = values.get("share")
     hits = article_search(
-        query=query, tag=values.get("tag") or None, share_id=share.pk if share else None
+        user=request.user,
+        query=query,
+        tag=values.get("tag") or None,
+        share_id=share.pk if share else None,
     )
     context = {
-        "form": form if request.GET else KnowledgeSearchForm(tags=tag_choices()),
+        "form": form if request.GET else KnowledgeSearchForm(tags=tag_choices(user=request.user)),
         "hits": hits,
         "query": query,
         "filtered": bool(values.get("tag") or share),
-        "can_write": rules.can_write_articles(request.user),
     }
     if request.htmx:
         return render(request, "governance/knowledge/_results.html", context)
     return render(request, "governance/knowledge/search.html", context)
 
 
-def _article(slug: str) -> KnowledgeArticle:
+def _article(request, slug: str) -> KnowledgeArticle:
+    """The article, or 404 when it does not exist or the user may not see it (a decision
+    record of a request they may not see is not admitted to exist)."""
     try:
-        return article_get(slug=slug)
+        article = article_get(slug=slug)
     except KnowledgeArticle.DoesNotExist:
         raise Http404("No such article") from None
+    if not rules.allowed(request.user, "article.view", article):
+        raise Http404("No such article")
+    return article
 
 
 def article_detail(request, slug: str):
-    _require(rules.can_view_knowledge(request.user))
-    article = _article(slug)
+    rules.require(request.user, "knowledge.view")
+    article = _article(request, slug)
     return render(
         request,
         "governance/knowledge/detail.html",
         {
             "article": article,
             "revisions": article_history(article=article),
-            "who_may_change": rules.who_may_change(article),
-            "can_edit": rules.can_edit_article(request.user, article),
+            "who_may_change": who_may_change(article),
         },
     )
 
@@ -77,7 +80,7 @@ def _apply_errors(form, error: PolicyError) -> None:
 
 
 def article_new(request):
-    _require(rules.can_write_articles(request.user))
+    rules.require(request.user, "knowledge.write")
     form = ArticleForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
@@ -98,16 +101,20 @@ def article_new(request):
 
 
 def article_edit(request, slug: str):
-    article = _article(slug)
-    _require(rules.can_edit_article(request.user, article))
+    article = _article(request, slug)
+    rules.require(request.user, "article.edit", article)
     if request.method == "POST":
         form = ArticleForm(request.POST)
         if form.is_valid():
             try:
+                data = form.article_data(exception_requests=article.exception_requests.all())
+                if not rules.allowed(request.user, "article.editors", article):
+                    # The field is not shown to them: the editor list stays as it is.
+                    data = replace(data, editors=list(article.editors.all()))
                 article = article_update(
                     actor=request.user,
                     article=article,
-                    data=form.article_data(exception_requests=article.exception_requests.all()),
+                    data=data,
                     expected_version=form.cleaned_data.get("version") or article.version,
                     reason=form.cleaned_data["reason"],
                 )

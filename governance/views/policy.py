@@ -1,6 +1,6 @@
 """Queue overview, the admins' policy index, the share editor and the capacity editor.
 
-Views are thin: permissions ask governance.permissions, reads go through the
+Views are thin: permissions ask governance.rules, reads go through the
 selectors, writes through the forms (which call the services), and the impact
 preview is the engine's own sentences (governance.services.impact).
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
@@ -18,12 +17,13 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_http_methods, require_POST
 
-from governance import glossary, permissions
+from governance import glossary, rules
 from governance.forms import CapacityForm, ShareForm
-from governance.models import PolicyChange, QuotaShare
+from governance.models import PolicyChange, PolicyProposal, QuotaShare
 from governance.selectors.exceptions import active_exceptions
 from governance.selectors.knowledge import articles_by_share
 from governance.selectors.policy import queue_list, queue_usage, share_get
+from governance.selectors.proposals import pending_count
 from governance.services.impact import capacity_change_impact, share_change_impact
 from governance.services.policy import (
     PolicyError,
@@ -32,20 +32,16 @@ from governance.services.policy import (
     share_validate,
 )
 from governance.views.history import display_value, field_label, history_url_for
+from governance.views.proposals import proposed_message
 
 QUEUES_PER_PAGE = 10
-
-
-def _require(allowed: bool) -> None:
-    if not allowed:
-        raise PermissionDenied
 
 
 # Reading: the overview and one queue.
 
 
 def queues(request):
-    _require(permissions.can_view_policies(request.user))
+    rules.require(request.user, "policy.view")
     page = Paginator(queue_list().order_by("name", "pk"), QUEUES_PER_PAGE).get_page(
         request.GET.get("page")
     )
@@ -55,17 +51,15 @@ def queues(request):
         {
             "page_obj": page,
             "usages": [queue_usage(queue) for queue in page],
-            "can_edit": permissions.can_edit_policies(request.user),
-            "can_view_history": permissions.can_view_history(request.user),
         },
     )
 
 
 def queue_detail(request, pk: int):
-    _require(permissions.can_view_policies(request.user))
+    rules.require(request.user, "policy.view")
     queue = get_object_or_404(queue_list(), pk=pk)
     usage = queue_usage(queue)
-    articles = articles_by_share(queue=queue)
+    articles = articles_by_share(user=request.user, queue=queue)
     exceptions: dict[int, list] = {}
     for request_ in active_exceptions(queue=queue):
         exceptions.setdefault(request_.share_id, []).append(request_)
@@ -79,16 +73,18 @@ def queue_detail(request, pk: int):
         {
             "usage": usage,
             "explained": explained,
-            "can_edit": permissions.can_edit_policies(request.user),
-            "can_view_history": permissions.can_view_history(request.user),
         },
     )
 
 
 def policy_list(request):
     """The admins' index: every queue's shares, each with its editor one click away."""
-    _require(permissions.can_edit_policies(request.user))
-    return render(request, "governance/policies/list.html", {"queues": list(queue_list())})
+    rules.require(request.user, "policy.edit")
+    return render(
+        request,
+        "governance/policies/list.html",
+        {"queues": list(queue_list()), "pending_proposals": pending_count()},
+    )
 
 
 # The share editor.
@@ -188,7 +184,7 @@ def _saved_message(request, obj, *, label: str, version: int, since: int, **scop
 
 @require_http_methods(["GET", "POST"])
 def share_create(request, queue_pk: int):
-    _require(permissions.can_edit_policies(request.user))
+    rules.require(request.user, "policy.edit")
     queue = get_object_or_404(queue_list(), pk=queue_pk)
     form = ShareForm(request.POST or None, queue=queue)
     if request.method == "POST" and form.is_valid():
@@ -197,6 +193,9 @@ def share_create(request, queue_pk: int):
         except PolicyError:
             pass
         else:
+            if isinstance(share, PolicyProposal):
+                proposed_message(request, share)
+                return redirect("proposal-list")
             _saved_message(
                 request, share, label=share.name, version=share.version, since=0, share=share
             )
@@ -206,7 +205,7 @@ def share_create(request, queue_pk: int):
 
 @require_http_methods(["GET", "POST"])
 def share_edit(request, pk: int):
-    _require(permissions.can_edit_policies(request.user))
+    rules.require(request.user, "policy.edit")
     try:
         share = share_get(pk=pk)
     except QuotaShare.DoesNotExist as missing:
@@ -229,6 +228,9 @@ def share_edit(request, pk: int):
             )
             form.is_valid()
         else:
+            if isinstance(saved, PolicyProposal):
+                proposed_message(request, saved)
+                return redirect("proposal-list")
             _saved_message(
                 request, saved, label=saved.name, version=saved.version, since=since, share=saved
             )
@@ -243,7 +245,7 @@ def _share_url(share: QuotaShare) -> str:
 @require_POST
 def share_impact(request, queue_pk: int):
     """The impact preview fragment: what saving this form would do now, in the engine's words."""
-    _require(permissions.can_edit_policies(request.user))
+    rules.require(request.user, "policy.edit")
     queue = get_object_or_404(queue_list(), pk=queue_pk)
     share = None
     if request.GET.get("share", "").isdigit():
@@ -271,7 +273,7 @@ def share_impact(request, queue_pk: int):
 
 @require_http_methods(["GET", "POST"])
 def queue_capacity(request, pk: int):
-    _require(permissions.can_edit_policies(request.user))
+    rules.require(request.user, "policy.edit")
     queue = get_object_or_404(queue_list(), pk=pk)
     form = CapacityForm(request.POST or None, queue=queue)
     conflict = None
@@ -288,6 +290,9 @@ def queue_capacity(request, pk: int):
             )
             form.is_valid()
         else:
+            if isinstance(saved, PolicyProposal):
+                proposed_message(request, saved)
+                return redirect("proposal-list")
             _saved_message(
                 request,
                 saved,
@@ -307,7 +312,7 @@ def queue_capacity(request, pk: int):
 
 @require_POST
 def queue_capacity_impact(request, pk: int):
-    _require(permissions.can_edit_policies(request.user))
+    rules.require(request.user, "policy.edit")
     queue = get_object_or_404(queue_list(), pk=pk)
     form = CapacityForm(request.POST, queue=queue)
     context = {"ready": False, "problems": [], "lines": []}

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_http_methods
 
-from governance import permissions
+from governance import rules
 from governance.forms import UrgencyForm
-from governance.models import UrgencyDefinition
+from governance.models import PolicyProposal, UrgencyDefinition
 from governance.selectors.policy import urgency_list
 from governance.services.policy import PolicyError, VersionConflict
 from governance.views.history import history_url_for
 from governance.views.policy import conflict_context, rebound_with_version
+from governance.views.proposals import proposed_message
 
 URGENCY_FIELDS = [
     "name",
@@ -29,23 +29,20 @@ URGENCY_FIELDS = [
 
 
 def urgencies(request):
-    if not permissions.can_view_policies(request.user):
-        raise PermissionDenied
+    rules.require(request.user, "policy.view")
     return render(
         request,
         "governance/urgency/list.html",
         {
             "urgencies": urgency_list(),
             "kinds": dict(UrgencyDefinition.Kind.choices),
-            "can_edit": permissions.can_edit_policies(request.user),
         },
     )
 
 
 @require_http_methods(["GET", "POST"])
 def urgency_edit(request, pk: int | None = None):
-    if not permissions.can_edit_policies(request.user):
-        raise PermissionDenied
+    rules.require(request.user, "policy.edit")
     urgency = get_object_or_404(urgency_list(), pk=pk) if pk is not None else None
     form = UrgencyForm(request.POST or None, urgency=urgency)
     conflict = None
@@ -61,6 +58,9 @@ def urgency_edit(request, pk: int | None = None):
             )
             form.is_valid()
         else:
+            if isinstance(saved, PolicyProposal):
+                proposed_message(request, saved)
+                return redirect("proposal-list")
             change = saved.changes.order_by("-id").first()
             messages.success(
                 request,
@@ -72,7 +72,7 @@ def urgency_edit(request, pk: int | None = None):
                         '<a href="{}">See this change in the history</a>.',
                         history_url_for(change),
                     )
-                    if change and permissions.can_view_history(request.user)
+                    if change and rules.allowed(request.user, "history.view")
                     else "",
                 ),
             )

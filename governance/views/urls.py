@@ -1,8 +1,14 @@
-"""The policy pages. `/` redirects to the queue overview (governance.views.system.home)."""
+"""The policy pages and policy proposals (with their API). `/` redirects to the queue overview
+(governance.views.system.home)."""
 
 from django.urls import path
+from rest_framework.routers import SimpleRouter
 
-from governance.views import history, policy, policy_code, urgency
+from governance.api.proposals import ProposalViewSet
+from governance.views import history, policy, policy_code, proposals, urgency
+
+router = SimpleRouter()
+router.register("api/v1/policy-proposals", ProposalViewSet, basename="api-policy-proposal")
 
 urlpatterns = [
     path("queues/", policy.queues, name="queue-list"),
@@ -30,10 +36,23 @@ urlpatterns = [
     path("queues/<int:queue_pk>/shares/new/", policy.share_create, name="share-create"),
     path("queues/<int:queue_pk>/shares/impact/", policy.share_impact, name="share-impact"),
     path("policies/", policy.policy_list, name="policy-list"),
+    path("policies/proposals/", proposals.proposals, name="proposal-list"),
+    path(
+        "policies/proposals/<int:pk>/approve/",
+        proposals.proposal_approve,
+        name="proposal-approve",
+    ),
+    path("policies/proposals/<int:pk>/reject/", proposals.proposal_reject, name="proposal-reject"),
+    path(
+        "policies/proposals/<int:pk>/withdraw/",
+        proposals.proposal_withdraw,
+        name="proposal-withdraw",
+    ),
     path("shares/<int:pk>/edit/", policy.share_edit, name="share-edit"),
     path("history/", history.history, name="history"),
     path("history/<int:pk>/revert/", history.history_revert, name="history-revert"),
     path("urgency/", urgency.urgencies, name="urgency-list"),
     path("urgency/new/", urgency.urgency_edit, name="urgency-create"),
     path("urgency/<int:pk>/edit/", urgency.urgency_edit, name="urgency-edit"),
+    *router.urls,
 ]

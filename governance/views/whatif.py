@@ -2,7 +2,7 @@
 run both policies (a Celery task, polled with htmx), read the comparison, save, review,
 apply.
 
-Thin views: admins only (governance.permissions.can_edit_policies); reads through
+Thin views: admins only (governance.rules, "whatif.use"); reads through
 governance.whatif.selectors, writes through governance.whatif.services.
 """
 
@@ -12,7 +12,6 @@ import datetime as dt
 
 from django.conf import settings
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db import transaction
 from django.http import Http404
@@ -22,11 +21,11 @@ from django_htmx.http import HttpResponseClientRefresh
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.authentication import TokenAuthentication
-from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance import glossary, permissions
+from governance import glossary, rules
+from governance.api.permissions import WhatIfAccess
 from governance.models import ExceptionRequest, JobQueue, Team, WhatIfComparison
 from governance.services.policy import PolicyError, share_data_from_document
 from governance.whatif import selectors, services
@@ -43,13 +42,8 @@ from governance.whatif.workloads import WorkloadError
 PER_PAGE = 20
 
 
-def _require_admin(user) -> None:
-    if not permissions.can_edit_policies(user):
-        raise PermissionDenied("What-if comparisons are for platform admins.")
-
-
 def _comparison(request, pk: int) -> WhatIfComparison:
-    _require_admin(request.user)
+    rules.require(request.user, "whatif.use")
     return get_object_or_404(
         WhatIfComparison.objects.select_related("queue", "author", "reviewer", "applied_by"),
         pk=pk,
@@ -68,7 +62,7 @@ def _error_messages(request, errors: dict[str, list[str]]) -> None:
 
 @require_GET
 def whatif_list(request):
-    _require_admin(request.user)
+    rules.require(request.user, "whatif.use")
     page = Paginator(selectors.comparison_list(), PER_PAGE).get_page(request.GET.get("page"))
     initial = {}
     if request.GET.get("queue", "").isdigit():
@@ -84,7 +78,7 @@ def whatif_list(request):
 
 @require_POST
 def whatif_create(request):
-    _require_admin(request.user)
+    rules.require(request.user, "whatif.use")
     form = CreateForm(request.POST)
     if form.is_valid():
         try:
@@ -147,7 +141,7 @@ def _detail(request, comparison: WhatIfComparison, *, status_code: int = 200, **
         "reviews": comparison.reviews.select_related("actor"),
         "applied_changes": comparison.applied_changes.all(),
         "need_review": settings.POLICY_CHANGES_NEED_REVIEW,
-        "can_review": review_open and comparison.author_id != user.pk,
+        "can_review": review_open and rules.allowed(user, "whatif.review", comparison),
         "is_author": comparison.author_id == user.pk,
         "editable": comparison.review_state
         in (WhatIfComparison.Review.NONE, WhatIfComparison.Review.REJECTED)
@@ -182,7 +176,9 @@ def whatif_share_edit(request, pk: int, index: int):
     form = draft_share_form(comparison, index, request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            services.draft_share_update(comparison=comparison, index=index, data=form.share_data())
+            services.draft_share_update(
+                actor=request.user, comparison=comparison, index=index, data=form.share_data()
+            )
         except PolicyError as error:
             form.apply_errors(error.errors)
         else:
@@ -212,7 +208,7 @@ def whatif_share_edit(request, pk: int, index: int):
 def whatif_reset(request, pk: int):
     comparison = _comparison(request, pk)
     try:
-        services.draft_reset(comparison=comparison)
+        services.draft_reset(actor=request.user, comparison=comparison)
     except PolicyError as error:
         _error_messages(request, error.errors)
     else:
@@ -235,6 +231,7 @@ def whatif_workload(request, pk: int):
     upload = request.FILES.get("upload")
     try:
         services.comparison_set_workload(
+            actor=request.user,
             comparison=comparison,
             kind=data["kind"],
             start=start,
@@ -267,7 +264,7 @@ def whatif_workload(request, pk: int):
 def whatif_run(request, pk: int):
     comparison = _comparison(request, pk)
     try:
-        services.comparison_run(comparison=comparison)
+        services.comparison_run(actor=request.user, comparison=comparison)
     except PolicyError as error:
         _error_messages(request, error.errors)
     return redirect("whatif-detail", pk=pk)
@@ -275,7 +272,7 @@ def whatif_run(request, pk: int):
 
 @require_POST
 def whatif_cancel(request, pk: int):
-    comparison = services.comparison_cancel(comparison=_comparison(request, pk))
+    comparison = services.comparison_cancel(actor=request.user, comparison=_comparison(request, pk))
     if request.htmx:
         return render(request, "governance/whatif/_progress.html", {"comparison": comparison})
     return redirect("whatif-detail", pk=pk)
@@ -292,6 +289,7 @@ def whatif_save(request, pk: int):
         return _detail(request, comparison, status_code=400, save_form=form)
     try:
         services.comparison_save(
+            actor=request.user,
             comparison=comparison,
             title=form.cleaned_data["title"],
             note=form.cleaned_data["note"],
@@ -322,6 +320,7 @@ def whatif_propose(request, pk: int):
 @require_POST
 def whatif_review(request, pk: int):
     comparison = _comparison(request, pk)
+    rules.require(request.user, "whatif.review", comparison)
     form = ReviewForm(request.POST)
     if not form.is_valid():
         return _detail(request, comparison, status_code=400, review_form=form)
@@ -361,11 +360,6 @@ def whatif_apply(request, pk: int):
 
 
 # -- API ------------------------------------------------------------------------------
-
-
-class WhatIfAccess(BasePermission):
-    def has_permission(self, request, view):
-        return permissions.can_edit_policies(request.user)
 
 
 class ApiView(APIView):
@@ -413,7 +407,7 @@ class CreateInput(serializers.Serializer):
     )
 
 
-def _draft_edit(comparison: WhatIfComparison, edit: dict) -> None:
+def _draft_edit(actor, comparison: WhatIfComparison, edit: dict) -> None:
     names = [share["name"] for share in comparison.draft_policy["shares"]]
     if edit["name"] not in names:
         raise PolicyError({"shares": [f"no share named '{edit['name']}' in {comparison.queue}"]})
@@ -429,14 +423,14 @@ def _draft_edit(comparison: WhatIfComparison, edit: dict) -> None:
     team = Team.objects.filter(name=edit.get("team", doc.get("team"))).first()
     data = share_data_from_document(doc, team=team)
     try:
-        services.draft_share_update(comparison=comparison, index=index, data=data)
+        services.draft_share_update(actor=actor, comparison=comparison, index=index, data=data)
     except PolicyError as error:
         raise PolicyError(
             {f"shares[{index}].{key}": lines for key, lines in error.errors.items()}
         ) from None
 
 
-def _api_workload(comparison: WhatIfComparison, workload: dict) -> None:
+def _api_workload(actor, comparison: WhatIfComparison, workload: dict) -> None:
     start = workload.get("start")
     end = None
     if workload["kind"] == WhatIfComparison.Workload.RECORDED and start:
@@ -444,6 +438,7 @@ def _api_workload(comparison: WhatIfComparison, workload: dict) -> None:
         end = start + dt.timedelta(days=workload["days"])
     try:
         services.comparison_set_workload(
+            actor=actor,
             comparison=comparison,
             kind=workload["kind"],
             start=start,
@@ -472,12 +467,12 @@ class WhatIfCreateApi(ApiView):
                 exception_request=data.get("exception_request"),
             )
             for edit in data["shares"]:
-                _draft_edit(comparison, edit)
+                _draft_edit(request.user, comparison, edit)
             workload = data.get("workload")
             if workload:
-                _api_workload(comparison, workload)
+                _api_workload(request.user, comparison, workload)
             if data["run"]:
-                services.comparison_run(comparison=comparison)
+                services.comparison_run(actor=request.user, comparison=comparison)
         comparison.refresh_from_db()
         return Response(selectors.comparison_document(comparison), status=status.HTTP_201_CREATED)
 

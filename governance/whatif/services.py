@@ -19,6 +19,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from governance import rules
 from governance.models import (
     ExceptionRequest,
     InstanceType,
@@ -99,6 +100,7 @@ def comparison_create(
 ) -> WhatIfComparison:
     """Clone the queue's current policy into a draft; the workload starts as the jobs
     recorded on the queue in the last 30 days."""
+    rules.require(actor, "whatif.use")
     policy, refs = policy_snapshot(queue=queue)
     if not policy["shares"]:
         raise PolicyError({"queue": [f"{queue.name} has no shares yet: create one first"]})
@@ -158,9 +160,10 @@ def _reset_results(comparison: WhatIfComparison) -> None:
 
 @transaction.atomic
 def draft_share_update(
-    *, comparison: WhatIfComparison, index: int, data: ShareData
+    *, actor, comparison: WhatIfComparison, index: int, data: ShareData
 ) -> WhatIfComparison:
     """Change share `index` of the draft. The live share is not touched."""
+    rules.require(actor, "whatif.use")
     comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
     _require_editable(comparison)
     errors = draft_share_validate(comparison=comparison, index=index, data=data)
@@ -178,8 +181,9 @@ def draft_share_update(
 
 
 @transaction.atomic
-def draft_reset(*, comparison: WhatIfComparison) -> WhatIfComparison:
+def draft_reset(*, actor, comparison: WhatIfComparison) -> WhatIfComparison:
     """Take the draft back to the policy as cloned."""
+    rules.require(actor, "whatif.use")
     comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
     _require_editable(comparison)
     comparison.draft_policy = copy.deepcopy(comparison.current_policy)
@@ -194,6 +198,7 @@ def draft_reset(*, comparison: WhatIfComparison) -> WhatIfComparison:
 @transaction.atomic
 def comparison_set_workload(
     *,
+    actor,
     comparison: WhatIfComparison,
     kind: str,
     start: dt.datetime | dt.date | None = None,
@@ -205,6 +210,7 @@ def comparison_set_workload(
 ) -> WhatIfComparison:
     """Choose the workload. Raises workloads.WorkloadError, storing nothing, when it
     cannot be built (an upload with bad rows, an empty window)."""
+    rules.require(actor, "whatif.use")
     comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
     _require_editable(comparison)
     policy = comparison.current_policy
@@ -247,8 +253,9 @@ def comparison_set_workload(
 # -- run, cancel, execute --------------------------------------------------------------
 
 
-def comparison_run(*, comparison: WhatIfComparison) -> WhatIfComparison:
+def comparison_run(*, actor, comparison: WhatIfComparison) -> WhatIfComparison:
     """Queue a run of both policies (the task is enqueued after commit)."""
+    rules.require(actor, "whatif.use")
     from governance.whatif.tasks import run_comparison
 
     if not comparison.workload_jobs:
@@ -275,8 +282,9 @@ def comparison_run(*, comparison: WhatIfComparison) -> WhatIfComparison:
     return comparison
 
 
-def comparison_cancel(*, comparison: WhatIfComparison) -> WhatIfComparison:
+def comparison_cancel(*, actor, comparison: WhatIfComparison) -> WhatIfComparison:
     """A queued run ends at once; a running one at its next progress report."""
+    rules.require(actor, "whatif.use")
     now = timezone.now()
     WhatIfComparison.objects.filter(pk=comparison.pk, status=Status.QUEUED).update(
         status=Status.CANCELLED, progress_label="Cancelled", finished_at=now, updated_at=now
@@ -363,6 +371,7 @@ def comparison_execute(*, comparison_id: int) -> str:
 @transaction.atomic
 def comparison_save(
     *,
+    actor,
     comparison: WhatIfComparison,
     title: str,
     note: str,
@@ -370,6 +379,7 @@ def comparison_save(
     exception_requests: list[ExceptionRequest] | None = None,
 ) -> WhatIfComparison:
     """Keep the comparison as evidence, with a note, attached to articles or requests."""
+    rules.require(actor, "whatif.use")
     title = (title or "").strip()
     if not title:
         raise PolicyError({"title": ["give the comparison a title"]})
@@ -395,6 +405,7 @@ def _require_evidence(comparison: WhatIfComparison) -> None:
 
 @transaction.atomic
 def comparison_propose(*, actor, comparison: WhatIfComparison, note: str = "") -> WhatIfComparison:
+    rules.require(actor, "whatif.use")
     comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
     if comparison.review_state not in (Review.NONE, Review.REJECTED):
         raise PolicyError(
@@ -417,10 +428,9 @@ def comparison_review(
 ) -> WhatIfComparison:
     """Another admin (never the author) approves the draft or sends it back."""
     comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
+    rules.require(actor, "whatif.review", comparison)
     if comparison.review_state != Review.PROPOSED:
         raise PolicyError({NON_FIELD: ["this draft is not waiting for a review"]})
-    if comparison.author_id == actor.pk:
-        raise PolicyError({NON_FIELD: ["you wrote this draft: another admin must review it"]})
     if not approve and not (note or "").strip():
         raise PolicyError({"note": ["say what should change before it can be approved"]})
     comparison.review_state = Review.APPROVED if approve else Review.REJECTED
@@ -444,6 +454,7 @@ def comparison_url(comparison: WhatIfComparison) -> str:
 def comparison_apply(*, actor, comparison: WhatIfComparison, reason: str) -> list[PolicyChange]:
     """Apply the draft through share_update: one history entry per changed share, each
     with the reason and a link to this comparison. All or nothing."""
+    rules.require(actor, "whatif.use")
     comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
     reason = (reason or "").strip()
     if not reason:
@@ -481,6 +492,7 @@ def comparison_apply(*, actor, comparison: WhatIfComparison, reason: str) -> lis
                 data=share_data_from_document(comparison.draft_policy["shares"][index]),
                 reason=linked,
                 expected_version=ref["version"],
+                approved=comparison if comparison.review_state == Review.APPROVED else None,
             )
         except VersionConflict as conflict:
             raise PolicyError(

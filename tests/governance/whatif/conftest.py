@@ -70,12 +70,14 @@ def lend_and_borrow_qs2(comparison: WhatIfComparison) -> WhatIfComparison:
         in_share_preemption=False,
         capacity_limits={"ml.g5.xlarge": 1},
     )
-    return services.draft_share_update(comparison=comparison, index=index, data=data)
+    return services.draft_share_update(
+        actor=comparison.author, comparison=comparison, index=index, data=data
+    )
 
 
 def run_now(comparison: WhatIfComparison) -> WhatIfComparison:
     """Queue the run and execute the task body here (no worker in tests)."""
-    services.comparison_run(comparison=comparison)
+    services.comparison_run(actor=comparison.author, comparison=comparison)
     services.comparison_execute(comparison_id=comparison.pk)
     comparison.refresh_from_db()
     return comparison

@@ -79,7 +79,7 @@ def test_only_admins(api, request, comparison, aws_queue, role):
     response = api.post(reverse("api-whatif-list"), {"queue": aws_queue.pk}, format="json")
     assert response.status_code == 403
     assert response.json() == {
-        "detail": "You do not have permission to perform this action.",
+        "detail": "what-if comparisons are for platform admins",
         "errors": {},
     }
 

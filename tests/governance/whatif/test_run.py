@@ -88,7 +88,7 @@ def test_comparison_numbers_match_simulate_on_the_same_inputs(comparison):
 
 
 def test_the_task_is_idempotent(comparison):
-    services.comparison_run(comparison=comparison)
+    services.comparison_run(actor=comparison.author, comparison=comparison)
     assert tasks.run_comparison(comparison.pk) == Status.DONE
     comparison.refresh_from_db()
     finished = comparison.finished_at
@@ -99,8 +99,8 @@ def test_the_task_is_idempotent(comparison):
 
 
 def test_a_queued_run_is_cancelled_at_once(comparison):
-    services.comparison_run(comparison=comparison)
-    services.comparison_cancel(comparison=comparison)
+    services.comparison_run(actor=comparison.author, comparison=comparison)
+    services.comparison_cancel(actor=comparison.author, comparison=comparison)
     comparison.refresh_from_db()
     assert comparison.status == Status.CANCELLED
     assert services.comparison_execute(comparison_id=comparison.pk) == Status.CANCELLED
@@ -111,15 +111,17 @@ def test_a_queued_run_is_cancelled_at_once(comparison):
 def test_a_running_comparison_stops_at_its_next_progress_report(comparison, monkeypatch):
     """Cancel while the engine runs: the progress callback raises, the row says cancelled."""
     # 30 days of the trace: long enough for the engine to report progress mid-replay.
-    services.comparison_set_workload(comparison=comparison, kind="PHILLY", days=30, scale=0.05)
-    services.comparison_run(comparison=comparison)
+    services.comparison_set_workload(
+        actor=comparison.author, comparison=comparison, kind="PHILLY", days=30, scale=0.05
+    )
+    services.comparison_run(actor=comparison.author, comparison=comparison)
     seen = []
     real = services._ProgressWriter.__call__
 
     def cancel_midway(self, fraction, label):
         seen.append(fraction)
         if len(seen) == 2:  # the engine is simulating the current policy
-            services.comparison_cancel(comparison=comparison)
+            services.comparison_cancel(actor=comparison.author, comparison=comparison)
         return real(self, fraction, label)
 
     monkeypatch.setattr(services._ProgressWriter, "__call__", cancel_midway)
@@ -131,7 +133,7 @@ def test_a_running_comparison_stops_at_its_next_progress_report(comparison, monk
 
 
 def test_progress_is_written_on_the_row(comparison, monkeypatch):
-    services.comparison_run(comparison=comparison)
+    services.comparison_run(actor=comparison.author, comparison=comparison)
     snapshots = []
     real = services._ProgressWriter.__call__
 
@@ -152,4 +154,4 @@ def test_an_empty_workload_cannot_run(admin, aws_queue):
     comparison = services.comparison_create(actor=admin, queue=aws_queue)
     assert comparison.workload_jobs == []
     with pytest.raises(services.PolicyError, match="no jobs"):
-        services.comparison_run(comparison=comparison)
+        services.comparison_run(actor=comparison.author, comparison=comparison)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from governance.models import PolicyChange, QuotaShare, WhatIfComparison, WhatIfReview
+from governance.rules import Refused
 from governance.services.policy import PolicyError, ShareData, share_document
 from governance.whatif import services
 from tests.factories import UserFactory
@@ -34,7 +35,9 @@ def test_draft_edits_never_touch_the_live_policy(comparison, aws_queue):
 
     lend_and_borrow_qs2(comparison)
     comparison.refresh_from_db()
-    services.comparison_set_workload(comparison=comparison, kind="PHILLY", days=1, scale=0.05)
+    services.comparison_set_workload(
+        actor=comparison.author, comparison=comparison, kind="PHILLY", days=1, scale=0.05
+    )
     run_now(comparison)
 
     assert comparison.draft_policy["shares"][1]["strategy"] == "LEND_AND_BORROW"
@@ -56,7 +59,9 @@ def test_draft_is_validated_like_the_share_editor(comparison):
         capacity_limits={"ml.g5.xlarge": 1, "ml.p4d.24xlarge": 1},
     )
     with pytest.raises(PolicyError) as raised:
-        services.draft_share_update(comparison=comparison, index=1, data=bad)
+        services.draft_share_update(
+            actor=comparison.author, comparison=comparison, index=1, data=bad
+        )
     errors = raised.value.errors
     assert errors["borrow_limit"] == ["only allowed with LEND_AND_BORROW"]
     assert any(
@@ -74,7 +79,9 @@ def test_draft_names_must_stay_unique(comparison):
         name="qs1", team=team, strategy="LEND", capacity_limits={"ml.g5.xlarge": 1}
     )
     with pytest.raises(PolicyError) as raised:
-        services.draft_share_update(comparison=comparison, index=1, data=duplicate)
+        services.draft_share_update(
+            actor=comparison.author, comparison=comparison, index=1, data=duplicate
+        )
     assert raised.value.errors == {"name": ["duplicate share name 'qs1'"]}
 
 
@@ -135,7 +142,7 @@ def test_review_flow_when_changes_need_review(comparison, admin, settings):
     with pytest.raises(PolicyError, match="need review"):
         services.comparison_apply(actor=admin, comparison=comparison, reason="r")
     services.comparison_propose(actor=admin, comparison=comparison)
-    with pytest.raises(PolicyError, match="another admin"):
+    with pytest.raises(Refused, match="another admin"):
         services.comparison_review(actor=admin, comparison=comparison, approve=True)
     with pytest.raises(PolicyError, match="under review|proposed"):
         lend_and_borrow_qs2(comparison)
@@ -167,13 +174,17 @@ def test_save_attaches_to_articles_and_exception_requests(comparison):
 
     article = KnowledgeArticle.objects.create(title="Why qs2 lends", slug="why-qs2", body="x")
     services.comparison_save(
-        comparison=comparison, title="Evidence", note="qs2 bursts", articles=[article]
+        actor=comparison.author,
+        comparison=comparison,
+        title="Evidence",
+        note="qs2 bursts",
+        articles=[article],
     )
     comparison.refresh_from_db()
     assert comparison.saved and comparison.note == "qs2 bursts"
     assert list(article.whatif_comparisons.all()) == [comparison]
     with pytest.raises(PolicyError):
-        services.comparison_save(comparison=comparison, title=" ", note="")
+        services.comparison_save(actor=comparison.author, comparison=comparison, title=" ", note="")
 
 
 def test_the_history_links_an_applied_change_to_its_comparison(comparison, admin, client):

@@ -145,7 +145,7 @@ def test_a_bad_upload_lists_its_lines_and_keeps_the_old_workload(client, admin, 
 
 def test_cancel_from_the_page(client, admin, comparison):
     client.force_login(admin)
-    services.comparison_run(comparison=comparison)
+    services.comparison_run(actor=comparison.author, comparison=comparison)
     response = client.post(
         reverse("whatif-cancel", args=[comparison.pk]), headers={"HX-Request": "true"}
     )

@@ -37,7 +37,11 @@ def test_recorded_jobs_of_the_last_30_days_by_default(comparison, aws_queue):
 def test_recorded_jobs_of_a_chosen_period(comparison):
     start = timezone.now() - dt.timedelta(days=10)
     services.comparison_set_workload(
-        comparison=comparison, kind="RECORDED", start=start, end=start + dt.timedelta(days=1)
+        actor=comparison.author,
+        comparison=comparison,
+        kind="RECORDED",
+        start=start,
+        end=start + dt.timedelta(days=1),
     )
     comparison.refresh_from_db()
     assert comparison.workload_jobs == []
@@ -46,7 +50,12 @@ def test_recorded_jobs_of_a_chosen_period(comparison):
 
 def test_a_philly_window(comparison):
     services.comparison_set_workload(
-        comparison=comparison, kind="PHILLY", start=dt.date(2017, 10, 2), days=2, scale=0.1
+        actor=comparison.author,
+        comparison=comparison,
+        kind="PHILLY",
+        start=dt.date(2017, 10, 2),
+        days=2,
+        scale=0.1,
     )
     comparison.refresh_from_db()
     jobs = comparison.workload_jobs
@@ -60,13 +69,21 @@ def test_a_philly_window(comparison):
 def test_an_empty_philly_window_is_refused(comparison):
     with pytest.raises(WorkloadError, match="no job in that window"):
         services.comparison_set_workload(
-            comparison=comparison, kind="PHILLY", start=dt.date(2020, 1, 1), days=2
+            actor=comparison.author,
+            comparison=comparison,
+            kind="PHILLY",
+            start=dt.date(2020, 1, 1),
+            days=2,
         )
 
 
 def test_a_good_upload_maps_clusters_to_shares(comparison):
     services.comparison_set_workload(
-        comparison=comparison, kind="UPLOAD", upload=GOOD.encode(), filename="mine.csv"
+        actor=comparison.author,
+        comparison=comparison,
+        kind="UPLOAD",
+        upload=GOOD.encode(),
+        filename="mine.csv",
     )
     comparison.refresh_from_db()
     jobs = comparison.workload_jobs
@@ -116,7 +133,9 @@ def test_a_bad_upload_stores_nothing(comparison):
     before = WhatIfComparison.objects.values().get(pk=comparison.pk)
     bad = GOOD + "2017-10-09 09:00:00,abc,1,1,qs1\n"
     with pytest.raises(WorkloadError) as raised:
-        services.comparison_set_workload(comparison=comparison, kind="UPLOAD", upload=bad.encode())
+        services.comparison_set_workload(
+            actor=comparison.author, comparison=comparison, kind="UPLOAD", upload=bad.encode()
+        )
     assert raised.value.problems == ["line 5: duration must be a number of seconds above 0"]
     assert WhatIfComparison.objects.values().get(pk=comparison.pk) == before
 
