@@ -105,7 +105,10 @@ def load_documents(text: str) -> list[Document]:
         raise PolicyFileError(
             [FileProblem(None, "file", f"is larger than {MAX_FILE_BYTES // 1000} kB")]
         )
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.YAMLError as error:  # a character YAML does not allow
+        raise PolicyFileError([FileProblem(None, "file", f"is not valid YAML: {error}")]) from None
     try:
         nodes = []
         while loader.check_node():
