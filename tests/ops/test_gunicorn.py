@@ -65,7 +65,9 @@ def slow_server(request):
 def get(port: int) -> tuple[int, str | None, float]:
     started = time.monotonic()
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    connection.request("GET", "/")
+    # No keep-alive: a kept connection, once closed, would be one more piece of work in
+    # hand for a moment (gunicorn reads its end), which the counts below do not expect.
+    connection.request("GET", "/", headers={"Connection": "close"})
     response = connection.getresponse()
     response.read()
     connection.close()
@@ -74,16 +76,17 @@ def get(port: int) -> tuple[int, str | None, float]:
 
 @pytest.mark.parametrize("slow_server", [(1, 5)], indirect=True)
 def test_past_threads_plus_queue_requests_are_refused_at_once(slow_server):
-    # One thread and a queue of one: of six requests at once, two are served (the
-    # second after the first, ~1 s) and four are refused within milliseconds.
+    # One thread and a queue of one, a second per request: of six requests at once, two
+    # are served (the second after the first, ~2 s) and four are refused within
+    # milliseconds.
     with ThreadPoolExecutor(max_workers=6) as pool:
         results = list(pool.map(lambda _: get(slow_server), range(6)))
     served = [r for r in results if r[0] == 200]
     refused = [r for r in results if r[0] == 503]
     assert len(served) == 2 and len(refused) == 4, results
     assert all(retry == "1" for _, retry, _ in refused)
-    assert max(seconds for _, _, seconds in refused) < 0.4
-    assert max(seconds for _, _, seconds in served) >= 0.9
+    assert max(seconds for _, _, seconds in refused) < 0.5
+    assert max(seconds for _, _, seconds in served) >= 1.9
     # Once the queue has drained, requests are served again.
     assert get(slow_server)[0] == 200
 
@@ -91,12 +94,12 @@ def test_past_threads_plus_queue_requests_are_refused_at_once(slow_server):
 @pytest.mark.parametrize("slow_server", [(5, 0.3)], indirect=True)
 def test_a_request_that_waited_too_long_for_a_thread_is_refused(slow_server):
     # One thread, room to queue, but at most 0.3 s of waiting: of three requests at once,
-    # the first is served (0.5 s); the others are refused when a thread takes them,
-    # after waiting about as long as the one before them took, never served late.
+    # the first is served (1 s); the others are refused when the thread takes them,
+    # having waited the second the first took, rather than served a second late.
     with ThreadPoolExecutor(max_workers=3) as pool:
         results = list(pool.map(lambda _: get(slow_server), range(3)))
     assert sorted(status for status, _, _ in results) == [200, 503, 503], results
-    assert max(seconds for status, _, seconds in results if status == 503) < 0.9
+    assert all(0.9 < seconds < 1.6 for status, _, seconds in results if status == 503)
 
 
 def test_the_configuration_sizes_itself_from_the_cpus():
