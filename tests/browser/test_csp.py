@@ -70,7 +70,7 @@ def test_dashboard_charts_draw_under_the_policy(admin_page, live_server):
     response = admin_page.goto(f"{live_server.url}{reverse('dashboard')}?month={month:%Y-%m}")
     assert "script-src 'self'" in response.headers["content-security-policy"]
     chart = admin_page.locator('[data-figure-id="figure-turnaround"]')
-    expect(chart).to_have_attribute("data-plotted", "")
+    expect(chart).to_have_attribute("data-plotted", "", timeout=15_000)
     expect(chart.locator(".main-svg").first).to_be_visible()
     # The mode bar (plotly's injected buttons and styles) works too.
     chart.hover()
@@ -82,12 +82,12 @@ def test_whatif_results_draw_under_the_policy(admin_page, live_server, admin):
     queue = aws_sample_queue()
     record_jobs(queue)
     comparison = services.comparison_create(actor=admin, queue=queue, title="csp")
-    services.comparison_run(comparison=comparison)
+    services.comparison_run(actor=admin, comparison=comparison)
     assert tasks.run_comparison(comparison.pk) == "DONE"
     admin_page.goto(f"{live_server.url}{reverse('whatif-detail', args=[comparison.pk])}")
     for figure in ("figure-turnaround", "figure-utilisation"):
         chart = admin_page.locator(f'[data-figure-id="{figure}"]')
-        expect(chart).to_have_attribute("data-plotted", "")
+        expect(chart).to_have_attribute("data-plotted", "", timeout=15_000)
         expect(chart.locator(".main-svg").first).to_be_visible()
     assert_no_violation(admin_page)
 

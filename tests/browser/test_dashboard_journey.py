@@ -75,7 +75,7 @@ def test_leader_reads_two_months_and_downloads_csv(
         page.get_by_role("link", name="Data of “Preemptions and lost work per week” as CSV").click()
     download = download_info.value
     assert download.suggested_filename == f"signals-{before:%Y-%m}-preemptions.csv"
-    text = Path(download.path()).read_text(encoding="utf-8")
+    text = Path(download.path()).read_text(encoding="utf-8-sig")
     assert text.splitlines()[0] == "week starting,reclaim,priority,capacity_change,lost GPU-hours"
 
 
