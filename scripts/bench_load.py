@@ -43,7 +43,7 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--think", type=float, default=1.0, help="seconds between requests")
     parser.add_argument("--timeout", type=float, default=10.0, help="client timeout (s)")
-    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--port", type=int, default=0, help="default: a free port")
     parser.add_argument(
         "--database-url",
         default=os.environ.get("BENCH_DATABASE_URL")
@@ -188,7 +188,8 @@ def start_gunicorn(args) -> subprocess.Popen:
     while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{args.port}/healthz/", timeout=2):
-                return server
+                if server.poll() is None:
+                    return server
         except OSError:
             if server.poll() is not None:
                 raise SystemExit("gunicorn exited: see var/bench-load-gunicorn.log") from None
@@ -387,8 +388,18 @@ def report(clients: int, args, results: Results) -> None:
     print(f"timeouts (> {args.timeout:g} s): {results.timeouts}; connection failures: {failures}")
 
 
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def main() -> None:
     args = parse_args()
+    # A port of its own, so that another server on this machine is never measured.
+    args.port = args.port or free_port()
     if args.seed_only is not None:
         seed_clients(args.seed_only)
         return
