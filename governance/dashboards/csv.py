@@ -20,16 +20,18 @@ from django.http import HttpResponse
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 BOM = "\ufeff"
 
-
 DATASETS = (
     "kpis",
+    "capacity",
     "turnaround",
-    "lender-wait",
-    "preemptions",
+    "waiting",
+    "lost",
     "recovery",
     "policy",
     "yielders",
     "shares",
+    "teams",
+    "trend",
 )
 
 
@@ -43,11 +45,13 @@ def safe_cell(value):
 
 
 def table_csv(table: dict) -> str:
-    """A table ({"header", "rows"}) as CSV text; missing values are empty cells."""
+    """A table ({"header", "units", "rows"}) as CSV text: the header, a row of units
+    (seconds, hours, counts, fractions), then raw values; missing values are empty."""
     buffer = io.StringIO()
     # RFC 4180 line ends: a cell holding a carriage return or a newline is then quoted.
     writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow([safe_cell(value) for value in table["header"]])
+    writer.writerow([safe_cell(value) for value in table["units"]])
     for row in table["rows"]:
         writer.writerow([safe_cell(value) for value in row])
     return buffer.getvalue()
@@ -62,7 +66,8 @@ def csv_response(table: dict, filename: str) -> HttpResponse:
     return response
 
 
-def csv_filename(dataset: str, month, queue_name: str | None) -> str:
-    scope = f"-{queue_name}" if queue_name else ""
+def csv_filename(dataset: str, month, scope_name: str | None) -> str:
+    """`signals-2025-03[-queue or team]-dataset.csv`, safe in any file system."""
+    scope = f"-{scope_name}" if scope_name else ""
     safe = "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in scope)
     return f"signals-{month:%Y-%m}{safe}-{dataset}.csv"

@@ -17,14 +17,40 @@ FAILED = "#c8322f"
 EXCEPTION = "#7a3db8"
 DONE = "#1d6333"
 NEUTRAL = "#6b7785"
-# Preemption causes: reclaim is borrowed capacity taken back (amber, as borrowing),
-# priority is in-share preemption, a capacity change the fleet shrinking.
-CAUSE_COLOURS = {"reclaim": BORROWED, "priority": FAILED, "capacity_change": NEUTRAL}
+IDLE = "#d5dbe1"
+RESERVED = "#9aa5b1"
+# Causes of lost work: reclaim is borrowed capacity taken back (amber, as borrowing),
+# priority is in-share preemption, a capacity change the fleet shrinking; work of
+# terminated and failed jobs, and runs lost with their runner.
+CAUSE_COLOURS = {
+    "reclaim": BORROWED,
+    "priority": FAILED,
+    "capacity_change": NEUTRAL,
+    "terminated": "#8c1d1b",
+    "failed": "#f0a3a1",
+    "requeued": "#3f4954",
+}
 CAUSE_LABELS = {
     "reclaim": "Reclaim",
     "priority": "Priority (in-share)",
     "capacity_change": "Capacity change",
+    "terminated": "Terminated",
+    "failed": "Failed",
+    "requeued": "Requeued (runner lost)",
 }
+CATEGORY_LABELS = {
+    "within_limit": "Within limit",
+    "borrowed": "Borrowed",
+    "idle_lendable": "Idle, lendable",
+    "idle_reserved": "Idle, reserved",
+}
+CATEGORY_COLOURS = {
+    "within_limit": WITHIN,
+    "borrowed": BORROWED,
+    "idle_lendable": IDLE,
+    "idle_reserved": RESERVED,
+}
+NO_DATA = "No data this month"
 URGENCY_COLOURS = ("#7a3db8", "#a77bd6", "#4b2173", "#c7a9e8", "#5f2e94")
 HOUR = 3600.0
 FONT = "system-ui, -apple-system, Segoe UI, Roboto, Helvetica Neue, Arial, sans-serif"
@@ -47,6 +73,31 @@ def chart_layout(title: str, **extra) -> dict:
 
 def _figure(data: list, layout: dict) -> dict:
     return {"data": data, "layout": layout, "config": {"displaylogo": False}}
+
+
+def no_data(title: str, message: str = NO_DATA) -> dict:
+    """A chart with nothing to draw says so, instead of showing empty axes."""
+    hidden = {"visible": False}
+    return _figure(
+        [],
+        chart_layout(
+            title,
+            xaxis=hidden,
+            yaxis=hidden,
+            height=200,
+            annotations=[
+                {
+                    "text": message,
+                    "showarrow": False,
+                    "xref": "paper",
+                    "yref": "paper",
+                    "x": 0.5,
+                    "y": 0.5,
+                    "font": {"size": 14, "color": NEUTRAL},
+                }
+            ],
+        ),
+    )
 
 
 def _hours(seconds) -> float | None:
@@ -76,79 +127,135 @@ def turnaround_boxes(shares: list[dict]) -> dict:
     precomputed quartiles; whiskers at min and max), in hours.
 
     `shares`: [{"name", "within": stats, "borrowed": stats}] with stats of
-    selectors.duration_stats."""
+    formulas.duration_stats."""
+    title = "Turnaround by share (hours)"
     traces = []
     for key, label, colour, fill in (
         ("within", "Ran within limit only", WITHIN, "rgba(47, 109, 181, 0.3)"),
         ("borrowed", "Ran on borrowed capacity", BORROWED, "rgba(227, 155, 27, 0.3)"),
     ):
-        rows = [(share["name"], share[key]) for share in shares if share[key].get("n")]
+        rows = [
+            (f"{share['name']} (n={share[key]['n']})", {**share[key], "median": share[key]["p50"]})
+            for share in shares
+            if share[key].get("n")
+        ]
+        if not rows:
+            continue
         trace = box_trace(label, rows, colour, fill)
         trace["hovertemplate"] = "%{x}<extra>" + label + "</extra>"
         traces.append(trace)
+    if not traces:
+        return no_data(title)
     return _figure(
         traces,
         chart_layout(
-            "Turnaround by share (hours)",
+            title,
             boxmode="group",
             yaxis={"title": {"text": "hours"}, "rangemode": "tozero"},
         ),
     )
 
 
-def lender_wait_bars(shares: list[dict]) -> dict:
-    """Median and p90 wait of jobs whose start reclaimed lent capacity, per share.
+def capacity_bars(rows: list[dict]) -> dict:
+    """GPU-hours of each share (or team) by category, stacked horizontally: within
+    limit, borrowed, idle lendable, idle reserved (hatched).
+
+    `rows`: [{"name", "gpu_hours": {category: hours}}]."""
+    title = "Capacity use (GPU-hours)"
+    rows = [row for row in rows if any(row["gpu_hours"].values())]
+    if not rows:
+        return no_data(title)
+    names = [row["name"] for row in rows]
+    traces = []
+    for category, label in CATEGORY_LABELS.items():
+        trace = {
+            "type": "bar",
+            "orientation": "h",
+            "name": label,
+            "y": names,
+            "x": [round(row["gpu_hours"][category], 1) for row in rows],
+            "marker": {"color": CATEGORY_COLOURS[category]},
+            "hovertemplate": "%{y}: %{x:,.1f} GPU-h<extra>" + label + "</extra>",
+        }
+        if category == "idle_reserved":
+            trace["marker"]["pattern"] = {"shape": "/", "fgcolor": "#5f6b77"}
+        traces.append(trace)
+    return _figure(
+        traces,
+        chart_layout(
+            title,
+            barmode="stack",
+            xaxis={"title": {"text": "GPU-hours"}, "rangemode": "tozero"},
+            yaxis={"autorange": "reversed", "automargin": True},
+            height=max(260, 60 + 34 * len(rows)),
+            margin={"l": 120, "r": 20, "t": 48, "b": 60},
+        ),
+    )
+
+
+def wait_bars(shares: list[dict]) -> dict:
+    """p50 and p90 wait to first start per share, in hours, n in the label.
 
     `shares`: [{"name", "stats": stats}]."""
+    title = "Wait to first start by share (hours)"
     rows = [(share["name"], share["stats"]) for share in shares if share["stats"].get("n")]
-    names = [name for name, _ in rows]
+    if not rows:
+        return no_data(title)
+    names = [f"{name} (n={stats['n']})" for name, stats in rows]
     return _figure(
         [
             {
                 "type": "bar",
-                "name": "Median",
+                "name": "p50",
                 "x": names,
-                "y": [_hours(stats["median"]) for _, stats in rows],
+                "y": [_hours(stats["p50"]) for _, stats in rows],
                 "marker": {"color": WITHIN},
             },
             {
                 "type": "bar",
-                "name": "90th percentile",
+                "name": "p90",
                 "x": names,
                 "y": [_hours(stats["p90"]) for _, stats in rows],
                 "marker": {"color": "#1b4a80"},
             },
         ],
         chart_layout(
-            "Lender wait for a reclaim (hours)",
+            title,
             barmode="group",
             yaxis={"title": {"text": "hours"}, "rangemode": "tozero"},
         ),
     )
 
 
-def preemptions_weekly(weeks: list[dict]) -> dict:
-    """Preemptions per week stacked by cause, and lost GPU-hours (line, right axis).
+def lost_weekly(weeks: list[dict]) -> dict:
+    """Lost GPU-hours per week stacked by cause, and preemptions (line, right axis).
 
-    `weeks`: [{"week": "YYYY-MM-DD", "preemptions": {cause: n}, "lost_gpu_seconds"}]."""
+    `weeks`: [{"week": "YYYY-MM-DD", "lost_gpu_hours": {cause: h}, "preemptions":
+    {cause: n}}]."""
+    title = "Lost GPU-hours and preemptions per week"
+    lost_any = any(any(week["lost_gpu_hours"].values()) for week in weeks)
+    preempted_any = any(any(week["preemptions"].values()) for week in weeks)
+    if not (lost_any or preempted_any):
+        return no_data(title, "No preemption and no lost work this month")
     x = [week["week"] for week in weeks]
     traces = [
         {
             "type": "bar",
             "name": CAUSE_LABELS[cause],
             "x": x,
-            "y": [week["preemptions"].get(cause, 0) for week in weeks],
+            "y": [round(week["lost_gpu_hours"].get(cause, 0), 2) for week in weeks],
             "marker": {"color": colour},
         }
         for cause, colour in CAUSE_COLOURS.items()
+        if any(week["lost_gpu_hours"].get(cause) for week in weeks)
     ]
     traces.append(
         {
             "type": "scatter",
             "mode": "lines+markers",
-            "name": "Lost GPU-hours",
+            "name": "Preemptions",
             "x": x,
-            "y": [round(week["lost_gpu_seconds"] / HOUR, 1) for week in weeks],
+            "y": [sum(week["preemptions"].values()) for week in weeks],
             "yaxis": "y2",
             "line": {"color": "#1f2933", "width": 2},
         }
@@ -156,12 +263,12 @@ def preemptions_weekly(weeks: list[dict]) -> dict:
     return _figure(
         traces,
         chart_layout(
-            "Preemptions and lost GPU-hours per week",
+            title,
             barmode="stack",
             xaxis={"title": {"text": "week starting"}, "type": "category"},
-            yaxis={"title": {"text": "preemptions"}, "rangemode": "tozero"},
+            yaxis={"title": {"text": "lost GPU-hours"}, "rangemode": "tozero"},
             yaxis2={
-                "title": {"text": "lost GPU-hours"},
+                "title": {"text": "preemptions"},
                 "overlaying": "y",
                 "side": "right",
                 "rangemode": "tozero",
@@ -175,6 +282,9 @@ def preemptions_weekly(weeks: list[dict]) -> dict:
 def recovery_funnel(*, preempted: int, resumed: int, succeeded: int, failed: int) -> dict:
     """Jobs that ended this month after at least one preemption: how many started
     again, and how many completed or failed."""
+    title = "Recovery of preempted jobs"
+    if not preempted:
+        return no_data(title, "No preempted job ended this month")
     stages = ["Preempted", "Resumed", "Completed", "Failed"]
     values = [preempted, resumed, succeeded, failed]
     return _figure(
@@ -192,7 +302,7 @@ def recovery_funnel(*, preempted: int, resumed: int, succeeded: int, failed: int
             }
         ],
         chart_layout(
-            "Recovery of preempted jobs",
+            title,
             xaxis={"title": {"text": "jobs"}, "rangemode": "tozero"},
             yaxis={"autorange": "reversed"},
             margin={"l": 100, "r": 20, "t": 48, "b": 50},
@@ -204,8 +314,11 @@ def policy_weekly(weeks: list[dict]) -> dict:
     """Policy edits, and exception requests filed by urgency, per week.
 
     `weeks`: [{"week", "policy_edits", "exceptions_filed": {urgency: n}}]."""
+    title = "Policy edits and exception requests per week"
     x = [week["week"] for week in weeks]
     urgencies = sorted({name for week in weeks for name in week["exceptions_filed"]})
+    if not urgencies and not any(week["policy_edits"] for week in weeks):
+        return no_data(title, "No policy edit and no exception request this month")
     traces = [
         {
             "type": "bar",
@@ -231,9 +344,68 @@ def policy_weekly(weeks: list[dict]) -> dict:
     return _figure(
         traces,
         chart_layout(
-            "Policy edits and exception requests per week",
+            title,
             barmode="group",
             xaxis={"title": {"text": "week starting"}, "type": "category"},
             yaxis={"title": {"text": "count"}, "rangemode": "tozero"},
+        ),
+    )
+
+
+def capacity_trend(months: list[dict]) -> dict:
+    """Twelve months of capacity use: GPU-hours by category, stacked per month, and
+    the lost GPU-hours per 1,000 delivered (line, right axis).
+
+    `months`: [{"month": "Mar 2025", "gpu_hours": {category: h} or None,
+    "lost_per_1000": float or None}] (None: no figures that month)."""
+    title = "Capacity use and lost work, last 12 months"
+    if not any(month["gpu_hours"] for month in months):
+        return no_data(title, "No figures in the last 12 months")
+    x = [month["month"] for month in months]
+    traces = []
+    for category, label in CATEGORY_LABELS.items():
+        trace = {
+            "type": "bar",
+            "name": label,
+            "x": x,
+            "y": [
+                round(month["gpu_hours"][category], 1) if month["gpu_hours"] else None
+                for month in months
+            ],
+            "marker": {"color": CATEGORY_COLOURS[category]},
+        }
+        if category == "idle_reserved":
+            trace["marker"]["pattern"] = {"shape": "/", "fgcolor": "#5f6b77"}
+        traces.append(trace)
+    traces.append(
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": "Lost GPU-h per 1,000 delivered",
+            "x": x,
+            "y": [
+                None if month["lost_per_1000"] is None else round(month["lost_per_1000"], 2)
+                for month in months
+            ],
+            "yaxis": "y2",
+            "connectgaps": False,
+            "line": {"color": FAILED, "width": 2},
+        }
+    )
+    return _figure(
+        traces,
+        chart_layout(
+            title,
+            barmode="stack",
+            xaxis={"type": "category"},
+            yaxis={"title": {"text": "GPU-hours"}, "rangemode": "tozero"},
+            yaxis2={
+                "title": {"text": "lost per 1,000 GPU-h"},
+                "overlaying": "y",
+                "side": "right",
+                "rangemode": "tozero",
+                "showgrid": False,
+            },
+            margin={"l": 70, "r": 70, "t": 48, "b": 60},
         ),
     )

@@ -1,6 +1,11 @@
 """What the leadership dashboard shows, from stored rollups only: the KPI cards with
-their month-over-month change, the figures, and the tables behind them (which the
-CSV exports reuse, so a download always matches the page)."""
+their n, month-over-month change and 12-month sparkline, the charts, the per-team
+table, and the tables behind them (the CSV exports and the monthly pack reuse them, so
+a download always matches the page).
+
+Tables hold raw values in base units (seconds, hours, counts, fractions) with a units
+row; the page formats them for people.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +13,12 @@ import datetime as dt
 from dataclasses import dataclass
 
 from governance.dashboards import figures
-from governance.dashboards.selectors import dashboard_rollups, previous_month
+from governance.dashboards import formulas as f
+from governance.dashboards.selectors import previous_month
 from governance.templatetags.ui import duration, percent
 
-# Better when lower / higher; None: neither (the change is shown in grey).
 LOWER, HIGHER = "lower", "higher"
+NO_DIRECTION = None
 
 
 @dataclass(frozen=True)
@@ -20,96 +26,174 @@ class Kpi:
     key: str
     label: str
     meaning: str
-    better: str
-    kind: str  # duration | count | gpu_hours | fraction
+    # Whether lower or higher is better; None where a change is neither (volume, use of
+    # lending, justified decisions): its change is shown in grey, without an arrow.
+    better: str | None
+    kind: str  # duration | count | gpu_hours | fraction | rate
+    unit: str  # the CSV's unit
+    definition: str  # a key of formulas.DEFINITIONS
 
 
 KPIS = (
     Kpi(
-        "turnaround_median",
-        "Median turnaround",
-        "Half of the jobs that completed took longer than this from submission to finish.",
+        "delivered_gpu_hours",
+        "GPU-hours delivered",
+        "GPU-hours the jobs ran, within limits and borrowed: the volume behind every other figure.",
+        NO_DIRECTION,
+        "gpu_hours",
+        "GPU-hours",
+        "capacity",
+    ),
+    Kpi(
+        "borrowed_fraction",
+        "Ran on borrowed capacity",
+        "Part of the GPU-hours delivered that ran beyond the running share's limit, on "
+        "capacity other shares lent.",
+        NO_DIRECTION,
+        "fraction",
+        "fraction",
+        "capacity",
+    ),
+    Kpi(
+        "entitlement_honoured",
+        "Entitlement honoured",
+        "Of the jobs that fitted within their share's limit when they became runnable, "
+        "the part that started within 5 minutes.",
+        HIGHER,
+        "fraction",
+        "fraction",
+        "entitlement_honoured",
+    ),
+    Kpi(
+        "time_to_reclaim_p90",
+        "Time to reclaim, p90",
+        "How long a job within its limit waited while its capacity was lent out: one "
+        "in ten waited longer.",
         LOWER,
         "duration",
+        "seconds",
+        "time_to_reclaim",
+    ),
+    Kpi(
+        "turnaround_p50",
+        "Median turnaround",
+        "Half of the jobs that succeeded took longer than this from submission to finish.",
+        LOWER,
+        "duration",
+        "seconds",
+        "turnaround",
     ),
     Kpi(
         "wait_p90",
-        "p90 waiting",
-        "One completed job in ten waited in the queue longer than this.",
+        "p90 wait to first start",
+        "One job in ten that started this month waited longer than this in the queue.",
         LOWER,
         "duration",
+        "seconds",
+        "wait",
     ),
     Kpi(
-        "lender_wait_median",
-        "Lender wait for reclaims",
-        "Median time a team waited before borrowed capacity was taken back for it.",
-        LOWER,
-        "duration",
-    ),
-    Kpi(
-        "preemptions",
-        "Preemptions",
-        "Times a running job was stopped to make room (reclaim, priority or capacity).",
-        LOWER,
+        "jobs_waiting_at_end",
+        "Still waiting at month end",
+        "Jobs queued when the month ended (the oldest's age in the change line).",
+        NO_DIRECTION,
         "count",
+        "jobs",
+        "wait",
     ),
     Kpi(
-        "lost_gpu_hours",
-        "Lost GPU-hours",
-        "Work redone after preemptions: compute since the last checkpoint.",
+        "lost_per_1000",
+        "Lost GPU-hours per 1,000 delivered",
+        "Work redone or thrown away (preemptions, terminations, failures) for every "
+        "1,000 GPU-hours run.",
         LOWER,
-        "gpu_hours",
+        "rate",
+        "GPU-hours per 1,000 GPU-hours",
+        "lost",
     ),
     Kpi(
-        "completion_rate_preempted",
-        "Preempted jobs completed",
-        "Share of the jobs that were preempted and ended this month that still succeeded.",
-        HIGHER,
-        "fraction",
+        "preemptions_per_1000",
+        "Preemptions per 1,000 GPU-hours",
+        "Running jobs stopped to make room. Reclaims among them are lending working as agreed.",
+        NO_DIRECTION,
+        "rate",
+        "preemptions per 1,000 GPU-hours",
+        "per_thousand",
     ),
     Kpi(
         "goodput",
         "Goodput",
-        "Useful GPU-hours as a share of all GPU-hours consumed (the rest was redone or "
-        "spent restarting).",
+        "Part of the GPU-hours delivered that was neither lost nor spent restarting.",
         HIGHER,
         "fraction",
+        "fraction",
+        "goodput",
+    ),
+    Kpi(
+        "completion_rate_preempted",
+        "Preempted jobs completed",
+        "Of the jobs that ended this month after a preemption, the part that succeeded.",
+        HIGHER,
+        "fraction",
+        "fraction",
+        "recovery",
     ),
     Kpi(
         "exceptions_approved",
         "Exceptions approved",
-        "Temporary departures from policy granted; fewer means the policy fits.",
-        LOWER,
+        "Temporary departures from policy granted; a justified exception is the process working.",
+        NO_DIRECTION,
         "count",
+        "requests",
+        "policy",
     ),
     Kpi(
         "policy_edits",
         "Policy edits",
         "Changes to shares, capacity or urgency by admins (reverts included).",
-        LOWER,
+        NO_DIRECTION,
         "count",
+        "changes",
+        "policy",
     ),
 )
+KPI_BY_KEY = {kpi.key: kpi for kpi in KPIS}
 
 
-def kpi_values(data: dict | None) -> dict[str, float | None]:
-    """The raw KPI values of one rollup (None where the month has no such data)."""
+def kpi_values(data: dict | None) -> dict[str, tuple]:
+    """Each KPI's raw value and its n (the observations behind it) in one rollup;
+    (None, None) where the month has no figures."""
     if not data:
-        return {kpi.key: None for kpi in KPIS}
+        return {kpi.key: (None, None) for kpi in KPIS}
+    runs = data["runs"]
+    waiting = data["jobs_waiting_at_end"]
     return {
-        "turnaround_median": data["turnaround"]["all"].get("median"),
-        "wait_p90": data["wait"]["all"].get("p90"),
-        "lender_wait_median": data["lender_wait"].get("median"),
-        "preemptions": data["preemptions_total"],
-        "lost_gpu_hours": round(data["lost_gpu_seconds"] / 3600, 1),
-        "completion_rate_preempted": data["completion_rate_preempted"],
-        "goodput": data["goodput"],
-        "exceptions_approved": data["exceptions"]["approved"],
-        "policy_edits": data["policy_edits"],
+        "delivered_gpu_hours": (data["delivered_gpu_hours"], runs),
+        "borrowed_fraction": (data["borrowed_fraction"], runs),
+        "entitlement_honoured": (
+            data["entitlement_honoured"]["fraction"],
+            data["entitlement_honoured"]["n"],
+        ),
+        "time_to_reclaim_p90": (
+            data["time_to_reclaim_s"].get("p90"),
+            data["time_to_reclaim_s"]["n"],
+        ),
+        "turnaround_p50": (data["turnaround_s"].get("p50"), data["turnaround_s"]["n"]),
+        "wait_p90": (data["wait_s"].get("p90"), data["wait_s"]["n"]),
+        "jobs_waiting_at_end": (waiting["n"], waiting["n"]),
+        "lost_per_1000": (data["lost_gpu_hours_per_1000"], runs),
+        "preemptions_per_1000": (data["preemptions_per_1000"], runs),
+        "goodput": (data["goodput"], runs),
+        "completion_rate_preempted": (
+            data["completion_rate_preempted"],
+            data["preempted_ended"],
+        ),
+        "exceptions_approved": (data["exceptions"]["approved"], None),
+        "policy_edits": (data["policy_edits"], None),
     }
 
 
-def _format(kind: str, value) -> str:
+def display(kind: str, value) -> str:
     if value is None:
         return "—"
     if kind == "duration":
@@ -118,47 +202,131 @@ def _format(kind: str, value) -> str:
         return percent(value)
     if kind == "gpu_hours":
         return f"{value:,.1f}"
+    if kind == "rate":
+        return f"{value:,.1f}"
     return f"{value:,}"
 
 
-def _change(kpi: Kpi, current, previous) -> dict:
-    """Arrow, text and tone of the month-over-month change."""
-    if current is None or previous is None:
-        return {"arrow": "", "text": "no figure for the previous month", "tone": "flat"}
-    delta = current - previous
-    if abs(delta) < 1e-9:
-        return {"arrow": "→", "text": "no change", "tone": "flat"}
-    up = delta > 0
-    good = up == (kpi.better == HIGHER)
+def _amount(kpi: Kpi, delta) -> str | None:
+    """The size of a change as the card shows it; None when it rounds to nothing."""
+    size = abs(delta)
     if kpi.kind == "fraction":
-        text = f"{abs(delta) * 100:.0f} points"
-    elif kpi.kind == "duration":
-        text = duration(abs(delta))
-    elif kpi.kind == "gpu_hours":
-        text = f"{abs(delta):,.1f} GPU-h"
-    else:
-        text = f"{abs(delta):,}"
+        return None if round(size * 100) == 0 else f"{size * 100:.0f} points"
+    if kpi.kind == "duration":
+        return None if round(size) == 0 else duration(size)
+    if kpi.kind in ("gpu_hours", "rate"):
+        return None if round(size, 1) == 0 else f"{size:,.1f}"
+    return None if size == 0 else f"{size:,}"
+
+
+def comparable(kpi: Kpi, n_now, n_before) -> bool:
+    """A change earns an arrow and a better / worse word only when the figure has a
+    direction and both months have at least `formulas.MIN_SAMPLE` observations."""
+    if kpi.better is None:
+        return False
+    return (n_now or 0) >= f.MIN_SAMPLE and (n_before or 0) >= f.MIN_SAMPLE
+
+
+def change(kpi: Kpi, current: tuple, previous: tuple) -> dict:
+    """The month-over-month change: arrow, words and tone ("good", "bad", "flat")."""
+    (now, n_now), (before, n_before) = current, previous
+    if now is None or before is None:
+        return {"arrow": "", "text": "no figure to compare with", "tone": "flat", "word": ""}
+    delta = now - before
+    amount = _amount(kpi, delta)
+    if amount is None:
+        # Smaller than the figure's precision: nothing a reader could see changed.
+        return {"arrow": "", "text": "no change", "tone": "flat", "word": ""}
+    text = f"{'up' if delta > 0 else 'down'} {amount}"
+    if kpi.better is None:
+        return {"arrow": "", "text": text, "tone": "flat", "word": ""}
+    if not comparable(kpi, n_now, n_before):
+        smallest = min(n_now or 0, n_before or 0)
+        text += f"; too few to compare (n = {smallest:,}, under {f.MIN_SAMPLE})"
+        return {"arrow": "", "text": text, "tone": "flat", "word": ""}
+    good = (delta > 0) == (kpi.better == HIGHER)
     return {
-        "arrow": "▲" if up else "▼",
-        "text": f"{'up' if up else 'down'} {text}",
+        "arrow": "▲" if delta > 0 else "▼",
+        "text": text,
         "tone": "good" if good else "bad",
+        "word": "better" if good else "worse",
     }
 
 
-def kpi_cards(current: dict | None, previous: dict | None) -> list[dict]:
+SPARK_WIDTH, SPARK_HEIGHT = 120, 28
+
+
+def sparkline(values: list) -> dict:
+    """SVG polyline segments of a 12-month series (a gap where a month has no figure),
+    drawn on the server: no script, and it prints."""
+    known = [v for v in values if v is not None]
+    if len(known) < 2:
+        return {"segments": [], "last": None}
+    low, high = min(known), max(known)
+    span = (high - low) or 1
+    step = SPARK_WIDTH / max(1, len(values) - 1)
+    segments, current = [], []
+    last = None
+    for index, value in enumerate(values):
+        if value is None:
+            if len(current) > 1:
+                segments.append(" ".join(current))
+            current = []
+            continue
+        x = round(index * step, 1)
+        y = round(SPARK_HEIGHT - 2 - (value - low) / span * (SPARK_HEIGHT - 4), 1)
+        current.append(f"{x},{y}")
+        last = (x, y)
+    if len(current) > 1:
+        segments.append(" ".join(current))
+    return {"segments": segments, "last": last}
+
+
+def kpi_cards(current: dict | None, previous: dict | None, trend: list) -> list[dict]:
     now, before = kpi_values(current), kpi_values(previous)
-    return [
-        {
-            "key": kpi.key,
-            "label": kpi.label,
-            "meaning": kpi.meaning,
-            "value": now[kpi.key],
-            "display": _format(kpi.kind, now[kpi.key]),
-            "previous_display": _format(kpi.kind, before[kpi.key]),
-            "change": _change(kpi, now[kpi.key], before[kpi.key]),
-        }
-        for kpi in KPIS
-    ]
+    series = [(month, kpi_values(data)) for month, data in trend]
+    cards = []
+    for kpi in KPIS:
+        values = [values[kpi.key][0] for _, values in series]
+        value, n = now[kpi.key]
+        history = ", ".join(
+            f"{month:%b %Y} {display(kpi.kind, values[kpi.key][0])}" for month, values in series
+        )
+        cards.append(
+            {
+                "key": kpi.key,
+                "label": kpi.label,
+                "meaning": kpi.meaning,
+                "value": value,
+                "n": n,
+                "display": display(kpi.kind, value),
+                "previous_display": display(kpi.kind, before[kpi.key][0]),
+                "change": change(kpi, now[kpi.key], before[kpi.key]),
+                "direction": kpi.better,
+                "sparkline": sparkline(values),
+                "trend_text": history,
+                "extra": _extra(kpi.key, current),
+            }
+        )
+    return cards
+
+
+def _extra(key: str, data: dict | None) -> str:
+    """A line of context some cards need to be read right."""
+    if not data:
+        return ""
+    if key == "jobs_waiting_at_end" and data["jobs_waiting_at_end"]["n"]:
+        return f"oldest waiting {duration(data['jobs_waiting_at_end']['oldest_s'])}"
+    if key == "preemptions_per_1000":
+        causes = data["preemptions"]
+        return (
+            f"{data['preemptions_total']:,} in all: {causes['reclaim']:,} reclaims, "
+            f"{causes['priority']:,} in-share priority, "
+            f"{causes['capacity_change']:,} capacity changes"
+        )
+    if key == "lost_per_1000":
+        return f"{data['lost_gpu_hours_total']:,.1f} GPU-hours lost in all"
+    return ""
 
 
 def share_label(data: dict, with_queue: bool) -> str:
@@ -166,71 +334,163 @@ def share_label(data: dict, with_queue: bool) -> str:
     return f"{data.get('queue_name', '')} / {name}" if with_queue else name
 
 
-# -- the tables behind every figure (also the CSV exports) ------------------------------
+def team_rows(teams: list[dict], whole: dict | None) -> list[dict]:
+    """One row per team: what it received against what it was entitled to
+    (formulas.fairness, relative to the scope shown), and how it was served."""
+    whole = whole or {}
+    rows = []
+    for team in teams:
+        fair = f.fairness(
+            delivered=team["delivered_gpu_hours"],
+            delivered_total=whole.get("delivered_gpu_hours", 0),
+            entitled=team["entitled_gpu_hours"],
+            entitled_total=whole.get("entitled_gpu_hours", 0),
+        )
+        rows.append({"name": team.get("team_name", ""), "data": team, "fairness": fair})
+    return rows
 
-STAT_KEYS = ("n", "median", "p90", "q1", "q3", "min", "max", "mean")
+
+# -- the tables behind every figure (also the CSV exports and the pack) -----------------
+
+STAT_KEYS = ("n", "p50", "p90", "q1", "q3", "min", "max", "mean")
 
 
-def tables(view: dict, *, with_queue: bool) -> dict[str, dict]:
-    """name -> {"title", "header", "rows"} for each dataset of the page."""
+def _stats(stats: dict) -> list:
+    return [stats.get(key) for key in STAT_KEYS]
+
+
+def _share_cells(share: dict) -> list:
+    return [share.get("queue_name", ""), share.get("share_name", ""), share.get("team_name", "")]
+
+
+def tables(view: dict) -> dict[str, dict]:
+    """name -> {"title", "header", "units", "rows"} for each dataset of the page."""
     current = view["current"] or {}
     shares = view["shares"]
     result: dict[str, dict] = {}
-
+    previous_values = kpi_values(view["previous"])
     result["kpis"] = {
         "title": "Key figures",
-        "header": ["figure", "value", "previous month", "change"],
+        "header": ["figure", "value", "unit", "n", "previous month", "previous n", "comparable"],
+        "units": ["", "(see unit)", "", "count", "(see unit)", "count", "yes/no"],
         "rows": [
-            [card["label"], card["display"], card["previous_display"], card["change"]["text"]]
+            [
+                card["label"],
+                card["value"],
+                KPI_BY_KEY[card["key"]].unit,
+                card["n"],
+                previous_values[card["key"]][0],
+                previous_values[card["key"]][1],
+                "yes"
+                if comparable(KPI_BY_KEY[card["key"]], card["n"], previous_values[card["key"]][1])
+                else "no",
+            ]
             for card in view["kpis"]
         ],
     }
-    rows = []
+    categories = f.CAPACITY_CATEGORIES
+    result["capacity"] = {
+        "title": "Capacity use by share",
+        "header": [
+            "queue",
+            "share",
+            "team",
+            *(f"{c} GPU-hours" for c in categories),
+            *(f"{c} instance-hours" for c in categories),
+            "entitlement use",
+        ],
+        "units": ["", "", "", *["GPU-hours"] * 4, *["instance-hours"] * 4, "fraction"],
+        "rows": [
+            _share_cells(share)
+            + [share["gpu_hours"][c] for c in categories]
+            + [share["instance_hours"][c] for c in categories]
+            + [share["entitlement_use"]]
+            for share in shares
+        ],
+    }
+    turnaround_rows = []
     for share in shares:
         for group in ("within", "borrowed"):
-            for metric in ("turnaround", "wait", "run"):
-                stats = share[metric][group]
-                rows.append(
-                    [share_label(share, with_queue), group, metric]
-                    + [stats.get(key) for key in STAT_KEYS]
-                )
+            turnaround_rows.append(
+                _share_cells(share) + [group, *_stats(share["turnaround_by_borrowing_s"][group])]
+            )
     result["turnaround"] = {
-        "title": "Completion time by share (seconds)",
-        "header": ["share", "ran", "measure", *STAT_KEYS],
-        "rows": rows,
+        "title": "Turnaround by share and by whether the job ran on borrowed capacity",
+        "header": ["queue", "share", "team", "ran", *STAT_KEYS],
+        "units": ["", "", "", "", "count", *["seconds"] * 7],
+        "rows": turnaround_rows,
     }
-    result["lender-wait"] = {
-        "title": "Lender wait for reclaims by share (seconds)",
-        "header": ["share", *STAT_KEYS],
+    result["waiting"] = {
+        "title": "Waiting, entitlement honoured and time to reclaim by share",
+        "header": [
+            "queue",
+            "share",
+            "team",
+            "wait n",
+            "wait p50",
+            "wait p90",
+            "entitled starts",
+            "honoured",
+            "entitlement honoured",
+            "time to reclaim n",
+            "time to reclaim p50",
+            "time to reclaim p90",
+            "waiting at end",
+            "oldest waiting",
+        ],
+        "units": [
+            "",
+            "",
+            "",
+            "count",
+            "seconds",
+            "seconds",
+            "count",
+            "count",
+            "fraction",
+            "count",
+            "seconds",
+            "seconds",
+            "jobs",
+            "seconds",
+        ],
         "rows": [
-            [share_label(share, with_queue)] + [share["lender_wait"].get(key) for key in STAT_KEYS]
+            _share_cells(share)
+            + [
+                share["wait_s"]["n"],
+                share["wait_s"].get("p50"),
+                share["wait_s"].get("p90"),
+                share["entitlement_honoured"]["n"],
+                share["entitlement_honoured"]["honoured"],
+                share["entitlement_honoured"]["fraction"],
+                share["time_to_reclaim_s"]["n"],
+                share["time_to_reclaim_s"].get("p50"),
+                share["time_to_reclaim_s"].get("p90"),
+                share["jobs_waiting_at_end"]["n"],
+                share["jobs_waiting_at_end"]["oldest_s"],
+            ]
             for share in shares
-            if share["lender_wait"].get("n")
         ],
     }
-    result["preemptions"] = {
-        "title": "Preemptions and lost GPU-hours per week",
+    result["lost"] = {
+        "title": "Lost GPU-hours by cause and preemptions per week",
         "header": [
             "week starting",
-            "reclaim",
-            "priority",
-            "capacity_change",
-            "lost GPU-hours",
+            *(f"lost {c}" for c in f.LOST_CAUSES),
+            *(f"preemptions {c}" for c in f.PREEMPTION_CAUSES),
         ],
+        "units": ["date", *["GPU-hours"] * len(f.LOST_CAUSES), *["count"] * 3],
         "rows": [
-            [
-                week["week"],
-                week["preemptions"]["reclaim"],
-                week["preemptions"]["priority"],
-                week["preemptions"]["capacity_change"],
-                round(week["lost_gpu_seconds"] / 3600, 1),
-            ]
+            [week["week"]]
+            + [week["lost_gpu_hours"][c] for c in f.LOST_CAUSES]
+            + [week["preemptions"][c] for c in f.PREEMPTION_CAUSES]
             for week in current.get("weeks", [])
         ],
     }
     result["recovery"] = {
         "title": "Recovery of preempted jobs that ended this month",
         "header": ["stage", "jobs"],
+        "units": ["", "count"],
         "rows": [
             ["Preempted", current.get("preempted_ended", 0)],
             ["Resumed", current.get("preempted_resumed", 0)],
@@ -245,6 +505,7 @@ def tables(view: dict, *, with_queue: bool) -> dict[str, dict]:
     result["policy"] = {
         "title": "Policy edits and exception requests filed per week",
         "header": ["week starting", "policy edits", "exception changes", *urgencies],
+        "units": ["date", "count", "count", *["count"] * len(urgencies)],
         "rows": [
             [week["week"], week["policy_edits"], week["exception_changes"]]
             + [week["exceptions_filed"].get(name, 0) for name in urgencies]
@@ -252,17 +513,9 @@ def tables(view: dict, *, with_queue: bool) -> dict[str, dict]:
         ],
     }
     result["yielders"] = {
-        "title": "Repeated yielders (3 or more preemptions)",
-        "header": [
-            "job",
-            "queue",
-            "share",
-            "team",
-            "preemptions",
-            "lost GPU-hours",
-            "state",
-            "ended",
-        ],
+        "title": f"Repeated yielders ({f.REPEATED_YIELDER_PREEMPTIONS} or more preemptions)",
+        "header": ["job", "queue", "share", "team", "preemptions", "state", "reason", "ended"],
+        "units": ["", "", "", "", "count", "", "", "UTC"],
         "rows": [
             [
                 y["name"],
@@ -270,115 +523,135 @@ def tables(view: dict, *, with_queue: bool) -> dict[str, dict]:
                 y["share"],
                 y["team"],
                 y["preemptions"],
-                round(y["lost_gpu_seconds"] / 3600, 1),
-                y["state"] + (f" ({y['reason']})" if y["reason"] else ""),
+                y["state"],
+                y["reason"],
                 y["finished_at"],
             ]
             for y in view["yielders"]
         ],
     }
-    result["shares"] = {
-        "title": "Signals by share",
-        "header": [
-            "queue",
-            "share",
-            "team",
-            "jobs ended",
-            "succeeded",
-            "failed",
-            "median turnaround (s)",
-            "p90 wait (s)",
-            "preemptions",
-            "jobs preempted",
-            "lost GPU-hours",
-            "restart overhead GPU-hours",
-            "median wait after interruption (s)",
-            "completion rate of preempted",
-            "retries exhausted",
-            "goodput",
-            "policy edits",
-            "exceptions filed",
-            "exceptions approved",
-            "exceptions denied",
-            "exceptions active",
-            "revocations",
-            "priority changes",
-            "capacity-change preemptions",
-        ],
-        "rows": [
-            [
-                share.get("queue_name", ""),
-                share.get("share_name", ""),
-                share.get("team_name", ""),
-                share["jobs_ended"],
-                share["jobs_succeeded"],
-                share["jobs_failed"],
-                share["turnaround"]["all"].get("median"),
-                share["wait"]["all"].get("p90"),
-                share["preemptions_total"],
-                share["jobs_preempted"],
-                round(share["lost_gpu_seconds"] / 3600, 1),
-                round(share["restart_overhead_gpu_seconds"] / 3600, 1),
-                share["wait_after_interruption"].get("median"),
-                _rounded(share["completion_rate_preempted"]),
-                share["retries_exhausted"],
-                _rounded(share["goodput"]),
-                share["policy_edits"],
-                share["exceptions"]["filed"],
-                share["exceptions"]["approved"],
-                share["exceptions"]["denied"],
-                share["exceptions"]["active"],
-                share["exceptions"]["revoked"],
-                share["priority_changes"],
-                share["capacity_change_preemptions"],
-            ]
-            for share in shares
-        ],
-    }
+    result["shares"] = _signals_table("Signals by share", shares, "share")
+    result["teams"] = _teams_table(view["teams"])
+    result["trend"] = _trend_table(view["trend"])
     return result
 
 
-def _rounded(value):
-    return None if value is None else round(value, 4)
+SIGNAL_COLUMNS = (
+    # (header, unit, how to read it from a rollup)
+    ("GPU-hours delivered", "GPU-hours", lambda d: d["delivered_gpu_hours"]),
+    ("entitled GPU-hours", "GPU-hours", lambda d: d["entitled_gpu_hours"]),
+    ("borrowed GPU-hours", "GPU-hours", lambda d: d["gpu_hours"]["borrowed"]),
+    ("idle lendable GPU-hours", "GPU-hours", lambda d: d["gpu_hours"]["idle_lendable"]),
+    ("idle reserved GPU-hours", "GPU-hours", lambda d: d["gpu_hours"]["idle_reserved"]),
+    ("entitlement use", "fraction", lambda d: d["entitlement_use"]),
+    ("runs", "count", lambda d: d["runs"]),
+    ("jobs finished", "count", lambda d: d["jobs_finished"]),
+    ("jobs failed", "count", lambda d: d["jobs_failed"]),
+    ("turnaround p50", "seconds", lambda d: d["turnaround_s"].get("p50")),
+    ("turnaround n", "count", lambda d: d["turnaround_s"]["n"]),
+    ("wait p90", "seconds", lambda d: d["wait_s"].get("p90")),
+    ("wait n", "count", lambda d: d["wait_s"]["n"]),
+    ("waiting at end", "jobs", lambda d: d["jobs_waiting_at_end"]["n"]),
+    ("entitlement honoured", "fraction", lambda d: d["entitlement_honoured"]["fraction"]),
+    ("entitled starts", "count", lambda d: d["entitlement_honoured"]["n"]),
+    ("time to reclaim p90", "seconds", lambda d: d["time_to_reclaim_s"].get("p90")),
+    ("time to reclaim n", "count", lambda d: d["time_to_reclaim_s"]["n"]),
+    ("preemptions", "count", lambda d: d["preemptions_total"]),
+    ("reclaims", "count", lambda d: d["preemptions"]["reclaim"]),
+    ("jobs preempted", "count", lambda d: d["jobs_preempted"]),
+    ("lost GPU-hours", "GPU-hours", lambda d: d["lost_gpu_hours_total"]),
+    ("lost per 1,000 GPU-hours", "GPU-hours", lambda d: d["lost_gpu_hours_per_1000"]),
+    ("restart overhead GPU-hours", "GPU-hours", lambda d: d["restart_overhead_gpu_hours"]),
+    ("goodput", "fraction", lambda d: d["goodput"]),
+    ("completion rate of preempted", "fraction", lambda d: d["completion_rate_preempted"]),
+    ("preempted jobs ended", "count", lambda d: d["preempted_ended"]),
+    ("retries exhausted", "count", lambda d: d["retries_exhausted"]),
+    ("policy edits", "count", lambda d: d["policy_edits"]),
+    ("exceptions approved", "count", lambda d: d["exceptions"]["approved"]),
+    ("exceptions active", "count", lambda d: d["exceptions"]["active"]),
+    ("priority changes", "count", lambda d: d["priority_changes"]),
+)
 
 
-def dashboard_view(*, month: dt.date, queue_id: int | None) -> dict:
-    """Everything the page and its CSV exports show, from one rollup query."""
-    stored = dashboard_rollups(month=month, queue_id=queue_id)
+def _signals_table(title: str, rows: list[dict], kind: str) -> dict:
+    names = ["queue", "share", "team"] if kind == "share" else ["team"]
+    return {
+        "title": title,
+        "header": [*names, *(header for header, _, _ in SIGNAL_COLUMNS)],
+        "units": [*[""] * len(names), *(unit for _, unit, _ in SIGNAL_COLUMNS)],
+        "rows": [
+            (_share_cells(row) if kind == "share" else [row.get("team_name", "")])
+            + [read(row) for _, _, read in SIGNAL_COLUMNS]
+            for row in rows
+        ],
+    }
+
+
+def _teams_table(team_rows_: list[dict]) -> dict:
+    table = _signals_table("Signals by team", [row["data"] for row in team_rows_], "team")
+    table["header"] += ["part of delivered", "part of entitlement", "fairness ratio"]
+    table["units"] += ["fraction", "fraction", "ratio"]
+    for cells, row in zip(table["rows"], team_rows_, strict=True):
+        fair = row["fairness"]
+        cells += [fair["delivered_fraction"], fair["entitled_fraction"], fair["ratio"]]
+    return table
+
+
+def _trend_table(trend: list) -> dict:
+    return {
+        "title": "The last 12 months",
+        "header": ["month", *(kpi.label for kpi in KPIS)],
+        "units": ["YYYY-MM", *(kpi.unit for kpi in KPIS)],
+        "rows": [
+            [f"{month:%Y-%m}"] + [kpi_values(data)[kpi.key][0] for kpi in KPIS]
+            for month, data in trend
+        ],
+    }
+
+
+def dashboard_view(*, stored: dict, month: dt.date, queue_id: int | None) -> dict:
+    """Everything the page, its CSV exports and the pack show, from stored rollups
+    (rollups.rollups_read)."""
     current, previous, shares = stored["current"], stored["previous"], stored["shares"]
     with_queue = queue_id is None and len({s.get("queue_id") for s in shares}) > 1
     yielders = sorted(
         (y for share in shares for y in share["yielders"]),
-        key=lambda y: (-y["preemptions"], -y["lost_gpu_seconds"], y["name"]),
+        key=lambda y: (-y["preemptions"], y["finished_at"], y["name"]),
     )
+    teams = team_rows(stored["teams"], current)
     view = {
         "month": month,
         "previous_month": previous_month(month),
         "current": current,
         "previous": previous,
         "shares": shares,
+        "teams": teams,
+        "trend": stored["trend"],
         "computed_at": stored["computed_at"],
-        "kpis": kpi_cards(current, previous),
+        "kpis": kpi_cards(current, previous, stored["trend"]),
         "yielders": yielders,
         "figures": {},
     }
+    labels = {id(share): share_label(share, with_queue) for share in shares}
     if current:
-        labels = {id(share): share_label(share, with_queue) for share in shares}
         view["figures"] = {
+            "capacity": figures.capacity_bars(
+                [{"name": labels[id(s)], "gpu_hours": s["gpu_hours"]} for s in shares]
+            ),
             "turnaround": figures.turnaround_boxes(
                 [
                     {
                         "name": labels[id(share)],
-                        "within": share["turnaround"]["within"],
-                        "borrowed": share["turnaround"]["borrowed"],
+                        "within": share["turnaround_by_borrowing_s"]["within"],
+                        "borrowed": share["turnaround_by_borrowing_s"]["borrowed"],
                     }
                     for share in shares
                 ]
             ),
-            "lender-wait": figures.lender_wait_bars(
-                [{"name": labels[id(share)], "stats": share["lender_wait"]} for share in shares]
+            "waiting": figures.wait_bars(
+                [{"name": labels[id(share)], "stats": share["wait_s"]} for share in shares]
             ),
-            "preemptions": figures.preemptions_weekly(current["weeks"]),
+            "lost": figures.lost_weekly(current["weeks"]),
             "recovery": figures.recovery_funnel(
                 preempted=current["preempted_ended"],
                 resumed=current["preempted_resumed"],
@@ -387,31 +660,52 @@ def dashboard_view(*, month: dt.date, queue_id: int | None) -> dict:
             ),
             "policy": figures.policy_weekly(current["weeks"]),
         }
-    view["tables"] = tables(view, with_queue=with_queue)
+    if any(data for _, data in stored["trend"]):
+        view["figures"]["trend"] = figures.capacity_trend(
+            [
+                {
+                    "month": f"{m:%b %Y}",
+                    "gpu_hours": data["gpu_hours"] if data else None,
+                    "lost_per_1000": data["lost_gpu_hours_per_1000"] if data else None,
+                }
+                for m, data in stored["trend"]
+            ]
+        )
+    view["tables"] = tables(view)
     return view
 
 
 # The charts in page order: (dataset, title, caption: what it shows, what to look for).
 CHARTS = (
     (
+        "capacity",
+        "Capacity use by share",
+        "GPU-hours of each share this month: used within its limit (blue), run on "
+        "capacity borrowed from others (amber), its limit left idle and lent (light grey) "
+        "or held for it (hatched grey, RESERVE). Long grey bars are entitlement nobody "
+        "used; long amber bars mean the share relies on lending.",
+    ),
+    (
         "turnaround",
         "Turnaround by share",
-        "Time from submission to finish of the jobs that completed this month, per share: "
-        "blue boxes for jobs that ran only within their share's limit, amber for jobs that "
-        "ran on borrowed capacity (box: middle half; line: median; whiskers: shortest and "
-        "longest). Look for shares whose boxes sit high, or borrowed jobs far slower.",
+        "Time from submission to finish of the jobs that succeeded this month, per share "
+        "(n in the label): blue boxes for jobs that ran only within their share's limit, "
+        "amber for jobs that ran on borrowed capacity (box: middle half; line: median; "
+        "whiskers: shortest and longest). Look for shares whose boxes sit high.",
     ),
     (
-        "lender-wait",
-        "Lender wait for reclaims",
-        "How long a team's job waited before capacity it had lent was taken back for it "
-        "(median and 90th percentile, per share). Long bars mean lending costs the lender.",
+        "waiting",
+        "Wait to first start by share",
+        "p50 and p90 of the time the jobs that first started this month waited after "
+        "submission, per share (n in the label). Jobs still waiting at the month's end "
+        "are in the table below.",
     ),
     (
-        "preemptions",
-        "Preemptions and lost work per week",
-        "Preemptions per week by cause (bars) and the GPU-hours of work redone because of "
-        "them (line). A rising line means checkpoints are too far apart or reclaims too many.",
+        "lost",
+        "Lost work and preemptions per week",
+        "GPU-hours of work lost each week by cause (bars) and the number of preemptions "
+        "(line). Reclaims are lending working as agreed; what they lose depends on "
+        "checkpoints.",
     ),
     (
         "recovery",
@@ -423,7 +717,13 @@ CHARTS = (
         "policy",
         "Policy edits and exceptions per week",
         "Admin edits of shares, capacity and urgency (grey) and exception requests filed, "
-        "by urgency (purple), per week. Steady low bars mean a stable policy.",
+        "by urgency (purple), per week.",
+    ),
+    (
+        "trend",
+        "The last 12 months",
+        "Capacity use per month by category (bars) and lost GPU-hours per 1,000 delivered "
+        "(line). Months without figures are gaps.",
     ),
 )
 

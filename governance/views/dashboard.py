@@ -1,8 +1,10 @@
 """The leadership dashboard: the signals of one month, from stored rollups.
 
-Thin views: the figures come from governance.dashboards (page.dashboard_view reads
+Thin views: the figures come from governance.dashboards (rollups.rollups_read reads
 the rollups in one query; nothing here scans job events). Filters live in the query
-string (`?month=2025-03&queue=4`); the month defaults to the last full month.
+string (`?month=2025-03&queue=4&team=2`); the month defaults to the last full month.
+A filter that names nothing known is refused with a message naming it, and the page
+shows the default instead.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -18,89 +19,116 @@ from django.utils import timezone
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from governance import permissions
+from governance import rules
 from governance.dashboards.csv import DATASETS, csv_filename, csv_response
+from governance.dashboards.formulas import DEFINITIONS, MIN_SAMPLE, MONTH_RULE
 from governance.dashboards.page import charts, dashboard_view
-from governance.dashboards.rollups import rollups_refresh
+from governance.dashboards.rollups import rollups_read, rollups_refresh
 from governance.dashboards.selectors import last_full_month, rollup_months
-from governance.models import JobQueue
+from governance.models import JobQueue, Team
 
 YIELDERS_SHOWN = 20
 
 
-def _require_viewer(user) -> None:
-    if not permissions.has_role(user, permissions.ADMINS, permissions.LEADERSHIP):
-        raise PermissionDenied("The dashboard is for leadership and platform admins.")
-
-
-def _month(value: str | None) -> dt.date:
+def _month(value: str | None, errors: list[str]) -> dt.date:
     if value:
         try:
             return dt.datetime.strptime(value, "%Y-%m").date()
         except ValueError:
-            pass
+            errors.append("month: expected a month as YYYY-MM, such as 2025-03")
     return last_full_month(timezone.now())
 
 
-def _filters(request) -> tuple[dt.date, JobQueue | None, list[JobQueue]]:
-    month = _month(request.GET.get("month"))
+def _pick(raw: str, options: list, name: str, errors: list[str]):
+    if not raw:
+        return None
+    chosen = next((o for o in options if str(o.pk) == raw), None)
+    if chosen is None:
+        errors.append(f"{name}: no such {name}")
+    return chosen
+
+
+def _filters(request):
+    errors: list[str] = []
+    month = _month(request.GET.get("month"), errors)
     queues = list(JobQueue.objects.order_by("name").only("id", "name"))
-    queue = None
-    raw = request.GET.get("queue", "")
-    if raw.isdigit():
-        queue = next((q for q in queues if q.pk == int(raw)), None)
-    return month, queue, queues
+    teams = list(Team.objects.order_by("name").only("id", "name"))
+    queue = _pick(request.GET.get("queue", ""), queues, "queue", errors)
+    team = _pick(request.GET.get("team", ""), teams, "team", errors)
+    return month, queue, team, queues, teams, errors
 
 
-def _query(month: dt.date, queue: JobQueue | None) -> str:
+def _query(month: dt.date, queue, team) -> str:
     params = {"month": f"{month:%Y-%m}"}
     if queue is not None:
         params["queue"] = queue.pk
+    if team is not None:
+        params["team"] = team.pk
     return urlencode(params)
 
 
+def _view(month, queue, team) -> dict:
+    stored = rollups_read(
+        month=month,
+        queue_id=queue.pk if queue else None,
+        team_id=team.pk if team else None,
+    )
+    return dashboard_view(stored=stored, month=month, queue_id=queue.pk if queue else None)
+
+
 def dashboard(request):
-    _require_viewer(request.user)
-    month, queue, queues = _filters(request)
-    view = dashboard_view(month=month, queue_id=queue.pk if queue else None)
+    rules.require(request.user, "dashboard.view")
+    month, queue, team, queues, teams, errors = _filters(request)
+    for error in errors:
+        messages.error(request, error)
+    view = _view(month, queue, team)
     months = rollup_months()
     if month not in months:
         months = sorted([*months, month], reverse=True)
-    query = _query(month, queue)
+    query = _query(month, queue, team)
     csv_urls = {name: f"{reverse('dashboard-csv', args=[name])}?{query}" for name in DATASETS}
     context = {
         **view,
         "months": months,
         "queues": queues,
         "queue": queue,
+        "team_options": teams,
+        "team": team,
         "query": query,
-        "can_refresh": permissions.is_admin(request.user),
         "csv_urls": csv_urls,
         "charts": charts(view, csv_urls),
         "yielders_shown": view["yielders"][:YIELDERS_SHOWN],
+        "definitions": DEFINITIONS,
+        "month_rule": MONTH_RULE,
+        "min_sample": MIN_SAMPLE,
     }
     return render(request, "governance/dashboard/dashboard.html", context)
 
 
 def dashboard_csv(request, dataset: str):
-    _require_viewer(request.user)
+    rules.require(request.user, "dashboard.view")
     if dataset not in DATASETS:
         raise Http404("No such dataset.")
-    month, queue, _ = _filters(request)
-    view = dashboard_view(month=month, queue_id=queue.pk if queue else None)
-    filename = csv_filename(dataset, month, queue.name if queue else None)
-    return csv_response(view["tables"][dataset], filename)
+    month, queue, team, _, _, _ = _filters(request)
+    view = _view(month, queue, team)
+    scope = "-".join(x.name for x in (queue, team) if x is not None) or None
+    return csv_response(view["tables"][dataset], csv_filename(dataset, month, scope))
 
 
 @require_POST
 def dashboard_refresh(request):
     """Recompute the month's rollups now (admins; the beat task does it every 15 min)."""
-    if not permissions.is_admin(request.user):
-        raise PermissionDenied("Only platform admins refresh the figures.")
-    month = _month(request.POST.get("month"))
+    rules.require(request.user, "dashboard.refresh")
+    errors: list[str] = []
+    month = _month(request.POST.get("month"), errors)
+    if errors:
+        messages.error(request, errors[0])
+        return redirect(reverse("dashboard"))
     rows = rollups_refresh(month=month)
     messages.success(request, f"Figures of {month:%B %Y} recomputed ({rows} scopes).")
     params = {"month": f"{month:%Y-%m}"}
-    if request.POST.get("queue", "").isdigit():
-        params["queue"] = request.POST["queue"]
+    for name in ("queue", "team"):
+        if request.POST.get(name, "").isdigit():
+            params[name] = request.POST[name]
     return redirect(f"{reverse('dashboard')}?{urlencode(params)}")
+

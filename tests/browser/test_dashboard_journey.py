@@ -1,5 +1,6 @@
 """The leadership journey in real Chromium: `leader` opens the dashboard, sees last
-month's signals, picks the month before, sees every chart drawn, downloads a CSV."""
+month's signals with their n and 12-month sparklines, picks the month before and a team,
+sees every chart drawn (an empty one saying so), downloads a CSV with its units row."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from tests.governance.dashboards.conftest import load_into_db, scenario_document
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 PASSWORD = "pw-for-tests-1"
-CHARTS = ("turnaround", "lender-wait", "preemptions", "recovery", "policy")
+CHARTS = ("capacity", "turnaround", "waiting", "lost", "recovery", "policy", "trend")
 
 
 @pytest.fixture(autouse=True)
@@ -45,9 +46,11 @@ def two_months():
 
 
 def expect_charts_drawn(page) -> None:
+    # plotly.js is fetched after the page has loaded (data-plotly-src) and takes seconds
+    # to compile on a busy machine: the first chart may take that long.
     for dataset in CHARTS:
         chart = page.locator(f'[data-figure-id="figure-{dataset}"]')
-        expect(chart).to_have_attribute("data-plotted", "")
+        expect(chart).to_have_attribute("data-plotted", "", timeout=30_000)
         expect(chart.locator(".main-svg").first).to_be_visible()
 
 
@@ -60,7 +63,11 @@ def test_leader_reads_two_months_and_downloads_csv(
 
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Dashboard").click()
     expect(page).to_have_title(f"Dashboard: {last:%B %Y} · Quota governance")
-    expect(page.locator(".kpi")).to_have_count(9)
+    expect(page.locator(".kpi")).to_have_count(13)
+    expect(page.locator(".kpi__n").first).to_contain_text("n = ")
+    # Two months of figures: each card's sparkline has a line.
+    expect(page.locator(".kpi--turnaround_p50 svg.sparkline polyline")).to_have_count(1)
+    expect(page.get_by_text("Which month a figure belongs to.")).to_be_visible()
     expect_charts_drawn(page)
     assert_accessible(page)
 
@@ -72,11 +79,22 @@ def test_leader_reads_two_months_and_downloads_csv(
     assert_accessible(page)
 
     with page.expect_download() as download_info:
-        page.get_by_role("link", name="Data of “Preemptions and lost work per week” as CSV").click()
+        page.get_by_role("link", name="Data of “Lost work and preemptions per week” as CSV").click()
     download = download_info.value
-    assert download.suggested_filename == f"signals-{before:%Y-%m}-preemptions.csv"
-    text = Path(download.path()).read_text(encoding="utf-8-sig")
-    assert text.splitlines()[0] == "week starting,reclaim,priority,capacity_change,lost GPU-hours"
+    assert download.suggested_filename == f"signals-{before:%Y-%m}-lost.csv"
+    lines = Path(download.path()).read_text(encoding="utf-8-sig").splitlines()
+    assert lines[0].startswith("week starting,lost reclaim,lost priority,")
+    assert lines[1].startswith("date,GPU-hours,GPU-hours,")
+
+    # One team: its row in the team table, and the charts of its shares.
+    page.get_by_label("Team", exact=True).select_option(label=f"queue-{before:%Y-%m}-a")
+    page.get_by_role("button", name="Show").click()
+    page.wait_for_url(lambda url: "team=" in url)
+    expect(page.locator(".dashboard__teams tbody tr")).to_have_count(1)
+    expect_charts_drawn(page)
+    # Its shares lost nothing to a reclaim or a policy edit: the charts say so.
+    expect(page.get_by_text("No policy edit and no exception request this month")).to_be_visible()
+    assert_accessible(page)
 
 
 def test_team_lead_cannot_open_the_dashboard(page, live_server, login):

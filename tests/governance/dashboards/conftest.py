@@ -31,13 +31,19 @@ def scenario_document(name: str) -> dict:
     return json.loads((SCENARIOS / name).read_text())
 
 
-def load_into_db(document: dict, *, origin: dt.datetime = ORIGIN, queue_name: str | None = None):
+def load_into_db(
+    document: dict,
+    *,
+    origin: dt.datetime = ORIGIN,
+    queue_name: str | None = None,
+    gpu_count: int = 1,
+):
     """Simulate `document`, write the result as the live scheduler would; return
     (result JSON, LoadSummary, queue)."""
     scenario = load_scenario(document)
     result = simulate(scenario)
     queue, shares, types = queue_for_scenario(
-        scenario=scenario, name=queue_name or document["name"][:90]
+        scenario=scenario, name=queue_name or document["name"][:90], gpu_count=gpu_count
     )
     summary = result_load(
         scenario=scenario,

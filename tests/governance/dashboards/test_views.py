@@ -50,14 +50,19 @@ def test_leadership_and_admins_see_the_month(client, request, role, march):
     for card in response.context["kpis"]:
         assert card["label"] in page
     assert [chart["dataset"] for chart in response.context["charts"]] == [
+        "capacity",
         "turnaround",
-        "lender-wait",
-        "preemptions",
+        "waiting",
+        "lost",
         "recovery",
         "policy",
+        "trend",
     ]
-    assert page.count("data-plotly-figure") == 5
+    assert page.count("data-plotly-figure") == 7
     assert "vendor/plotly.min.js" in page
+    # The month rule and every figure's n are on the page.
+    assert "counts in the month in which it was settled" in page
+    assert page.count("n = ") >= 11
 
 
 def test_default_month_is_the_last_full_month(client, leadership, march):
@@ -68,21 +73,68 @@ def test_default_month_is_the_last_full_month(client, leadership, march):
     assert "No figures for this month" in response.content.decode()
 
 
-def test_kpi_change_is_coloured_by_whether_it_is_good(client, leadership, march):
-    # February had nothing: every change is unknown; fake a worse previous month.
-    data = MonthlyRollup.objects.get(month=dt.date(2025, 3, 1), scope="all").data
-    worse = {**data, "preemptions_total": data["preemptions_total"] + 5, "goodput": 0.5}
+def _previous_month_from(data: dict, **changes) -> None:
     MonthlyRollup.objects.create(
-        month=dt.date(2025, 2, 1), scope="all", data=worse, computed_at=dt.datetime.now(dt.UTC)
+        month=dt.date(2025, 2, 1),
+        scope="all",
+        data={**data, **changes},
+        computed_at=dt.datetime.now(dt.UTC),
+    )
+
+
+def _cards(client):
+    response = client.get(reverse("dashboard"), {"month": MARCH})
+    return {card["key"]: card for card in response.context["kpis"]}, response.content.decode()
+
+
+def test_a_change_on_a_small_sample_has_no_arrow_and_no_verdict(client, leadership, march):
+    # March holds 4 finished jobs: too few for a median to say better or worse.
+    data = MonthlyRollup.objects.get(month=dt.date(2025, 3, 1), scope="all").data
+    _previous_month_from(data, turnaround_s={**data["turnaround_s"], "p50": 9000})
+    client.force_login(leadership)
+    cards, page = _cards(client)
+    change = cards["turnaround_p50"]["change"]
+    assert change["arrow"] == "" and change["tone"] == "flat" and change["word"] == ""
+    assert "too few to compare (n = 4, under 30)" in change["text"]
+    assert "(better)" not in page and "(worse)" not in page
+
+
+def test_a_change_on_enough_observations_is_called_better_or_worse(client, leadership, march):
+    data = MonthlyRollup.objects.get(month=dt.date(2025, 3, 1), scope="all").data
+    many = {**data["turnaround_s"], "n": 40}
+    MonthlyRollup.objects.filter(month=dt.date(2025, 3, 1), scope="all").update(
+        data={**data, "turnaround_s": many, "goodput": 0.9, "runs": 50}
+    )
+    _previous_month_from(
+        data, turnaround_s={**many, "p50": many["p50"] + 600}, goodput=0.95, runs=50
     )
     client.force_login(leadership)
-    cards = {
-        c["key"]: c for c in client.get(reverse("dashboard"), {"month": MARCH}).context["kpis"]
+    cards, page = _cards(client)
+    assert cards["turnaround_p50"]["change"] == {
+        "arrow": "▼",
+        "text": "down 10 m 00 s",
+        "tone": "good",
+        "word": "better",
     }
-    assert cards["preemptions"]["change"] == {"arrow": "▼", "text": "down 5", "tone": "good"}
-    assert cards["goodput"]["change"]["arrow"] == "▲"
-    assert cards["goodput"]["change"]["tone"] == "good"
-    assert cards["policy_edits"]["change"]["tone"] == "flat"
+    assert cards["goodput"]["change"]["word"] == "worse"
+    assert "(better)" in page and "(worse)" in page
+
+
+def test_figures_without_a_direction_never_say_better_or_worse(client, leadership, march):
+    data = MonthlyRollup.objects.get(month=dt.date(2025, 3, 1), scope="all").data
+    _previous_month_from(
+        data,
+        runs=500,
+        exceptions={**data["exceptions"], "approved": 7},
+        policy_edits=9,
+        preemptions_per_1000=1.0,
+    )
+    client.force_login(leadership)
+    cards, _ = _cards(client)
+    for key in ("exceptions_approved", "policy_edits", "preemptions_per_1000"):
+        assert cards[key]["change"]["tone"] == "flat"
+        assert cards[key]["change"]["arrow"] == ""
+        assert cards[key]["change"]["text"].startswith(("up", "down"))
 
 
 def test_queue_filter(client, leadership, march):
@@ -100,14 +152,49 @@ def test_every_dataset_exports_csv(client, leadership, march, dataset):
     assert response["Content-Type"] == "text/csv; charset=utf-8"
     assert f"signals-2025-03-{dataset}.csv" in response["Content-Disposition"]
     rows = list(csv.reader(io.StringIO(response.content.decode("utf-8-sig"))))
-    assert len(rows) >= (1 if dataset == "yielders" else 2)  # no yielder in this scenario
+    # Header, units, then rows (no yielder in this scenario).
+    assert len(rows) >= (2 if dataset == "yielders" else 3)
+    assert len(rows[1]) == len(rows[0])
 
 
 def test_recovery_csv_holds_the_funnel(client, leadership, march):
     client.force_login(leadership)
     response = client.get(reverse("dashboard-csv", args=["recovery"]), {"month": MARCH})
     rows = list(csv.reader(io.StringIO(response.content.decode("utf-8-sig"))))
-    assert rows[1:4] == [["Preempted", "2"], ["Resumed", "2"], ["Completed", "2"]]
+    assert rows[1] == ["", "count"]
+    assert rows[2:5] == [["Preempted", "2"], ["Resumed", "2"], ["Completed", "2"]]
+
+
+def test_key_figures_csv_holds_raw_values_in_base_units(client, leadership, march):
+    client.force_login(leadership)
+    response = client.get(reverse("dashboard-csv", args=["kpis"]), {"month": MARCH})
+    rows = list(csv.reader(io.StringIO(response.content.decode("utf-8-sig"))))
+    by_label = {row[0]: row for row in rows[2:]}
+    # Turnaround 3800 s (not "1 h 03 m"), its unit and its n.
+    assert by_label["Median turnaround"][1:4] == ["3800", "seconds", "4"]
+    assert by_label["Entitlement honoured"][1:4] == ["1.0", "fraction", "2"]
+
+
+def test_team_picker_shows_one_team(client, leadership, march):
+    from governance.models import Team
+
+    team = Team.objects.get(name__endswith="-qs2")
+    client.force_login(leadership)
+    response = client.get(reverse("dashboard"), {"month": MARCH, "team": team.pk})
+    assert response.context["team"] == team
+    assert response.context["current"]["team_id"] == team.pk
+    assert [row["name"] for row in response.context["teams"]] == [team.name]
+    assert {share["share_name"] for share in response.context["shares"]} == {"qs2"}
+
+
+def test_unknown_filters_are_named_and_the_default_shown(client, leadership, march):
+    client.force_login(leadership)
+    response = client.get(reverse("dashboard"), {"month": "2025-13", "queue": "999999"})
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "month: expected a month as YYYY-MM" in page
+    assert "queue: no such queue" in page
+    assert response.context["queue"] is None
 
 
 def test_unknown_dataset_is_404(client, leadership, db):
@@ -139,3 +226,23 @@ def test_the_page_reads_rollups_in_a_fixed_number_of_queries(
     rollups_refresh(month=dt.date(2025, 3, 1))
     with django_assert_max_num_queries(len(captured.captured_queries)):
         client.get(reverse("dashboard"), {"month": MARCH})
+
+
+def test_rollups_of_an_older_version_are_recomputed(client, leadership, march):
+    from governance.dashboards.rollups import rollups_refresh_stale
+    from governance.dashboards.selectors import SIGNALS_VERSION
+
+    old = {"jobs_ended": 4, "preemptions_total": 2}  # what version 1 stored
+    MonthlyRollup.objects.filter(month=dt.date(2025, 3, 1)).update(data=old)
+    MonthlyRollup.objects.create(
+        month=dt.date(2025, 1, 1), scope="all", data=old, computed_at=dt.datetime.now(dt.UTC)
+    )
+    client.force_login(leadership)
+    response = client.get(reverse("dashboard"), {"month": MARCH})
+    # The shown month is recomputed on read; an older month is a gap until the beat.
+    assert response.context["current"]["version"] == SIGNALS_VERSION
+    trend = dict(response.context["trend"])
+    assert trend[dt.date(2025, 1, 1)] is None
+    assert rollups_refresh_stale() == [dt.date(2025, 1, 1)]
+    row = MonthlyRollup.objects.get(month=dt.date(2025, 1, 1), scope="all")
+    assert row.data["version"] == SIGNALS_VERSION

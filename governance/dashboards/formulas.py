@@ -1,0 +1,209 @@
+"""Every signal's formula, each in one function whose docstring is its definition.
+
+The dashboard shows these docstrings as the definitions of its figures ("How these
+figures are counted"), the signals API documents its fields with them, and the monthly
+pack prints them: one text per signal, next to the code that computes it.
+
+The month rule, for every figure: **a figure counts in the month in which it was
+settled** (`MONTH_RULE`). The functions here are pure: the month sweep
+(governance.dashboards.timeline) feeds them what it observed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+# Below this many observations in either month, a change is shown without an arrow or
+# a "better / worse" word: a handful of jobs moves a median or a fraction by chance.
+MIN_SAMPLE = 30
+# An entitled job that starts within this many seconds of becoming runnable had its
+# entitlement honoured.
+ENTITLEMENT_GRACE_S = 300
+# Jobs with at least this many preemptions are listed as repeated yielders.
+REPEATED_YIELDER_PREEMPTIONS = 3
+PER_GPU_HOURS = 1000
+
+MONTH_RULE = (
+    "Every figure counts in the month in which it was settled: an hour of capacity in "
+    "the month it passed; a preemption, a termination and the work they lost in the "
+    "month they happened; a wait in the month it ended (the job started); a turnaround "
+    "and a job's outcome in the month the job finished; an entitled start when the job "
+    "started or its five minutes ran out. Times are UTC; the month under way counts up "
+    "to the moment the figures were computed."
+)
+
+CAPACITY_CATEGORIES = ("within_limit", "borrowed", "idle_lendable", "idle_reserved")
+LOST_CAUSES = ("reclaim", "priority", "capacity_change", "terminated", "failed", "requeued")
+PREEMPTION_CAUSES = ("reclaim", "priority", "capacity_change")
+
+
+def capacity_split(*, usage: int, limit: int, reserved: bool) -> tuple[int, int, int, int]:
+    """Capacity use: at every moment, each share's instances of each type fall in one
+    category, the categories of the queue page's bars. *Within limit* = min(usage,
+    limit); *borrowed* = what it runs beyond its limit; *idle lendable* = its unused
+    limit when it lends (LEND, LEND_AND_BORROW); *idle reserved* = its unused limit when
+    it holds it (RESERVE). Instance-hours add these up over the month's hours from the
+    share's creation; GPU-hours multiply by the type's GPUs per instance."""
+    idle = max(0, limit - usage)
+    return (
+        min(usage, limit),
+        max(0, usage - limit),
+        0 if reserved else idle,
+        idle if reserved else 0,
+    )
+
+
+def entitlement_use(*, within_limit: float, idle_lendable: float, idle_reserved: float):
+    """Use of entitlement: the part of a share's limit (GPU-hours within limit + idle)
+    that its own jobs used within the limit. None without a limit in the month."""
+    entitled = within_limit + idle_lendable + idle_reserved
+    return within_limit / entitled if entitled else None
+
+
+def fits_within_limit(
+    *, instance_type: str, instances: int, room: dict[str, int], ahead: Iterable[tuple[str, int]]
+) -> bool:
+    """Entitled start: a job is entitled to start when it becomes runnable (submitted,
+    or requeued after a preemption) if it fits within its share's limit: for each
+    instance type, what its share already runs, plus the share's runnable jobs queued
+    ahead of it (priority, then submission; jobs that can never start are skipped, as
+    the scheduler skips them), plus the job itself, is at most the share's limit."""
+    need = {instance_type: instances}
+    if instances > room.get(instance_type, 0):
+        return False
+    for type_name, count in ahead:
+        need[type_name] = need.get(type_name, 0) + count
+        if need[type_name] > room.get(type_name, 0):
+            return False
+    return True
+
+
+def entitlement_honoured(*, honoured: int, entitled: int):
+    """Entitlement honoured: of the starts a share was entitled to (see *entitled
+    start*), the fraction that started within 5 minutes of becoming runnable. Settled
+    when the job starts or its 5 minutes run out; a job that ended (terminated) within
+    its 5 minutes without starting is not counted."""
+    return honoured / entitled if entitled else None
+
+
+def capacity_lent_out(*, borrowed_by_others: int, free: int, reserved_for_others: int, need: int):
+    """Lent out: when an entitled job becomes runnable, its capacity is lent out if
+    other shares borrow instances of its type and the free instances (less what
+    RESERVE shares hold) do not cover it, so it can start only by reclaiming.
+    *Time to reclaim* is how long such a job waited from becoming runnable to its start
+    (the promise a lender is given), p50 and p90; settled at the start."""
+    return borrowed_by_others > 0 and free - reserved_for_others < need
+
+
+def goodput(*, delivered: float, lost: float, overhead: float):
+    """Goodput: the part of the GPU-hours delivered in the month that was not lost
+    (work redone after a preemption or a requeue, work of jobs that were terminated or
+    failed) nor spent restarting: (delivered − lost − restart overhead) / delivered.
+    Work still in progress at the month's end counts as useful; if it is lost later,
+    that month counts the loss."""
+    return (delivered - lost - overhead) / delivered if delivered else None
+
+
+def per_thousand_gpu_hours(*, value: float, delivered_gpu_hours: float):
+    """Per 1,000 GPU-hours delivered: a count or an amount divided by the GPU-hours the
+    scope ran in the month, times 1,000, so that a month with half the work does not
+    look twice as good."""
+    return value * PER_GPU_HOURS / delivered_gpu_hours if delivered_gpu_hours else None
+
+
+def fairness(
+    *, delivered: float, delivered_total: float, entitled: float, entitled_total: float
+) -> dict:
+    """Fairness: a team's part of the GPU-hours delivered against its part of the
+    entitlement (its limits' GPU-hours over the month); a ratio above 1 means it
+    received more than its entitled part (by borrowing), below 1 less."""
+    delivered_fraction = delivered / delivered_total if delivered_total else None
+    entitled_fraction = entitled / entitled_total if entitled_total else None
+    ratio = (
+        delivered_fraction / entitled_fraction
+        if delivered_fraction is not None and entitled_fraction
+        else None
+    )
+    return {
+        "delivered_gpu_hours": delivered,
+        "entitled_gpu_hours": entitled,
+        "delivered_fraction": delivered_fraction,
+        "entitled_fraction": entitled_fraction,
+        "ratio": ratio,
+    }
+
+
+def nearest_rank(sorted_values: list, percent: float):
+    """Percentiles are nearest-rank (as the engine's summary): the smallest value with
+    at least `percent` % of the values at or below it."""
+    if not sorted_values:
+        return None
+    rank = max(1, -(-percent * len(sorted_values) // 100))
+    return sorted_values[int(rank) - 1]
+
+
+def duration_stats(values: Iterable[int]) -> dict:
+    """n, mean, min, q1, p50, q3, p90, max of durations in seconds (only n when empty)."""
+    ordered = sorted(values)
+    if not ordered:
+        return {"n": 0}
+    return {
+        "n": len(ordered),
+        "mean": round(sum(ordered) / len(ordered)),
+        "min": ordered[0],
+        "q1": nearest_rank(ordered, 25),
+        "p50": nearest_rank(ordered, 50),
+        "q3": nearest_rank(ordered, 75),
+        "p90": nearest_rank(ordered, 90),
+        "max": ordered[-1],
+    }
+
+
+def ratio(numerator: float, denominator: float):
+    return numerator / denominator if denominator else None
+
+
+# What each figure means, for the page, the API and the pack (the formulas' docstrings
+# and a few definitions of counts that need no function).
+DEFINITIONS = {
+    "capacity": capacity_split.__doc__,
+    "entitlement_use": entitlement_use.__doc__,
+    "entitled_start": fits_within_limit.__doc__,
+    "entitlement_honoured": entitlement_honoured.__doc__,
+    "time_to_reclaim": capacity_lent_out.__doc__,
+    "goodput": goodput.__doc__,
+    "per_thousand": per_thousand_gpu_hours.__doc__,
+    "fairness": fairness.__doc__,
+    "lost": (
+        "Lost GPU-hours by cause: the work redone after each preemption (reclaim, "
+        "in-share priority, capacity change) or requeue (a runner lost), since the last "
+        "checkpoint, and the whole progress of a job that was terminated or failed; in "
+        "the month it happened. Restart overhead: the time restarted jobs spent loading "
+        "before progressing, in the month of the restart."
+    ),
+    "turnaround": (
+        "Turnaround: submission to finish of the jobs that succeeded in the month; "
+        "p50 and p90 (nearest rank), n = jobs."
+    ),
+    "wait": (
+        "Wait: submission to first start of the jobs that first started in the month; "
+        "p50 and p90, n = jobs. Jobs still waiting at the month's end are counted "
+        "apart, with their age (time since they last became runnable)."
+    ),
+    "recovery": (
+        "Completion of preempted jobs: of the jobs that ended in the month after at "
+        "least one preemption, the fraction that succeeded."
+    ),
+    "policy": (
+        "Policy edits: changes of shares, capacity and urgency by admins, reverts "
+        "included (exceptions counted apart); exceptions by what happened to them in "
+        "the month (filed, approved, denied, expired, revoked) and those active at any "
+        "time in it."
+    ),
+    "units": (
+        "Hours are wall-clock hours. Work figures kept in compute seconds (lost work, "
+        "restart overhead, progress) are turned into hours at the speed the job ran: one "
+        "compute second per second for recorded history and real processes, the "
+        "simulated executor's clock speed for simulated live jobs."
+    ),
+}
