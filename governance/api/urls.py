@@ -10,7 +10,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.routers import SimpleRouter
 
-from governance.api import views
+from governance.api import signals, views
 
 router = SimpleRouter()
 router.register("v1/queues", views.QueueViewSet, basename="api-queue")
@@ -25,6 +25,7 @@ router.register("v1/policy-changes", views.PolicyChangeViewSet, basename="api-po
 urlpatterns = [
     *router.urls,
     path("v1/", include("governance.api.policy_code")),
+    path("v1/signals/", signals.SignalsView.as_view(), name="api-signals"),
     # Session or token: API clients fetch the schema without a browser login.
     path(
         "schema/",
