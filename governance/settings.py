@@ -258,7 +258,8 @@ STATICFILES_FINDERS = [
 ]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    # Hashed names and compressed copies once collected (governance.staticfiles).
+    "staticfiles": {"BACKEND": "governance.staticfiles.CollectedStaticFilesStorage"},
 }
 # Third-party browser assets are served from the installed packages, never a CDN.
 WHITENOISE_USE_FINDERS = True

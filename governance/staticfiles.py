@@ -1,4 +1,5 @@
-"""Serve browser assets that ship inside installed Python packages.
+"""Serve browser assets that ship inside installed Python packages, and serve every
+static file compressed and cached once collected.
 
 plotly.js comes with the `plotly` package; it is exposed as `vendor/plotly.min.js`
 so pages load it from our own server. Nothing third-party is copied into the repo.
@@ -7,8 +8,25 @@ so pages load it from our own server. Nothing third-party is copied into the rep
 from importlib.util import find_spec
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib.staticfiles.finders import BaseFinder
 from django.core.files.storage import FileSystemStorage
+from whitenoise.storage import CompressedManifestStaticFilesStorage
+
+
+class CollectedStaticFilesStorage(CompressedManifestStaticFilesStorage):
+    """Once collectstatic has run (the image's build), pages name each static file by
+    a hash of its content and WhiteNoise serves the gzip (and brotli) copies it wrote,
+    cached for a year: plotly.js goes from 4.7 MB to about a third, once per version.
+    Before that (development, tests) names are plain and the files come from the
+    finders, as they are; in DEBUG too, so an old collection never shadows an edit."""
+
+    manifest_strict = False
+
+    def stored_name(self, name):
+        if settings.DEBUG or not self.hashed_files:
+            return name
+        return super().stored_name(name)
 
 
 def _package_file(package: str, *parts: str) -> Path:

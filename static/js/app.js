@@ -13,6 +13,8 @@
  *     focusable buttons, which axe reports as nested-interactive (serious).
  *     plotly.js is big, so only pages with charts load it, in their extra_js block:
  *       {% block extra_js %}<script src="{% static 'vendor/plotly.min.js' %}"></script>{% endblock %}
+ *     or, to show the page before it arrives, name it on an element of the page:
+ *       <div data-plotly-src="{% static 'vendor/plotly.min.js' %}">…charts…</div>
  *     (served from the installed plotly package, see governance/staticfiles.py).
  *  2. shows every <time datetime="…"> in the browser's time zone, keeping UTC in the
  *     title (hover); the server already wrote the active time zone's text
@@ -27,12 +29,46 @@
 
   var PLOT_CONFIG = { responsive: true, displaylogo: false };
 
+  var plotlyRequested = false;
+
+  // A page may name plotly.js in data-plotly-src instead of loading it with a script
+  // tag: it is then fetched once the page has loaded, so the figures and tables show at
+  // once and the 4.7 MB library (compiled for seconds on a busy machine) draws the
+  // charts when it arrives.
+  function loadPlotly(src) {
+    if (plotlyRequested) {
+      return;
+    }
+    plotlyRequested = true;
+    function inject() {
+      var script = document.createElement("script");
+      script.src = src;
+      script.onload = function () {
+        renderCharts(document);
+      };
+      script.onerror = function () {
+        console.error("plotly.js could not be loaded from " + src);
+      };
+      document.head.appendChild(script);
+    }
+    if (document.readyState === "complete") {
+      inject();
+    } else {
+      window.addEventListener("load", inject, { once: true });
+    }
+  }
+
   function renderCharts(root) {
     var charts = root.querySelectorAll("[data-plotly-figure]:not([data-plotted])");
     if (!charts.length) {
       return;
     }
     if (!window.Plotly) {
+      var source = document.querySelector("[data-plotly-src]");
+      if (source) {
+        loadPlotly(source.dataset.plotlySrc);
+        return;
+      }
       // Loud on purpose: the browser tests fail on console errors.
       console.error(
         "This page has charts but does not load plotly.js: add vendor/plotly.min.js in extra_js."
