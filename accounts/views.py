@@ -7,11 +7,10 @@ from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.forms import AuthenticationForm
-from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect, render
 
 from accounts.lockouts import lockout_clear, lockout_list
-from governance.permissions import is_admin
+from governance import rules
 
 
 def locked_out(request, original_response=None, credentials=None):
@@ -44,8 +43,7 @@ class UnlockForm(forms.Form):
 
 def lockouts(request):
     """Admins: the username and address pairs locked out of logging in now; unlock one."""
-    if not is_admin(request.user):
-        raise PermissionDenied("only platform admins see login lockouts")
+    rules.require(request.user, "lockout.manage")
     if request.method == "POST":
         form = UnlockForm(request.POST)
         if form.is_valid():
