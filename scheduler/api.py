@@ -1,34 +1,74 @@
-"""The jobs API (/api/v1/jobs/): one view per operation, thin over scheduler.services.
+"""The jobs API (/api/v1/jobs/) and the job definitions API (/api/v1/job-definitions/),
+thin over scheduler.services.
 
-Errors have the project's one shape (governance.api.errors): a service's JobError
-becomes a validation error with the same field keys the pages use.
+Errors have the project's one shape (governance.api.errors): a service's JobError or
+DefinitionError becomes a validation error with the same field keys the pages use; a
+client token used for another body, or a revision made on a stale one, is a 409 in
+the same shape with the ids of what it conflicts with.
 """
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import generics, status
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import exceptions, generics, status
 from rest_framework.authentication import TokenAuthentication
+from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied, ValidationError
-from rest_framework.permissions import BasePermission
+from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from governance import rules
+from governance.api.base import BaseApiViewSet
+from governance.api.errors import error_body
 from governance.api.serializers import ErrorSerializer
 from scheduler import permissions, selectors
-from scheduler.models import Job
+from scheduler.models import Job, JobDefinition
 from scheduler.serializers import (
+    ID_MESSAGE,
+    MAX_ID,
     BulkResultSerializer,
     JobBulkInputSerializer,
+    JobDefinitionCreateSerializer,
+    JobDefinitionOutputSerializer,
+    JobDefinitionReviseSerializer,
     JobEventOutputSerializer,
     JobInputSerializer,
     JobOutputSerializer,
     PriorityInputSerializer,
+    RetireSerializer,
+    RevisionConflictSerializer,
+    RevisionOutputSerializer,
+    TokenConflictSerializer,
+    definition_data_from_input,
     job_data_from_input,
 )
-from scheduler.services.jobs import JobError, job_set_priority, job_terminate, jobs_submit
+from scheduler.services.job_definitions import (
+    DefinitionError,
+    RevisionConflict,
+    definition_data_of,
+    definition_register,
+    definition_retire,
+    definition_revise,
+)
+from scheduler.services.jobs import (
+    JobError,
+    Submitted,
+    TokenConflict,
+    job_set_priority,
+    job_terminate,
+    jobs_submit_outcomes,
+)
 
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404)}
+SUBMIT_ERRORS = {**ERRORS, 409: TokenConflictSerializer}
+
+
+def token_conflict_response(conflict: TokenConflict) -> Response:
+    body = error_body(conflict.errors)
+    body.update(job=next(iter(conflict.originals.values())), original_jobs=conflict.originals)
+    return Response(body, status=status.HTTP_409_CONFLICT)
 
 
 class JobAccess(BasePermission):
@@ -49,13 +89,14 @@ class JobApiView(APIView):
             self.request.user, selectors.job_detail_queryset(), pk, manage=manage
         )
 
-    def submit(self, items: list[dict], *, prefix: bool) -> list[Job]:
+    def submit(self, items: list[dict], *, prefix: bool) -> list[Submitted]:
+        """The outcome per item; raises TokenConflict for a token used with another body."""
         data = job_data_from_input(items, prefix=prefix)
         for item in data:
             if not permissions.can_submit_to_share(self.request.user, item.share):
                 raise PermissionDenied(f"you may not submit jobs to share {item.share.name}")
         try:
-            return jobs_submit(items=data, submitted_by=self.request.user)
+            return jobs_submit_outcomes(items=data, submitted_by=self.request.user)
         except JobError as error:
             raise ValidationError(error.errors) from None
 
@@ -77,8 +118,8 @@ class JobListCreate(generics.GenericAPIView, JobApiView):
         for key in ("queue", "share", "team"):
             value = request.query_params.get(key)
             if value:
-                if not value.isdigit():
-                    raise ValidationError({key: ["must be a whole number (an id)"]})
+                if not value.isdigit() or not 1 <= int(value) <= MAX_ID:
+                    raise ValidationError({key: [ID_MESSAGE]})
                 filters[key] = int(value)
         state = request.query_params.get("state")
         if state:
@@ -90,31 +131,49 @@ class JobListCreate(generics.GenericAPIView, JobApiView):
 
     @extend_schema(
         summary="Submit a job (team leads into their teams' shares; admins anywhere)",
+        description="The job runs a registered job definition with the given parameter "
+        "values; a free-form command is refused. With a client_token, a retry returns the "
+        "original job (200) instead of creating another.",
         request=JobInputSerializer,
-        responses={201: JobOutputSerializer, **ERRORS},
+        responses={201: JobOutputSerializer, 200: JobOutputSerializer, **SUBMIT_ERRORS},
     )
     def post(self, request):
         serializer = JobInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        (job,) = self.submit([serializer.validated_data], prefix=False)
+        try:
+            (outcome,) = self.submit([serializer.validated_data], prefix=False)
+        except TokenConflict as conflict:
+            return token_conflict_response(conflict)
         return Response(
-            JobOutputSerializer(selectors.job_detail_queryset().get(pk=job.pk)).data,
-            status=status.HTTP_201_CREATED,
+            JobOutputSerializer(selectors.job_detail_queryset().get(pk=outcome.job.pk)).data,
+            status=status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK,
         )
 
 
 class JobBulkCreate(JobApiView):
     @extend_schema(
         summary="Submit many jobs at once (all or none)",
+        description="Each item as for one job, client_token included: an item whose token "
+        "made a job already (same body) returns that job; 201 when any job was created, "
+        "200 when none was.",
         request=JobBulkInputSerializer,
-        responses={201: BulkResultSerializer, **ERRORS},
+        responses={201: BulkResultSerializer, 200: BulkResultSerializer, **SUBMIT_ERRORS},
     )
     def post(self, request):
         serializer = JobBulkInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        jobs = self.submit(serializer.validated_data["jobs"], prefix=True)
+        try:
+            outcomes = self.submit(serializer.validated_data["jobs"], prefix=True)
+        except TokenConflict as conflict:
+            return token_conflict_response(conflict)
+        created = [outcome.created for outcome in outcomes]
         return Response(
-            {"count": len(jobs), "ids": [job.pk for job in jobs]}, status=status.HTTP_201_CREATED
+            {
+                "count": len(outcomes),
+                "ids": [outcome.job.pk for outcome in outcomes],
+                "created": created,
+            },
+            status=status.HTTP_201_CREATED if any(created) else status.HTTP_200_OK,
         )
 
 
@@ -163,3 +222,154 @@ class JobTerminate(JobApiView):
         except JobError as error:
             raise ValidationError(error.errors) from None
         return Response(JobOutputSerializer(self.job(pk)).data)
+
+
+# Job definitions.
+
+
+class DefinitionAccess(BasePermission):
+    """Who may submit reads the definitions; only who may manage them writes."""
+
+    def has_permission(self, request, view):
+        action_name = "job.submit" if request.method in SAFE_METHODS else "job_definition.manage"
+        why = rules.refusal(request.user, action_name)
+        if why is not None:
+            self.message = why
+        return why is None
+
+
+_DEFINITION_OK = {200: JobDefinitionOutputSerializer, **ERRORS}
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List job definitions",
+        parameters=[
+            OpenApiParameter(
+                "queue", OpenApiTypes.INT, description="Only those this queue may run."
+            ),
+            OpenApiParameter(
+                "state",
+                OpenApiTypes.STR,
+                enum=["active", "retired"],
+                description="Active or retired.",
+            ),
+        ],
+        responses=JobDefinitionOutputSerializer(many=True),
+    ),
+    retrieve=extend_schema(summary="Get a job definition", responses=_DEFINITION_OK),
+    create=extend_schema(
+        summary="Register a job definition (admins)",
+        request=JobDefinitionCreateSerializer,
+        responses={201: JobDefinitionOutputSerializer, **ERRORS},
+    ),
+)
+class JobDefinitionViewSet(BaseApiViewSet):
+    permission_classes = [DefinitionAccess]
+    serializer_class = JobDefinitionOutputSerializer
+    queryset = JobDefinition.objects.none()
+
+    def get_serializer_context(self):
+        show = rules.allowed(self.request.user, "job_definition.manage")
+        return {**super().get_serializer_context(), "show_environment": show}
+
+    def _get(self, pk) -> JobDefinition:
+        try:
+            return selectors.definition_get(pk=int(pk))
+        except (JobDefinition.DoesNotExist, ValueError):
+            raise exceptions.NotFound("no such job definition") from None
+
+    def _detail(self, pk, *, status_code=status.HTTP_200_OK) -> Response:
+        output = JobDefinitionOutputSerializer(self._get(pk), context=self.get_serializer_context())
+        return Response(output.data, status=status_code)
+
+    def list(self, request):
+        state = request.query_params.get("state") or None
+        if state not in (None, "active", "retired"):
+            raise ValidationError({"state": ["one of active, retired"]})
+        definitions = selectors.definition_list(
+            queue_id=self.int_param("queue"),
+            retired=None if state is None else state == "retired",
+        )
+        page = selectors.with_latest(self.paginate_queryset(definitions))
+        output = JobDefinitionOutputSerializer(
+            page, many=True, context=self.get_serializer_context()
+        )
+        return self.get_paginated_response(output.data)
+
+    def retrieve(self, request, pk=None):
+        return self._detail(pk)
+
+    def create(self, request):
+        values = self.parse(JobDefinitionCreateSerializer)
+        data = definition_data_from_input(values)
+        try:
+            definition = definition_register(
+                actor=request.user,
+                name=values["name"],
+                description=values["description"],
+                data=data,
+                reason=values["reason"],
+            )
+        except DefinitionError as error:
+            raise ValidationError(error.errors) from None
+        return self._detail(definition.pk, status_code=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        methods=["GET"],
+        summary="A definition's revisions, newest first (its history)",
+        request=None,
+        responses={200: RevisionOutputSerializer(many=True), **ERRORS},
+    )
+    @extend_schema(
+        methods=["POST"],
+        summary="Revise a definition (admins): a new revision on top of base_revision",
+        description="Fields left out keep the latest revision's values; reason is required.",
+        request=JobDefinitionReviseSerializer,
+        responses={201: JobDefinitionOutputSerializer, 409: RevisionConflictSerializer, **ERRORS},
+    )
+    @action(detail=True, methods=["get", "post"])
+    def revisions(self, request, pk=None):
+        definition = self._get(pk)
+        if request.method == "GET":
+            revisions = selectors.definition_revisions(definition)
+            return Response(
+                RevisionOutputSerializer(
+                    revisions, many=True, context=self.get_serializer_context()
+                ).data
+            )
+        values = self.parse(JobDefinitionReviseSerializer)
+        data = definition_data_from_input(values, base=definition_data_of(definition.latest))
+        try:
+            definition_revise(
+                actor=request.user,
+                definition_id=definition.pk,
+                base_revision=values["base_revision"],
+                data=data,
+                reason=values["reason"],
+                description=values.get("description"),
+            )
+        except DefinitionError as error:
+            raise ValidationError(error.errors) from None
+        except RevisionConflict as conflict:
+            body = error_body({"base_revision": [str(conflict)]})
+            body.update(current_revision=conflict.current, submitted_revision=conflict.submitted)
+            return Response(body, status=status.HTTP_409_CONFLICT)
+        return self._detail(definition.pk, status_code=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Retire a definition (admins): it refuses new jobs; running ones go on",
+        request=RetireSerializer,
+        responses=_DEFINITION_OK,
+    )
+    @action(detail=True, methods=["post"])
+    def retire(self, request, pk=None):
+        definition = self._get(pk)
+        values = self.parse(RetireSerializer)
+        try:
+            definition_retire(
+                actor=request.user, definition_id=definition.pk, reason=values["reason"]
+            )
+        except DefinitionError as error:
+            raise ValidationError(error.errors) from None
+        return self._detail(definition.pk)

@@ -1,17 +1,24 @@
-"""Forms of the job pages: they parse input and call scheduler.services.
+"""Forms of the job and job definition pages: they parse input and call
+scheduler.services.
 
-Every rule, and its message, lives in the services; a form puts each `JobError`
-message next to the field it names.
+Every rule, and its message, lives in the services; a form puts each `JobError` or
+`DefinitionError` message next to the field it names (`parameters.steps` on the
+parameter's own field, `parameters[1].max` on the second parameter row).
 """
 
 from __future__ import annotations
 
+import re
+
 from django import forms
+from django.urls import reverse
 
 from governance.models import InstanceType, JobQueue, QuotaShare, Team, UrgencyDefinition
-from scheduler.models import Job, JobDecision
+from scheduler import selectors
+from scheduler.models import Job, JobDecision, JobDefinition, JobDefinitionRevision
 from scheduler.permissions import submittable_shares
-from scheduler.services.jobs import JobData, JobError
+from scheduler.services import job_definitions as definitions
+from scheduler.services.jobs import JobData
 
 
 class ShareChoiceField(forms.ModelChoiceField):
@@ -19,22 +26,72 @@ class ShareChoiceField(forms.ModelChoiceField):
         return f"{obj.queue.name} / {obj.name} ({obj.team.name})"
 
 
-def apply_errors(form: forms.Form, error: JobError) -> None:
+def apply_errors(form: forms.Form, error) -> None:
+    """Each message of a service error (JobError, DefinitionError) next to its field."""
     for key, messages in error.errors.items():
         name = key if key in form.fields else None
         for message in messages:
-            form.add_error(name, message)
+            form.add_error(name, message if name else _labelled(key, message))
+
+
+def _labelled(key: str, message: str) -> str:
+    return message if key == "non_field_errors" else f"{key}: {message}"
+
+
+PARAMETER_PREFIX = "parameters."
+
+
+class DefinitionChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj):
+        return f"{obj.name} (revision {obj.latest.revision})"
+
+
+def _parameter_field(spec: dict) -> forms.Field:
+    """A text field per parameter: the service checks the value and words the error."""
+    summary = selectors.parameter_summary(spec).split(": ", 1)[1]
+    help_text = f"{spec['description']} ({summary})" if spec.get("description") else summary
+    if spec["type"] == "choice":
+        blank = f"Default: {spec['default']}" if "default" in spec else "Choose…"
+        widget = forms.Select(choices=[("", blank)] + [(c, c) for c in spec["choices"]])
+    elif spec["type"] == "integer":
+        widget = forms.TextInput(attrs={"inputmode": "numeric"})
+    else:
+        widget = forms.TextInput()
+    return forms.CharField(
+        label=spec["name"],
+        required=False,
+        strip=False,
+        widget=widget,
+        help_text=help_text,
+    )
 
 
 class JobForm(forms.Form):
+    """Submit a job: a definition, its parameters, the share, and what may override the
+    definition's defaults. The parameter fields are the chosen revision's."""
+
+    definition = DefinitionChoiceField(
+        queryset=JobDefinition.objects.none(),
+        label="Job definition",
+        help_text="What the job runs: a definition an admin registered. Its parameters are below.",
+    )
+    revision = forms.IntegerField(widget=forms.HiddenInput, required=False)
     share = ShareChoiceField(queryset=QuotaShare.objects.none(), help_text="Queue / share (team).")
     name = forms.CharField(max_length=200)
     instance_type = forms.ModelChoiceField(
-        queryset=InstanceType.objects.order_by("name"), to_field_name="name"
+        queryset=InstanceType.objects.order_by("name"),
+        to_field_name="name",
+        required=False,
+        empty_label="The definition's",
     )
-    instances = forms.IntegerField(min_value=1, initial=1)
+    instances = forms.IntegerField(
+        min_value=1, required=False, help_text="Empty: the definition's."
+    )
     expected_duration = forms.IntegerField(
-        min_value=1, label="Expected duration (seconds)", help_text="Compute time if never stopped."
+        min_value=1,
+        required=False,
+        label="Expected duration (seconds)",
+        help_text="Compute time if never stopped. Empty: the definition's.",
     )
     priority = forms.IntegerField(
         min_value=0,
@@ -51,13 +108,14 @@ class JobForm(forms.Form):
         min_value=1,
         required=False,
         label="Checkpoint interval (seconds)",
-        help_text="Progress is saved this often; empty: never.",
+        help_text="Progress is saved this often. Empty: the definition's.",
     )
     restart_overhead = forms.IntegerField(
         min_value=0,
-        initial=0,
+        required=False,
         label="Restart overhead (seconds)",
-        help_text="Loading time of a restarted job before it progresses again.",
+        help_text="Loading time of a restarted job before it progresses again. "
+        "Empty: the definition's.",
     )
     preemption_retries = forms.IntegerField(
         min_value=0,
@@ -65,32 +123,104 @@ class JobForm(forms.Form):
         label="Retry bound",
         help_text="Preemptions it survives before it fails; empty: the queue's default.",
     )
-    command = forms.CharField(
-        required=False,
-        widget=forms.TextInput,
-        help_text="What to run, for queues that run real processes "
-        "(e.g. python -m scheduler.examples.train --steps 60).",
-    )
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
         self.user = user
-        self.fields["share"].queryset = submittable_shares(user)
+        shares = submittable_shares(user)
+        self.fields["share"].queryset = shares
+        self.definitions = selectors.submittable_definitions(
+            set(shares.values_list("queue_id", flat=True))
+        )
+        self.fields["definition"].queryset = JobDefinition.objects.filter(
+            pk__in=[definition.pk for definition in self.definitions]
+        ).order_by("name")
+        # The ModelChoiceField's labels read `.latest`: give it the loaded objects.
+        self.fields["definition"].choices = [("", "Choose a definition…")] + [
+            (definition.pk, self.fields["definition"].label_from_instance(definition))
+            for definition in self.definitions
+        ]
+        self.chosen_revision = self._chosen_revision()
+        if self.chosen_revision is not None:
+            self.fields["definition"].widget.attrs.update(
+                {
+                    # Choosing another definition swaps in its parameter fields.
+                    "hx-get": reverse("job-create"),
+                    "hx-trigger": "change",
+                    "hx-target": "#definition-parameters",
+                    "hx-swap": "outerHTML",
+                    "hx-include": "closest form",
+                    # The new definition's latest revision, not the one shown now.
+                    "hx-params": "not revision,csrfmiddlewaretoken",
+                }
+            )
+            # The hidden field names the revision whose parameters are shown.
+            if self.is_bound:
+                self.data = self.data.copy()
+                self.data["revision"] = str(self.chosen_revision.revision)
+            else:
+                self.initial["revision"] = self.chosen_revision.revision
+        for spec in self.chosen_revision.parameters if self.chosen_revision else ():
+            self.fields[PARAMETER_PREFIX + spec["name"]] = _parameter_field(spec)
+            if not self.is_bound and "default" in spec and spec["type"] != "choice":
+                self.fields[PARAMETER_PREFIX + spec["name"]].widget.attrs["placeholder"] = str(
+                    spec["default"]
+                )
+
+    def _chosen(self, name: str):
+        return (self.data if self.is_bound else self.initial).get(name)
+
+    def _chosen_revision(self) -> JobDefinitionRevision | None:
+        """The revision whose parameters the form shows: the one it was rendered with,
+        or the chosen definition's latest."""
+        chosen = str(self._chosen("definition") or "")
+        definition = next((d for d in self.definitions if str(d.pk) == chosen), None)
+        if definition is None:
+            return None
+        number = str(self._chosen("revision") or "")
+        if number.isdigit() and int(number) != definition.latest.revision:
+            revision = (
+                definition.revisions.select_related("instance_type")
+                .filter(revision=int(number))
+                .first()
+            )
+            if revision is not None:
+                revision.definition = definition
+                return revision
+        return definition.latest
+
+    def parameter_fields(self):
+        return [self[name] for name in self.fields if name.startswith(PARAMETER_PREFIX)]
+
+    def other_fields(self):
+        """The share, the name and the fields that override the definition's defaults."""
+        skip = {"definition", "revision"}
+        return [
+            self[name]
+            for name in self.fields
+            if name not in skip and not name.startswith(PARAMETER_PREFIX)
+        ]
 
     def data_for_service(self) -> JobData:
         data = self.cleaned_data
+        parameters = {
+            name.removeprefix(PARAMETER_PREFIX): value
+            for name, value in data.items()
+            if name.startswith(PARAMETER_PREFIX) and value != ""
+        }
         return JobData(
             share=data["share"],
             name=data["name"],
+            revision=self.chosen_revision,
+            parameters=parameters,
             instance_type=data["instance_type"],
             instances=data["instances"],
             expected_duration=data["expected_duration"],
             priority=data["priority"],
             urgency=data["urgency"],
             checkpoint_interval=data["checkpoint_interval"],
-            restart_overhead=data["restart_overhead"] or 0,
+            restart_overhead=data["restart_overhead"],
             preemption_retries=data["preemption_retries"],
-            command=data["command"],
         )
 
 
@@ -142,9 +272,16 @@ class DecisionForm(forms.Form):
         help_text="Required to close: say why.",
     )
 
-    def __init__(self, *args, user, **kwargs):
+    def __init__(self, *args, user, job: Job | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["share"].queryset = submittable_shares(user)
+        if job is not None and job.definition_revision_id is None:
+            # A job recorded from a trace runs no definition: nothing to resubmit.
+            self.fields["kind"].choices = [
+                (value, label)
+                for value, label in JobDecision.Kind.choices
+                if value != JobDecision.Kind.RESUBMITTED
+            ]
 
     def resubmit_changes(self) -> dict:
         changes = {}
@@ -153,3 +290,238 @@ class DecisionForm(forms.Form):
         if self.cleaned_data.get("preemption_retries") is not None:
             changes["preemption_retries"] = self.cleaned_data["preemption_retries"]
         return changes
+
+
+# Job definitions.
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.replace("\r", "").split("\n") if line.strip()]
+
+
+class DefinitionForm(forms.Form):
+    """A definition's content. The command is one argument per line; the environment
+    one NAME=value per line; parameters come from a ParameterFormSet."""
+
+    name = forms.CharField(
+        max_length=128,
+        help_text="Lower-case letters, digits, '.', '_' and '-', e.g. train-resnet.",
+    )
+    description = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text="What it is for."
+    )
+    queues = forms.ModelMultipleChoiceField(
+        queryset=JobQueue.objects.order_by("name"),
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        label="Queues that may run it",
+    )
+    command = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}),
+        label="Command (one argument per line)",
+        help_text="The program first, then its arguments, each on its own line; {name} "
+        "stands for a parameter's value. No shell runs it: quotes, ; and $ are plain "
+        "characters. Empty only for queues that simulate work.",
+    )
+    environment = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false"}),
+        label="Environment (one NAME=value per line)",
+        help_text="Literal values the job gets; the runner adds only PATH, HOME, LANG and "
+        "the JOB_ variables. Never the application's settings.",
+    )
+    instance_type = forms.ModelChoiceField(
+        queryset=InstanceType.objects.order_by("name"),
+        to_field_name="name",
+        required=False,
+        empty_label="Each job chooses",
+        label="Default instance type",
+    )
+    instances = forms.IntegerField(initial=1, label="Default instances")
+    expected_duration = forms.IntegerField(
+        required=False, label="Default expected duration (seconds)"
+    )
+    checkpoint_interval = forms.IntegerField(
+        required=False,
+        label="Default checkpoint interval (seconds)",
+        help_text="How often the program saves its progress; empty: never.",
+    )
+    restart_overhead = forms.IntegerField(initial=0, label="Default restart overhead (seconds)")
+    stop_grace_seconds = forms.IntegerField(
+        initial=10,
+        label="Stop grace period (seconds)",
+        help_text="Between SIGTERM and SIGKILL when a run is stopped.",
+    )
+    wall_clock_limit = forms.IntegerField(
+        required=False, label="Wall-clock limit (seconds)", help_text="Empty: no limit."
+    )
+    max_address_space_mb = forms.IntegerField(
+        required=False, label="Address space limit (MB)", help_text="Empty: no limit."
+    )
+    max_cpu_seconds = forms.IntegerField(
+        required=False, label="CPU time limit (seconds)", help_text="Empty: no limit."
+    )
+    reason = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label="Reason for this change",
+        help_text="Recorded in the definition's history. Required.",
+    )
+
+    def __init__(self, *args, revise: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        if revise:
+            del self.fields["name"]
+
+    def environment_dict(self) -> dict:
+        environment = {}
+        for number, line in enumerate(_lines(self.cleaned_data["environment"]), start=1):
+            name, equals, value = line.partition("=")
+            if not equals:
+                self.add_error("environment", f"line {number}: write NAME=value")
+                continue
+            environment[name.strip()] = value
+        return environment
+
+    def data_for_service(self, parameters: list[dict]) -> definitions.DefinitionData:
+        data = self.cleaned_data
+        return definitions.DefinitionData(
+            queues=list(data["queues"]),
+            command=_lines(data["command"]),
+            parameters=parameters,
+            environment=self.environment_dict(),
+            instance_type=data["instance_type"],
+            **{
+                name: data[name]
+                for name in (
+                    "instances",
+                    "expected_duration",
+                    "checkpoint_interval",
+                    "restart_overhead",
+                    "stop_grace_seconds",
+                    "wall_clock_limit",
+                    "max_address_space_mb",
+                    "max_cpu_seconds",
+                )
+            },
+        )
+
+    @staticmethod
+    def initial_of(revision: JobDefinitionRevision) -> dict:
+        definition = revision.definition
+        return {
+            "description": definition.description,
+            "queues": list(definition.queues.all()),
+            "command": "\n".join(revision.command),
+            "environment": "\n".join(f"{k}={v}" for k, v in revision.environment.items()),
+            "instance_type": revision.instance_type,
+            **{
+                name: getattr(revision, name)
+                for name in (
+                    "instances",
+                    "expected_duration",
+                    "checkpoint_interval",
+                    "restart_overhead",
+                    "stop_grace_seconds",
+                    "wall_clock_limit",
+                    "max_address_space_mb",
+                    "max_cpu_seconds",
+                )
+            },
+        }
+
+
+class ParameterForm(forms.Form):
+    name = forms.CharField(max_length=64, required=False)
+    type = forms.ChoiceField(
+        choices=[("integer", "integer"), ("choice", "one of a list"), ("pattern", "pattern")],
+        required=False,
+    )
+    description = forms.CharField(required=False, max_length=definitions.MAX_DESCRIPTION)
+    min = forms.IntegerField(required=False, label="Minimum", help_text="integer")
+    max = forms.IntegerField(required=False, label="Maximum", help_text="integer")
+    choices = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label="Values",
+        help_text="one of a list: one per line",
+    )
+    pattern = forms.CharField(
+        required=False, strip=False, help_text="pattern: RE2, matched in full"
+    )
+    default = forms.CharField(required=False, strip=False, help_text="empty: required")
+
+    def spec(self) -> dict | None:
+        """The parameter as the service reads it; None for an empty row."""
+        data = self.cleaned_data
+        if not data.get("name"):
+            return None
+        spec = {"name": data["name"].strip(), "type": data["type"]}
+        if data["description"]:
+            spec["description"] = data["description"]
+        if data["type"] == "integer":
+            spec["min"], spec["max"] = data["min"], data["max"]
+        elif data["type"] == "choice":
+            spec["choices"] = _lines(data["choices"])
+        else:
+            spec["pattern"] = data["pattern"]
+        if data["default"] != "":
+            spec["default"] = data["default"]
+        return spec
+
+    @staticmethod
+    def initial_of(spec: dict) -> dict:
+        return {
+            **{key: spec.get(key) for key in ("name", "type", "description", "min", "max")},
+            "choices": "\n".join(spec.get("choices", [])),
+            "pattern": spec.get("pattern", ""),
+            "default": "" if spec.get("default") is None else str(spec["default"]),
+        }
+
+
+ParameterFormSet = forms.formset_factory(
+    ParameterForm,
+    extra=2,
+    max_num=definitions.MAX_PARAMETERS,
+    absolute_max=definitions.MAX_PARAMETERS,
+)
+
+_ROW_KEY = re.compile(r"parameters\[(\d+)\]\.(\w+)")
+_LINE_KEY = re.compile(r"\[(\d+)\]")
+
+
+def apply_definition_errors(form: DefinitionForm, formset, error, rows: list[int]) -> None:
+    """Service errors on the form and the parameter rows; `rows[i]` is the formset
+    row of the i-th parameter given to the service."""
+    for key, messages in error.errors.items():
+        match = _ROW_KEY.fullmatch(key)
+        if match and int(match.group(1)) < len(rows):
+            row = formset.forms[rows[int(match.group(1))]]
+            field = match.group(2) if match.group(2) in row.fields else None
+            for message in messages:
+                row.add_error(field, message)
+            continue
+        base = key.split(".", 1)[0].split("[", 1)[0]
+        if base not in form.fields:
+            for message in messages:
+                form.add_error(None, _labelled(key, message))
+            continue
+        where = key.removeprefix(base)
+        line = _LINE_KEY.fullmatch(where)
+        if line:
+            where = f"line {int(line.group(1)) + 1}"
+        for message in messages:
+            form.add_error(base, f"{where.lstrip('.')}: {message}" if where else message)
+
+
+class RetireForm(forms.Form):
+    reason = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label="Why retire it",
+        help_text="Recorded in its history. It then refuses new jobs; submitted jobs run on.",
+    )

@@ -35,6 +35,10 @@ class JobDefinition(models.Model):
     )
     created_at = models.DateTimeField()
     retired_at = models.DateTimeField(null=True, blank=True)
+    retired_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    retire_reason = models.TextField(blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -58,6 +62,9 @@ class JobDefinitionRevision(models.Model):
         JobDefinition, on_delete=models.CASCADE, related_name="revisions"
     )
     revision = models.PositiveIntegerField()
+    # The definition's queues when this revision was made: the history shows who could
+    # run it; which queues may run it now is `definition.queues`.
+    queue_names = models.JSONField(default=list, blank=True)
     command = models.JSONField(default=list)
     parameters = models.JSONField(default=list, blank=True)
     environment = models.JSONField(default=dict, blank=True)
@@ -153,9 +160,6 @@ class Job(models.Model):
     restart_overhead = models.PositiveIntegerField(default=0)
     preemption_retries = models.PositiveIntegerField(null=True, blank=True)
     protected_until = models.DateTimeField(null=True, blank=True)
-    command = models.TextField(
-        blank=True, help_text="What a process executor runs (a shell-free argument list)."
-    )
     definition_revision = models.ForeignKey(
         JobDefinitionRevision,
         null=True,

@@ -7,11 +7,12 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from django.db.models import Count, Exists, OuterRef, QuerySet, Sum
+from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery, Sum
 from django.utils import timezone
 
 from governance.models import JobQueue, QuotaShare
 from governance.selectors.policy import QueueUsage, ShareUsage, queue_list, queue_usage
+from governance.templatetags.ui import duration
 from scheduler.engine.types import (
     BLOCKED_BEHIND_HEAD,
     BORROW_LIMIT_REACHED,
@@ -22,7 +23,7 @@ from scheduler.engine.types import (
     WAITING_FOR_CAPACITY,
 )
 from scheduler.executors import executor_for
-from scheduler.models import Job, JobDecision, JobEvent
+from scheduler.models import Job, JobDecision, JobDefinition, JobDefinitionRevision, JobEvent
 from scheduler.services.jobs import NEEDS_DECISION_CAUSES
 from scheduler.services.work import compute_seconds
 
@@ -30,9 +31,9 @@ from scheduler.services.work import compute_seconds
 def job_list(*, filters: Mapping | None = None) -> QuerySet[Job]:
     """Jobs, newest first, filtered by queue, share, team and state (ids / state name)."""
     filters = filters or {}
-    jobs = Job.objects.select_related("queue", "share__team", "instance_type").order_by(
-        "-submitted_at", "-pk"
-    )
+    jobs = Job.objects.select_related(
+        "queue", "share__team", "instance_type", "definition_revision__definition"
+    ).order_by("-submitted_at", "-pk")
     for key, lookup in (
         ("queue", "queue_id"),
         ("share", "share_id"),
@@ -47,7 +48,13 @@ def job_list(*, filters: Mapping | None = None) -> QuerySet[Job]:
 
 def job_detail_queryset() -> QuerySet[Job]:
     return Job.objects.select_related(
-        "queue", "share__team", "instance_type", "submitted_by", "urgency", "resubmitted_from"
+        "queue",
+        "share__team",
+        "instance_type",
+        "submitted_by",
+        "urgency",
+        "resubmitted_from",
+        "definition_revision__definition",
     )
 
 
@@ -342,3 +349,142 @@ def job_filter_choices() -> dict:
         "queues": JobQueue.objects.order_by("name"),
         "shares": QuotaShare.objects.select_related("queue").order_by("queue__name", "position"),
     }
+
+
+# Job definitions.
+
+
+def _latest_revision_id():
+    return Subquery(
+        JobDefinitionRevision.objects.filter(definition=OuterRef("pk"))
+        .order_by("-revision")
+        .values("pk")[:1]
+    )
+
+
+def definition_list(
+    *, queue_id: int | None = None, retired: bool | None = None
+) -> QuerySet[JobDefinition]:
+    """Definitions by name, with the id of their latest revision (`with_latest` loads them)."""
+    definitions = (
+        JobDefinition.objects.select_related("created_by", "retired_by")
+        .prefetch_related("queues")
+        .annotate(latest_revision_id=_latest_revision_id())
+        .order_by("name")
+    )
+    if queue_id is not None:
+        definitions = definitions.filter(queues=queue_id)
+    if retired is not None:
+        definitions = definitions.filter(retired_at__isnull=not retired)
+    return definitions
+
+
+def with_latest(definitions) -> list[JobDefinition]:
+    """The definitions (of `definition_list`), each with `.latest`: one query for all."""
+    definitions = list(definitions)
+    revisions = JobDefinitionRevision.objects.select_related("instance_type", "created_by").in_bulk(
+        [definition.latest_revision_id for definition in definitions]
+    )
+    for definition in definitions:
+        definition.latest = revisions[definition.latest_revision_id]
+        definition.latest.definition = definition
+    return definitions
+
+
+def definition_get(*, pk: int) -> JobDefinition:
+    """One definition with `.latest`; JobDefinition.DoesNotExist when there is none."""
+    found = with_latest(definition_list().filter(pk=pk))
+    if not found:
+        raise JobDefinition.DoesNotExist
+    return found[0]
+
+
+def definition_revisions(definition: JobDefinition) -> list[JobDefinitionRevision]:
+    """Every revision, newest first."""
+    revisions = list(
+        definition.revisions.select_related("instance_type", "created_by").order_by("-revision")
+    )
+    for revision in revisions:
+        revision.definition = definition
+    return revisions
+
+
+def submittable_definitions(queue_ids) -> list[JobDefinition]:
+    """Active definitions that one of the queues may run, each with `.latest`."""
+    definitions = definition_list(retired=False).filter(queues__in=list(queue_ids)).distinct()
+    return with_latest(definitions)
+
+
+def parameter_summary(spec: dict) -> str:
+    """A parameter in words: `steps: integer 1–1000000, default 120`."""
+    kind = spec["type"]
+    if kind == "integer":
+        rule = f"integer {spec['min']}–{spec['max']}"
+    elif kind == "choice":
+        rule = f"one of {', '.join(spec['choices'])}"
+    else:
+        rule = f"text matching {spec['pattern']}"
+    default = f", default {spec['default']}" if "default" in spec else ", required"
+    return f"{spec['name']}: {rule}{default}"
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    label: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class RevisionEntry:
+    revision: JobDefinitionRevision
+    diff: list[DiffRow]  # changes from the revision before (empty for the first)
+
+
+def _seconds(value) -> str:
+    return "—" if value is None else duration(value)
+
+
+def revision_facts(revision: JobDefinitionRevision, *, show_values: bool) -> dict[str, str]:
+    environment = revision.environment
+    return {
+        "Queues": ", ".join(revision.queue_names) or "none",
+        "Command": " ".join(revision.command) or "none (simulated only)",
+        "Parameters": "; ".join(parameter_summary(spec) for spec in revision.parameters) or "none",
+        "Environment": ", ".join(
+            f"{name}={value}" if show_values else name for name, value in environment.items()
+        )
+        or "none",
+        "Instance type": revision.instance_type.name if revision.instance_type else "each job's",
+        "Instances": str(revision.instances),
+        "Expected duration": _seconds(revision.expected_duration),
+        "Checkpoint interval": _seconds(revision.checkpoint_interval),
+        "Restart overhead": _seconds(revision.restart_overhead),
+        "Stop grace period": _seconds(revision.stop_grace_seconds),
+        "Wall-clock limit": _seconds(revision.wall_clock_limit),
+        "Address space limit": "—"
+        if revision.max_address_space_mb is None
+        else f"{revision.max_address_space_mb} MB",
+        "CPU time limit": _seconds(revision.max_cpu_seconds),
+    }
+
+
+def definition_history(
+    revisions: list[JobDefinitionRevision], *, show_values: bool
+) -> list[RevisionEntry]:
+    """The revisions (newest first) with what each changed from the one before it."""
+    shown = [revision_facts(revision, show_values=show_values) for revision in revisions]
+    entries = []
+    for index, revision in enumerate(revisions):
+        before = shown[index + 1] if index + 1 < len(shown) else None
+        diff = (
+            []
+            if before is None
+            else [
+                DiffRow(label, before[label], value)
+                for label, value in shown[index].items()
+                if before[label] != value
+            ]
+        )
+        entries.append(RevisionEntry(revision, diff))
+    return entries

@@ -1,5 +1,6 @@
-"""The job pages: list, submission, a job's page with its actions, the live queue view
-and the "needs a decision" list.
+"""The job pages: list, submission, a job's page with its actions, the live queue view,
+the "needs a decision" list, and the job definition pages (list, detail with history;
+register, revise and retire for admins).
 
 Views are thin: access goes through scheduler.permissions, reads through
 scheduler.selectors, writes through the forms and scheduler.services. One URL serves
@@ -11,15 +12,29 @@ from __future__ import annotations
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
+from governance import rules
 from governance.models import JobQueue
 from governance.permissions import is_admin
 from scheduler import permissions, selectors
-from scheduler.forms import DecisionForm, JobFilterForm, JobForm, PriorityForm, apply_errors
-from scheduler.models import Job, JobDecision
+from scheduler.forms import (
+    DecisionForm,
+    DefinitionForm,
+    JobFilterForm,
+    JobForm,
+    ParameterForm,
+    ParameterFormSet,
+    PriorityForm,
+    RetireForm,
+    apply_definition_errors,
+    apply_errors,
+)
+from scheduler.models import Job, JobDecision, JobDefinition
+from scheduler.services import job_definitions as definition_services
 from scheduler.services.jobs import JobError, job_decide, job_set_priority, job_submit
 from scheduler.services.jobs import job_terminate as terminate_job
 
@@ -75,12 +90,15 @@ def job_create(request):
         else:
             messages.success(request, f"Job {job.name} submitted.")
             return redirect("job-detail", pk=job.pk)
+    if request.htmx and request.htmx.target == "definition-parameters":
+        return render(request, "scheduler/_parameters.html", {"form": form})
     return render(request, "scheduler/submit.html", {"form": form})
 
 
 def _initial(request) -> dict:
-    share = request.GET.get("share")
-    return {"share": share} if share else {}
+    """A GET carries the form's choices so far (choosing a definition without
+    JavaScript reloads the form with its parameters)."""
+    return {key: value for key, value in request.GET.items() if value}
 
 
 def job_detail(request, pk: int):
@@ -105,7 +123,7 @@ def job_detail(request, pk: int):
             "priority_form": PriorityForm(initial={"priority": job.priority}),
             "decision": decision,
             "needs_decision": needs_decision,
-            "decision_form": DecisionForm(user=request.user) if needs_decision else None,
+            "decision_form": DecisionForm(user=request.user, job=job) if needs_decision else None,
             "exception_create_url": _exception_create_url(),
         },
     )
@@ -152,7 +170,7 @@ def job_decision(request, pk: int):
     job = permissions.get_job_for_user(
         request.user, Job.objects.select_related("share"), pk, manage=True
     )
-    form = DecisionForm(request.POST, user=request.user)
+    form = DecisionForm(request.POST, user=request.user, job=job)
     if not form.is_valid():
         messages.error(request, "Choose a decision.")
         return redirect("job-detail", pk=job.pk)
@@ -195,3 +213,155 @@ def queue_live(request, pk: int):
     if request.htmx:
         return render(request, "scheduler/_live.html", context)
     return render(request, "scheduler/live.html", context)
+
+
+# Job definitions.
+
+
+def _can_manage_definitions(user) -> bool:
+    return rules.allowed(user, "job_definition.manage")
+
+
+def definition_list(request):
+    _require(permissions.can_submit_jobs(request.user))
+    return render(
+        request,
+        "scheduler/definitions/list.html",
+        {
+            "definitions": selectors.with_latest(selectors.definition_list()),
+            "can_manage": _can_manage_definitions(request.user),
+        },
+    )
+
+
+def _definition_or_404(pk: int) -> JobDefinition:
+    try:
+        return selectors.definition_get(pk=pk)
+    except JobDefinition.DoesNotExist:
+        raise Http404("No such job definition") from None
+
+
+def definition_detail(request, pk: int):
+    _require(permissions.can_submit_jobs(request.user))
+    definition = _definition_or_404(pk)
+    can_manage = _can_manage_definitions(request.user)
+    revisions = selectors.definition_revisions(definition)
+    return render(
+        request,
+        "scheduler/definitions/detail.html",
+        {
+            "definition": definition,
+            "latest": definition.latest,
+            "facts": selectors.revision_facts(definition.latest, show_values=can_manage),
+            "history": selectors.definition_history(revisions, show_values=can_manage),
+            "can_manage": can_manage,
+        },
+    )
+
+
+def _parameter_rows(formset) -> tuple[list[dict], list[int]]:
+    specs, rows = [], []
+    for index, row in enumerate(formset.forms):
+        spec = row.spec()
+        if spec is not None:
+            specs.append(spec)
+            rows.append(index)
+    return specs, rows
+
+
+def _definition_form_page(request, form, formset, **context):
+    return render(
+        request,
+        "scheduler/definitions/form.html",
+        {"form": form, "formset": formset, **context},
+    )
+
+
+def definition_create(request):
+    _require(_can_manage_definitions(request.user))
+    form = DefinitionForm(request.POST or None)
+    formset = ParameterFormSet(request.POST or None, prefix="parameters")
+    if request.method == "POST" and form.is_valid() and formset.is_valid():
+        specs, rows = _parameter_rows(formset)
+        data = form.data_for_service(specs)
+        if form.is_valid():  # the environment lines parsed
+            try:
+                definition = definition_services.definition_register(
+                    actor=request.user,
+                    name=form.cleaned_data["name"],
+                    description=form.cleaned_data["description"],
+                    data=data,
+                    reason=form.cleaned_data["reason"],
+                )
+            except definition_services.DefinitionError as error:
+                apply_definition_errors(form, formset, error, rows)
+            else:
+                messages.success(request, f"Job definition {definition.name} registered.")
+                return redirect("definition-detail", pk=definition.pk)
+    return _definition_form_page(request, form, formset, definition=None)
+
+
+def definition_revise(request, pk: int):
+    _require(_can_manage_definitions(request.user))
+    definition = _definition_or_404(pk)
+    latest = definition.latest
+    if definition.retired_at is not None:
+        messages.error(request, f"{definition.name} is retired: it takes no new revisions.")
+        return redirect("definition-detail", pk=definition.pk)
+    if request.method == "POST":
+        form = DefinitionForm(request.POST, revise=True)
+        formset = ParameterFormSet(request.POST, prefix="parameters")
+        base = request.POST.get("base_revision", "")
+    else:
+        form = DefinitionForm(initial=DefinitionForm.initial_of(latest), revise=True)
+        formset = ParameterFormSet(
+            initial=[ParameterForm.initial_of(spec) for spec in latest.parameters],
+            prefix="parameters",
+        )
+        base = str(latest.revision)
+    if request.method == "POST" and form.is_valid() and formset.is_valid():
+        specs, rows = _parameter_rows(formset)
+        data = form.data_for_service(specs)
+        if form.is_valid():
+            try:
+                revision = definition_services.definition_revise(
+                    actor=request.user,
+                    definition_id=definition.pk,
+                    base_revision=int(base) if base.isdigit() else None,
+                    data=data,
+                    reason=form.cleaned_data["reason"],
+                    description=form.cleaned_data["description"],
+                )
+            except definition_services.DefinitionError as error:
+                apply_definition_errors(form, formset, error, rows)
+            except definition_services.RevisionConflict as conflict:
+                form.add_error(
+                    None,
+                    f"Revision {conflict.current} was saved since you opened this form. "
+                    "Open the form again to start from it; your changes are below to copy.",
+                )
+            else:
+                messages.success(
+                    request, f"Revision {revision.revision} of {definition.name} saved."
+                )
+                return redirect("definition-detail", pk=definition.pk)
+    return _definition_form_page(request, form, formset, definition=definition, base_revision=base)
+
+
+def definition_retire(request, pk: int):
+    _require(_can_manage_definitions(request.user))
+    definition = _definition_or_404(pk)
+    form = RetireForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            definition_services.definition_retire(
+                actor=request.user, definition_id=definition.pk, reason=form.cleaned_data["reason"]
+            )
+        except definition_services.DefinitionError as error:
+            apply_errors(form, error)
+        else:
+            messages.success(request, f"Job definition {definition.name} retired.")
+            return redirect("definition-detail", pk=definition.pk)
+    return render(
+        request, "scheduler/definitions/retire.html", {"definition": definition, "form": form}
+    )

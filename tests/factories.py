@@ -1,4 +1,5 @@
-"""factory_boy factories for the domain. Shares get one limit by default."""
+"""factory_boy factories for the domain. Shares get one limit by default; a job
+definition (`job_definition`) is registered with its first revision."""
 
 import factory
 from django.contrib.auth.models import Group, User
@@ -13,7 +14,7 @@ from governance.models import (
     Team,
     UrgencyDefinition,
 )
-from scheduler.models import Job
+from scheduler.models import Job, JobDefinition, JobDefinitionRevision
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -102,6 +103,50 @@ class UrgencyDefinitionFactory(factory.django.DjangoModelFactory):
     priority = 500
     max_window_hours = 48
     allowed_kinds = factory.LazyFunction(lambda: list(UrgencyDefinition.Kind.values))
+
+
+class JobDefinitionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = JobDefinition
+        django_get_or_create = ("name",)
+        skip_postgeneration_save = True
+
+    name = factory.Sequence(lambda n: f"definition-{n}")
+    created_at = factory.LazyFunction(timezone.now)
+
+    @factory.post_generation
+    def queues(self, create, extracted, **kwargs):
+        if extracted:
+            self.queues.add(*extracted)
+
+
+class JobDefinitionRevisionFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = JobDefinitionRevision
+        django_get_or_create = ("definition", "revision")
+
+    definition = factory.SubFactory(JobDefinitionFactory)
+    revision = 1
+    queue_names = factory.LazyAttribute(
+        lambda revision: sorted(queue.name for queue in revision.definition.queues.all())
+    )
+    command = factory.LazyFunction(list)
+    parameters = factory.LazyFunction(list)
+    environment = factory.LazyFunction(dict)
+    expected_duration = 3600
+    reason = "Registered for a test"
+    created_at = factory.LazyFunction(timezone.now)
+
+
+def job_definition(*queues: JobQueue, name: str = "sample-work", **fields) -> JobDefinitionRevision:
+    """Revision 1 of a definition the queues may run (registered once per name).
+
+    Without `command` it models work only, as on a simulated queue.
+    """
+    definition = JobDefinitionFactory(name=name, queues=queues)
+    revision = JobDefinitionRevisionFactory(definition=definition, **fields)
+    revision.definition = definition
+    return revision
 
 
 class JobFactory(factory.django.DjangoModelFactory):

@@ -25,7 +25,8 @@ from governance.services.policy import (
     urgency_save,
 )
 from scheduler.models import Job
-from scheduler.services.demo import seed_process_demo
+from scheduler.services.demo import SAMPLE_DEFINITIONS, seed_definitions, seed_process_demo
+from scheduler.services.job_definitions import parameters_resolve
 
 TRACE_DIR = Path(__file__).resolve().parent.parent.parent / "scheduler" / "data" / "traces"
 DEFAULT_DEMO_PASSWORD = "quota-demo-2026"
@@ -168,20 +169,25 @@ def seed_aws_sample(actor, lead: User) -> JobQueue:
                 capacity_limits={g5.name: 1},
             ),
         )
-    _aws_sample_jobs(queue, lead)
+    revisions = seed_definitions(actor=actor, queue=queue, names=SAMPLE_DEFINITIONS)
+    _aws_sample_jobs(queue, lead, revisions["vision-train"])
     return queue
 
 
-def _aws_sample_jobs(queue: JobQueue, lead: User) -> None:
+def _aws_sample_jobs(queue: JobQueue, lead: User, revision) -> None:
     """The walkthrough's state after its first pass: qs1 runs one job within its limit and
-    borrows qs2's idle instance for a second; a third waits."""
+    borrows qs2's idle instance for a second; a third waits. They run `vision-train`."""
     if queue.jobs.exists():
         return
     qs1 = queue.shares.get(name="qs1")
     g5 = InstanceType.objects.get(name="ml.g5.xlarge")
     now = timezone.now()
     started = now - timedelta(minutes=20)
+    parameters, argv, _errors = parameters_resolve(revision=revision, values={})
     common = {
+        "definition_revision": revision,
+        "parameters": parameters,
+        "argv": argv,
         "queue": queue,
         "share": qs1,
         "instance_type": g5,
@@ -264,6 +270,7 @@ def seed_philly(actor) -> JobQueue:
             capacity_limits={gpu.name: OTHER_SHARE_GPUS},
         ),
     )
+    seed_definitions(actor=actor, queue=queue, names=["philly-training"])
     return queue
 
 

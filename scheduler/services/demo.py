@@ -1,22 +1,167 @@
-"""A demo queue for the `process` executor: recovery that is real, not modelled.
+"""The demo's job definitions, its queue for the `process` executor, and live traffic.
+
+Every demo job runs a registered job definition, registered through the definition
+service so its history is recorded:
+
+- `train-example` runs the example training script (`scheduler/examples/train.py`)
+  on `training-lab`, with typed `steps` and `checkpoint_every` parameters;
+- `vision-train` and `nlp-finetune` model training on the simulated `aws-sample`
+  queue (nothing runs there: the definition gives the work model's defaults);
+- `philly-training` does the same on the `philly` queue.
 
 `seed_process_demo(actor=..., lead=...)` creates (once) the queue `training-lab`: two
 ml.g5.xlarge shared by a borrowing team and a lending team, through the policy
-services so its history is recorded, and submits two runs of the example training
-script (`scheduler/examples/train.py`). A worker serving `instances.ml.g5.xlarge`
-runs them; submitting a job into `lab-owner` reclaims the borrowed instance, the
-borrower's process gets SIGTERM, and its next attempt resumes from its checkpoint.
+services, and submits two runs of `train-example`. A worker serving
+`instances.ml.g5.xlarge` runs them; submitting a job into `lab-owner` reclaims the
+borrowed instance, the borrower's process gets SIGTERM, and its next attempt resumes
+from its checkpoint.
 """
 
 from __future__ import annotations
 
 from governance.models import InstanceType, JobQueue, QuotaShare, Team
 from governance.services.policy import ShareData, queue_create, share_create
-from scheduler.models import Job
+from scheduler.models import Job, JobDefinition, JobDefinitionRevision
+from scheduler.services.job_definitions import DefinitionData, definition_register
 from scheduler.services.jobs import JobData, jobs_submit
 
 QUEUE = "training-lab"
-TRAIN = "python -m scheduler.examples.train --steps {steps} --step-seconds 1 --checkpoint-every 10"
+REASON = "Demo definitions loaded by seed_demo"
+
+# name -> (description, revision content without its queues, instance type name)
+DEFINITIONS = {
+    "train-example": (
+        "The example training script: fits a line step by step, checkpoints, and "
+        "resumes from its checkpoint after a preemption.",
+        {
+            "command": [
+                "python",
+                "-m",
+                "scheduler.examples.train",
+                "--steps",
+                "{steps}",
+                "--step-seconds",
+                "1",
+                "--checkpoint-every",
+                "{checkpoint_every}",
+            ],
+            "parameters": [
+                {
+                    "name": "steps",
+                    "type": "integer",
+                    "min": 1,
+                    "max": 100_000,
+                    "default": 120,
+                    "description": "Training steps; one step is one second of work.",
+                },
+                {
+                    "name": "checkpoint_every",
+                    "type": "integer",
+                    "min": 1,
+                    "max": 1000,
+                    "default": 10,
+                    "description": "Steps between checkpoints.",
+                },
+            ],
+            "environment": {"PYTHONUNBUFFERED": "1"},
+            "expected_duration": 120,
+            "checkpoint_interval": 10,
+            "restart_overhead": 2,
+            "stop_grace_seconds": 10,
+            "wall_clock_limit": 3600,
+        },
+        "ml.g5.xlarge",
+    ),
+    "vision-train": (
+        "Image-model training of team vision-research (simulated: the queue models its work).",
+        {
+            "command": ["python", "train_vision.py", "--model", "{model}", "--epochs", "{epochs}"],
+            "parameters": [
+                {
+                    "name": "model",
+                    "type": "choice",
+                    "choices": ["resnet50", "vit-b16", "convnext-t"],
+                    "default": "resnet50",
+                },
+                {"name": "epochs", "type": "integer", "min": 1, "max": 1000, "default": 30},
+            ],
+            "expected_duration": 1800,
+            "checkpoint_interval": 600,
+            "restart_overhead": 60,
+        },
+        "ml.g5.xlarge",
+    ),
+    "nlp-finetune": (
+        "Fine-tuning of team nlp-platform (simulated: the queue models its work).",
+        {
+            "command": ["python", "finetune.py", "--base", "{base}", "--dataset", "{dataset}"],
+            "parameters": [
+                {
+                    "name": "base",
+                    "type": "choice",
+                    "choices": ["bert-base", "t5-small"],
+                    "default": "bert-base",
+                },
+                {
+                    "name": "dataset",
+                    "type": "pattern",
+                    "pattern": "[a-z0-9][a-z0-9_-]{0,63}",
+                    "default": "squad",
+                    "description": "A dataset name of the team's catalogue.",
+                },
+            ],
+            "expected_duration": 1800,
+            "checkpoint_interval": 600,
+            "restart_overhead": 60,
+        },
+        "ml.g5.xlarge",
+    ),
+    "philly-training": (
+        "A training job on Philly's virtual clusters (simulated).",
+        {
+            "command": ["python", "train.py", "--config", "{config}"],
+            "parameters": [
+                {
+                    "name": "config",
+                    "type": "pattern",
+                    "pattern": "[a-z0-9][a-z0-9_.-]{0,63}",
+                    "default": "baseline",
+                }
+            ],
+            "expected_duration": 7200,
+            "checkpoint_interval": 1800,
+            "restart_overhead": 300,
+        },
+        None,
+    ),
+}
+
+
+def seed_definitions(*, actor, queue: JobQueue, names) -> dict[str, JobDefinitionRevision]:
+    """Register the named demo definitions for `queue` (once each; an existing one
+    gains the queue). Returns their latest revisions by name."""
+    revisions = {}
+    for name in names:
+        description, content, type_name = DEFINITIONS[name]
+        definition = JobDefinition.objects.filter(name=name).first()
+        if definition is None:
+            definition = definition_register(
+                actor=actor,
+                name=name,
+                description=description,
+                reason=REASON,
+                data=DefinitionData(
+                    queues=[queue],
+                    instance_type=InstanceType.objects.filter(name=type_name).first()
+                    if type_name
+                    else None,
+                    **content,
+                ),
+            )
+        else:
+            definition.queues.add(queue)
+        revisions[name] = definition.revisions.order_by("-revision").first()
+    return revisions
 
 
 def seed_process_demo(*, actor, lead=None) -> JobQueue:
@@ -55,18 +200,14 @@ def seed_process_demo(*, actor, lead=None) -> JobQueue:
             ),
             reason=reason,
         )
-    itype = InstanceType.objects.get(name="ml.g5.xlarge")
+    revision = seed_definitions(actor=actor, queue=queue, names=["train-example"])["train-example"]
+    if lead is not None:
+        # A fresh copy: the teams a user leads are cached on the object, and the lead
+        # has just become a lead of these two.
+        lead = type(lead).objects.get(pk=lead.pk)
     jobs_submit(
         items=[
-            JobData(
-                share=shares["lab-borrower"],
-                name=f"train-{n}",
-                instance_type=itype,
-                expected_duration=120,
-                checkpoint_interval=10,
-                restart_overhead=2,
-                command=TRAIN.format(steps=120),
-            )
+            JobData(share=shares["lab-borrower"], name=f"train-{n}", revision=revision)
             for n in (1, 2)
         ],
         submitted_by=lead,
@@ -78,51 +219,54 @@ def seed_process_demo(*, actor, lead=None) -> JobQueue:
 # reclaim and recovery. Beat calls `demo_traffic` only when settings.DEMO_TRAFFIC is on
 # (`make demo` turns it on); each call does at most one step of the cycle below.
 SAMPLE_QUEUE = "aws-sample"
-SAMPLE_JOB_SECONDS = 1800  # compute seconds: 30 s of real time at 60x
-SAMPLE_CHECKPOINT = 600
-SAMPLE_OVERHEAD = 60
+SAMPLE_DEFINITIONS = ("vision-train", "nlp-finetune")
 
 
 def demo_traffic(*, now=None) -> list[Job]:
     """One step of the walkthrough cycle on `aws-sample`:
 
-    1. when the queue is quiet, team qs1 submits three jobs: two start (one on qs2's
-       idle instance, borrowed) and one waits;
-    2. while qs1 borrows and qs2 has nothing, qs2's owner submits a job, which reclaims
-       its instance: the borrowed job is preempted, loses the work since its last
-       checkpoint, and resumes later with its restart overhead.
-    Returns the jobs it submitted (none when the cycle is under way).
+    1. when the queue is quiet, team qs1 submits three `vision-train` jobs: two start
+       (one on qs2's idle instance, borrowed) and one waits;
+    2. while qs1 borrows and qs2 has nothing, qs2's owner submits an `nlp-finetune`
+       job, which reclaims its instance: the borrowed job is preempted, loses the work
+       since its last checkpoint, and resumes later with its restart overhead.
+    Returns the jobs it submitted (none when the cycle is under way, or when the queue
+    or its definitions are missing).
     """
     queue = JobQueue.objects.filter(name=SAMPLE_QUEUE).first()
     if queue is None:
         return []
-    shares = {share.name: share for share in queue.shares.select_related("team")}
-    if not {"qs1", "qs2"} <= set(shares):
+    shares = {share.name: share for share in queue.shares.select_related("queue", "team")}
+    revisions = {
+        definition.name: definition.revisions.order_by("-revision").first()
+        for definition in queue.job_definitions.filter(
+            name__in=SAMPLE_DEFINITIONS, retired_at__isnull=True
+        )
+    }
+    if not {"qs1", "qs2"} <= set(shares) or set(revisions) != set(SAMPLE_DEFINITIONS):
         return []
     live = Job.objects.filter(queue=queue, state__in=[Job.State.RUNNABLE, Job.State.RUNNING])
-    itype = queue.capacities.select_related("instance_type").first().instance_type
 
-    def job(share, name, priority):
+    def job(share, name, definition, priority, **parameters):
         return JobData(
             share=shares[share],
             name=name,
-            instance_type=itype,
-            expected_duration=SAMPLE_JOB_SECONDS,
+            revision=revisions[definition],
+            parameters=parameters,
             priority=priority,
-            checkpoint_interval=SAMPLE_CHECKPOINT,
-            restart_overhead=SAMPLE_OVERHEAD,
         )
 
     if not live.exists():
         cycle = Job.objects.filter(share=shares["qs1"]).count() // 3 + 1
         items = [
-            job("qs1", f"vision-train-{cycle}", 3),
-            job("qs1", f"vision-ablation-{cycle}", 2),
-            job("qs1", f"vision-sweep-{cycle}", 1),
+            job("qs1", f"vision-train-{cycle}", "vision-train", 3, model="vit-b16"),
+            job("qs1", f"vision-ablation-{cycle}", "vision-train", 2, epochs=10),
+            job("qs1", f"vision-sweep-{cycle}", "vision-train", 1, model="convnext-t"),
         ]
         return jobs_submit(items=items, now=now)
     qs1_borrows = live.filter(share=shares["qs1"], state=Job.State.RUNNING, borrowed=True)
     if qs1_borrows.exists() and not live.filter(share=shares["qs2"]).exists():
         number = Job.objects.filter(share=shares["qs2"]).count() + 1
-        return jobs_submit(items=[job("qs2", f"nlp-finetune-{number}", 1)], now=now)
+        item = job("qs2", f"nlp-finetune-{number}", "nlp-finetune", 1, dataset="squad-v2")
+        return jobs_submit(items=[item], now=now)
     return []

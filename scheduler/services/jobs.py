@@ -1,5 +1,10 @@
-"""Writes to jobs: submission (one or in bulk), priority, termination, what processes
-report (heartbeats, exits), recovery from dead workers, and decisions on failed jobs.
+"""Writes to jobs: submission (one or in bulk, idempotent with a client token),
+priority, termination, and decisions on failed jobs.
+
+A job runs a registered job definition (`scheduler.services.job_definitions`): the
+submission names a revision and gives values for its parameters; the revision's
+defaults fill what the submission leaves out, and its command with the values
+substituted is the job's argument vector. Nothing a submitter types is a command.
 
 Every change of a live job's state happens under its queue's row lock (the pass's
 lock), so a finish, a termination or a requeue can never cross a pass deciding about
@@ -10,24 +15,34 @@ the same job. Each change appends JobEvent rows and asks for a pass after commit
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from governance import rules
 from governance.models import InstanceType, JobQueue, QueueCapacity, QuotaShare, UrgencyDefinition
+from governance.services.priorities import job_priority_refusal
 from scheduler.executors import executor_for
-from scheduler.models import Job, JobDecision, JobEvent
+from scheduler.models import Job, JobDecision, JobDefinition, JobDefinitionRevision, JobEvent
 from scheduler.services import work
+from scheduler.services.job_definitions import BOUNDS, parameters_resolve
 from scheduler.services.passes import finish_due, lock_queue, request_pass
 
 MAX_PRIORITY = 9999
 MAX_BULK = 5000
+MAX_CLIENT_TOKEN = 64
+MAX_RETRIES = 10_000
 NON_FIELD = "non_field_errors"
 # Failures that need a person to decide what happens next (the "needs a decision" list).
 NEEDS_DECISION_CAUSES = ("retries_exhausted", "time_limit", "exit_code")
+# A submission racing another with the same client token loses at the unique
+# constraint and, on its next try, finds the winner's job.
+TOKEN_TRIES = 3
 
 
 class JobError(Exception):
@@ -39,28 +54,80 @@ class JobError(Exception):
         super().__init__(f"{first_field}: {first_messages[0]}")
 
 
+class TokenConflict(Exception):
+    """A client token was used before for another request body (HTTP 409).
+
+    `errors` names the token fields; `originals` maps each of them to the job the
+    token made.
+    """
+
+    def __init__(self, errors: Mapping[str, list[str]], originals: Mapping[str, int]):
+        self.errors = {key: list(messages) for key, messages in errors.items()}
+        self.originals = dict(originals)
+        first_field, first_messages = next(iter(self.errors.items()))
+        super().__init__(f"{first_field}: {first_messages[0]}")
+
+
 @dataclass(frozen=True)
 class JobData:
     """A job as the form, the API or a resubmission gives it.
 
-    `priority` None takes the urgency definition's priority (or 0);
+    `revision` is the definition revision it runs and `parameters` the submitter's
+    values for it. The revision's defaults fill `instance_type`, `instances`,
+    `expected_duration`, `checkpoint_interval` and `restart_overhead` when they are
+    None. `priority` None takes the urgency definition's priority (or 0);
     `preemption_retries` None takes the queue's default retry bound.
+    `client_token` (API) makes the submission idempotent for its submitter;
+    `fingerprint` is the hash of the request body it came with (`request_fingerprint`).
     """
 
     share: QuotaShare
     name: str
-    instance_type: InstanceType
-    expected_duration: int
-    instances: int = 1
+    revision: JobDefinitionRevision | None = None
+    parameters: Mapping = field(default_factory=dict)
+    instance_type: InstanceType | None = None
+    expected_duration: int | None = None
+    instances: int | None = None
     priority: int | None = None
     urgency: UrgencyDefinition | None = None
     checkpoint_interval: int | None = None
-    restart_overhead: int = 0
+    restart_overhead: int | None = None
     preemption_retries: int | None = None
-    command: str = ""
+    client_token: str = ""
+    fingerprint: str = ""
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """One item's outcome: its job, and whether this request created it (False: the
+    client token's original job)."""
+
+    job: Job
+    created: bool
+
+
+def request_fingerprint(body: Mapping) -> str:
+    """The hash of a request body without its client token: equal bodies, equal hashes,
+    whatever the order of their keys."""
+    canonical = {key: value for key, value in body.items() if key != "client_token"}
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 # Submission.
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    """A checked item with the revision's defaults filled in."""
+
+    instance_type: InstanceType
+    instances: int
+    expected_duration: int
+    checkpoint_interval: int | None
+    restart_overhead: int
+    parameters: dict
+    argv: list[str]
 
 
 def _queue_types(queue_ids: set[int]) -> dict[int, set[int]]:
@@ -82,32 +149,98 @@ def _urgency_teams(urgencies: set[UrgencyDefinition]) -> dict[int, set[int]]:
     return teams
 
 
-def _errors_of(data: JobData, queue_types: set[int], urgency_teams: dict[int, set[int]]):
+def _definition_queues(definition_ids: set[int]) -> dict[int, set[int]]:
+    queues: dict[int, set[int]] = defaultdict(set)
+    through = JobDefinition.queues.through
+    for definition_id, queue_id in through.objects.filter(
+        jobdefinition_id__in=definition_ids
+    ).values_list("jobdefinition_id", "jobqueue_id"):
+        queues[definition_id].add(queue_id)
+    return queues
+
+
+def _pick(given, default):
+    return default if given is None else given
+
+
+def _resolve(
+    data: JobData,
+    queue_types: set[int],
+    urgency_teams: dict[int, set[int]],
+    definition_queues: dict[int, set[int]],
+) -> tuple[_Resolved | None, dict[str, list[str]]]:
     errors: dict[str, list[str]] = {}
 
     def add(key: str, message: str) -> None:
         errors.setdefault(key, []).append(message)
 
+    queue = data.share.queue
+    revision = data.revision
     if not data.name.strip():
         add("name", "give the job a name")
-    if data.instance_type.pk not in queue_types:
+    if revision is None:
+        add("definition", "choose a job definition: jobs run a registered job definition")
+        return None, errors
+    definition = revision.definition
+    label = f"{definition.name}:{revision.revision}"
+    if definition.retired_at is not None:
+        add("definition", f"{definition.name} is retired; choose another job definition")
+    elif queue.pk not in definition_queues.get(definition.pk, set()):
+        add(
+            "definition",
+            f"{definition.name} may not run in queue {queue.name}; choose a definition "
+            "that allows it, or ask an admin to allow this queue",
+        )
+    elif queue.executor == JobQueue.Executor.PROCESS and not revision.command:
+        add(
+            "definition",
+            f"{label} has no command and queue {queue.name} runs real processes",
+        )
+    parameters, argv, problems = parameters_resolve(revision=revision, values=data.parameters)
+    for key, messages in problems.items():
+        errors.setdefault(key, []).extend(messages)
+    itype = _pick(data.instance_type, revision.instance_type)
+    instances = _pick(data.instances, revision.instances)
+    expected = _pick(data.expected_duration, revision.expected_duration)
+    checkpoint = _pick(data.checkpoint_interval, revision.checkpoint_interval)
+    overhead = _pick(data.restart_overhead, revision.restart_overhead)
+    if itype is None:
+        add("instance_type", f"{label} has no default instance type: choose one of the queue's")
+    elif itype.pk not in queue_types:
         add(
             "instance_type",
-            f"queue {data.share.queue.name} has no {data.instance_type.name}; "
-            "choose one of the queue's instance types",
+            f"queue {queue.name} has no {itype.name}; choose one of the queue's instance types",
         )
-    if data.instances < 1:
+    if instances < 1:
         add("instances", "a job needs at least 1 instance")
-    if data.expected_duration < 1:
+    elif instances > BOUNDS["instances"][1]:
+        add("instances", f"must be at most {BOUNDS['instances'][1]}")
+    if expected is None:
+        add(
+            "expected_duration",
+            f"{label} has no default: say how many compute seconds the job needs",
+        )
+    elif expected < 1:
         add("expected_duration", "must be at least 1 second")
+    elif expected > BOUNDS["expected_duration"][1]:
+        add("expected_duration", f"must be at most {BOUNDS['expected_duration'][1]} seconds")
     if data.priority is not None and not 0 <= data.priority <= MAX_PRIORITY:
         add("priority", f"must be between 0 and {MAX_PRIORITY}")
-    if data.checkpoint_interval is not None and data.checkpoint_interval < 1:
-        add("checkpoint_interval", "must be at least 1 second (or empty: never)")
-    if data.restart_overhead < 0:
+    if checkpoint is not None and not 1 <= checkpoint <= BOUNDS["checkpoint_interval"][1]:
+        add(
+            "checkpoint_interval",
+            f"must be between 1 and {BOUNDS['checkpoint_interval'][1]} seconds "
+            "(or empty: the definition's)",
+        )
+    if overhead < 0:
         add("restart_overhead", "cannot be negative")
-    if data.preemption_retries is not None and data.preemption_retries < 0:
-        add("preemption_retries", "cannot be negative (empty: the queue's default)")
+    elif overhead > BOUNDS["restart_overhead"][1]:
+        add("restart_overhead", f"must be at most {BOUNDS['restart_overhead'][1]} seconds")
+    if data.preemption_retries is not None and not 0 <= data.preemption_retries <= MAX_RETRIES:
+        add(
+            "preemption_retries",
+            f"must be between 0 and {MAX_RETRIES} (empty: the queue's default)",
+        )
     if data.urgency is not None:
         allowed = urgency_teams.get(data.urgency.pk, set())
         if allowed and data.share.team_id not in allowed:
@@ -116,26 +249,218 @@ def _errors_of(data: JobData, queue_types: set[int], urgency_teams: dict[int, se
                 f"team {data.share.team.name} may not invoke {data.urgency.name}; "
                 "pick another urgency or set a priority",
             )
-    if data.share.queue.executor == JobQueue.Executor.PROCESS and not data.command.strip():
-        add("command", f"queue {data.share.queue.name} runs real processes: say what to run")
-    return errors
+    priority = data.priority
+    if priority is None:
+        priority = data.urgency.priority if data.urgency is not None else 0
+    above_ceiling = job_priority_refusal(share=data.share, priority=priority, urgency=data.urgency)
+    if above_ceiling and "priority" not in errors:
+        add("priority", above_ceiling)
+    if errors:
+        return None, errors
+    return _Resolved(itype, instances, expected, checkpoint, overhead, parameters, argv), {}
 
 
-def jobs_validate(*, items: Sequence[JobData]) -> dict[str, list[str]]:
-    """Every problem with the items; keys are `field` for one item, `jobs[i].field` else."""
+def _key(index: int, total: int, name: str) -> str:
+    return name if total == 1 else f"jobs[{index}].{name}"
+
+
+def _size_errors(items: Sequence[JobData]) -> dict[str, list[str]]:
     if not items:
         return {NON_FIELD: ["submit at least one job"]}
     if len(items) > MAX_BULK:
         return {NON_FIELD: [f"submit at most {MAX_BULK} jobs at once"]}
-    queue_types = _queue_types({item.share.queue_id for item in items})
-    urgency_teams = _urgency_teams({item.urgency for item in items if item.urgency is not None})
+    return {}
+
+
+def _resolve_all(
+    items: Sequence[JobData], indexes: Sequence[int], total: int
+) -> tuple[dict[int, _Resolved], dict[str, list[str]]]:
+    chosen = [items[index] for index in indexes]
+    queue_types = _queue_types({item.share.queue_id for item in chosen})
+    urgency_teams = _urgency_teams({item.urgency for item in chosen if item.urgency is not None})
+    definition_queues = _definition_queues(
+        {item.revision.definition_id for item in chosen if item.revision is not None}
+    )
+    resolved: dict[int, _Resolved] = {}
     errors: dict[str, list[str]] = {}
+    for index in indexes:
+        item = items[index]
+        outcome, problems = _resolve(
+            item, queue_types[item.share.queue_id], urgency_teams, definition_queues
+        )
+        for key, messages in problems.items():
+            errors[_key(index, total, key)] = messages
+        if outcome is not None:
+            resolved[index] = outcome
+    return resolved, errors
+
+
+def jobs_validate(*, items: Sequence[JobData]) -> dict[str, list[str]]:
+    """Every problem with the items; keys are `field` for one item, `jobs[i].field` else."""
+    errors = _size_errors(items)
+    if errors:
+        return errors
+    return _resolve_all(items, range(len(items)), len(items))[1]
+
+
+def _token_errors(items: Sequence[JobData], submitted_by) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    first: dict[str, int] = {}
     for index, item in enumerate(items):
-        for key, messages in _errors_of(
-            item, queue_types[item.share.queue_id], urgency_teams
-        ).items():
-            errors[key if len(items) == 1 else f"jobs[{index}].{key}"] = messages
+        token = item.client_token
+        if not token:
+            continue
+        key = _key(index, len(items), "client_token")
+        if len(token) > MAX_CLIENT_TOKEN or not token.isprintable():
+            errors[key] = [f"at most {MAX_CLIENT_TOKEN} printable characters"]
+        elif _user(submitted_by) is None:
+            errors[key] = ["a client token needs a signed-in submitter"]
+        elif token in first:
+            errors[key] = [f"jobs[{first[token]}] of this request has the same token"]
+        else:
+            first[token] = index
     return errors
+
+
+def _replays(
+    items: Sequence[JobData], submitted_by
+) -> tuple[dict[int, Job], dict[str, list[str]], dict[str, int]]:
+    """The items whose client token made a job already: {index: that job}, and the
+    conflicts (the token's job came from another request body)."""
+    tokens = {item.client_token for item in items if item.client_token}
+    if not tokens:
+        return {}, {}, {}
+    existing = {
+        job.client_token: job
+        for job in Job.objects.filter(submitted_by=submitted_by, client_token__in=tokens).exclude(
+            client_token=""
+        )
+    }
+    replays: dict[int, Job] = {}
+    errors: dict[str, list[str]] = {}
+    originals: dict[str, int] = {}
+    for index, item in enumerate(items):
+        job = existing.get(item.client_token) if item.client_token else None
+        if job is None:
+            continue
+        if job.request_fingerprint == item.fingerprint:
+            replays[index] = job
+            continue
+        key = _key(index, len(items), "client_token")
+        errors[key] = [
+            f"was used for job {job.pk} ({job.name}) with a different request; send that "
+            "request again to get the job, or use a new token"
+        ]
+        originals[key] = job.pk
+    return replays, errors, originals
+
+
+def _new_job(item: JobData, resolved: _Resolved, *, submitted_by, now, resubmitted_from) -> Job:
+    share = item.share
+    disabled = not share.enabled
+    priority = item.priority
+    if priority is None:
+        priority = item.urgency.priority if item.urgency is not None else 0
+    retries = item.preemption_retries
+    if retries is None:
+        retries = share.queue.default_preemption_retries
+    return Job(
+        queue_id=share.queue_id,
+        share=share,
+        name=item.name.strip(),
+        priority=priority,
+        urgency=item.urgency,
+        instance_type=resolved.instance_type,
+        instances=resolved.instances,
+        expected_duration=resolved.expected_duration,
+        checkpoint_interval=resolved.checkpoint_interval,
+        restart_overhead=resolved.restart_overhead,
+        preemption_retries=retries,
+        definition_revision=item.revision,
+        parameters=resolved.parameters,
+        argv=resolved.argv,
+        client_token=item.client_token,
+        request_fingerprint=item.fingerprint if item.client_token else "",
+        submitted_by=_user(submitted_by),
+        submitted_at=now,
+        resubmitted_from=resubmitted_from,
+        state=Job.State.FAILED if disabled else Job.State.RUNNABLE,
+        reason="share_disabled" if disabled else "",
+        runnable_since=None if disabled else now,
+        finished_at=now if disabled else None,
+    )
+
+
+def _submit_once(items, submitted_by, now, resubmitted_from) -> list[Submitted]:
+    replays, conflicts, originals = _replays(items, submitted_by)
+    if conflicts:
+        raise TokenConflict(conflicts, originals)
+    fresh = [index for index in range(len(items)) if index not in replays]
+    resolved, errors = _resolve_all(items, fresh, len(items))
+    if errors:
+        raise JobError(errors)
+    jobs = {
+        index: _new_job(
+            items[index],
+            resolved[index],
+            submitted_by=submitted_by,
+            now=now,
+            resubmitted_from=resubmitted_from,
+        )
+        for index in fresh
+    }
+    if jobs:
+        Job.objects.bulk_create(list(jobs.values()), batch_size=1000)
+        events = []
+        for job in jobs.values():
+            events.append(JobEvent(job=job, at=now, type=JobEvent.Type.SUBMITTED))
+            if job.state == Job.State.FAILED:
+                events.append(
+                    JobEvent(job=job, at=now, type=JobEvent.Type.FAILED, cause="share_disabled")
+                )
+        JobEvent.objects.bulk_create(events, batch_size=2000)
+        runnable = {job.queue_id for job in jobs.values() if job.state == Job.State.RUNNABLE}
+        for queue_id in sorted(runnable):
+            request_pass(queue_id)
+    return [
+        Submitted(replays[index], False) if index in replays else Submitted(jobs[index], True)
+        for index in range(len(items))
+    ]
+
+
+def jobs_submit_outcomes(
+    *,
+    items: Sequence[JobData],
+    submitted_by=None,
+    now: dt.datetime | None = None,
+    resubmitted_from: Job | None = None,
+) -> list[Submitted]:
+    """Submit jobs (all or none): SUBMITTED events, then a pass of each queue after commit.
+
+    An item whose client token made a job already returns that job when it comes with
+    the same request body (nothing is created for it) and raises TokenConflict when it
+    comes with another. A job submitted into a DISABLED share is accepted and ends
+    FAILED at once (cause `share_disabled`), as the scenario format says.
+    """
+    if getattr(submitted_by, "pk", None):
+        for item in items:
+            rules.require(submitted_by, "job.submit", item.share)
+    errors = _size_errors(items) or _token_errors(items, submitted_by)
+    if errors:
+        raise JobError(errors)
+    now = now or timezone.now()
+    has_tokens = any(item.client_token for item in items)
+    tries = 0
+    while True:
+        try:
+            with transaction.atomic():
+                return _submit_once(items, submitted_by, now, resubmitted_from)
+        except IntegrityError:
+            # The same token committed by a concurrent request: look again (the
+            # savepoint is gone, the other request's job is visible now).
+            tries += 1
+            if not has_tokens or tries >= TOKEN_TRIES:
+                raise
 
 
 def jobs_submit(
@@ -145,61 +470,11 @@ def jobs_submit(
     now: dt.datetime | None = None,
     resubmitted_from: Job | None = None,
 ) -> list[Job]:
-    """Submit jobs (all or none): SUBMITTED events, then a pass of each queue after commit.
-
-    A job submitted into a DISABLED share is accepted and ends FAILED at once (cause
-    `share_disabled`), as the scenario format says.
-    """
-    errors = jobs_validate(items=items)
-    if errors:
-        raise JobError(errors)
-    now = now or timezone.now()
-    jobs = []
-    for item in items:
-        share = item.share
-        disabled = not share.enabled
-        priority = item.priority
-        if priority is None:
-            priority = item.urgency.priority if item.urgency is not None else 0
-        retries = item.preemption_retries
-        if retries is None:
-            retries = share.queue.default_preemption_retries
-        jobs.append(
-            Job(
-                queue_id=share.queue_id,
-                share=share,
-                name=item.name.strip(),
-                priority=priority,
-                urgency=item.urgency,
-                instance_type=item.instance_type,
-                instances=item.instances,
-                expected_duration=item.expected_duration,
-                checkpoint_interval=item.checkpoint_interval,
-                restart_overhead=item.restart_overhead,
-                preemption_retries=retries,
-                command=item.command.strip(),
-                submitted_by=submitted_by if getattr(submitted_by, "pk", None) else None,
-                submitted_at=now,
-                resubmitted_from=resubmitted_from,
-                state=Job.State.FAILED if disabled else Job.State.RUNNABLE,
-                reason="share_disabled" if disabled else "",
-                runnable_since=None if disabled else now,
-                finished_at=now if disabled else None,
-            )
-        )
-    with transaction.atomic():
-        Job.objects.bulk_create(jobs, batch_size=1000)
-        events = []
-        for job in jobs:
-            events.append(JobEvent(job=job, at=now, type=JobEvent.Type.SUBMITTED))
-            if job.state == Job.State.FAILED:
-                events.append(
-                    JobEvent(job=job, at=now, type=JobEvent.Type.FAILED, cause="share_disabled")
-                )
-        JobEvent.objects.bulk_create(events, batch_size=2000)
-        for queue_id in sorted({job.queue_id for job in jobs if job.state == Job.State.RUNNABLE}):
-            request_pass(queue_id)
-    return jobs
+    """`jobs_submit_outcomes`, only the jobs."""
+    outcomes = jobs_submit_outcomes(
+        items=items, submitted_by=submitted_by, now=now, resubmitted_from=resubmitted_from
+    )
+    return [outcome.job for outcome in outcomes]
 
 
 def job_submit(*, data: JobData, submitted_by=None, now: dt.datetime | None = None) -> Job:
@@ -229,8 +504,15 @@ def job_set_priority(
         queue, job = locked_live_job(job_id, now)
         if not job.is_live:
             raise JobError({"priority": [f"the job has ended ({job.get_state_display()})"]})
+        if getattr(actor, "pk", None):
+            rules.require(actor, "job.manage", job)
         if job.priority == priority:
             return job
+        above_ceiling = job_priority_refusal(
+            share=job.share, priority=priority, urgency=job.urgency, job=job
+        )
+        if above_ceiling:
+            raise JobError({"priority": [above_ceiling]})
         JobEvent.objects.create(
             job=job,
             at=now,
@@ -250,6 +532,8 @@ def job_terminate(*, job_id: int, actor=None, now: dt.datetime | None = None) ->
     now = now or timezone.now()
     with transaction.atomic():
         queue, job = locked_live_job(job_id, now)
+        if getattr(actor, "pk", None):
+            rules.require(actor, "job.manage", job)
         if not job.is_live:
             raise JobError({NON_FIELD: [f"the job has already ended ({job.get_state_display()})"]})
         was_running = job.state == Job.State.RUNNING
@@ -299,8 +583,8 @@ def job_decide(
         raise JobError({"note": ["say why the job is closed"]})
     with transaction.atomic():
         job = (
-            Job.objects.select_for_update()
-            .select_related("share__queue", "instance_type")
+            Job.objects.select_for_update(of=("self",))
+            .select_related("share__queue", "instance_type", "definition_revision__definition")
             .get(pk=job_id)
         )
         if job.state != Job.State.FAILED or job.reason not in NEEDS_DECISION_CAUSES:
@@ -309,10 +593,21 @@ def job_decide(
             raise JobError({NON_FIELD: ["a decision on this job was already recorded"]})
         new_job = None
         if kind == JobDecision.Kind.RESUBMITTED:
+            if job.definition_revision is None:
+                raise JobError(
+                    {
+                        "kind": [
+                            "this job was recorded without a job definition, so it cannot "
+                            "be resubmitted; file an exception or close it"
+                        ]
+                    }
+                )
             changes = dict(resubmit or {})
             data = JobData(
                 share=job.share,
                 name=job.name,
+                revision=job.definition_revision,
+                parameters=job.parameters,
                 instance_type=job.instance_type,
                 expected_duration=job.expected_duration,
                 instances=job.instances,
@@ -320,7 +615,6 @@ def job_decide(
                 checkpoint_interval=job.checkpoint_interval,
                 restart_overhead=job.restart_overhead,
                 preemption_retries=job.preemption_retries,
-                command=job.command,
             )
             data = replace(data, **{k: v for k, v in changes.items() if k in _RESUBMIT_FIELDS})
             new_job = jobs_submit(items=[data], submitted_by=actor, now=now, resubmitted_from=job)[

@@ -4,12 +4,15 @@ a `submit` helper; time is passed explicitly (`clock`) so nothing sleeps."""
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import shlex
 from pathlib import Path
 
 import pytest
 
 from governance.models import InstanceType, QuotaShare
 from scheduler.services.jobs import JobData, job_submit
+from tests.factories import job_definition
 
 T0 = dt.datetime(2030, 1, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -49,17 +52,36 @@ def lead(team_lead, shares):
     return team_lead
 
 
+def command_definition(queue, command: str):
+    """A definition of its own for a test's command line: its argument vector is the
+    split line, with no parameters (the runner's tests choose their own arguments)."""
+    argv = shlex.split(command)
+    digest = hashlib.sha256("\0".join(argv).encode()).hexdigest()[:12]
+    return job_definition(queue, name=f"command-{digest}", command=argv)
+
+
 @pytest.fixture
-def submit(shares, clock):
-    def submit(share: str, name: str, *, at: int | None = 0, by=None, **fields):
-        """Submit at T0 + `at` seconds, or at the real current time when `at` is None."""
+def submit(queue, shares, clock):
+    def submit(
+        share: str,
+        name: str,
+        *,
+        at: int | None = 0,
+        by=None,
+        command: str | None = None,
+        revision=None,
+        **fields,
+    ):
+        """Submit at T0 + `at` seconds, or at the real current time when `at` is None.
+
+        The job runs `revision`, or the definition of `command`, or one that models
+        work only.
+        """
         fields.setdefault("expected_duration", 3600)
-        data = JobData(
-            share=shares[share],
-            name=name,
-            instance_type=InstanceType.objects.get(name="ml.g5.xlarge"),
-            **fields,
-        )
+        fields.setdefault("instance_type", InstanceType.objects.get(name="ml.g5.xlarge"))
+        if revision is None:
+            revision = command_definition(queue, command) if command else job_definition(queue)
+        data = JobData(share=shares[share], name=name, revision=revision, **fields)
         return job_submit(data=data, submitted_by=by, now=None if at is None else clock(at))
 
     return submit

@@ -26,6 +26,7 @@ from scheduler.models import Job, JobEvent
 from scheduler.services.jobs import JobData, job_set_priority, job_submit, job_terminate
 from scheduler.services.passes import finish_due, lock_queue, scheduling_pass
 from scheduler.services.work import finish_at
+from tests.factories import job_definition
 
 EPOCH = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
 
@@ -132,6 +133,8 @@ def _next_internal(queue: JobQueue, after: int) -> int | None:
 def replay(doc: dict) -> tuple[JobQueue, dict[str, Job]]:
     """Run the scenario through the live services; returns the queue and jobs by id."""
     queue = build_queue(doc)
+    # Scenario jobs give every work-model figure; the definition only lets them run.
+    revision = job_definition(queue, name=f"scenario-{queue.pk}")
     shares = {share.name: share for share in queue.shares.select_related("queue", "team")}
     types = {t.name: t for t in InstanceType.objects.all()}
     # Same-instant submissions in id order, so the engine's id tie-break sees the same
@@ -165,6 +168,7 @@ def replay(doc: dict) -> tuple[JobQueue, dict[str, Job]]:
                 data=JobData(
                     share=share,
                     name=spec["id"],
+                    revision=revision,
                     instance_type=types[spec["instance_type"]],
                     instances=spec.get("instances", 1),
                     expected_duration=spec["duration"],

@@ -320,7 +320,6 @@ def test_the_process_demo_queue_is_seeded_once(admin, team_lead):
     queue = seed_process_demo(actor=admin, lead=team_lead)
     assert seed_process_demo(actor=admin, lead=team_lead) == queue
     assert queue.executor == "process"
-    assert (
-        Job.objects.filter(queue=queue, command__contains="scheduler.examples.train").count() == 2
-    )
+    runs = Job.objects.filter(queue=queue, definition_revision__definition__name="train-example")
+    assert [job.argv[:3] for job in runs] == [["python", "-m", "scheduler.examples.train"]] * 2
     assert queue.changes.count() >= 3  # the queue and its two shares, in the history

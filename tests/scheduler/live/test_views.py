@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from scheduler.models import Job, JobDecision
 from scheduler.services.passes import scheduling_pass
-from tests.factories import JobFactory, QuotaShareFactory
+from tests.factories import JobFactory, QuotaShareFactory, job_definition
 
 pytestmark = pytest.mark.django_db
 
@@ -44,62 +44,92 @@ def test_anonymous_visitors_are_sent_to_login(client, queue):
     assert response.status_code == 302 and "/accounts/login/" in response.url
 
 
-def test_a_lead_submits_into_a_share_of_their_team(client_for, lead, shares):
-    client = client_for(lead)
-    form = client.get(reverse("job-create"))
-    assert "qs3" not in form.content.decode()  # not their team's share
+@pytest.fixture
+def train(queue):
+    return job_definition(
+        queue,
+        name="train",
+        command=["python", "-m", "train", "--steps", "{steps}"],
+        parameters=[{"name": "steps", "type": "integer", "min": 1, "max": 1000, "default": 10}],
+        expected_duration=600,
+    )
 
-    response = client.post(
+
+def form_post(share, train, **fields):
+    return {
+        "definition": train.definition_id,
+        "revision": train.revision,
+        "share": share.pk,
+        "name": "resnet",
+        "instance_type": "ml.g5.xlarge",
+        **fields,
+    }
+
+
+def test_a_lead_picks_a_definition_then_sees_its_parameters(client_for, lead, shares, train):
+    client = client_for(lead)
+
+    first = client.get(reverse("job-create")).content.decode()
+    chosen = client.get(reverse("job-create"), {"definition": train.definition_id})
+    swapped = client.get(
         reverse("job-create"),
-        {
-            "share": shares["qs1"].pk,
-            "name": "resnet",
-            "instance_type": "ml.g5.xlarge",
-            "instances": 1,
-            "expected_duration": 3600,
-            "restart_overhead": 0,
-        },
+        {"definition": train.definition_id},
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_TARGET="definition-parameters",
+    ).content.decode()
+
+    assert "train (revision 1)" in first and "parameters.steps" not in first
+    page = chosen.content.decode()
+    assert 'name="parameters.steps"' in page and "integer 1–1000, default 10" in page
+    assert "qs3" not in page  # not their team's share
+    assert "command" not in chosen.context["form"].fields
+    assert 'id="definition-parameters"' in swapped
+    assert "<html" not in swapped and 'name="parameters.steps"' in swapped
+
+
+def test_a_lead_submits_into_a_share_of_their_team(client_for, lead, shares, train):
+    client = client_for(lead)
+    response = client.post(
+        reverse("job-create"), form_post(shares["qs1"], train, **{"parameters.steps": "42"})
     )
 
     job = Job.objects.get(name="resnet")
     assert response.status_code == 302 and response.url == reverse("job-detail", args=[job.pk])
     assert job.submitted_by == lead and job.share == shares["qs1"]
+    assert (job.definition_revision, job.parameters) == (train, {"steps": 42})
+    assert job.argv == ["python", "-m", "train", "--steps", "42"]
+    assert job.expected_duration == 600  # the definition's default
+
+    page = client.get(reverse("job-detail", args=[job.pk])).content.decode()
+    assert ">train:1</a>" in page and "<code>steps</code> = <code>42</code>" in page
+    assert "python -m train" not in page  # no command line on a job's page
 
 
-def test_a_lead_cannot_submit_into_another_teams_share(client_for, lead, shares):
-    response = client_for(lead).post(
-        reverse("job-create"),
-        {
-            "share": shares["qs3"].pk,
-            "name": "sneaky",
-            "instance_type": "ml.g5.xlarge",
-            "instances": 1,
-            "expected_duration": 60,
-            "restart_overhead": 0,
-        },
-    )
+def test_a_lead_cannot_submit_into_another_teams_share(client_for, lead, shares, train):
+    response = client_for(lead).post(reverse("job-create"), form_post(shares["qs3"], train))
     assert response.status_code == 200
     assert "share" in response.context["form"].errors
     assert not Job.objects.exists()
 
 
-def test_service_errors_show_next_to_their_field(client_for, admin, queue, shares):
+def test_service_errors_show_next_to_their_field(client_for, admin, queue, shares, train):
     from tests.factories import InstanceTypeFactory
 
     InstanceTypeFactory(name="ml.p4d.24xlarge")
     response = client_for(admin).post(
         reverse("job-create"),
-        {
-            "share": shares["qs1"].pk,
-            "name": "wrong-type",
-            "instance_type": "ml.p4d.24xlarge",
-            "instances": 1,
-            "expected_duration": 60,
-            "restart_overhead": 0,
-        },
+        form_post(
+            shares["qs1"],
+            train,
+            instance_type="ml.p4d.24xlarge",
+            **{"parameters.steps": "$(id)"},
+        ),
     )
     assert response.status_code == 200
-    assert "has no ml.p4d.24xlarge" in response.context["form"].errors["instance_type"][0]
+    errors = response.context["form"].errors
+    assert "has no ml.p4d.24xlarge" in errors["instance_type"][0]
+    assert errors["parameters.steps"] == ["must be an integer between 1 and 1000"]
+    assert not Job.objects.exists()
 
 
 def test_job_page_explains_a_reclaim_in_plain_language(client_for, lead, queue, submit, clock):
@@ -159,7 +189,27 @@ def test_failed_job_needs_a_decision_then_leaves_the_list(client_for, lead, queu
     assert response.url == reverse("job-detail", args=[decision.new_job.pk])
     assert decision.new_job.preemption_retries == 3
     assert decision.new_job.resubmitted_from == fragile
+    new, old = decision.new_job, Job.objects.get(pk=fragile.pk)
+    assert (new.definition_revision, new.parameters, new.argv) == (
+        old.definition_revision,
+        old.parameters,
+        old.argv,
+    )
     assert "fragile" not in client.get(reverse("job-decisions")).content.decode()
+
+
+def test_a_job_without_a_definition_cannot_be_resubmitted(client_for, lead, queue, shares):
+    """Jobs recorded from a trace run no definition: close them or file an exception."""
+    recorded = JobFactory(share=shares["qs1"], state=Job.State.FAILED, reason="retries_exhausted")
+    client = client_for(lead)
+
+    page = client.get(reverse("job-detail", args=[recorded.pk]))
+    response = client.post(reverse("job-decision", args=[recorded.pk]), {"kind": "RESUBMITTED"})
+
+    choices = [value for value, _label in page.context["decision_form"].fields["kind"].choices]
+    assert choices == ["EXCEPTION_FILED", "CLOSED"]
+    assert response.status_code == 302 and not JobDecision.objects.exists()
+    assert Job.objects.count() == 1
 
 
 def test_closing_needs_a_reason(client_for, lead, queue, submit, clock):
