@@ -25,6 +25,7 @@ from scheduler.engine.types import (
 from scheduler.executors import executor_for
 from scheduler.models import Job, JobDecision, JobDefinition, JobDefinitionRevision, JobEvent
 from scheduler.services.jobs import NEEDS_DECISION_CAUSES
+from scheduler.services.runners import runner_wait_reason
 from scheduler.services.work import compute_seconds
 
 
@@ -155,13 +156,26 @@ def failure_reason(job: Job) -> str:
         return "failed: terminated by a person"
     if cause == "exit_code":
         return f"failed: its process exited with code {job.exit_code}"
+    if cause == "wall_clock_limit":
+        limit = job.definition_revision.wall_clock_limit if job.definition_revision else None
+        return f"failed: it ran past its definition's wall-clock limit ({limit} s) and was stopped"
+    if cause == "runner_refused":
+        return "failed: the runner refused to run it (its timeline says why)"
     return f"failed ({cause})"
+
+
+def _with_runner(job: Job, reason: str) -> str:
+    """A process job whose instance type no live runner serves says that first."""
+    no_runner = runner_wait_reason(job)
+    return f"{no_runner}; {reason}" if no_runner else reason
 
 
 def current_reason(job: Job) -> str:
     if job.state == Job.State.RUNNABLE:
-        return waiting_reason(job)
+        return _with_runner(job, waiting_reason(job))
     if job.state == Job.State.RUNNING:
+        if not job.worker:
+            return _with_runner(job, "started, waiting for a runner to take it")
         where = "on borrowed capacity" if job.borrowed else "within its share's limit"
         return f"running {where}"
     if job.state == Job.State.SUCCEEDED:
@@ -214,6 +228,8 @@ def _event_text(event: JobEvent, job: Job) -> tuple[str, str]:
             "retries_exhausted": "failed: its retry bound is spent",
             "time_limit": "failed: waited past the queue's runnable time limit",
             "share_disabled": "failed: its share is disabled",
+            "wall_clock_limit": "failed: stopped at its definition's wall-clock limit",
+            "runner_refused": f"failed: the runner refused to run it: {event.detail.get('reason')}",
         }
         return texts.get(event.cause, f"failed ({event.cause})"), "failed"
     if kind == JobEvent.Type.PRIORITY_CHANGED:
@@ -224,10 +240,17 @@ def _event_text(event: JobEvent, job: Job) -> tuple[str, str]:
             "neutral",
         )
     if kind == JobEvent.Type.REQUEUED:
-        return (
-            "requeued: its worker stopped responding; it resumes from its last checkpoint",
-            "failed",
-        )
+        texts = {
+            "not_claimed": "requeued: no runner took it in time; it starts again",
+            "runner_stopped": (
+                "requeued: its runner shut down and stopped it; it resumes from its last checkpoint"
+            ),
+            "checkpoint_busy": (
+                "requeued: a process of an earlier attempt still held its checkpoint"
+            ),
+        }
+        lost = "requeued: its runner stopped responding; it resumes from its last checkpoint"
+        return texts.get(event.cause, lost), "failed"
     return kind, "neutral"
 
 

@@ -39,7 +39,13 @@ MAX_CLIENT_TOKEN = 64
 MAX_RETRIES = 10_000
 NON_FIELD = "non_field_errors"
 # Failures that need a person to decide what happens next (the "needs a decision" list).
-NEEDS_DECISION_CAUSES = ("retries_exhausted", "time_limit", "exit_code")
+NEEDS_DECISION_CAUSES = (
+    "retries_exhausted",
+    "time_limit",
+    "exit_code",
+    "wall_clock_limit",
+    "runner_refused",
+)
 # A submission racing another with the same client token loses at the unique
 # constraint and, on its next try, finds the winner's job.
 TOKEN_TRIES = 3
