@@ -32,17 +32,19 @@ from .types import (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ShareRule:
     """A share's policy in the form the pass reads it.
 
-    `caps[T]` is the borrow cap `floor(limit * borrow_limit / 100)` for every type of the
-    queue (None: unlimited); only a share that `can_borrow` ever uses it.
+    `limits` is a plain dict (the pass reads it millions of times; a `FrozenMap` lookup
+    goes through `Mapping.get` in Python). `caps[T]` is the borrow cap
+    `floor(limit * borrow_limit / 100)` for every type of the queue (None: unlimited);
+    only a share that `can_borrow` ever uses it.
     """
 
     index: int
     name: str
-    limits: Mapping[str, int]
+    limits: dict[str, int]
     reserve: bool
     lender: bool
     can_borrow: bool
@@ -74,7 +76,7 @@ class Policy:
                 ShareRule(
                     index=index,
                     name=share.name,
-                    limits=share.capacity_limits,
+                    limits=dict(share.capacity_limits),
                     reserve=share.strategy == "RESERVE",
                     lender=share.strategy != "RESERVE",
                     can_borrow=share.strategy == "LEND_AND_BORROW" and share.enabled,

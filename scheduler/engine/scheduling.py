@@ -39,7 +39,12 @@ submissions (v1.1): `enqueue` only records the reason, and `settle` starts or st
 
 Speed: per-share heaps with lazy deletion (an entry is live while its job points at it),
 per-(share, type) running lists in victim order, per-priority instance sums, and the
-ledger's counters. A pass costs O(shares + decisions), not O(pending jobs).
+ledger's counters: a pass costs O(shares + decisions), not O(pending jobs). A pass
+looks again only at shares whose head changed, or whose head's type changed in a way
+that could let it act (`Board.need`, `Board._wake`); no pass runs when nothing changed
+since the last pass that decided nothing; a policy change re-checks each distinct
+(share, type, size) of the pending jobs once. None of this changes a decision: the
+property tests check the fixed point against a fresh board after every instant.
 """
 
 from __future__ import annotations
@@ -59,6 +64,8 @@ from .types import (
 )
 
 PENDING, RUNNING, DONE, FUTURE = "PENDING", "RUNNING", "DONE", "FUTURE"
+# A wait key no change reaches; a wait on -_NEVER is woken by any.
+_NEVER = float("inf")
 START, PREEMPT, FAIL = "start", "preempt", "fail"
 
 
@@ -129,6 +136,16 @@ class Board:
     happen. `on_misconfigured(job)` (optional) is told, by `settle`, whenever a pending
     job is judged newly misconfigured, so a caller can start its `runnable_time_limit`
     clock.
+
+    What the next pass must look at (see `_one_pass`): `need[phase][share]` is set when
+    the share's head changes, and cleared when a check finds its head unable to act in
+    that phase. A phase-1 head beyond its share's limit waits in `over_limit` until the
+    share's own stops bring its usage low enough. Other checks wait in
+    `waiting[phase][type]` with a key, until capacity freed on its head's type (or
+    running jobs reordered there, or a protection ended) brings the type within the
+    key's reach (`_wake`); a reclaim short of unprotected victims also waits in `strict`
+    for any start. `dirty` says whether anything changed since the last pass that
+    changed nothing.
     """
 
     def __init__(
@@ -136,14 +153,113 @@ class Board:
     ) -> None:
         self.policy = policy
         self.ledger = Ledger(policy)
-        self.queues: list[list[tuple]] = [[] for _ in policy.shares]
-        self.parked: list[dict[str, Job]] = [{} for _ in policy.shares]
+        shares = range(len(policy.shares))
+        self.queues: list[list[tuple]] = [[] for _ in shares]
+        # Misconfigured jobs by (type, size), and how many queued jobs have each (type,
+        # size): a policy change re-checks each once and moves only the jobs that flip.
+        self.parked: list[dict[tuple[str, int], dict[str, Job]]] = [{} for _ in shares]
+        self.sizes: list[dict[tuple[str, int], int]] = [{} for _ in shares]
         self.running: dict[tuple[int, str], list[tuple]] = {}
         self.running_by_priority: dict[tuple[int, str], dict[int, int]] = {}
         self.next_start_seq = 0
         self.on_misconfigured = on_misconfigured
         # Pending jobs whose misconfiguration changed since the last `settle`.
         self.unsettled: list[Job] = []
+        self.need: tuple[list[bool], list[bool], list[bool]] = ([], [], [])
+        self.waiting: tuple[dict, dict, dict] = ({}, {}, {})
+        self.lowest: tuple[dict, dict, dict] = ({}, {}, {})
+        self.strict: dict[str, set[int]] = {}
+        self.over_limit: dict[int, tuple[str, int]] = {}
+        self.dirty = True
+        self.invalidate()
+
+    # -- what the next pass must look at ------------------------------------------------
+
+    def invalidate(self) -> None:
+        """Forget every check: the next pass looks at every share again.
+
+        Each flag list ends with a True that names no share, so the pass finds the next
+        flagged share with `list.index(True, start)` and stops at that sentinel."""
+        flags = len(self.policy.shares) + 1
+        self.need = ([True] * flags, [True] * flags, [True] * flags)
+        self.waiting = ({}, {}, {})
+        self.lowest = ({}, {}, {})
+        self.strict = {}
+        # Phase-1 heads beyond their share's limit: (type, the usage that lets them in).
+        self.over_limit = {}
+        self.dirty = True
+
+    def _head_changed(self, share: int) -> None:
+        entitled, borrow, in_share = self.need
+        entitled[share] = borrow[share] = in_share[share] = True
+        self.dirty = True
+
+    def wait(self, phase: int, share: int, itype: str, key: float) -> None:
+        """A check found the share's head (of `itype`) unable to act in `phase`; look at
+        it again once `_wake` finds the type within `key`'s reach."""
+        self.need[phase][share] = False
+        waiting = self.waiting[phase]
+        keys = waiting.get(itype)
+        if keys is None:
+            waiting[itype] = {share: key}
+        else:
+            keys[share] = key
+        lowest = self.lowest[phase]
+        if key < lowest.get(itype, _NEVER):
+            lowest[itype] = key
+
+    def wait_for_limit(self, share: int, itype: str, usage: int) -> None:
+        """The share's head (of `itype`) is beyond the share's limit: nothing but a stop
+        of the share's own jobs, bringing its usage down to `usage`, lets it in."""
+        self.need[0][share] = False
+        self.over_limit[share] = (itype, usage)
+
+    def _changed(self, itype: str, freed: bool) -> None:
+        """Jobs running on `itype` changed: wake the checks this could overturn (a start
+        only takes capacity, which overturns no check but a reclaim short of victims)."""
+        self.dirty = True
+        if freed:
+            self._wake(itype)
+        elif self.strict:
+            need = self.need[0]
+            for share in self.strict.pop(itype, ()):
+                need[share] = True
+
+    def _wake(self, itype: str) -> None:
+        """Wake the checks waiting on `itype` whose key is now within reach.
+
+        Keys are necessary conditions for acting, read against the type's state: a
+        phase-1 head of n can start or reclaim only if `n <= free + over` (avail <= free);
+        a phase-2 head only if `n <= free`; a phase-3 head only if `n - u <= free`, where
+        u counts its share's running instances of the type with lower priority, all
+        that stopping can free (while it waits, u can only fall, which leaves the key
+        safe, or change with the share's own starts and priority changes, which set its
+        flags)."""
+        free = self.ledger.free.get(itype, 0)
+        entitled, borrow, in_share = self.lowest
+        if entitled.get(itype, _NEVER) <= free + self.ledger.over.get(itype, 0):
+            self._wake_phase(0, itype, free + self.ledger.over.get(itype, 0))
+        if borrow.get(itype, _NEVER) <= free:
+            self._wake_phase(1, itype, free)
+        if in_share.get(itype, _NEVER) <= free:
+            self._wake_phase(2, itype, free)
+        if self.strict:
+            self.strict.pop(itype, None)
+
+    def _wake_phase(self, phase: int, itype: str, threshold: int) -> None:
+        need, keys = self.need[phase], self.waiting[phase][itype]
+        rest = _NEVER
+        for share, key in list(keys.items()):
+            if key <= threshold:
+                need[share] = True
+                del keys[share]
+            elif key < rest:
+                rest = key
+        self.lowest[phase][itype] = rest
+
+    def protection_ended(self, job: Job) -> None:
+        """`job` (running) may be a victim from now on: its type is to be looked at."""
+        self._changed(job.itype, True)
 
     # -- queues ---------------------------------------------------------------------
 
@@ -153,14 +269,41 @@ class Board:
         reason = self.policy.misconfiguration(job.share, job.itype, job.n)
         job.reason = reason
         if reason is None:
-            entry = (-job.priority, job.submitted_at, job.id, job)
-            job.entry = entry
-            heappush(self.queues[job.share], entry)
+            self._queue(job)
         else:
-            job.entry = None
-            self.parked[job.share][job.id] = job
+            self._park(job)
         if (reason is None) != (job.misconfigured_since is None):
             self.unsettled.append(job)
+
+    def _queue(self, job: Job) -> None:
+        entry = (-job.priority, job.submitted_at, job.id, job)
+        job.entry = entry
+        heappush(self.queues[job.share], entry)
+        sizes = self.sizes[job.share]
+        key = (job.itype, job.n)
+        sizes[key] = sizes.get(key, 0) + 1
+        if self.head(job.share) is job:
+            self._head_changed(job.share)
+
+    def _park(self, job: Job) -> None:
+        job.entry = None
+        self.parked[job.share].setdefault((job.itype, job.n), {})[job.id] = job
+
+    def _unqueue(self, job: Job) -> None:
+        """Take a pending job out of its queue, or out of the parked jobs."""
+        key = (job.itype, job.n)
+        if job.entry is not None:
+            job.entry = None
+            sizes = self.sizes[job.share]
+            sizes[key] -= 1
+            if not sizes[key]:
+                del sizes[key]
+            self._head_changed(job.share)
+            return
+        parked = self.parked[job.share]
+        group = parked.get(key)
+        if group is not None and group.pop(job.id, None) is not None and not group:
+            del parked[key]
 
     def settle(self, now: int) -> None:
         """Judge misconfiguration: start the clock of pending jobs newly misconfigured,
@@ -191,9 +334,9 @@ class Board:
         """The share's well-configured pending jobs in queue order (O(k log k))."""
         return [entry[3] for entry in sorted(self.queues[share]) if entry[3].entry is entry]
 
-    def _unqueue(self, job: Job) -> None:
-        job.entry = None
-        self.parked[job.share].pop(job.id, None)
+    def misconfigured(self, share: int) -> list[Job]:
+        """The share's misconfigured pending jobs (parked outside its queue)."""
+        return [job for group in self.parked[share].values() for job in group.values()]
 
     # -- running jobs -----------------------------------------------------------------
 
@@ -205,6 +348,7 @@ class Board:
         by_priority = self.running_by_priority.setdefault(key, {})
         by_priority[job.priority] = by_priority.get(job.priority, 0) + job.n
         self.ledger.add(self.policy.shares[job.share], job.itype, job.n)
+        self._changed(job.itype, False)
 
     def _release(self, job: Job) -> None:
         key = (job.share, job.itype)
@@ -215,6 +359,15 @@ class Board:
         if not by_priority[job.priority]:
             del by_priority[job.priority]
         self.ledger.add(self.policy.shares[job.share], job.itype, -job.n)
+        blocked = self.over_limit.get(job.share)
+        if (
+            blocked is not None
+            and blocked[0] == job.itype
+            and self.ledger.usage[job.share][job.itype] <= blocked[1]
+        ):
+            del self.over_limit[job.share]
+            self.need[0][job.share] = True
+        self._changed(job.itype, True)
 
     def place_running(self, job: Job, *, started_at: int, start_seq: int) -> None:
         """Put a job that is already running (from a snapshot) on the board."""
@@ -260,25 +413,72 @@ class Board:
             self._release(job)
             job.priority = priority
             self._run(job)
+            # Its share's phase-3 key counted the jobs below its head's priority.
+            self._head_changed(job.share)
         elif job.state == PENDING and job.entry is not None:
             job.priority = priority
             job.entry = (-priority, job.submitted_at, job.id, job)
             heappush(self.queues[job.share], job.entry)
+            self._head_changed(job.share)
         else:
             job.priority = priority
 
     # -- policy ---------------------------------------------------------------------
 
     def set_policy(self, policy: Policy) -> None:
-        """Adopt a new policy (same shares, same order) and re-check every pending job."""
+        """Adopt a new policy (same shares, same order) and re-check the pending jobs.
+
+        Misconfiguration depends only on a job's share, type and size, so each distinct
+        (share, type, size) is judged once and only the jobs whose status flips move:
+        queued jobs that become misconfigured leave in queue order (the order their
+        clocks start in), parked jobs that are cured join their queue.
+        """
         self.policy = policy
         self.ledger.set_policy(policy)
-        for rule in policy.shares:
-            pending = self.queued(rule.index) + list(self.parked[rule.index].values())
-            self.queues[rule.index] = []
-            self.parked[rule.index] = {}
-            for job in pending:
-                self.enqueue(job)
+        self.invalidate()
+        misconfiguration = policy.misconfiguration
+        for share in range(len(policy.shares)):
+            sizes, parked = self.sizes[share], self.parked[share]
+            leaving = {}
+            for key in sizes:
+                reason = misconfiguration(share, *key)
+                if reason is not None:
+                    leaving[key] = reason
+            cured = []
+            for key, group in parked.items():
+                reason = misconfiguration(share, *key)
+                if reason is None:
+                    cured.append(key)
+                elif next(iter(group.values())).reason != reason:
+                    for job in group.values():
+                        job.reason = reason
+            if leaving:
+                self._leave_queue(share, leaving)
+            for key in cured:
+                for job in parked.pop(key).values():
+                    job.reason = None
+                    self._queue(job)
+                    if job.misconfigured_since is not None:
+                        self.unsettled.append(job)
+
+    def _leave_queue(self, share: int, leaving: dict[tuple[str, int], str]) -> None:
+        kept, moved = [], []
+        for entry in self.queues[share]:
+            job = entry[3]
+            if job.entry is entry:
+                (moved if (job.itype, job.n) in leaving else kept).append(entry)
+        heapify(kept)
+        self.queues[share] = kept
+        sizes = self.sizes[share]
+        for key in leaving:
+            del sizes[key]
+        moved.sort()
+        for entry in moved:
+            job = entry[3]
+            job.reason = leaving[(job.itype, job.n)]
+            self._park(job)
+            if job.misconfigured_since is None:
+                self.unsettled.append(job)
 
     # -- reasons --------------------------------------------------------------------
 
@@ -292,7 +492,7 @@ class Board:
                     if position == 0
                     else BLOCKED_BEHIND_HEAD
                 )
-            for job in self.parked[rule.index].values():
+            for job in self.misconfigured(rule.index):
                 reasons[job.id] = job.reason
         return reasons
 
@@ -373,18 +573,30 @@ def _linear_need_met(need: int) -> Callable[[list[Job], int], bool]:
     return met
 
 
-def _in_share_victims(board: Board, rule: ShareRule, job: Job, now: int) -> list[Job] | None:
-    """Lower-priority jobs of the same share and type whose stop lets `job` start."""
-    key = (rule.index, job.itype)
-    by_priority = board.running_by_priority.get(key)
+def _lower_priority_use(board: Board, share: int, job: Job) -> int:
+    """Instances of the share's running jobs of `job`'s type with lower priority."""
+    by_priority = board.running_by_priority.get((share, job.itype))
     if not by_priority:
-        return None
+        return 0
     priority = job.priority
-    at_most = sum(count for p, count in by_priority.items() if p < priority)
+    return sum(count for p, count in by_priority.items() if p < priority)
+
+
+def _in_share_victims(
+    board: Board, rule: ShareRule, job: Job, now: int, at_most: int
+) -> list[Job] | None:
+    """Lower-priority jobs of the same share and type (`at_most` instances of them) whose
+    stop lets `job` start; None when no such set exists, [] when `job` needs no stop
+    (phase 3 then does nothing; unlike None, that can change when other shares take
+    capacity)."""
+    key = (rule.index, job.itype)
     if not at_most:
         return None
+    priority = job.priority
     need = board.ledger.in_share_need(rule, job.itype, job.n)
-    if need <= 0 or at_most < need:
+    if need <= 0:
+        return []
+    if at_most < need:
         return None
     chosen: list[Job] = []
     total = 0
@@ -466,88 +678,132 @@ def enforce_capacity(board: Board, out: list) -> None:
                 board.enqueue(victim)
 
 
-def _one_pass(board: Board, now: int, out: list) -> bool:
-    """Run the three phases once; return whether it changed anything."""
+def _one_pass(board: Board, now: int, out: list) -> None:
+    """Run the three phases once, looking only at the shares `board.need` names for the
+    phase: the others were found unable to act, and nothing since could let them (see
+    `Board._changed`), so they would not act, and skipping them changes no decision.
+
+    A start by another share only takes capacity: `avail`, the pool and `free` fall or
+    stay, so it never lets a head start, borrow or preempt in its share (fewer free
+    instances only raise what a preemption needs); it can add a reclaim victim, so a
+    reclaim that found too few unprotected victims waits on starts too (`strict`).
+    """
     policy, ledger = board.policy, board.ledger
+    rules = policy.shares
+    last = len(rules)
     head = board.head
-    decided = len(out)
+    need_entitled, need_borrow, need_in_share = board.need
+    wait = board.wait
     held: list[Job] = []
 
-    def stop(victim: Job, cause: str, by: Job) -> None:
-        if board.preempt(victim, cause, by, out):
-            board.enqueue(victim)
-            victim.held = True
-            held.append(victim)
-
-    # Phase 1: entitlement, shares in listed order.
-    for rule in policy.shares:
-        share = rule.index
+    # Phase 1: entitlement, shares in listed order (flagged ones; a share flagged during
+    # the phase further on in the order is found too, as a full scan would reach it).
+    share = need_entitled.index(True)
+    while share < last:
+        rule = rules[share]
         used = ledger.usage[share]
+        limits = rule.limits
         while True:
             job = head(share)
-            if job is None or job.held:
+            if job is None:
+                need_entitled[share] = False
+                break
+            if job.held:
                 break
             itype, n = job.itype, job.n
-            if used.get(itype, 0) + n > rule.limits.get(itype, 0):
+            if used.get(itype, 0) + n > limits.get(itype, 0):
+                board.wait_for_limit(share, itype, limits.get(itype, 0) - n)
                 break
             avail = ledger.avail(rule, itype)
             if n > avail:
                 # Only other shares can be over: this one is within its limit.
                 if avail + ledger.over.get(itype, 0) < n:
+                    wait(0, share, itype, n)
                     break
                 victims = _reclaim_victims(board, rule, job, now)
                 if victims is None:
+                    wait(0, share, itype, -_NEVER)
+                    board.strict.setdefault(itype, set()).add(share)
                     break
                 for victim in victims:
-                    stop(victim, "reclaim", job)
+                    _stop(board, victim, "reclaim", job, out, held)
             board.start(job, now, out)
+        share = need_entitled.index(True, share + 1)
 
     # Phase 2: borrowing, first-in first-out across shares (submission time, then id).
     order = []
-    for rule in policy.shares:
-        if rule.can_borrow:
-            job = head(rule.index)
-            if job is not None and not job.held:
-                order.append((job.submitted_at, job.id, rule.index, job))
+    share = need_borrow.index(True)
+    while share < last:
+        if rules[share].can_borrow:
+            job = head(share)
+            if job is None:
+                need_borrow[share] = False
+            elif not job.held:
+                order.append((job.submitted_at, job.id, share, job))
+        else:
+            need_borrow[share] = False
+        share = need_borrow.index(True, share + 1)
     heapify(order)
     while order:
         _, _, share, job = heappop(order)
-        rule = policy.shares[share]
+        rule = rules[share]
         itype, n = job.itype, job.n
         if ledger.within_limit(rule, itype, n):
             startable = n <= ledger.avail(rule, itype)
         else:
             startable = ledger.borrow_blocker(rule, itype, n) is None
-        if startable:
-            board.start(job, now, out)
-            job = head(share)
-            if job is not None and not job.held:
-                heappush(order, (job.submitted_at, job.id, share, job))
+        if not startable:
+            wait(1, share, itype, n)
+            continue
+        board.start(job, now, out)
+        job = head(share)
+        if job is None:
+            need_borrow[share] = False
+        elif not job.held:
+            heappush(order, (job.submitted_at, job.id, share, job))
 
     # Phase 3: in-share preemption, shares in listed order (borrowing was tried first).
-    for rule in policy.shares:
-        if not rule.in_share_preemption:
-            continue
-        job = head(rule.index)
-        if job is None or job.held:
-            continue
-        victims = _in_share_victims(board, rule, job, now)
-        if victims:
-            for victim in victims:
-                stop(victim, "priority", job)
-            board.start(job, now, out)
+    share = need_in_share.index(True)
+    while share < last:
+        rule = rules[share]
+        job = head(share) if rule.in_share_preemption else None
+        if job is None:
+            need_in_share[share] = False
+        elif not job.held:
+            at_most = _lower_priority_use(board, share, job)
+            victims = _in_share_victims(board, rule, job, now, at_most)
+            if victims is None:
+                wait(2, share, job.itype, job.n - at_most)
+            elif victims:
+                for victim in victims:
+                    _stop(board, victim, "priority", job, out, held)
+                board.start(job, now, out)
+        share = need_in_share.index(True, share + 1)
 
     for victim in held:
         victim.held = False
-    return len(out) > decided
+
+
+def _stop(board: Board, victim: Job, cause: str, by: Job, out: list, held: list) -> None:
+    """Preempt a pass victim: RUNNABLE again at once in its place, held for the pass."""
+    if board.preempt(victim, cause, by, out):
+        board.enqueue(victim)
+        victim.held = True
+        held.append(victim)
 
 
 def run_passes(board: Board, now: int, out: list) -> None:
     """Passes at `now` until one changes nothing (see the module docstring), then judge
-    the misconfiguration of the pass victims that came back misconfigured."""
-    while _one_pass(board, now, out):
-        pass
-    board.settle(now)
+    the misconfiguration of the pass victims that came back misconfigured.
+
+    Every decision marks the board `dirty`, so a pass that decides nothing ends the
+    loop, and no pass runs when nothing changed since the last one that decided
+    nothing: it would decide nothing either."""
+    while board.dirty:
+        board.dirty = False
+        _one_pass(board, now, out)
+    if board.unsettled:
+        board.settle(now)
 
 
 def fail_overdue(board: Board, jobs: list[Job], now: int, out: list) -> None:

@@ -17,7 +17,10 @@ multiple of `checkpoint_interval` and loses the rest (`lost_work`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import gc
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from heapq import heappop, heappush
 from typing import Any
 
@@ -40,6 +43,9 @@ from .validation import load_scenario
 from .work import checkpointed, overhead_spent, run_length, run_progress
 
 _FINISH, _TIME_LIMIT, _PROTECTION_ENDS = 0, 1, 2
+# A named tuple's own constructor runs in Python, and a replay builds one per event:
+# events are built as `_new(Event, (t, type, job, share, borrowed, cause, by))`.
+_new = tuple.__new__
 
 
 class SimJob(Job):
@@ -141,7 +147,7 @@ class _Replay:
                     saved=job.saved, overhead=job.overhead, duration=job.spec.duration
                 )
                 self._push(now + length, _FINISH, job, job.token)
-                events.append(Event(now, "STARTED", job.id, share, borrowed))
+                events.append(_new(Event, (now, "STARTED", job.id, share, borrowed, None, None)))
             elif kind == PREEMPT:
                 _, _, cause, by, fails = entry
                 self._stop_run(job, now)
@@ -154,7 +160,10 @@ class _Replay:
                 job.saved = checkpointed(progress, job.spec.checkpoint_interval)
                 job.lost_work += progress - job.saved
                 events.append(
-                    Event(now, "PREEMPTED", job.id, share, None, cause, by.id if by else None)
+                    _new(
+                        Event,
+                        (now, "PREEMPTED", job.id, share, None, cause, by.id if by else None),
+                    )
                 )
                 if fails:
                     self._end(job, now, "FAILED", "retries_exhausted")
@@ -172,7 +181,7 @@ class _Replay:
         job.outcome = (state, cause)
         if state == "FAILED":
             self.events.append(
-                Event(now, "FAILED", job.id, self._share_name[job.share], cause=cause)
+                _new(Event, (now, "FAILED", job.id, self._share_name[job.share], None, cause, None))
             )
 
     # -- the instant ------------------------------------------------------------------
@@ -182,7 +191,8 @@ class _Replay:
         self.board.finish(job)
         job.finished_at = now
         job.outcome = ("SUCCEEDED", None)
-        self.events.append(Event(now, "SUCCEEDED", job.id, self._share_name[job.share]))
+        share = self._share_name[job.share]
+        self.events.append(_new(Event, (now, "SUCCEEDED", job.id, share, None, None, None)))
 
     def _act(self, action, now: int) -> None:
         board = self.board
@@ -213,7 +223,7 @@ class _Replay:
 
     def _submit(self, job: SimJob, now: int) -> None:
         share = self.shares[job.share]
-        self.events.append(Event(now, "SUBMITTED", job.id, share.name))
+        self.events.append(_new(Event, (now, "SUBMITTED", job.id, share.name, None, None, None)))
         job.runnable_since = now
         if not share.enabled:
             job.state = DONE
@@ -257,12 +267,15 @@ class _Replay:
             ):
                 self._submit(submissions[next_submission], now)
                 next_submission += 1
-            board.settle(now)
+            if board.unsettled:
+                board.settle(now)
             while heap and heap[0][0] == now and heap[0][1] == _TIME_LIMIT:
                 _, _, _, job, since = heappop(heap)
                 self._time_limit(job, since, now)
             while heap and heap[0][0] == now:
-                heappop(heap)  # a protection ends: nothing to do but run the passes
+                _, _, _, job, token = heappop(heap)  # a protection ends
+                if job.token == token and job.state == RUNNING:
+                    board.protection_ended(job)
             run_passes(board, now, out)
             if out:
                 self._record(now)
@@ -311,6 +324,37 @@ class _Replay:
         )
 
 
+_gc_lock = threading.Lock()
+_gc_pausers = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a replay runs.
+
+    A replay keeps hundreds of thousands of objects alive to the end (jobs, events,
+    queue entries) and the collector would scan them again and again: about a quarter
+    of a long replay. They form almost no cycles (a queued job and its queue entry,
+    broken when the job leaves the queue), so reference counting frees them; what is
+    left is collected once the collector runs again. A counter keeps it paused while
+    any thread of the process replays.
+    """
+    global _gc_pausers, _gc_was_enabled
+    with _gc_lock:
+        _gc_pausers += 1
+        if _gc_pausers == 1:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pausers -= 1
+            if _gc_pausers == 0 and _gc_was_enabled:
+                gc.enable()
+
+
 def simulate(
     scenario: Scenario | Mapping[str, Any],
     *,
@@ -322,6 +366,7 @@ def simulate(
     """
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
-    replay = _Replay(scenario)
-    replay.run(progress)
-    return replay.result()
+    with _cyclic_gc_paused():
+        replay = _Replay(scenario)
+        replay.run(progress)
+        return replay.result()
