@@ -19,6 +19,8 @@ from its checkpoint.
 
 from __future__ import annotations
 
+from django.conf import settings
+
 from governance.models import InstanceType, JobQueue, QuotaShare, Team
 from governance.services.policy import ShareData, queue_create, share_create
 from scheduler.models import Job, JobDefinition, JobDefinitionRevision
@@ -63,7 +65,9 @@ DEFINITIONS = {
                     "description": "Steps between checkpoints.",
                 },
             ],
-            "environment": {"PYTHONUNBUFFERED": "1"},
+            # The job runs in a working directory of its own with nothing of the
+            # runner's environment: the example's package is found by this path.
+            "environment": {"PYTHONUNBUFFERED": "1", "PYTHONPATH": str(settings.BASE_DIR)},
             "expected_duration": 120,
             "checkpoint_interval": 10,
             "restart_overhead": 2,

@@ -267,3 +267,32 @@ def test_no_rlimit_is_set_without_a_limit(runner_settings, started, checkpoints)
     assert probe["as"] == list(resource.getrlimit(resource.RLIMIT_AS))
     assert probe["cpu"] == list(resource.getrlimit(resource.RLIMIT_CPU))
     assert os.environ.get("JOB_ID") is None  # the runner's own environment is untouched
+
+
+def test_the_demos_example_definition_runs_in_the_sandbox_as_make_demo_runs_it(
+    runner_settings, admin, team_lead
+):
+    from django.utils import timezone
+
+    from scheduler.models import JobDefinition
+    from scheduler.services.demo import seed_process_demo
+    from scheduler.services.jobs import JobData, job_submit
+    from scheduler.services.passes import scheduling_pass
+
+    runner_settings.RUNNER_USER = ""
+    runner_settings.RUNNER_ALLOW_ROOT = True  # what make demo sets
+    queue = seed_process_demo(actor=admin, lead=team_lead)
+    revision = JobDefinition.objects.get(name="train-example").revisions.get()
+    job = job_submit(
+        data=JobData(
+            share=queue.shares.get(name="lab-owner"),
+            name="short",
+            revision=revision,
+            parameters={"steps": 2, "checkpoint_every": 1},
+        ),
+        submitted_by=team_lead,
+    )
+    scheduling_pass(queue_id=queue.pk, now=timezone.now())
+
+    assert run_job(job.pk, 1) == "exited 0"
+    assert fresh(job).state == "SUCCEEDED"
