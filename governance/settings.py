@@ -256,6 +256,8 @@ STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
     "governance.staticfiles.PackageAssetFinder",
 ]
+# Files the product makes (the monthly leadership packs), never served as static.
+MEDIA_ROOT = VAR_DIR / "media"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     # Hashed names and compressed copies once collected (governance.staticfiles).

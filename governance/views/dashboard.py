@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 
 from django.contrib import messages
-from django.http import Http404
+from django.http import FileResponse, Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -22,6 +22,7 @@ from django.views.decorators.http import require_POST
 from governance import rules
 from governance.dashboards.csv import DATASETS, csv_filename, csv_response
 from governance.dashboards.formulas import DEFINITIONS, MIN_SAMPLE, MONTH_RULE
+from governance.dashboards.pack import pack_file, pack_make, packs_list
 from governance.dashboards.page import charts, dashboard_view
 from governance.dashboards.rollups import rollups_read, rollups_refresh
 from governance.dashboards.selectors import last_full_month, rollup_months
@@ -98,6 +99,7 @@ def dashboard(request):
         "csv_urls": csv_urls,
         "charts": charts(view, csv_urls),
         "yielders_shown": view["yielders"][:YIELDERS_SHOWN],
+        "packs": packs_list(),
         "definitions": DEFINITIONS,
         "month_rule": MONTH_RULE,
         "min_sample": MIN_SAMPLE,
@@ -132,3 +134,30 @@ def dashboard_refresh(request):
             params[name] = request.POST[name]
     return redirect(f"{reverse('dashboard')}?{urlencode(params)}")
 
+
+@require_POST
+def pack_make_now(request):
+    """Make (or remake) a month's leadership pack now; beat makes last month's on the
+    first of each month and emails it."""
+    rules.require(request.user, "dashboard.view")
+    errors: list[str] = []
+    month = _month(request.POST.get("month"), errors)
+    if errors:
+        messages.error(request, errors[0])
+        return redirect(reverse("dashboard"))
+    pack_make(month=month)
+    messages.success(request, f"The pack of {month:%B %Y} is ready to download below.")
+    return redirect(f"{reverse('dashboard')}?{urlencode({'month': f'{month:%Y-%m}'})}#packs-title")
+
+
+def pack_download(request, month: str, kind: str):
+    rules.require(request.user, "dashboard.view")
+    try:
+        day = dt.datetime.strptime(month, "%Y-%m").date()
+    except ValueError:
+        raise Http404("No such month.") from None
+    found = pack_file(month=day, kind=kind)
+    if found is None:
+        raise Http404("No pack for this month yet.")
+    name, handle, content_type = found
+    return FileResponse(handle, as_attachment=True, filename=name, content_type=content_type)
