@@ -9,6 +9,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from django.conf import settings
+from django.contrib.staticfiles import finders
 from django.contrib.staticfiles.finders import BaseFinder
 from django.core.files.storage import FileSystemStorage
 from whitenoise.storage import CompressedManifestStaticFilesStorage
@@ -18,15 +19,29 @@ class CollectedStaticFilesStorage(CompressedManifestStaticFilesStorage):
     """Once collectstatic has run (the image's build), pages name each static file by
     a hash of its content and WhiteNoise serves the gzip (and brotli) copies it wrote,
     cached for a year: plotly.js goes from 4.7 MB to about a third, once per version.
-    Before that (development, tests) names are plain and the files come from the
-    finders, as they are; in DEBUG too, so an old collection never shadows an edit."""
+    Before that (development, tests), in DEBUG, and when a source file is newer than
+    the collection (a working tree where collectstatic once ran), names are plain and
+    the files come from the finders as they are: an old collection never shadows an
+    edit."""
 
     manifest_strict = False
+    _current: bool | None = None
 
     def stored_name(self, name):
-        if settings.DEBUG or not self.hashed_files:
+        if settings.DEBUG or not self.hashed_files or not self._collection_is_current():
             return name
         return super().stored_name(name)
+
+    def _collection_is_current(self) -> bool:
+        if self._current is None:
+            manifest = Path(self.location) / self.manifest_name
+            collected = manifest.stat().st_mtime if manifest.exists() else 0
+            self._current = collected > 0 and all(
+                Path(storage.path(path)).stat().st_mtime <= collected
+                for finder in finders.get_finders()
+                for path, storage in finder.list([])
+            )
+        return self._current
 
 
 def _package_file(package: str, *parts: str) -> Path:
