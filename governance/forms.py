@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django import forms
 
+from governance.bounds import MAX_COUNT, MAX_ID, MAX_TEXT
 from governance.models import InstanceType, JobQueue, PolicyChange, QuotaShare, Team
 from governance.models import UrgencyDefinition as Urgency
 from governance.services import policy as services
@@ -41,6 +42,28 @@ class ServiceTeamField(CheckedByService, forms.ModelChoiceField):
     pass
 
 
+def count_messages(maximum: int = MAX_COUNT) -> dict[str, str]:
+    return {"max_value": f"must be at most {maximum}"}
+
+
+class BoundedModelMultipleChoiceField(forms.ModelMultipleChoiceField):
+    """Objects by id, where an id outside 1..2^63-1 is an invalid choice before any query
+    (SQLite cannot even bind such a number)."""
+
+    def _check_values(self, value):
+        ids = forms.IntegerField(min_value=1, max_value=MAX_ID)
+        for pk in value:
+            try:
+                ids.clean(pk)
+            except forms.ValidationError:
+                raise forms.ValidationError(
+                    self.error_messages["invalid_pk_value"],
+                    code="invalid_pk_value",
+                    params={"pk": str(pk)[:30]},
+                ) from None
+        return super()._check_values(value)
+
+
 # The reason does not change the impact, so its keystrokes and its blur do not ask the
 # form for a new preview; a preview started by leaving the reason for the Save button
 # would only be cut off by the save itself.
@@ -54,6 +77,7 @@ def _unbound(args, kwargs) -> bool:
 def _reason_field() -> ServiceCharField:
     return ServiceCharField(
         label=REASON_LABEL,
+        max_length=MAX_TEXT,
         help_text=REASON_HELP,
         widget=forms.Textarea(attrs={"rows": 2}),
     )
@@ -81,7 +105,9 @@ class LimitRowForm(forms.Form):
     use_required_attribute = False
 
     instance_type = forms.ChoiceField(label="Instance type", required=False)
-    max_instances = forms.IntegerField(label="Instances", required=False)
+    max_instances = forms.IntegerField(
+        label="Instances", required=False, max_value=MAX_COUNT, error_messages=count_messages()
+    )
 
     def __init__(self, *args, type_choices: list[tuple[str, str]], **kwargs):
         super().__init__(*args, **kwargs)
@@ -158,8 +184,8 @@ class ShareForm(LimitRowsMixin, PolicyForm):
     borrow_limit = forms.IntegerField(
         label="Borrow limit (%)",
         required=False,
-        help_text="Percent of the share's own limit it may borrow on top, per instance type; "
-        "−1 or empty = unlimited. Only with LEND_AND_BORROW.",
+        help_text="Percent of the share's own limit it may borrow on top, per instance type: "
+        f"0 to {services.BORROW_LIMIT_MAX}; −1 or empty = unlimited. Only with LEND_AND_BORROW.",
     )
     in_share_preemption = forms.BooleanField(label="In-share preemption", required=False)
     priority_ceiling = forms.IntegerField(
@@ -333,12 +359,14 @@ class UrgencyForm(PolicyForm):
     name = ServiceCharField(max_length=100, label="Name")
     meaning = ServiceCharField(
         label="Meaning",
+        max_length=MAX_TEXT,
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="What this urgency means, in plain words.",
     )
     examples = forms.CharField(
         label="Examples",
         required=False,
+        max_length=MAX_TEXT,
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="Situations that qualify.",
     )
@@ -346,7 +374,10 @@ class UrgencyForm(PolicyForm):
         label="Priority it grants", help_text="A job priority from 0 to 9999."
     )
     max_window_hours = ServiceIntegerField(
-        label="Longest window (hours)", help_text="The longest exception window it allows."
+        label="Longest window (hours)",
+        help_text="The longest exception window it allows.",
+        max_value=MAX_COUNT,
+        error_messages=count_messages(),
     )
     allowed_kinds = forms.MultipleChoiceField(
         label="Allowed kinds",
@@ -354,7 +385,7 @@ class UrgencyForm(PolicyForm):
         required=False,
         widget=forms.CheckboxSelectMultiple,
     )
-    invokers = forms.ModelMultipleChoiceField(
+    invokers = BoundedModelMultipleChoiceField(
         label="Teams that may invoke it",
         queryset=Team.objects.all(),
         required=False,

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django import forms
 from django.contrib.auth import get_user_model
 
+from governance.bounds import MAX_ARTICLE_BODY, MAX_COUNT, MAX_QUERY, MAX_TEXT
+from governance.forms import BoundedModelMultipleChoiceField, count_messages
 from governance.models import (
     ExceptionRequest,
     InstanceType,
@@ -27,15 +31,31 @@ from scheduler.models import Job
 DATETIME_FORMAT = "%Y-%m-%dT%H:%M"
 
 
+class StorableDateTimeField(forms.DateTimeField):
+    """A moment the database can store: in UTC too (9999-12-31 23:00 in a zone west of
+    UTC is already in the year 10000 there)."""
+
+    def to_python(self, value):
+        moment = super().to_python(value)
+        if moment is not None:
+            try:
+                moment.astimezone(dt.UTC)
+            except OverflowError:
+                raise forms.ValidationError(
+                    "out of range: choose a moment before the year 9999", code="overflow"
+                ) from None
+        return moment
+
+
 def _datetime_field(label: str, help_text: str) -> forms.DateTimeField:
-    return forms.DateTimeField(
+    return StorableDateTimeField(
         label=label,
         help_text=help_text,
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format=DATETIME_FORMAT),
     )
 
 
-class JobChoiceField(forms.ModelMultipleChoiceField):
+class JobChoiceField(BoundedModelMultipleChoiceField):
     def label_from_instance(self, job):
         state = job.get_state_display().lower()
         return f"{job.name} ({job.share.name}, {state}, priority {job.priority})"
@@ -65,6 +85,7 @@ class ExceptionRequestForm(forms.Form):
     )
     justification = forms.CharField(
         label="Justification",
+        max_length=MAX_TEXT,
         widget=forms.Textarea(attrs={"rows": 4}),
         help_text="Why the team needs it now; the exception owner reads this first.",
     )
@@ -85,6 +106,8 @@ class ExceptionRequestForm(forms.Form):
         label="Extra instances",
         required=False,
         min_value=1,
+        max_value=MAX_COUNT,
+        error_messages=count_messages(),
         help_text="How many more instances than the share's limit, for the window.",
     )
     jobs = JobChoiceField(
@@ -209,13 +232,16 @@ class DecisionForm(forms.Form):
     note = forms.CharField(
         label="Note to the requester",
         required=False,
+        max_length=MAX_TEXT,
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="Required to deny: say what the team could do instead.",
     )
 
 
 class RevokeForm(forms.Form):
-    reason = forms.CharField(label="Reason for revoking", widget=forms.Textarea(attrs={"rows": 2}))
+    reason = forms.CharField(
+        label="Reason for revoking", max_length=MAX_TEXT, widget=forms.Textarea(attrs={"rows": 2})
+    )
 
 
 class ExceptionFilterForm(forms.Form):
@@ -243,6 +269,7 @@ class KnowledgeSearchForm(forms.Form):
     q = forms.CharField(
         label="Search the knowledge base",
         required=False,
+        max_length=MAX_QUERY,
         widget=forms.TextInput(
             attrs={"type": "search", "placeholder": 'e.g. reclaim "borrow limit"'}
         ),
@@ -272,26 +299,30 @@ class ArticleForm(forms.Form):
     kind = forms.ChoiceField(label="Kind of article", choices=KnowledgeArticle.Kind.choices)
     body = forms.CharField(
         label="Body",
+        max_length=MAX_ARTICLE_BODY,
         widget=forms.Textarea(attrs={"rows": 16}),
         help_text="Markdown: ## headings, - lists, **bold**, [links](https://…), | tables |. "
         "Say why the policy exists and who may change it.",
     )
     tags = forms.CharField(
-        label="Tags", required=False, help_text="Separated by commas, e.g. reclaim, aws-sample."
+        label="Tags",
+        required=False,
+        max_length=1000,
+        help_text="Separated by commas, e.g. reclaim, aws-sample.",
     )
-    shares = forms.ModelMultipleChoiceField(
+    shares = BoundedModelMultipleChoiceField(
         label="Shares it explains",
         required=False,
         queryset=QuotaShare.objects.select_related("queue").order_by("queue__name", "name"),
         widget=forms.SelectMultiple(attrs={"size": 6}),
     )
-    urgencies = forms.ModelMultipleChoiceField(
+    urgencies = BoundedModelMultipleChoiceField(
         label="Urgency definitions it concerns",
         required=False,
         queryset=UrgencyDefinition.objects.order_by("name"),
         widget=forms.SelectMultiple(attrs={"size": 4}),
     )
-    editors = forms.ModelMultipleChoiceField(
+    editors = BoundedModelMultipleChoiceField(
         label="Who else may change it",
         required=False,
         queryset=get_user_model()
@@ -301,7 +332,7 @@ class ArticleForm(forms.Form):
         widget=forms.SelectMultiple(attrs={"size": 4}),
         help_text="Besides you (the owner) and platform admins.",
     )
-    reason = forms.CharField(label="What changed and why", required=False)
+    reason = forms.CharField(label="What changed and why", required=False, max_length=MAX_TEXT)
     version = forms.IntegerField(widget=forms.HiddenInput, required=False)
 
     def __init__(self, *args, **kwargs):

@@ -23,7 +23,8 @@ GLOSSARY: dict[str, str] = {
     ),
     "borrow limit": (
         "The most instances a share may borrow from other shares on top of its own limit, "
-        "per instance type. Zero means it never borrows."
+        "per instance type, in percent of that limit: 0 (it never borrows) to 10,000 "
+        "(100 times its limit); -1 means unlimited."
     ),
     "in-share preemption": (
         "When on, a higher-priority job of a team may stop a lower-priority job of the "
@@ -39,7 +40,9 @@ GLOSSARY: dict[str, str] = {
     ),
     "capacity limit": (
         "The number of instances of one instance type that a share is entitled to "
-        "(its quota). A share has one to five capacity limits."
+        "(its quota). A share has one to five capacity limits, each at most the queue's "
+        "capacity of that type; together the shares' limits may add up to more than the "
+        "capacity, since shares lend and borrow."
     ),
     "quota share": (
         "A team's allocation in a job queue: capacity limits per instance type, a "

@@ -167,6 +167,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
+    "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
@@ -314,6 +315,19 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # One documented error shape on every operation (governance.api.schema).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "governance.api.schema.document_errors",
+    ],
+    # Enums named by what they list, where one field name ("kind", "state") has two sets.
+    "ENUM_NAME_OVERRIDES": {
+        "ExceptionKindEnum": "governance.models.UrgencyDefinition.Kind",
+        "ArticleKindEnum": "governance.models.KnowledgeArticle.Kind",
+        "ShareStateEnum": "governance.models.QuotaShare.State",
+        "ExceptionStateEnum": "governance.models.ExceptionRequest.State",
+        "WorkloadKindEnum": "governance.models.WhatIfComparison.Workload",
+    },
 }
 
 # API tokens (accounts): lifetime when the client names none, and the longest allowed.

@@ -1,7 +1,8 @@
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
-from django.urls import include, path
+from django.urls import include, path, re_path
 
+from governance.api import errors as api_errors
 from governance.views import system
 
 urlpatterns = [
@@ -20,4 +21,7 @@ urlpatterns = [
     path("", include("governance.views.whatif_urls")),
     path("", include("scheduler.urls")),
     path("", system.home, name="home"),
+    # Last: an /api/ path that no operation above matched is a JSON 404, not a page.
+    re_path(r"^api/", api_errors.not_found, name="api-not-found"),
 ]
+handler500 = "governance.api.errors.server_error"

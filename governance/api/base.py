@@ -1,11 +1,23 @@
-"""The one base of the API's viewsets: authentication challenge, input parsing, paging."""
+"""The one base of the API's viewsets: authentication challenge, input parsing, paging,
+typed query parameters."""
 
+from django import forms
+from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import viewsets
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import ValidationError
 
+from governance.bounds import MAX_ID
+from governance.filters import ID_MESSAGES
+
 
 class BaseApiViewSet(viewsets.GenericViewSet):
+    # Ids in paths are digits: anything else is no operation (a JSON 404), not a lookup.
+    lookup_value_regex = "[0-9]+"
+    # Lists that declare a `filterset_class` (governance.filters) parse their query
+    # parameters with it; the schema documents them from it too.
+    filter_backends = [DjangoFilterBackend]
+
     def get_authenticate_header(self, request):
         # Anonymous requests get 401 with a challenge clients understand.
         return TokenAuthentication().authenticate_header(request)
@@ -20,11 +32,22 @@ class BaseApiViewSet(viewsets.GenericViewSet):
         serializer.is_valid(raise_exception=True)
         return serializer.validated_data
 
+    def query(self) -> dict:
+        """The view's FilterSet's parameters, parsed and bounded (absent ones are None), for
+        a selector that filters by itself; a bad one is a 400 naming it."""
+        filterset = self.filterset_class(
+            self.request.query_params, queryset=self.get_queryset(), request=self.request
+        )
+        if not filterset.is_valid():
+            raise ValidationError(filterset.errors)
+        return filterset.form.cleaned_data
+
     def int_param(self, name: str) -> int | None:
         value = self.request.query_params.get(name)
         if value in (None, ""):
             return None
+        field = forms.IntegerField(min_value=1, max_value=MAX_ID, error_messages=ID_MESSAGES)
         try:
-            return int(value)
-        except ValueError:
-            raise ValidationError({name: ["must be a whole number (an id)"]}) from None
+            return field.clean(value)
+        except forms.ValidationError as error:
+            raise ValidationError({name: error.messages}) from None

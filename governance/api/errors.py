@@ -1,28 +1,46 @@
-"""One error shape for the API: {"detail": "field: message", "errors": {"field": ["message"]}}.
+"""One error shape for everything under /api/: {"detail": "field: message", "errors": {...}}.
 
-Validation problems come from two places and look the same: the serializers
-(parsing: not a number, unknown team) and the policy services (the rules,
-raised as PolicyError). A version conflict (409) adds the current and the
-submitted state, so the client loses nothing and can show both.
+`errors` maps a field name (dotted for nested input: "capacity.ml.g5.xlarge",
+"jobs[0].share") to its messages; it is empty when no field is at fault (401, 403, 404,
+405, 415, 429). Validation problems come from two places and look the same: the
+serializers and filters (parsing and storage bounds) and the services (the rules,
+raised as PolicyError). Every 409 adds `current`, `current_version`, `submitted` and
+`submitted_version`: for a version conflict they hold both states so the client loses
+nothing; for an object still in use they are null. Even an unexpected failure answers
+JSON (500) in this shape, after it is logged with its traceback.
 """
 
-from django.core.exceptions import PermissionDenied
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
+from django.core.exceptions import PermissionDenied, SuspiciousOperation
 from django.db.models import ProtectedError
-from django.http import Http404
+from django.http import Http404, JsonResponse
+from django.urls import Resolver404, resolve
+from django.views import defaults
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+from rest_framework.views import set_rollback
 
 from governance.services.policy import PolicyError, VersionConflict
 
 NON_FIELD = "non_field_errors"
+logger = logging.getLogger("django.request")
 
 
 def _flatten(detail, prefix=""):
     if isinstance(detail, dict):
         out = {}
         for key, value in detail.items():
-            name = f"{prefix}.{key}" if prefix else str(key)
+            if isinstance(key, int):  # a list item's errors, keyed by its index
+                name = f"{prefix}[{key}]"
+            else:
+                name = f"{prefix}.{key}" if prefix else str(key)
             if key == NON_FIELD:
                 name = prefix or NON_FIELD
             out.update(_flatten(value, name))
@@ -46,9 +64,44 @@ def error_body(errors: dict[str, list[str]]) -> dict:
     return {"detail": detail, "errors": errors}
 
 
+def message_body(detail: str) -> dict:
+    """A problem with no field at fault."""
+    return {"detail": detail, "errors": {}}
+
+
+def conflict_body(
+    errors: dict[str, list[str]],
+    *,
+    current=None,
+    current_version=None,
+    submitted=None,
+    submitted_version=None,
+) -> dict:
+    return {
+        **error_body(errors),
+        "current": _jsonable(current),
+        "current_version": current_version,
+        "submitted": _jsonable(submitted),
+        "submitted_version": submitted_version,
+    }
+
+
+def _jsonable(value):
+    """A service's document as JSON: the objects it may hold (a Team among an urgency's
+    invokers) by their names."""
+    if isinstance(value, dict):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_jsonable(item) for item in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
 def _submitted_version(context) -> int | None:
     request = context.get("request")
-    version = getattr(request, "data", {}).get("version") if request is not None else None
+    data = getattr(request, "data", None) if request is not None else None
+    version = data.get("version") if isinstance(data, dict) else None
     return version if isinstance(version, int) and not isinstance(version, bool) else None
 
 
@@ -56,8 +109,8 @@ def exception_handler(exc, context):
     if isinstance(exc, PolicyError):
         return Response(error_body(exc.errors), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, VersionConflict):
-        body = error_body({"version": [str(exc)]})
-        body.update(
+        body = conflict_body(
+            {"version": [str(exc)]},
             current=exc.current,
             current_version=exc.current_version,
             submitted=exc.submitted,
@@ -67,16 +120,64 @@ def exception_handler(exc, context):
     if isinstance(exc, ProtectedError):
         used_by = sorted({str(obj) for obj in exc.protected_objects})[:5]
         message = f"still in use by {', '.join(used_by)}; remove those first"
-        return Response(error_body({NON_FIELD: [message]}), status=status.HTTP_409_CONFLICT)
+        return Response(conflict_body({NON_FIELD: [message]}), status=status.HTTP_409_CONFLICT)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
+    elif isinstance(exc, SuspiciousOperation):
+        # Too many fields, a body over the upload limit: the request, not the server.
+        exc = exceptions.ParseError(f"request refused: {exc}")
     response = drf_exception_handler(exc, context)
     if response is None:
-        return None
+        return _server_error(exc, context)
     if isinstance(exc, exceptions.ValidationError):
         response.data = error_body(_flatten(exc.detail))
     elif isinstance(response.data, dict) and "detail" in response.data:
-        response.data = {"detail": str(response.data["detail"]), "errors": {}}
+        response.data = message_body(str(response.data["detail"]))
     return response
+
+
+def _server_error(exc, context):
+    if settings.DEBUG:
+        return None  # DRF re-raises: Django's debug page shows the traceback
+    request = context.get("request")
+    set_rollback()
+    logger.error(
+        "Internal Server Error: %s",
+        getattr(request, "path", "?"),
+        exc_info=(type(exc), exc, exc.__traceback__),
+        extra={"status_code": 500, "request": getattr(request, "_request", request)},
+    )
+    response = Response(
+        message_body("server error: the problem is logged; try again later"),
+        status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+    )
+    response._has_been_logged = True  # logged above, with the traceback
+    return response
+
+
+def server_error(request):
+    """handler500: under /api/ the error shape, elsewhere the product's error page (a
+    failure while rendering a response happens after DRF's own handling)."""
+    if request.path.startswith("/api/"):
+        return JsonResponse(
+            message_body("server error: the problem is logged; try again later"),
+            status=status.HTTP_500_INTERNAL_SERVER_ERROR,
+        )
+    return defaults.server_error(request)
+
+
+@csrf_exempt
+@login_not_required
+def not_found(request, path=""):
+    """Any /api/ path no operation matches: a JSON 404, never the HTML page."""
+    detail = f"no API operation at {request.path}"
+    if not request.path.endswith("/"):
+        try:
+            match = resolve(request.path + "/")
+        except Resolver404:
+            match = None
+        if match is not None and match.func is not not_found:
+            detail += f"; did you mean {request.path}/ ?"
+    return JsonResponse(message_body(detail), status=status.HTTP_404_NOT_FOUND)

@@ -1,23 +1,31 @@
 """API v1 for exception requests and the knowledge base: serializers and thin viewsets.
 
-Same rules and messages as the pages: the serializers only parse, the services
-decide (governance.services.exceptions / .knowledge), refusals carry the sentence
-of governance.exception_permissions, and errors have the project's one shape.
+Same rules and messages as the pages: the serializers parse and bound (ids, lengths,
+choices: governance.api.fields), the services decide (governance.services.exceptions /
+.knowledge), refusals carry the sentence of governance.exception_permissions, and errors
+have the project's one shape, documented on every operation by governance.api.schema.
 """
 
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import exceptions, serializers, status
 from rest_framework.decorators import action
 from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 
 from governance import exception_permissions as rules
+from governance import rules as table
 from governance.api.base import BaseApiViewSet
-from governance.api.serializers import ErrorSerializer
+from governance.api.fields import (
+    BoundedPrimaryKeyRelatedField,
+    NameRelatedField,
+    count_field,
+    text_field,
+)
+from governance.bounds import MAX_ARTICLE_BODY
+from governance.filters import ArticleFilter, ExceptionCountsFilter, ExceptionRequestFilter
 from governance.models import (
     ExceptionRequest,
     InstanceType,
@@ -30,6 +38,7 @@ from governance.selectors import exceptions as selectors
 from governance.selectors.knowledge import article_search
 from governance.services import exceptions as services
 from governance.services.knowledge import (
+    MAX_TAGS,
     ArticleData,
     article_create,
     article_delete,
@@ -37,7 +46,18 @@ from governance.services.knowledge import (
 )
 from scheduler.models import Job
 
-ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 403: ErrorSerializer, 404: ErrorSerializer}
+MAX_JOBS_PER_REQUEST = 100
+MAX_LINKS = 100
+
+
+def _ids(queryset, *, max_items: int, help_text: str) -> serializers.ListField:
+    """A list of ids of `queryset` (each 1 to 2^63-1), at most `max_items` long."""
+    return serializers.ListField(
+        child=BoundedPrimaryKeyRelatedField(queryset=queryset),
+        required=False,
+        max_length=max_items,
+        help_text=help_text,
+    )
 
 
 def _call(function, **kwargs):
@@ -126,36 +146,42 @@ class ExceptionRequestDetailSerializer(ExceptionRequestOutputSerializer):
 
 class ExceptionRequestInputSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=ExceptionRequest.Kind.choices)
-    team = serializers.SlugRelatedField(
+    team = NameRelatedField(
+        max_length=100,
         slug_field="name",
         queryset=Team.objects.all(),
         error_messages={"does_not_exist": "unknown team '{value}'"},
     )
-    urgency = serializers.PrimaryKeyRelatedField(
+    urgency = BoundedPrimaryKeyRelatedField(
         queryset=UrgencyDefinition.objects.prefetch_related("invokers"),
         help_text="Id of the urgency definition.",
     )
-    justification = serializers.CharField(allow_blank=True, default="")
+    justification = text_field(allow_blank=True, default="")
     window_start = serializers.DateTimeField()
     window_end = serializers.DateTimeField()
-    share = serializers.PrimaryKeyRelatedField(
+    share = BoundedPrimaryKeyRelatedField(
         queryset=QuotaShare.objects.select_related("queue", "team"),
         required=False,
         allow_null=True,
         help_text="Temporary capacity: id of the share that gets the instances.",
     )
-    instance_type = serializers.SlugRelatedField(
+    instance_type = NameRelatedField(
+        max_length=64,
         slug_field="name",
         queryset=InstanceType.objects.all(),
         required=False,
         allow_null=True,
         error_messages={"does_not_exist": "unknown instance type '{value}'"},
     )
-    extra_instances = serializers.IntegerField(required=False, allow_null=True)
-    jobs = serializers.PrimaryKeyRelatedField(
-        queryset=Job.objects.select_related("share"),
-        many=True,
+    extra_instances = count_field(
         required=False,
+        allow_null=True,
+        error_messages={"min_value": "must be a whole number of instances, at least 1"},
+        help_text="Temporary capacity: how many instances above the share's limit.",
+    )
+    jobs = _ids(
+        Job.objects.select_related("share"),
+        max_items=MAX_JOBS_PER_REQUEST,
         help_text="Priority raise or protection: ids of the jobs.",
     )
     submit = serializers.BooleanField(
@@ -164,13 +190,11 @@ class ExceptionRequestInputSerializer(serializers.Serializer):
 
 
 class NoteSerializer(serializers.Serializer):
-    note = serializers.CharField(
-        allow_blank=True, default="", help_text="To the requester; required to deny."
-    )
+    note = text_field(allow_blank=True, default="", help_text="To the requester; required to deny.")
 
 
 class RevokeSerializer(serializers.Serializer):
-    reason = serializers.CharField(allow_blank=True, default="", help_text="Required.")
+    reason = text_field(allow_blank=True, default="", help_text="Required.")
 
 
 class CountRowSerializer(serializers.Serializer):
@@ -197,19 +221,12 @@ class ExceptionAccess(BasePermission):
         return rules.can_view_exceptions(request.user)
 
 
-_REQUEST_OK = {200: ExceptionRequestDetailSerializer, **ERRORS}
+_REQUEST_OK = ExceptionRequestDetailSerializer
 
 
 @extend_schema_view(
     list=extend_schema(
         summary="List the exception requests you may see",
-        parameters=[
-            OpenApiParameter("state", OpenApiTypes.STR, description="e.g. SUBMITTED, ACTIVE."),
-            OpenApiParameter("kind", OpenApiTypes.STR, description="e.g. TEMPORARY_CAPACITY."),
-            OpenApiParameter("team", OpenApiTypes.INT, description="Team id."),
-            OpenApiParameter("urgency", OpenApiTypes.INT, description="Urgency definition id."),
-            OpenApiParameter("queue", OpenApiTypes.INT, description="Queue id."),
-        ],
         responses=ExceptionRequestOutputSerializer(many=True),
     ),
     retrieve=extend_schema(
@@ -218,13 +235,14 @@ _REQUEST_OK = {200: ExceptionRequestDetailSerializer, **ERRORS}
     create=extend_schema(
         summary="File an exception request (team leads, for teams they lead)",
         request=ExceptionRequestInputSerializer,
-        responses={201: ExceptionRequestDetailSerializer, **ERRORS},
+        responses={201: ExceptionRequestDetailSerializer},
     ),
 )
 class ExceptionRequestViewSet(BaseApiViewSet):
     permission_classes = [ExceptionAccess]
     serializer_class = ExceptionRequestOutputSerializer
     queryset = ExceptionRequest.objects.none()
+    filterset_class = ExceptionRequestFilter
 
     def _get(self, pk) -> ExceptionRequest:
         try:
@@ -240,13 +258,14 @@ class ExceptionRequestViewSet(BaseApiViewSet):
         return Response(ExceptionRequestDetailSerializer(obj).data, status=status_code)
 
     def list(self, request):
+        query = self.query()
         requests = selectors.exception_request_list(
             user=request.user,
-            state=request.query_params.get("state") or None,
-            kind=request.query_params.get("kind") or None,
-            team_id=self.int_param("team"),
-            urgency_id=self.int_param("urgency"),
-            queue_id=self.int_param("queue"),
+            state=query["state"] or None,
+            kind=query["kind"] or None,
+            team_id=query["team"],
+            urgency_id=query["urgency"],
+            queue_id=query["queue"],
         )
         page = self.paginate_queryset(requests)
         return self.get_paginated_response(ExceptionRequestOutputSerializer(page, many=True).data)
@@ -321,11 +340,11 @@ class ExceptionRequestViewSet(BaseApiViewSet):
 
     @extend_schema(
         summary="Counts by state, urgency and team (leadership, admins)",
-        responses={200: ExceptionCountsSerializer, **ERRORS},
+        responses=ExceptionCountsSerializer,
     )
-    @action(detail=False, methods=["get"])
+    @action(detail=False, methods=["get"], filterset_class=ExceptionCountsFilter)
     def counts(self, request):
-        counts = selectors.exception_counts(queue_id=self.int_param("queue"))
+        counts = selectors.exception_counts(queue_id=self.query()["queue"])
         return Response(ExceptionCountsSerializer(counts).data)
 
 
@@ -379,29 +398,46 @@ class ArticleDetailSerializer(ArticleOutputSerializer):
 
 
 class ArticleInputSerializer(serializers.Serializer):
-    title = serializers.CharField(allow_blank=True, required=False)
-    body = serializers.CharField(allow_blank=True, required=False, help_text="Markdown.")
-    # Checked by the service, like every rule ("kind" names the exception kinds' enum).
-    kind = serializers.CharField(required=False, help_text=ARTICLE_KINDS)
-    tags = serializers.ListField(child=serializers.CharField(), required=False)
-    shares = serializers.PrimaryKeyRelatedField(
-        queryset=QuotaShare.objects.all(), many=True, required=False
-    )
-    urgencies = serializers.PrimaryKeyRelatedField(
-        queryset=UrgencyDefinition.objects.all(), many=True, required=False
-    )
-    exception_requests = serializers.PrimaryKeyRelatedField(
-        queryset=ExceptionRequest.objects.all(), many=True, required=False
-    )
-    editors = serializers.SlugRelatedField(
-        slug_field="username",
-        queryset=get_user_model().objects.all(),
-        many=True,
+    title = serializers.CharField(
+        allow_blank=True,
         required=False,
-        error_messages={"does_not_exist": "unknown user '{value}'"},
+        max_length=200,
+        error_messages={"max_length": "keep the title under 200 characters"},
     )
-    reason = serializers.CharField(allow_blank=True, default="")
-    version = serializers.IntegerField(
+    body = text_field(
+        allow_blank=True, required=False, max_length=MAX_ARTICLE_BODY, help_text="Markdown."
+    )
+    kind = serializers.ChoiceField(choices=KnowledgeArticle.Kind.choices, required=False)
+    tags = serializers.ListField(
+        child=serializers.CharField(max_length=100),
+        required=False,
+        max_length=MAX_TAGS,
+        error_messages={"max_length": f"use at most {MAX_TAGS} tags"},
+    )
+    shares = _ids(QuotaShare.objects.all(), max_items=MAX_LINKS, help_text="Ids of shares.")
+    urgencies = _ids(
+        UrgencyDefinition.objects.all(),
+        max_items=MAX_LINKS,
+        help_text="Ids of urgency definitions.",
+    )
+    exception_requests = _ids(
+        ExceptionRequest.objects.all(),
+        max_items=MAX_LINKS,
+        help_text="Ids of exception requests.",
+    )
+    editors = serializers.ListField(
+        child=NameRelatedField(
+            max_length=150,
+            slug_field="username",
+            queryset=get_user_model().objects.all(),
+            error_messages={"does_not_exist": "unknown user '{value}'"},
+        ),
+        required=False,
+        max_length=MAX_LINKS,
+        help_text="Usernames of who else may change it.",
+    )
+    reason = text_field(allow_blank=True, default="")
+    version = count_field(
         required=False, help_text="For changes: the version you read (409 if it moved on)."
     )
 
@@ -427,39 +463,26 @@ _ARTICLE_FIELDS = (
 
 @extend_schema_view(
     list=extend_schema(
-        summary="Search or list knowledge articles",
-        parameters=[
-            OpenApiParameter(
-                "q",
-                OpenApiTypes.STR,
-                description='Web-search syntax: words, "phrases", or, -word. Ranked.',
-            ),
-            OpenApiParameter("tag", OpenApiTypes.STR, description="Only articles with this tag."),
-            OpenApiParameter("share", OpenApiTypes.INT, description="Only articles of this share."),
-        ],
-        responses=ArticleHitSerializer(many=True),
+        summary="Search or list knowledge articles", responses=ArticleHitSerializer(many=True)
     ),
-    retrieve=extend_schema(
-        summary="Get an article", responses={200: ArticleDetailSerializer, **ERRORS}
-    ),
+    retrieve=extend_schema(summary="Get an article", responses=ArticleDetailSerializer),
     create=extend_schema(
         summary="Write an article",
         request=ArticleInputSerializer,
-        responses={201: ArticleDetailSerializer, **ERRORS},
+        responses={201: ArticleDetailSerializer},
     ),
     partial_update=extend_schema(
         summary="Change an article (owner, editors, admins)",
         request=ArticleInputSerializer,
-        responses={200: ArticleDetailSerializer, **ERRORS},
+        responses=ArticleDetailSerializer,
     ),
-    destroy=extend_schema(
-        summary="Delete an article (owner, admins)", responses={204: None, **ERRORS}
-    ),
+    destroy=extend_schema(summary="Delete an article (owner, admins)", responses={204: None}),
 )
 class ArticleViewSet(BaseApiViewSet):
     permission_classes = [KnowledgeAccess]
     serializer_class = ArticleDetailSerializer
     queryset = KnowledgeArticle.objects.none()
+    filterset_class = ArticleFilter
 
     def _get(self, pk) -> KnowledgeArticle:
         article = (
@@ -468,15 +491,33 @@ class ArticleViewSet(BaseApiViewSet):
             .filter(pk=pk if str(pk).isdigit() else 0)
             .first()
         )
-        if article is None:
+        # A decision record of a request the user may not see does not exist for them.
+        if article is None or not table.allowed(self.request.user, "article.view", article):
             raise exceptions.NotFound("no such article")
         return article
 
+    def _parse_article(self) -> dict:
+        """The input, where an exception request the user may not see is an unknown id
+        (the same error, so a guessed id reveals nothing)."""
+        serializer = ArticleInputSerializer(data=self.request.data)
+        links = serializer.fields["exception_requests"].child
+        links.queryset = table.visible(self.request.user, "exception.view", links.queryset)
+        serializer.is_valid(raise_exception=True)
+        return serializer.validated_data
+
+    def _require(self, action_name: str, article: KnowledgeArticle) -> None:
+        """Refused before the input is read, so a refusal never reveals what is valid."""
+        why = table.refusal(self.request.user, action_name, article)
+        if why is not None:
+            raise exceptions.PermissionDenied(why)
+
     def list(self, request):
+        query = self.query()
         hits = article_search(
-            query=request.query_params.get("q", ""),
-            tag=request.query_params.get("tag") or None,
-            share_id=self.int_param("share"),
+            user=request.user,
+            query=query["q"] or "",
+            tag=query["tag"] or None,
+            share_id=query["share"],
         )
         page = self.paginate_queryset(hits)
         return self.get_paginated_response(ArticleHitSerializer(page, many=True).data)
@@ -499,7 +540,7 @@ class ArticleViewSet(BaseApiViewSet):
         return ArticleData(**current)
 
     def create(self, request):
-        values = self.parse(ArticleInputSerializer)
+        values = self._parse_article()
         article = _call(
             article_create,
             actor=request.user,
@@ -512,7 +553,8 @@ class ArticleViewSet(BaseApiViewSet):
 
     def partial_update(self, request, pk=None):
         article = self._get(pk)
-        values = self.parse(ArticleInputSerializer)
+        self._require("article.edit", article)
+        values = self._parse_article()
         if "version" not in values:
             raise exceptions.ValidationError({"version": ["send the version you read"]})
         article = _call(
@@ -526,5 +568,7 @@ class ArticleViewSet(BaseApiViewSet):
         return Response(ArticleDetailSerializer(self._get(article.pk)).data)
 
     def destroy(self, request, pk=None):
-        _call(article_delete, actor=request.user, article=self._get(pk))
+        article = self._get(pk)
+        self._require("article.delete", article)
+        _call(article_delete, actor=request.user, article=article)
         return Response(status=status.HTTP_204_NO_CONTENT)

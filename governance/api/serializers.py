@@ -1,15 +1,25 @@
 """Input and output serializers of the API, per resource.
 
-Input serializers only parse (types, lookups by name); every policy rule is
-checked by governance.services.policy, which the views call. So they carry
-no min/max or choice constraints of their own: the service's message is the
-one the pages show too.
+Input serializers parse and bound: types, lookups by name, choices, and the ranges
+storage allows (governance.bounds) or the policy documents (a borrow limit up to
+BORROW_LIMIT_MAX, a priority up to 9999), so the OpenAPI schema states them and an
+out-of-range value is a field error. Every rule beyond that is checked by
+governance.services.policy, which the views call; where a bound repeats a rule, the
+serializer uses the service's message.
 """
 
 from django.contrib.auth import get_user_model
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from governance.api.fields import (
+    BoundedPrimaryKeyRelatedField,
+    InstanceMapField,
+    NameRelatedField,
+    count_field,
+    text_field,
+)
+from governance.bounds import MAX_COUNT, MAX_SMALL
 from governance.models import (
     InstanceType,
     JobQueue,
@@ -18,7 +28,7 @@ from governance.models import (
     Team,
     UrgencyDefinition,
 )
-from governance.services.policy import changed_fields
+from governance.services.policy import BORROW_LIMIT_MAX, changed_fields
 
 User = get_user_model()
 
@@ -28,14 +38,8 @@ INSTANCE_MAP = serializers.DictField(
 )
 
 
-class InstanceMapField(serializers.DictField):
-    """{"ml.g5.xlarge": 3}: instance type name -> instances. Values are only parsed here."""
-
-    child = serializers.IntegerField()
-
-
 def _reason_field():
-    return serializers.CharField(
+    return text_field(
         allow_blank=True,
         default="",
         help_text="Why this change is made; recorded in the policy history. Required.",
@@ -43,13 +47,14 @@ def _reason_field():
 
 
 def _version_field():
-    return serializers.IntegerField(
+    return count_field(
         help_text="The version the client last read; a newer one on the server is a 409 conflict."
     )
 
 
 def _team_field(**kwargs):
-    return serializers.SlugRelatedField(
+    return NameRelatedField(
+        max_length=100,
         slug_field="name",
         queryset=Team.objects.all(),
         error_messages={"does_not_exist": "unknown team '{value}'"},
@@ -57,7 +62,18 @@ def _team_field(**kwargs):
     )
 
 
-# Errors (documentation of the one error shape).
+def _user_field(**kwargs):
+    return NameRelatedField(
+        max_length=150,
+        slug_field="username",
+        queryset=User.objects.all(),
+        error_messages={"does_not_exist": "unknown user '{value}'"},
+        **kwargs,
+    )
+
+
+# Errors: the one shape (governance.api.errors), documented on every operation by
+# governance.api.schema; views may still name it in their own `responses`.
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -68,13 +84,6 @@ class ErrorSerializer(serializers.Serializer):
     )
 
 
-class ConflictSerializer(ErrorSerializer):
-    current = serializers.JSONField(help_text="The object as someone else saved it.")
-    current_version = serializers.IntegerField()
-    submitted = serializers.JSONField(help_text="What this request tried to save (not applied).")
-    submitted_version = serializers.IntegerField(allow_null=True)
-
-
 # Instance types.
 
 
@@ -82,9 +91,9 @@ class InstanceTypeSerializer(serializers.ModelSerializer):
     class Meta:
         model = InstanceType
         fields = ["id", "name", "gpu_count", "gpu_model"]
-        # The model's CheckConstraint instancetype_gpus_ge_1, stated here so the
-        # error names the field instead of failing at the database.
-        extra_kwargs = {"gpu_count": {"min_value": 1}}
+        # The model's CheckConstraint instancetype_gpus_ge_1 and its column's range,
+        # stated here so the error names the field instead of failing at the database.
+        extra_kwargs = {"gpu_count": {"min_value": 1, "max_value": MAX_SMALL}}
 
 
 # Teams.
@@ -100,20 +109,9 @@ class TeamOutputSerializer(serializers.ModelSerializer):
 
 
 class TeamInputSerializer(serializers.ModelSerializer):
-    members = serializers.SlugRelatedField(
-        slug_field="username",
-        many=True,
-        required=False,
-        queryset=User.objects.all(),
-        error_messages={"does_not_exist": "unknown user '{value}'"},
-    )
-    leads = serializers.SlugRelatedField(
-        slug_field="username",
-        many=True,
-        required=False,
-        queryset=User.objects.all(),
-        error_messages={"does_not_exist": "unknown user '{value}'"},
-    )
+    description = text_field(allow_blank=True, required=False)
+    members = _user_field(many=True, required=False)
+    leads = _user_field(many=True, required=False)
 
     class Meta:
         model = Team
@@ -145,6 +143,7 @@ class QueueOutputSerializer(serializers.ModelSerializer):
 
 
 class QueueCreateSerializer(serializers.ModelSerializer):
+    description = text_field(allow_blank=True, required=False)
     capacity = InstanceMapField(help_text="Instance type name -> instances (1 to 5 types, ≥ 1).")
     reason = _reason_field()
 
@@ -159,6 +158,11 @@ class QueueCreateSerializer(serializers.ModelSerializer):
             "capacity",
             "reason",
         ]
+        # Stated for every database backend (SQLite reports no integer ranges).
+        extra_kwargs = {
+            "default_preemption_retries": {"min_value": 0, "max_value": MAX_COUNT},
+            "runnable_time_limit": {"min_value": 1, "max_value": MAX_COUNT},
+        }
 
 
 class QueueCapacitySerializer(serializers.Serializer):
@@ -186,6 +190,7 @@ class ShareOutputSerializer(serializers.ModelSerializer):
             "strategy",
             "borrow_limit",
             "in_share_preemption",
+            "priority_ceiling",
             "state",
             "position",
             "capacity_limits",
@@ -205,17 +210,39 @@ class _ShareFieldsSerializer(serializers.Serializer):
 
     name = serializers.CharField(max_length=100, allow_blank=True, required=False)
     team = _team_field(required=False, allow_null=True, help_text="Team name.")
-    strategy = serializers.CharField(
-        max_length=16, required=False, help_text="RESERVE, LEND or LEND_AND_BORROW."
+    strategy = serializers.ChoiceField(
+        choices=QuotaShare.Strategy.choices,
+        required=False,
+        error_messages={"invalid_choice": "must be RESERVE, LEND or LEND_AND_BORROW"},
     )
     borrow_limit = serializers.IntegerField(
         allow_null=True,
         required=False,
-        help_text="Percent of the share's own limit it may borrow; -1 = unlimited. "
-        "Only with LEND_AND_BORROW.",
+        min_value=-1,
+        max_value=BORROW_LIMIT_MAX,
+        error_messages={
+            "max_value": f"must be at most {BORROW_LIMIT_MAX} (percent of the share's own "
+            "limit), or -1 for unlimited",
+            "min_value": "must be -1 (unlimited) or a percent of at least 0",
+        },
+        help_text=f"Percent of the share's own limit it may borrow, 0 to {BORROW_LIMIT_MAX}; "
+        "-1 = unlimited. Only with LEND_AND_BORROW.",
     )
     in_share_preemption = serializers.BooleanField(required=False)
-    state = serializers.CharField(max_length=8, required=False, help_text="ENABLED or DISABLED.")
+    priority_ceiling = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=9999,
+        help_text="The highest job priority the team's leads may set without an exception "
+        "or an urgency that names the team (admins). Left out or null: kept as it is "
+        "(new shares: 100).",
+    )
+    state = serializers.ChoiceField(
+        choices=QuotaShare.State.choices,
+        required=False,
+        error_messages={"invalid_choice": "must be ENABLED or DISABLED"},
+    )
     capacity_limits = InstanceMapField(
         required=False, help_text="Instance type of the queue -> max instances (1 to 5 types)."
     )
@@ -223,7 +250,7 @@ class _ShareFieldsSerializer(serializers.Serializer):
 
 
 class ShareCreateSerializer(_ShareFieldsSerializer):
-    queue = serializers.PrimaryKeyRelatedField(queryset=JobQueue.objects.all())
+    queue = BoundedPrimaryKeyRelatedField(queryset=JobQueue.objects.all())
 
 
 class ShareUpdateSerializer(_ShareFieldsSerializer):
@@ -252,16 +279,37 @@ class UrgencyOutputSerializer(serializers.ModelSerializer):
         ]
 
 
+_PRIORITY_MESSAGE = "must be a whole number from 0 to 9999"
+_WINDOW_MESSAGE = "must be a whole number of hours, at least 1"
+
+
 class _UrgencyFieldsSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100, allow_blank=True, required=False)
-    meaning = serializers.CharField(allow_blank=True, required=False)
-    examples = serializers.CharField(allow_blank=True, required=False)
-    priority = serializers.IntegerField(required=False, help_text="0 to 9999.")
-    max_window_hours = serializers.IntegerField(required=False, help_text="At least 1.")
-    allowed_kinds = serializers.ListField(
-        child=serializers.CharField(),
+    meaning = text_field(allow_blank=True, required=False)
+    examples = text_field(allow_blank=True, required=False)
+    priority = serializers.IntegerField(
         required=False,
-        help_text=f"Any of {', '.join(UrgencyDefinition.Kind.values)}.",
+        min_value=0,
+        max_value=9999,
+        error_messages={"min_value": _PRIORITY_MESSAGE, "max_value": _PRIORITY_MESSAGE},
+        help_text="The job priority it grants, 0 to 9999.",
+    )
+    max_window_hours = count_field(
+        required=False,
+        error_messages={"min_value": _WINDOW_MESSAGE},
+        help_text="The longest exception window it allows, in hours (at least 1).",
+    )
+    allowed_kinds = serializers.ListField(
+        child=serializers.ChoiceField(
+            choices=UrgencyDefinition.Kind.choices,
+            error_messages={
+                "invalid_choice": "unknown kind '{input}'; choose from "
+                + ", ".join(sorted(UrgencyDefinition.Kind.values))
+            },
+        ),
+        required=False,
+        max_length=len(UrgencyDefinition.Kind.values),
+        help_text="The exception kinds it may be used for.",
     )
     invokers = _team_field(
         many=True, required=False, help_text="Names of the teams that may invoke it; [] = all."

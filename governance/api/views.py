@@ -2,12 +2,12 @@
 
 Each action parses its input with an input serializer, calls one service
 function (which checks the rules and records the history), and answers with
-an output serializer. Errors have one shape (governance.api.errors).
+an output serializer. Errors have one shape (governance.api.errors), documented on
+every operation by governance.api.schema; list filters are governance.filters.
 """
 
 from django.db.models import Prefetch
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -15,11 +15,14 @@ from rest_framework.response import Response
 from governance.api import serializers as api
 from governance.api.base import BaseApiViewSet
 from governance.api.permissions import HistoryAccess, PolicyAccess
+from governance.api.proposals import proposed
+from governance.filters import PolicyChangeFilter, ShareFilter
 from governance.models import (
     CapacityLimit,
     InstanceType,
     JobQueue,
     PolicyChange,
+    PolicyProposal,
     QueueCapacity,
     QuotaShare,
     Team,
@@ -36,67 +39,63 @@ from governance.services.policy import (
     urgency_save,
 )
 
-ERRORS = {
-    400: api.ErrorSerializer,
-    401: api.ErrorSerializer,
-    403: api.ErrorSerializer,
-    404: api.ErrorSerializer,
-}
-WRITE_ERRORS = {**ERRORS, 409: api.ConflictSerializer}
-
 
 class ApiViewSet(BaseApiViewSet):
     permission_classes = [PolicyAccess]
 
     def fresh(self, obj):
-        """The object as the output serializer reads it, with its relations prefetched."""
+        """The object as the output serializer reads it, with its relations prefetched.
+        A write that became a proposal (changes need review) ends the action here: it
+        answers 202 with the proposal (see handle_exception)."""
+        if isinstance(obj, PolicyProposal):
+            raise Proposed(obj)
         return self.get_queryset().get(pk=obj.pk)
+
+    def handle_exception(self, exc):
+        if isinstance(exc, Proposed):
+            return proposed(exc.proposal)
+        return super().handle_exception(exc)
+
+
+class Proposed(Exception):  # noqa: N818 - not an error: the write waits for a review
+    def __init__(self, proposal: PolicyProposal):
+        self.proposal = proposal
 
 
 # Instance types and teams: plain records without policy rules or history.
 
 
-_TYPE_OK = {200: api.InstanceTypeSerializer, **ERRORS}
-
-
 @extend_schema_view(
     list=extend_schema(summary="List instance types"),
-    retrieve=extend_schema(summary="Get an instance type", responses=_TYPE_OK),
-    create=extend_schema(
-        summary="Create an instance type (admins)",
-        responses={201: api.InstanceTypeSerializer, **ERRORS},
-    ),
-    update=extend_schema(summary="Replace an instance type (admins)", responses=_TYPE_OK),
-    partial_update=extend_schema(summary="Change an instance type (admins)", responses=_TYPE_OK),
-    destroy=extend_schema(
-        summary="Delete an unused instance type (admins)", responses={204: None, **WRITE_ERRORS}
-    ),
+    retrieve=extend_schema(summary="Get an instance type"),
+    create=extend_schema(summary="Create an instance type (admins)"),
+    update=extend_schema(summary="Replace an instance type (admins)"),
+    partial_update=extend_schema(summary="Change an instance type (admins)"),
+    destroy=extend_schema(summary="Delete an unused instance type (admins)"),
 )
 class InstanceTypeViewSet(viewsets.ModelViewSet, ApiViewSet):
     queryset = InstanceType.objects.all()
     serializer_class = api.InstanceTypeSerializer
 
 
-_TEAM_OK = {200: api.TeamOutputSerializer, **ERRORS}
+_TEAM = api.TeamOutputSerializer
 
 
 @extend_schema_view(
-    list=extend_schema(summary="List teams", responses=api.TeamOutputSerializer(many=True)),
-    retrieve=extend_schema(summary="Get a team", responses=_TEAM_OK),
+    list=extend_schema(summary="List teams", responses=_TEAM(many=True)),
+    retrieve=extend_schema(summary="Get a team", responses=_TEAM),
     create=extend_schema(
         summary="Create a team (admins)",
         request=api.TeamInputSerializer,
-        responses={201: api.TeamOutputSerializer, **ERRORS},
+        responses={201: _TEAM},
     ),
     update=extend_schema(
-        summary="Replace a team (admins)", request=api.TeamInputSerializer, responses=_TEAM_OK
+        summary="Replace a team (admins)", request=api.TeamInputSerializer, responses=_TEAM
     ),
     partial_update=extend_schema(
-        summary="Change a team (admins)", request=api.TeamInputSerializer, responses=_TEAM_OK
+        summary="Change a team (admins)", request=api.TeamInputSerializer, responses=_TEAM
     ),
-    destroy=extend_schema(
-        summary="Delete a team without shares (admins)", responses={204: None, **WRITE_ERRORS}
-    ),
+    destroy=extend_schema(summary="Delete a team without shares (admins)", responses={204: None}),
 )
 class TeamViewSet(mixins.DestroyModelMixin, ApiViewSet):
     queryset = Team.objects.prefetch_related("members", "leads")
@@ -133,19 +132,18 @@ class TeamViewSet(mixins.DestroyModelMixin, ApiViewSet):
 @extend_schema_view(
     list=extend_schema(summary="List queues", responses=api.QueueOutputSerializer(many=True)),
     retrieve=extend_schema(
-        summary="Get a queue with its capacity map",
-        responses={200: api.QueueOutputSerializer, **ERRORS},
+        summary="Get a queue with its capacity map", responses=api.QueueOutputSerializer
     ),
     create=extend_schema(
         summary="Create a queue with its capacity (admins)",
         request=api.QueueCreateSerializer,
-        responses={201: api.QueueOutputSerializer, **ERRORS},
+        responses={201: api.QueueOutputSerializer},
     ),
     partial_update=extend_schema(
         summary="Replace a queue's capacity map (admins)",
         description="Send the whole new `capacity` map, a `reason` and the `version` you read.",
         request=api.QueueCapacitySerializer,
-        responses={200: api.QueueOutputSerializer, **WRITE_ERRORS},
+        responses=api.QueueOutputSerializer,
     ),
 )
 class QueueViewSet(ApiViewSet):
@@ -184,7 +182,6 @@ class QueueViewSet(ApiViewSet):
 
 # Quota shares.
 
-_SHARE_OK = {200: api.ShareOutputSerializer, **WRITE_ERRORS}
 _SHARE_DEFAULTS = {
     "name": "",
     "team": None,
@@ -193,6 +190,7 @@ _SHARE_DEFAULTS = {
     "in_share_preemption": False,
     "state": QuotaShare.State.ENABLED,
     "capacity_limits": {},
+    "priority_ceiling": None,
 }
 
 
@@ -212,41 +210,33 @@ def _share_base(share: QuotaShare) -> dict:
         "capacity_limits": {
             limit.instance_type.name: limit.max_instances for limit in share.limits.all()
         },
+        "priority_ceiling": share.priority_ceiling,
     }
 
 
 @extend_schema_view(
-    list=extend_schema(
-        summary="List quota shares",
-        parameters=[
-            OpenApiParameter("queue", OpenApiTypes.INT, description="Only this queue's shares."),
-            OpenApiParameter("team", OpenApiTypes.STR, description="Only this team's (name)."),
-            OpenApiParameter("state", OpenApiTypes.STR, description="ENABLED or DISABLED."),
-        ],
-        responses=api.ShareOutputSerializer(many=True),
-    ),
+    list=extend_schema(summary="List quota shares", responses=api.ShareOutputSerializer(many=True)),
     retrieve=extend_schema(
-        summary="Get a quota share with its capacity limits",
-        responses={200: api.ShareOutputSerializer, **ERRORS},
+        summary="Get a quota share with its capacity limits", responses=api.ShareOutputSerializer
     ),
     create=extend_schema(
         summary="Create a quota share (admins)",
         request=api.ShareCreateSerializer,
-        responses={201: api.ShareOutputSerializer, **ERRORS},
+        responses={201: api.ShareOutputSerializer},
     ),
     update=extend_schema(
         summary="Replace a quota share (admins)",
         description="Fields left out take their defaults. Disable a share with "
         '`"state": "DISABLED"`.',
         request=api.ShareUpdateSerializer,
-        responses=_SHARE_OK,
+        responses=api.ShareOutputSerializer,
     ),
     partial_update=extend_schema(
         summary="Change a quota share (admins)",
         description="Fields left out keep their current value. `capacity_limits` replaces "
         "the whole map.",
         request=api.ShareUpdateSerializer,
-        responses=_SHARE_OK,
+        responses=api.ShareOutputSerializer,
     ),
 )
 class ShareViewSet(ApiViewSet):
@@ -254,16 +244,10 @@ class ShareViewSet(ApiViewSet):
         Prefetch("limits", queryset=CapacityLimit.objects.select_related("instance_type"))
     )
     serializer_class = api.ShareOutputSerializer
+    filterset_class = ShareFilter
 
     def list(self, request):
-        shares = self.get_queryset()
-        queue_id = self.int_param("queue")
-        if queue_id is not None:
-            shares = shares.filter(queue_id=queue_id)
-        if team := request.query_params.get("team"):
-            shares = shares.filter(team__name=team)
-        if state := request.query_params.get("state"):
-            shares = shares.filter(state=state)
+        shares = self.filter_queryset(self.get_queryset())
         return self.paginated(shares, api.ShareOutputSerializer)
 
     def retrieve(self, request, pk=None):
@@ -300,7 +284,6 @@ class ShareViewSet(ApiViewSet):
 
 # Urgency definitions.
 
-_URGENCY_OK = {200: api.UrgencyOutputSerializer, **WRITE_ERRORS}
 _URGENCY_FIELDS = (
     "name",
     "meaning",
@@ -317,24 +300,23 @@ _URGENCY_FIELDS = (
         summary="List urgency definitions", responses=api.UrgencyOutputSerializer(many=True)
     ),
     retrieve=extend_schema(
-        summary="Get an urgency definition",
-        responses={200: api.UrgencyOutputSerializer, **ERRORS},
+        summary="Get an urgency definition", responses=api.UrgencyOutputSerializer
     ),
     create=extend_schema(
         summary="Create an urgency definition (admins)",
         request=api.UrgencyCreateSerializer,
-        responses={201: api.UrgencyOutputSerializer, **ERRORS},
+        responses={201: api.UrgencyOutputSerializer},
     ),
     update=extend_schema(
         summary="Replace an urgency definition (admins)",
         request=api.UrgencyUpdateSerializer,
-        responses=_URGENCY_OK,
+        responses=api.UrgencyOutputSerializer,
     ),
     partial_update=extend_schema(
         summary="Change an urgency definition (admins)",
         description="Fields left out keep their current value.",
         request=api.UrgencyUpdateSerializer,
-        responses=_URGENCY_OK,
+        responses=api.UrgencyOutputSerializer,
     ),
 )
 class UrgencyDefinitionViewSet(ApiViewSet):
@@ -378,47 +360,25 @@ class UrgencyDefinitionViewSet(ApiViewSet):
 
 # Policy history.
 
-_HISTORY_FILTERS = [
-    OpenApiParameter("queue", OpenApiTypes.INT, description="Changes of this queue (id)."),
-    OpenApiParameter("share", OpenApiTypes.INT, description="Changes of this share (id)."),
-    OpenApiParameter("urgency", OpenApiTypes.INT, description="Changes of this urgency (id)."),
-    OpenApiParameter("actor", OpenApiTypes.STR, description="Changes made by this username."),
-    OpenApiParameter(
-        "cause", OpenApiTypes.STR, enum=PolicyChange.Cause.values, description="Why it happened."
-    ),
-    OpenApiParameter(
-        "target", OpenApiTypes.STR, enum=PolicyChange.Target.values, description="What changed."
-    ),
-]
-
 
 @extend_schema_view(
     list=extend_schema(
         summary="List policy changes, newest first",
-        parameters=_HISTORY_FILTERS,
         responses=api.PolicyChangeOutputSerializer(many=True),
     ),
     retrieve=extend_schema(
         summary="Get a policy change with its field-level diff",
-        responses={200: api.PolicyChangeOutputSerializer, **ERRORS},
+        responses=api.PolicyChangeOutputSerializer,
     ),
 )
 class PolicyChangeViewSet(ApiViewSet):
     queryset = PolicyChange.objects.select_related("actor")
     serializer_class = api.PolicyChangeOutputSerializer
     permission_classes = [HistoryAccess]
+    filterset_class = PolicyChangeFilter
 
     def list(self, request):
-        changes = self.get_queryset()
-        for name in ("queue", "share", "urgency"):
-            value = self.int_param(name)
-            if value is not None:
-                changes = changes.filter(**{f"{name}_id": value})
-        if actor := request.query_params.get("actor"):
-            changes = changes.filter(actor__username=actor)
-        for name in ("cause", "target"):
-            if value := request.query_params.get(name):
-                changes = changes.filter(**{name: value})
+        changes = self.filter_queryset(self.get_queryset())
         return self.paginated(changes, api.PolicyChangeOutputSerializer)
 
     def retrieve(self, request, pk=None):
@@ -428,7 +388,7 @@ class PolicyChangeViewSet(ApiViewSet):
         summary="Revert a change (admins)",
         description="Restores only the fields this change changed, as a new change.",
         request=api.RevertSerializer,
-        responses={201: api.PolicyChangeOutputSerializer, **WRITE_ERRORS},
+        responses={201: api.PolicyChangeOutputSerializer},
     )
     @action(detail=True, methods=["post"])
     def revert(self, request, pk=None):

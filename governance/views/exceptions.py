@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from governance import rules
+from governance.filters import query_id
 from governance.forms_exceptions import (
     DecisionForm,
     ExceptionFilterForm,
@@ -138,7 +139,7 @@ def urgency_help(request):
     rules.require(request.user, "exception.file")
     urgency = (
         UrgencyDefinition.objects.prefetch_related("invokers")
-        .filter(pk=request.GET.get("urgency") or 0)
+        .filter(pk=query_id(request.GET, "urgency") or 0)
         .first()
     )
     return render(

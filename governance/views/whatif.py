@@ -25,9 +25,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance import glossary, rules
+from governance.api.fields import BoundedPrimaryKeyRelatedField, InstanceMapField
 from governance.api.permissions import WhatIfAccess
-from governance.models import ExceptionRequest, JobQueue, Team, WhatIfComparison
-from governance.services.policy import PolicyError, share_data_from_document
+from governance.models import ExceptionRequest, JobQueue, QuotaShare, Team, WhatIfComparison
+from governance.services.policy import (
+    BORROW_LIMIT_MAX,
+    PolicyError,
+    share_data_from_document,
+)
 from governance.whatif import selectors, services
 from governance.whatif.forms import (
     ApplyForm,
@@ -36,6 +41,7 @@ from governance.whatif.forms import (
     SaveForm,
     WorkloadForm,
     draft_share_form,
+    workload_start_problem,
 )
 from governance.whatif.workloads import WorkloadError
 
@@ -370,39 +376,42 @@ class ApiView(APIView):
 
 
 class DraftShareInput(serializers.Serializer):
-    name = serializers.CharField(help_text="The share (its current name).")
-    new_name = serializers.CharField(required=False)
-    team = serializers.CharField(required=False)
-    strategy = serializers.ChoiceField(
-        choices=["RESERVE", "LEND", "LEND_AND_BORROW"], required=False
+    name = serializers.CharField(max_length=100, help_text="The share (its current name).")
+    new_name = serializers.CharField(max_length=100, required=False)
+    team = serializers.CharField(max_length=100, required=False)
+    strategy = serializers.ChoiceField(choices=QuotaShare.Strategy.choices, required=False)
+    borrow_limit = serializers.IntegerField(
+        required=False, allow_null=True, min_value=-1, max_value=BORROW_LIMIT_MAX
     )
-    borrow_limit = serializers.IntegerField(required=False, allow_null=True)
     in_share_preemption = serializers.BooleanField(required=False)
-    state = serializers.ChoiceField(choices=["ENABLED", "DISABLED"], required=False)
-    capacity_limits = serializers.DictField(child=serializers.IntegerField(), required=False)
+    state = serializers.ChoiceField(choices=QuotaShare.State.choices, required=False)
+    capacity_limits = InstanceMapField(required=False)
 
 
 class WorkloadInput(serializers.Serializer):
-    # A plain string, not an enum: "kind" enums elsewhere would collide in the schema.
-    kind = serializers.CharField(help_text="RECORDED, PHILLY or UPLOAD.")
+    kind = serializers.ChoiceField(
+        choices=WhatIfComparison.Workload.choices,
+        error_messages={"invalid_choice": "must be RECORDED, PHILLY or UPLOAD"},
+    )
     start = serializers.DateField(required=False)
-    days = serializers.FloatField(required=False, default=30)
-    scale = serializers.FloatField(required=False, default=1.0)
+    days = serializers.FloatField(required=False, default=30, min_value=0.01, max_value=120)
+    scale = serializers.FloatField(required=False, default=1.0, min_value=0, max_value=100)
     csv = serializers.CharField(required=False, help_text="The trace, for kind UPLOAD.")
 
-    def validate_kind(self, value: str) -> str:
-        if value not in WhatIfComparison.Workload.values:
-            raise serializers.ValidationError("must be RECORDED, PHILLY or UPLOAD")
-        return value
+    def validate(self, data):
+        problem = workload_start_problem(data.get("start"), data.get("days"))
+        if problem:
+            raise serializers.ValidationError({"start": [problem]})
+        return data
 
 
 class CreateInput(serializers.Serializer):
-    queue = serializers.PrimaryKeyRelatedField(queryset=JobQueue.objects.all())
-    title = serializers.CharField(required=False, allow_blank=True, default="")
+    queue = BoundedPrimaryKeyRelatedField(queryset=JobQueue.objects.all())
+    title = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
     shares = DraftShareInput(many=True, required=False, default=list)
     workload = WorkloadInput(required=False)
     run = serializers.BooleanField(required=False, default=True)
-    exception_request = serializers.PrimaryKeyRelatedField(
+    exception_request = BoundedPrimaryKeyRelatedField(
         queryset=ExceptionRequest.objects.all(), required=False, allow_null=True
     )
 

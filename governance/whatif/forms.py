@@ -6,9 +6,12 @@ the fields, their parsing and their messages are the same as for a live share.
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django import forms
 
-from governance.forms import ShareForm
+from governance.bounds import MAX_TEXT
+from governance.forms import BoundedModelMultipleChoiceField, ShareForm
 from governance.models import (
     ExceptionRequest,
     JobQueue,
@@ -91,22 +94,43 @@ class WorkloadForm(forms.Form):
         "A cluster named like a share goes to that share; others to the shares in turn.",
     )
 
+    def clean(self):
+        data = super().clean()
+        problem = workload_start_problem(data.get("start"), data.get("days"))
+        if problem:
+            self.add_error("start", problem)
+        return data
+
+
+def workload_start_problem(start: dt.date | None, days: float | None) -> str | None:
+    """Why `start` cannot begin a workload of `days` (the form and the API ask it)."""
+    if start is None:
+        return None
+    try:
+        dt.datetime.combine(start, dt.time(), tzinfo=dt.UTC) + dt.timedelta(
+            days=days or workloads.DEFAULT_DAYS
+        )
+    except OverflowError:
+        return "too late: the workload would end after the year 9999"
+    return None
+
 
 class SaveForm(forms.Form):
     title = forms.CharField(label="Title", max_length=200)
     note = forms.CharField(
         label="Note",
         required=False,
+        max_length=MAX_TEXT,
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="What this comparison shows, for whoever reads it later.",
     )
-    articles = forms.ModelMultipleChoiceField(
+    articles = BoundedModelMultipleChoiceField(
         label="Attach to knowledge articles",
         queryset=KnowledgeArticle.objects.order_by("title"),
         required=False,
         widget=forms.SelectMultiple(attrs={"size": 4}),
     )
-    exception_requests = forms.ModelMultipleChoiceField(
+    exception_requests = BoundedModelMultipleChoiceField(
         label="Attach to exception requests",
         queryset=ExceptionRequest.objects.order_by("-id"),
         required=False,
@@ -123,6 +147,7 @@ class ReviewForm(forms.Form):
     note = forms.CharField(
         label="Note to the author",
         required=False,
+        max_length=MAX_TEXT,
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Required when you send the draft back.",
     )
@@ -131,6 +156,7 @@ class ReviewForm(forms.Form):
 class ApplyForm(forms.Form):
     reason = forms.CharField(
         label="Reason for this change",
+        max_length=MAX_TEXT,
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Recorded in the policy history with your name and a link to this comparison.",
     )

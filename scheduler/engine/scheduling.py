@@ -214,17 +214,6 @@ class Board:
         self.need[0][share] = False
         self.over_limit[share] = (itype, usage)
 
-    def _changed(self, itype: str, freed: bool) -> None:
-        """Jobs running on `itype` changed: wake the checks this could overturn (a start
-        only takes capacity, which overturns no check but a reclaim short of victims)."""
-        self.dirty = True
-        if freed:
-            self._wake(itype)
-        elif self.strict:
-            need = self.need[0]
-            for share in self.strict.pop(itype, ()):
-                need[share] = True
-
     def _wake(self, itype: str) -> None:
         """Wake the checks waiting on `itype` whose key is now within reach.
 
@@ -259,7 +248,8 @@ class Board:
 
     def protection_ended(self, job: Job) -> None:
         """`job` (running) may be a victim from now on: its type is to be looked at."""
-        self._changed(job.itype, True)
+        self.dirty = True
+        self._wake(job.itype)
 
     # -- queues ---------------------------------------------------------------------
 
@@ -348,7 +338,13 @@ class Board:
         by_priority = self.running_by_priority.setdefault(key, {})
         by_priority[job.priority] = by_priority.get(job.priority, 0) + job.n
         self.ledger.add(self.policy.shares[job.share], job.itype, job.n)
-        self._changed(job.itype, False)
+        self.dirty = True
+        # A start only takes capacity, which overturns no check but a reclaim short of
+        # unprotected victims.
+        if self.strict:
+            need = self.need[0]
+            for share in self.strict.pop(job.itype, ()):
+                need[share] = True
 
     def _release(self, job: Job) -> None:
         key = (job.share, job.itype)
@@ -367,7 +363,8 @@ class Board:
         ):
             del self.over_limit[job.share]
             self.need[0][job.share] = True
-        self._changed(job.itype, True)
+        self.dirty = True
+        self._wake(job.itype)
 
     def place_running(self, job: Job, *, started_at: int, start_seq: int) -> None:
         """Put a job that is already running (from a snapshot) on the board."""
@@ -681,7 +678,7 @@ def enforce_capacity(board: Board, out: list) -> None:
 def _one_pass(board: Board, now: int, out: list) -> None:
     """Run the three phases once, looking only at the shares `board.need` names for the
     phase: the others were found unable to act, and nothing since could let them (see
-    `Board._changed`), so they would not act, and skipping them changes no decision.
+    `Board._wake`), so they would not act, and skipping them changes no decision.
 
     A start by another share only takes capacity: `avail`, the pool and `free` fall or
     stay, so it never lets a head start, borrow or preempt in its share (fewer free
@@ -799,8 +796,16 @@ def run_passes(board: Board, now: int, out: list) -> None:
     Every decision marks the board `dirty`, so a pass that decides nothing ends the
     loop, and no pass runs when nothing changed since the last one that decided
     nothing: it would decide nothing either."""
+    last = len(board.policy.shares)
+    entitled, borrow, in_share = board.need
     while board.dirty:
         board.dirty = False
+        if (
+            entitled.index(True) == last
+            and borrow.index(True) == last
+            and in_share.index(True) == last
+        ):
+            break  # no share to look at: the pass would decide nothing
         _one_pass(board, now, out)
     if board.unsettled:
         board.settle(now)

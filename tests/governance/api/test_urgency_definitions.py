@@ -42,8 +42,8 @@ def test_create_with_invokers_records_history(admin_api, admin, db):
             "must be a whole number of hours, at least 1",
         ),
         (
-            {"allowed_kinds": ["VIP"]},
-            "allowed_kinds",
+            {"allowed_kinds": ["PRIORITY_RAISE", "VIP"]},
+            "allowed_kinds[1]",
             "unknown kind 'VIP'; choose from "
             "PREEMPTION_PROTECTION, PRIORITY_RAISE, TEMPORARY_CAPACITY",
         ),

@@ -1,0 +1,125 @@
+"""Typed query-string filters (django-filter) for the API's list operations and the pages.
+
+A filter parses and bounds its parameter: an id is a whole number from 1 to 2^63-1, a
+name fits its column and holds no NUL byte, a choice is one of the choices. Anything
+else is a 400 naming the parameter (the API) or a filter that is ignored (the pages),
+never a failed query. The OpenAPI schema takes each parameter's type, bounds and enum
+from here.
+"""
+
+from __future__ import annotations
+
+import django_filters
+from django import forms
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from governance.bounds import MAX_ID, MAX_QUERY
+from governance.models import (
+    ExceptionRequest,
+    KnowledgeArticle,
+    PolicyChange,
+    QuotaShare,
+)
+
+ID_MESSAGES = {
+    "invalid": "must be a whole number (an id)",
+    "min_value": f"must be an id from 1 to {MAX_ID}",
+    "max_value": f"must be an id from 1 to {MAX_ID}",
+}
+
+
+def id_filter(field_name: str | None, help_text: str, **kwargs) -> django_filters.Filter:
+    """An id parameter: 1 to 2^63-1 (the 64-bit primary keys)."""
+    filter_ = django_filters.NumberFilter(
+        field_name=field_name,
+        min_value=1,
+        max_value=MAX_ID,
+        error_messages=ID_MESSAGES,
+        help_text=help_text,
+        **kwargs,
+    )
+    filter_.field_class = forms.IntegerField
+    schema = serializers.IntegerField(min_value=1, max_value=MAX_ID, help_text=help_text)
+    return extend_schema_field(schema)(filter_)
+
+
+def name_filter(field_name: str | None, help_text: str, *, max_length: int, **kwargs):
+    """A name parameter, at most as long as the column it is compared with."""
+    filter_ = django_filters.CharFilter(
+        field_name=field_name, max_length=max_length, help_text=help_text, **kwargs
+    )
+    schema = {"type": "string", "maxLength": max_length, "description": help_text}
+    return extend_schema_field(schema)(filter_)
+
+
+def choice_filter(field_name: str, choices, help_text: str) -> django_filters.ChoiceFilter:
+    return django_filters.ChoiceFilter(field_name=field_name, choices=choices, help_text=help_text)
+
+
+def query_id(params, name: str) -> int | None:
+    """One id from a page's query string, or None when it is absent or not a valid id."""
+    field = forms.IntegerField(min_value=1, max_value=MAX_ID, required=False)
+    try:
+        return field.clean(params.get(name))
+    except forms.ValidationError:
+        return None
+
+
+class ShareFilter(django_filters.FilterSet):
+    queue = id_filter("queue_id", "Only this queue's shares (id).")
+    team = name_filter("team__name", "Only this team's shares (name).", max_length=100)
+    state = choice_filter("state", QuotaShare.State.choices, "Only shares in this state.")
+
+    class Meta:
+        model = QuotaShare
+        fields = ["queue", "team", "state"]
+
+
+class PolicyChangeFilter(django_filters.FilterSet):
+    queue = id_filter("queue_id", "Changes of this queue (id).")
+    share = id_filter("share_id", "Changes of this share (id).")
+    urgency = id_filter("urgency_id", "Changes of this urgency definition (id).")
+    actor = name_filter("actor__username", "Changes made by this username.", max_length=150)
+    cause = choice_filter("cause", PolicyChange.Cause.choices, "Why it happened.")
+    target = choice_filter("target", PolicyChange.Target.choices, "What changed.")
+
+    class Meta:
+        model = PolicyChange
+        fields = ["queue", "share", "urgency", "actor", "cause", "target"]
+
+
+class ExceptionRequestFilter(django_filters.FilterSet):
+    """Parsed only: the selector applies them, with what the user may see."""
+
+    state = choice_filter("state", ExceptionRequest.State.choices, "Only requests in this state.")
+    kind = choice_filter("kind", ExceptionRequest.Kind.choices, "Only requests of this kind.")
+    team = id_filter("team_id", "Only this team's requests (id).")
+    urgency = id_filter("urgency_id", "Only requests under this urgency definition (id).")
+    queue = id_filter("queue_id", "Only requests for this queue (id).")
+
+    class Meta:
+        model = ExceptionRequest
+        fields = ["state", "kind", "team", "urgency", "queue"]
+
+
+class ExceptionCountsFilter(django_filters.FilterSet):
+    queue = id_filter("queue_id", "Count only this queue's requests (id).")
+
+    class Meta:
+        model = ExceptionRequest
+        fields = ["queue"]
+
+
+class ArticleFilter(django_filters.FilterSet):
+    """Parsed only: the search ranks and filters (governance.selectors.knowledge)."""
+
+    q = name_filter(
+        None, 'Web-search syntax: words, "phrases", or, -word. Ranked.', max_length=MAX_QUERY
+    )
+    tag = name_filter(None, "Only articles with this tag.", max_length=50)
+    share = id_filter(None, "Only articles linked to this share (id).")
+
+    class Meta:
+        model = KnowledgeArticle
+        fields = ["q", "tag", "share"]
