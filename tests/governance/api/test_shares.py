@@ -61,6 +61,7 @@ def test_detail_nests_capacity_limits(admin_api, aws_queue):
         "strategy": "LEND_AND_BORROW",
         "borrow_limit": 200,
         "in_share_preemption": True,
+        "priority_ceiling": 100,
         "state": "ENABLED",
         "position": 0,
         "capacity_limits": {XL: 1},

@@ -1,5 +1,5 @@
 import pytest
-from django.contrib.auth import authenticate
+from django.contrib.auth.models import User
 
 from governance.models import (
     ExceptionRequest,
@@ -45,7 +45,7 @@ def test_seed_demo_is_idempotent_and_builds_the_demo_organisation():
     assert philly.shares.get(name="vc-6214e9").limits.get().max_instances == 64 * 8
     assert all(lim.max_instances > 0 for s in philly.shares.all() for lim in s.limits.all())
     for username in ("admin", "lead", "owner", "leader"):
-        assert authenticate(username=username, password=demo_password()) is not None
+        assert User.objects.get(username=username).check_password(demo_password())
     assert PolicyChange.objects.filter(cause="import", queue=aws).exists()
     assert KnowledgeArticle.objects.count() >= 12
     assert ExceptionRequest.objects.filter(state="SUBMITTED").exists()
