@@ -79,6 +79,7 @@ CHART = """{% extends "base.html" %}{% load static %}
   Load another chart</button>
 <div id="more"></div>
 {% endblock %}
+{% block extra_head %}{% include "components/plotly_style.html" %}{% endblock %}
 {% block extra_js %}<script src="{% static 'vendor/plotly.min.js' %}"></script>{% endblock %}
 """
 
