@@ -174,7 +174,8 @@ def current_reason(job: Job) -> str:
     if job.state == Job.State.RUNNABLE:
         return _with_runner(job, waiting_reason(job))
     if job.state == Job.State.RUNNING:
-        if not job.worker:
+        if not job.worker and job.queue.executor == JobQueue.Executor.PROCESS:
+            # A simulated job has no runner: it runs from the moment it starts.
             return _with_runner(job, "started, waiting for a runner to take it")
         where = "on borrowed capacity" if job.borrowed else "within its share's limit"
         return f"running {where}"

@@ -297,3 +297,14 @@ def test_filing_an_exception_is_recorded_and_opens_the_request_form(
     assert response.url == (
         f"{reverse('exception-create')}?kind=PREEMPTION_PROTECTION&jobs={fragile.pk}"
     )
+
+
+def test_a_running_simulated_job_needs_no_runner(client_for, lead, queue, submit, clock):
+    """Only process jobs wait for a runner to take them; a simulated one runs at once."""
+    job = submit("qs1", "simulated")
+    scheduling_pass(queue_id=queue.pk, now=clock(0))
+
+    page = client_for(lead).get(reverse("job-detail", args=[job.pk])).content.decode()
+
+    assert "Running within its share&#x27;s limit." in page
+    assert "waiting for a runner" not in page
