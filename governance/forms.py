@@ -66,8 +66,9 @@ class BoundedModelMultipleChoiceField(forms.ModelMultipleChoiceField):
 
 # The reason does not change the impact, so its keystrokes and its blur do not ask the
 # form for a new preview; a preview started by leaving the reason for the Save button
-# would only be cut off by the save itself.
-NO_PREVIEW = {"hx-on:change": "event.stopPropagation()", "hx-on:keyup": "event.stopPropagation()"}
+# would only be cut off by the save itself. static/js/app.js reads the attribute: the
+# CSP forbids the eval that htmx's hx-on attributes would need.
+NO_PREVIEW = {"data-no-preview": ""}
 
 
 def _unbound(args, kwargs) -> bool:

@@ -20,6 +20,9 @@
  *     title (hover); the server already wrote the active time zone's text
  *     ({% localtime_tag %}), which stays when JavaScript is off and when printing.
  *  3. lets Escape hide an open glossary tooltip (WCAG 1.4.13).
+ *  4. keeps the change and keyup events of a field marked data-no-preview from reaching
+ *     its form, so typing there does not ask htmx for a new preview (the page's CSP
+ *     forbids eval, so htmx's hx-on attributes cannot do this).
  * 1 and 2 run on page load and again after every htmx swap; both skip what is already
  * done (a drawn chart is marked data-plotted), so only swapped-in content
  * changes, whatever the swap style (an outerHTML swap replaces the event's target).
@@ -143,6 +146,19 @@
         term.classList.remove("term--dismissed");
       }
     });
+  });
+
+  ["change", "keyup"].forEach(function (type) {
+    document.addEventListener(
+      type,
+      function (event) {
+        var field = event.target.closest && event.target.closest("[data-no-preview]");
+        if (field) {
+          event.stopPropagation();
+        }
+      },
+      true
+    );
   });
 
   document.addEventListener("htmx:afterSwap", function () {
