@@ -1,0 +1,650 @@
+"""Why a waiting job waits, where it stands, and when it should start.
+
+Everything here reads the engine's own structures; no rule is written a second time:
+
+- `explain(snapshot, now)` builds a `Board` from the snapshot, runs at `now` what
+  `schedule` runs (capacity enforcement, time-limit failures, passes to the fixed
+  point), and then reads, for every pending job, its place in its share's queue
+  (`Board.queued`), its place in the borrowing phase's first-in first-out order (the
+  heads of LEND_AND_BORROW shares beyond their limit, as `_one_pass` orders them), and
+  the figures behind the engine's reason (`Ledger.blocker`, `Ledger.avail`,
+  `Ledger.pool`, `reclaimable`): what it needs, what is free, which RESERVE shares hold
+  idle capacity, which jobs of other shares borrow the type.
+- `forecast(snapshot, now, work)` replays the snapshot forward with the simulator's
+  own instant loop pieces (`_Replay._record`, `_finish`, `_time_limit`, the same
+  `run_passes`), seeding the board with the running and pending jobs and their work
+  state, and returns when each pending job would (re)start and whether it would borrow.
+  With exact durations and no later submission it gives the starts `simulate` gives.
+- `capture(scenario, on_instant)` replays a scenario and hands the observer, at each
+  instant with submissions (after them, before the passes), the snapshot and work state
+  "as known then": what `bench_eta` estimates from, and what the tests compare with.
+- `describe(...)` turns an explanation into one plain sentence, given the names of
+  jobs and a way to print an instant (the caller's clock and time zone).
+
+Pure Python, standard library only, like the rest of the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from heapq import heappop
+
+from .quota import Policy
+from .scheduling import (
+    PENDING,
+    RUNNING,
+    START,
+    Board,
+    board_from_snapshot,
+    enforce_capacity,
+    fail_overdue,
+    reclaimable,
+    run_passes,
+)
+from .simulator import _FINISH, _PROTECTION_ENDS, _TIME_LIMIT, SimJob, _cyclic_gc_paused, _Replay
+from .types import (
+    BLOCKED_BEHIND_HEAD,
+    BORROW_LIMIT_REACHED,
+    BORROWABLE_CAPACITY_EXCEEDED,
+    QUOTA_MANAGEMENT_LIMIT_EXCEEDED,
+    SERVICE_ENVIRONMENT_MAX_RESOURCE,
+    SHARE_LIMIT_REACHED,
+    WAITING_FOR_CAPACITY,
+    JobSpec,
+    PendingJob,
+    RunningJob,
+    Scenario,
+    Snapshot,
+)
+from .work import run_length
+
+STARTS_NOW = "STARTS_NOW"
+
+
+# -- positions and blockers ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Borrower:
+    """A running job of another share beyond that share's limit of the type."""
+
+    job: str
+    share: str
+    instances: int
+    reclaimable: bool  # a reclaim could take it now (not protected, share still over)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Where a pending job stands and what holds it, in figures.
+
+    `position` is 1-based in its share's queue (None when misconfigured: it is parked
+    outside the queue); `borrow_position` its place in the borrowing phase's order
+    when it is a head that would start beyond its share's limit (1 = tried first).
+    `code` is the engine's reason (`STARTS_NOW` when a pass at `now` would start it).
+    """
+
+    job: str
+    share: str
+    instance_type: str
+    instances: int
+    code: str
+    position: int | None
+    queue_length: int
+    head: str | None  # the share's head when the job is behind it
+    borrow_position: int | None
+    borrow_queue_length: int
+    would_borrow: bool
+    limit: int
+    used: int  # the share's usage of the type
+    borrow_cap: int | None  # most it may borrow beyond its limit (None: no cap)
+    capacity: int
+    free: int
+    avail: int  # free minus the idle capacity other RESERVE shares hold
+    pool: int  # lendable idle capacity not yet borrowed
+    reserved: tuple[tuple[str, int], ...]  # (RESERVE share, idle it holds)
+    borrowers: tuple[Borrower, ...]
+    ceiling: int | None  # largest job its quota allows (misconfigured jobs)
+
+
+def _blocker_facts(board: Board, share: int, itype: str, now: int):
+    policy, ledger = board.policy, board.ledger
+    reserved = []
+    borrowers = []
+    for other in policy.shares:
+        if other.index == share:
+            continue
+        used = ledger.used(other, itype)
+        limit = other.limits.get(itype, 0)
+        if other.reserve and limit > used:
+            reserved.append((other.name, limit - used))
+        if used > limit:
+            # The share's jobs in victim order until its excess is covered: the ones a
+            # reclaim would stop first, so the ones that hold what it borrows.
+            takeable = {job.id for job in reclaimable(board, other, itype, now)}
+            excess = used - limit
+            for _, job in board.running.get((other.index, itype), []):
+                if excess <= 0:
+                    break
+                borrowers.append(Borrower(job.id, other.name, job.n, job.id in takeable))
+                excess -= job.n
+    return tuple(reserved), tuple(borrowers)
+
+
+def explain(snapshot: Snapshot, now: int) -> dict[str, Explanation]:
+    """An `Explanation` for every pending job of the snapshot (see the module doc)."""
+    board, pending = board_from_snapshot(snapshot)
+    out: list = []
+    enforce_capacity(board, out)
+    board.settle(now)
+    fail_overdue(board, pending, now, out)
+    run_passes(board, now, out)
+    return _explanations(board, now, {entry[1].id for entry in out if entry[0] == START})
+
+
+def _explanations(board: Board, now: int, started: set[str]) -> dict[str, Explanation]:
+    policy, ledger = board.policy, board.ledger
+    result: dict[str, Explanation] = {}
+    borrow_heads = []
+    queues = {}
+    for rule in policy.shares:
+        queued = board.queued(rule.index)
+        queues[rule.index] = queued
+        if queued and rule.can_borrow:
+            head = queued[0]
+            if not ledger.within_limit(rule, head.itype, head.n):
+                borrow_heads.append((head.submitted_at, head.id))
+    borrow_heads.sort()
+    borrow_rank = {job_id: rank for rank, (_, job_id) in enumerate(borrow_heads, 1)}
+    facts_cache: dict[tuple[int, str], tuple] = {}
+
+    def common(job, rule, code, position, length, head):
+        itype = job.itype
+        key = (rule.index, itype)
+        if key not in facts_cache:
+            facts_cache[key] = _blocker_facts(board, rule.index, itype, now)
+        reserved, borrowers = facts_cache[key]
+        used = ledger.used(rule, itype)
+        limit = rule.limits.get(itype, 0)
+        return Explanation(
+            job=job.id,
+            share=rule.name,
+            instance_type=itype,
+            instances=job.n,
+            code=code,
+            position=position,
+            queue_length=length,
+            head=head,
+            borrow_position=borrow_rank.get(job.id),
+            borrow_queue_length=len(borrow_heads),
+            would_borrow=used + job.n > limit,
+            limit=limit,
+            used=used,
+            borrow_cap=rule.caps.get(itype) if rule.can_borrow else 0,
+            capacity=policy.capacity.get(itype, 0),
+            free=ledger.free.get(itype, 0),
+            avail=ledger.avail(rule, itype),
+            pool=ledger.pool(itype),
+            reserved=reserved,
+            borrowers=borrowers,
+            ceiling=None
+            if code not in _MISCONFIGURED
+            else limit + policy.borrow_ceiling(rule.index, itype),
+        )
+
+    for rule in policy.shares:
+        queued = queues[rule.index]
+        length = len(queued)
+        for index, job in enumerate(queued):
+            if index == 0:
+                code = ledger.blocker(rule, job.itype, job.n)
+                head = None
+            else:
+                code = BLOCKED_BEHIND_HEAD
+                head = queued[0].id
+            result[job.id] = common(job, rule, code, index + 1, length, head)
+        for job in board.misconfigured(rule.index):
+            result[job.id] = common(job, rule, job.reason, None, length, None)
+    for job_id in started:
+        result.pop(job_id, None)
+    return result
+
+
+_MISCONFIGURED = (
+    SERVICE_ENVIRONMENT_MAX_RESOURCE,
+    QUOTA_MANAGEMENT_LIMIT_EXCEEDED,
+    BORROWABLE_CAPACITY_EXCEEDED,
+)
+
+
+def is_misconfigured(code: str) -> bool:
+    return code in _MISCONFIGURED
+
+
+# -- the forward simulation ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Work:
+    """A job's work as the forecast models it (compute seconds, the queue's clock).
+
+    `duration` is the expected total work, `saved` the checkpointed progress a (re)start
+    resumes from, `overhead` the restart overhead of the current run (running jobs),
+    `restarted` whether it ran before (its next start pays `restart_overhead`)."""
+
+    duration: int
+    saved: int = 0
+    overhead: int = 0
+    checkpoint_interval: int | None = None
+    restart_overhead: int = 0
+    restarted: bool = False
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """When each pending job (re)starts in the forward run, whether it borrows then, and
+    when each running job is expected to end (first run only, ignoring preemption).
+    A job absent from `starts` never starts in the forward run (misconfigured, or held
+    forever)."""
+
+    starts: Mapping[str, int]
+    borrowed: Mapping[str, bool]
+    ends: Mapping[str, int]
+    preempted: Mapping[str, int]  # pending job -> how often the forward run preempts it
+
+
+class _Forward(_Replay):
+    """The simulator's replay, seeded with a snapshot instead of a list of submissions."""
+
+    def __init__(self, snapshot: Snapshot, now: int, work: Mapping[str, Work]) -> None:
+        scenario = Scenario(
+            name="forecast", description="", queue=snapshot.queue, shares=snapshot.shares, jobs=()
+        )
+        super().__init__(scenario)
+        self.now = now
+        self.starts: dict[str, int] = {}
+        self.borrowed: dict[str, bool] = {}
+        self.ends: dict[str, int] = {}
+        self.preempted: dict[str, int] = {}
+        index = {share.name: i for i, share in enumerate(self.shares)}
+        board = self.board
+        for running in snapshot.running:
+            submitted = running.started_at if running.submitted_at is None else running.submitted_at
+            job = self._job(running, index, work, submitted)
+            job.preemptions = running.preemptions
+            job.first_started_at = running.started_at
+            spec_work = work.get(running.id)
+            job.overhead = spec_work.overhead if spec_work else 0
+            job.run_start = running.started_at
+            job.token = 1
+            board.place_running(job, started_at=running.started_at, start_seq=running.start_seq)
+            end = running.started_at + run_length(
+                saved=job.saved, overhead=job.overhead, duration=job.spec.duration
+            )
+            end = max(end, now)
+            self.ends[job.id] = end
+            self._push(end, _FINISH, job, 1)
+            if job.protected(now):
+                self._push(job.protected_until, _PROTECTION_ENDS, job, 1)
+        self.targets: set[str] = set()
+        for waiting in snapshot.pending:
+            self._add_pending(waiting, index, work)
+
+    def _job(self, seen, index, work, submitted_at) -> SimJob:
+        w = work.get(seen.id) or Work(duration=1)
+        spec = JobSpec(
+            id=seen.id,
+            share=seen.share,
+            priority=seen.priority,
+            instance_type=seen.instance_type,
+            instances=seen.instances,
+            submit_at=submitted_at,
+            duration=max(1, w.duration),
+            checkpoint_interval=w.checkpoint_interval,
+            restart_overhead=w.restart_overhead,
+            preemption_retries=seen.preemption_retries,
+            protected_until=seen.protected_until,
+        )
+        job = SimJob(spec, index[seen.share])
+        job.saved = min(w.saved, spec.duration)
+        self.jobs.append(job)
+        self.by_id[job.id] = job
+        return job
+
+    def _add_pending(self, waiting: PendingJob, index, work) -> None:
+        job = self._job(waiting, index, work, waiting.submitted_at)
+        job.preemptions = waiting.preemptions
+        w = work.get(waiting.id)
+        if w is not None and w.restarted:
+            job.first_started_at = waiting.submitted_at
+        job.misconfigured_since = waiting.misconfigured_since
+        job.runnable_since = self.now
+        self.board.enqueue(job)
+        self.targets.add(job.id)
+        limit = self.queue.runnable_time_limit
+        if limit is not None and job.reason is not None and job.misconfigured_since is not None:
+            self._push(
+                max(self.now, job.misconfigured_since + limit),
+                _TIME_LIMIT,
+                job,
+                job.misconfigured_since,
+            )
+
+    def _record(self, now: int) -> None:
+        for entry in self.out:
+            job = entry[1]
+            if entry[0] == START:
+                if job.id in self.targets and job.id not in self.starts:
+                    self.starts[job.id] = now
+                    self.borrowed[job.id] = entry[2]
+            elif job.id in self.targets and job.id in self.starts:
+                self.preempted[job.id] = self.preempted.get(job.id, 0) + 1
+        super()._record(now)
+
+    def _open(self, job_id: str) -> bool:
+        job = self.by_id[job_id]
+        return job_id not in self.starts and job.state == PENDING
+
+    def forward(self, until: Iterable[str] | None, horizon: int | None) -> None:
+        board, heap, out = self.board, self.heap, self.out
+        now = self.now
+        enforce_capacity(board, out)
+        if out:
+            self._record(now)
+        board.settle(now)
+        self._instant_tail(now)
+        waiting = set(self.targets if until is None else until)
+        waiting = {job_id for job_id in waiting if self._open(job_id)}
+        while heap and waiting:
+            now = heap[0][0]
+            if horizon is not None and now > horizon:
+                break
+            while heap and heap[0][0] == now and heap[0][1] == _FINISH:
+                _, _, _, job, token = heappop(heap)
+                if job.token == token and job.state == RUNNING:
+                    self._finish(job, now)
+            if board.unsettled:
+                board.settle(now)
+            self._instant_tail(now)
+            waiting = {job_id for job_id in waiting if self._open(job_id)}
+
+    def _instant_tail(self, now: int) -> None:
+        """Time limits, protection ends and the passes of the instant (as `_Replay.run`)."""
+        heap, board = self.heap, self.board
+        while heap and heap[0][0] == now and heap[0][1] == _TIME_LIMIT:
+            _, _, _, job, since = heappop(heap)
+            self._time_limit(job, since, now)
+        while heap and heap[0][0] == now:
+            _, _, _, job, token = heappop(heap)
+            if job.token == token and job.state == RUNNING:
+                board.protection_ended(job)
+        run_passes(board, now, self.out)
+        if self.out:
+            self._record(now)
+
+
+def forecast(
+    snapshot: Snapshot,
+    now: int,
+    work: Mapping[str, Work],
+    *,
+    extra: Iterable[tuple[PendingJob, Work]] = (),
+    until: Iterable[str] | None = None,
+    horizon: int | None = None,
+) -> Forecast:
+    """Replay the snapshot forward from `now` with the given work of each job (see `Work`;
+    a job without one is taken as 1 s of work) and no further submission.
+
+    `extra` adds pending jobs submitted at `now` (a what-if submission); `until` stops
+    the run once those pending jobs started (default: every pending job); `horizon`
+    stops it at that instant. Times are the snapshot's clock.
+    """
+    with _cyclic_gc_paused():
+        replay = _Forward(snapshot, now, work)
+        if extra:
+            index = {share.name: i for i, share in enumerate(replay.shares)}
+            extra_work = {}
+            for pending, w in extra:
+                extra_work[pending.id] = w
+            for pending, _ in extra:
+                replay._add_pending(pending, index, extra_work)
+        replay.forward(until, horizon)
+        return Forecast(
+            starts=replay.starts,
+            borrowed=replay.borrowed,
+            ends=replay.ends,
+            preempted=replay.preempted,
+        )
+
+
+def dispatch_order(
+    explanations: Mapping[str, Explanation],
+    starts: Mapping[str, int],
+    share_order: Mapping[str, int],
+) -> list[str]:
+    """Pending job ids in the order they are expected to start: forecast start, then
+    the share's listed order and the place in its queue; jobs that never start last."""
+    never = float("inf")
+
+    def key(job_id: str):
+        e = explanations[job_id]
+        return (
+            starts.get(job_id, never),
+            share_order.get(e.share, 0),
+            e.position if e.position is not None else never,
+            job_id,
+        )
+
+    return sorted(explanations, key=key)
+
+
+# -- capture: the state of a replay as known at each submission ----------------------
+
+
+class _Observed(_Replay):
+    def __init__(self, scenario: Scenario, on_instant, durations: Mapping[str, int] | None):
+        super().__init__(scenario)
+        self.on_instant = on_instant
+        self.durations = durations
+
+    def state(self, now: int) -> tuple[Snapshot, dict[str, Work]]:
+        """The board as a Snapshot, and each job's work as known (declared durations)."""
+        board = self.board
+        names = self._share_name
+        declared = self.durations
+        running = []
+        pending = []
+        work: dict[str, Work] = {}
+        for (share, _), entries in board.running.items():
+            for _, job in entries:
+                running.append(
+                    RunningJob(
+                        id=job.id,
+                        share=names[share],
+                        priority=job.priority,
+                        instance_type=job.itype,
+                        instances=job.n,
+                        started_at=job.started_at,
+                        start_seq=job.start_seq,
+                        protected_until=job.protected_until,
+                        preemptions=job.preemptions,
+                        preemption_retries=job.retries,
+                        submitted_at=job.submitted_at,
+                    )
+                )
+                work[job.id] = self._work(job, declared)
+        for rule in board.policy.shares:
+            for job in board.queued(rule.index) + board.misconfigured(rule.index):
+                pending.append(
+                    PendingJob(
+                        id=job.id,
+                        share=names[rule.index],
+                        priority=job.priority,
+                        instance_type=job.itype,
+                        instances=job.n,
+                        submitted_at=job.submitted_at,
+                        preemptions=job.preemptions,
+                        preemption_retries=job.retries,
+                        protected_until=job.protected_until,
+                        misconfigured_since=job.misconfigured_since,
+                    )
+                )
+                work[job.id] = self._work(job, declared)
+        snapshot = Snapshot(
+            queue=self.queue, shares=tuple(self.shares), running=running, pending=pending
+        )
+        return snapshot, work
+
+    @staticmethod
+    def _work(job: SimJob, declared) -> Work:
+        spec = job.spec
+        return Work(
+            duration=spec.duration if declared is None else declared.get(job.id, spec.duration),
+            saved=job.saved,
+            overhead=job.overhead if job.state == RUNNING else 0,
+            checkpoint_interval=spec.checkpoint_interval,
+            restart_overhead=spec.restart_overhead,
+            restarted=job.first_started_at is not None,
+        )
+
+    def run(self, progress=None) -> None:  # the simulator's loop, with the observer added
+        order = sorted(range(len(self.jobs)), key=lambda i: (self.jobs[i].submitted_at, i))
+        submissions = [self.jobs[i] for i in order]
+        actions = list(self.scenario.actions)
+        heap, board, out = self.heap, self.board, self.out
+        next_submission = next_action = 0
+        while True:
+            now = heap[0][0] if heap else None
+            if next_submission < len(submissions):
+                t = submissions[next_submission].submitted_at
+                now = t if now is None or t < now else now
+            if next_action < len(actions):
+                t = actions[next_action].at
+                now = t if now is None or t < now else now
+            if now is None:
+                break
+            while heap and heap[0][0] == now and heap[0][1] == _FINISH:
+                _, _, _, job, token = heappop(heap)
+                if job.token == token and job.state == RUNNING:
+                    self._finish(job, now)
+            while next_action < len(actions) and actions[next_action].at == now:
+                self._act(actions[next_action], now)
+                next_action += 1
+            submitted = []
+            while (
+                next_submission < len(submissions)
+                and submissions[next_submission].submitted_at == now
+            ):
+                self._submit(submissions[next_submission], now)
+                submitted.append(submissions[next_submission])
+                next_submission += 1
+            if board.unsettled:
+                board.settle(now)
+            if submitted:
+                self.on_instant(self, now, submitted)
+            while heap and heap[0][0] == now and heap[0][1] == _TIME_LIMIT:
+                _, _, _, job, since = heappop(heap)
+                self._time_limit(job, since, now)
+            while heap and heap[0][0] == now:
+                _, _, _, job, token = heappop(heap)
+                if job.token == token and job.state == RUNNING:
+                    board.protection_ended(job)
+            run_passes(board, now, out)
+            if out:
+                self._record(now)
+
+
+def capture(
+    scenario: Scenario,
+    on_instant: Callable[[_Observed, int, list[SimJob]], None],
+    *,
+    durations: Mapping[str, int] | None = None,
+):
+    """Replay `scenario` as `simulate` does; at each instant with submissions, after them
+    and before that instant's passes, call `on_instant(replay, now, submitted)`;
+    `replay.state(now)` is then the snapshot and the work as known (with `durations`
+    as the declared durations when given). Returns the replay's result."""
+    with _cyclic_gc_paused():
+        replay = _Observed(scenario, on_instant, durations)
+        replay.run()
+        return replay.result()
+
+
+# -- plain words ----------------------------------------------------------------------
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}"
+
+
+def describe(
+    e: Explanation,
+    *,
+    name: Callable[[str], str],
+    when: Callable[[int], str],
+    ends: Mapping[str, int] | None = None,
+    starts_at: int | None = None,
+) -> str:
+    """One plain sentence: what the job needs and what holds it, with names and numbers.
+
+    `name(job_id)` names a job, `when(t)` prints an instant of the snapshot's clock,
+    `ends` (from a forecast) says until when running jobs are expected to hold capacity.
+    """
+    ends = ends or {}
+    itype = e.instance_type
+    need = f"needs {_n(e.instances, itype)}"
+    if e.code == STARTS_NOW:
+        return f"{need}; it starts at the next scheduling pass"
+    if e.code == SERVICE_ENVIRONMENT_MAX_RESOURCE:
+        return (
+            f"{need} but the whole queue has {e.capacity}: it cannot start as configured; "
+            "lower its instances or ask for more capacity"
+        )
+    if e.code in (QUOTA_MANAGEMENT_LIMIT_EXCEEDED, BORROWABLE_CAPACITY_EXCEEDED):
+        return (
+            f"{need} but share {e.share} can never hold more than {e.ceiling} "
+            f"(limit {e.limit}{'' if e.ceiling == e.limit else ' plus what it may borrow'}): "
+            "it cannot start as configured"
+        )
+    if e.code == BLOCKED_BEHIND_HEAD:
+        ahead = (e.position or 1) - 1
+        return (
+            f"{need}; it is number {e.position} of {e.queue_length} in share {e.share}'s queue: "
+            f"{_n(ahead, 'job') if ahead != 1 else '1 job'} must start first, the first being "
+            f"{name(e.head) if e.head else 'the head'}"
+        )
+    parts = [need]
+    if e.code == SHARE_LIMIT_REACHED:
+        parts.append(f"share {e.share} uses {e.used} of its limit of {e.limit} and may not borrow")
+    elif e.code == BORROW_LIMIT_REACHED:
+        parts.append(
+            f"share {e.share} uses {e.used} against a limit of {e.limit} and may borrow at "
+            f"most {e.borrow_cap} beyond it"
+        )
+    else:
+        parts.append(f"{e.free} {'is' if e.free == 1 else 'are'} free")
+        if e.would_borrow:
+            parts.append(
+                f"share {e.share} is at {e.used} of its limit of {e.limit}, so it must borrow; "
+                f"{e.pool} idle {'is' if e.pool == 1 else 'are'} lendable"
+            )
+    for share, idle in e.reserved:
+        parts.append(f"{share} (RESERVE) holds {idle} idle for its own jobs")
+    if e.code in (WAITING_FOR_CAPACITY, SHARE_LIMIT_REACHED, BORROW_LIMIT_REACHED):
+        for b in e.borrowers[:3]:
+            until = ends.get(b.job)
+            tail = f" until about {when(until)}" if until is not None else ""
+            parts.append(f"{b.share}'s job {name(b.job)} borrows {b.instances}{tail}")
+        if len(e.borrowers) > 3:
+            parts.append(f"and {len(e.borrowers) - 3} more borrowing jobs")
+    if e.borrow_position is not None:
+        parts.append(
+            f"it is number {e.borrow_position} of {e.borrow_queue_length} in the queue's "
+            "borrowing order (oldest submission first)"
+        )
+    return "; ".join(parts)
+
+
+def policy_of(snapshot: Snapshot) -> Policy:
+    return Policy(snapshot.queue, snapshot.shares)
