@@ -44,3 +44,22 @@ class ApiToken(models.Model):
         if self.expires_at <= (now or timezone.now()):
             return self.State.EXPIRED
         return self.State.ACTIVE
+
+
+class Profile(models.Model):
+    """What a user chose for themselves: the time zone their pages read and show times in.
+
+    An empty time zone means "not chosen yet": pages then use the browser's zone (app.js
+    reports it in a cookie and stores it here on the first visit)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="profile"
+    )
+    time_zone = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="An IANA time zone name (Europe/Paris); empty until chosen or detected.",
+    )
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.time_zone or 'time zone not set'})"

@@ -10,4 +10,6 @@ router.register("api/v1/tokens", TokenViewSet, basename="api-token")
 urlpatterns = [
     *router.urls,
     path("accounts/lockouts/", views.lockouts, name="lockouts"),
+    path("accounts/profile/", views.profile, name="profile"),
+    path("accounts/profile/time-zone/", views.time_zone_detect, name="time-zone-detect"),
 ]

@@ -1,5 +1,5 @@
-"""Pages of accounts: the login page when a lockout refuses it, and the admins' list of
-current lockouts."""
+"""Pages of accounts: the login page when a lockout refuses it, the admins' list of
+current lockouts, and the user's profile (their time zone)."""
 
 import math
 
@@ -7,9 +7,14 @@ from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import ValidationError
+from django.http import JsonResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_POST
 
 from accounts.lockouts import lockout_clear, lockout_list
+from accounts.timezones import SESSION_KEY, time_zone_set, zone_names
 from governance import rules
 
 
@@ -62,3 +67,54 @@ def lockouts(request):
         "cool_off_minutes": math.ceil(settings.AXES_COOLOFF_TIME.total_seconds() / 60),
     }
     return render(request, "accounts/lockouts.html", context)
+
+
+class TimeZoneForm(forms.Form):
+    time_zone = forms.ChoiceField(
+        label="Time zone",
+        help_text=(
+            "Every page shows times in this zone, and the date-time fields you fill in "
+            "are read in it."
+        ),
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["time_zone"].choices = [(name, name) for name in zone_names()]
+
+
+def profile(request):
+    """The signed-in user's own settings: their time zone."""
+    rules.require(request.user, "account.use")
+    current = request.time_zone
+    if request.method == "POST":
+        form = TimeZoneForm(request.POST)
+        if form.is_valid():
+            name = form.cleaned_data["time_zone"]
+            time_zone_set(user=request.user, name=name)
+            request.session[SESSION_KEY] = name
+            messages.success(request, f"Times are now shown and read in {name}.")
+            return redirect("profile")
+    else:
+        form = TimeZoneForm(initial={"time_zone": current})
+    context = {
+        "form": form,
+        "stored": request.time_zone_stored,
+        "now": timezone.now(),
+    }
+    return render(request, "accounts/profile.html", context)
+
+
+@require_POST
+def time_zone_detect(request):
+    """app.js, on a signed-in user's first visit: store the browser's time zone unless
+    the user already has one. Answers what is stored now."""
+    rules.require(request.user, "account.use")
+    name = request.POST.get("time_zone", "")
+    try:
+        stored = time_zone_set(user=request.user, name=name, only_if_unset=True)
+    except ValidationError as error:
+        return JsonResponse({"errors": error.message_dict}, status=400)
+    if stored:
+        request.session[SESSION_KEY] = name
+    return JsonResponse({"time_zone": request.session.get(SESSION_KEY) or name, "stored": stored})

@@ -16,9 +16,13 @@
  *     or, to show the page before it arrives, name it on an element of the page:
  *       <div data-plotly-src="{% static 'vendor/plotly.min.js' %}">…charts…</div>
  *     (served from the installed plotly package, see governance/staticfiles.py).
- *  2. shows every <time datetime="…"> in the browser's time zone, keeping UTC in the
- *     title (hover); the server already wrote the active time zone's text
+ *  2. shows every <time datetime="…"> in the user's time zone (<body data-time-zone>,
+ *     the zone the server used: the profile's choice, else the browser's), keeping UTC
+ *     in the title (hover); the server already wrote that zone's text
  *     ({% localtime_tag %}), which stays when JavaScript is off and when printing.
+ *     It also tells the server the browser's zone: the browser_tz cookie on every page,
+ *     and, for a signed-in user who has none stored yet (<body data-time-zone-store>),
+ *     one POST that stores it in their profile (changeable on accounts/profile/).
  *  3. lets Escape hide an open glossary tooltip (WCAG 1.4.13).
  *  4. keeps the change and keyup events of a field marked data-no-preview from reaching
  *     its form, so typing there does not ask htmx for a new preview (the page's CSP
@@ -91,15 +95,70 @@
     });
   }
 
-  var LOCAL_TIME = new Intl.DateTimeFormat("en-GB", {
-    day: "numeric",
-    month: "short",
-    year: "numeric",
-    hour: "2-digit",
-    minute: "2-digit",
-    hourCycle: "h23",
-    timeZoneName: "short",
-  });
+  function browserZone() {
+    try {
+      return Intl.DateTimeFormat().resolvedOptions().timeZone || "";
+    } catch (error) {
+      return "";
+    }
+  }
+
+  function pageZone() {
+    return (document.body && document.body.dataset.timeZone) || browserZone() || undefined;
+  }
+
+  function localTimeFormat() {
+    var options = {
+      day: "numeric",
+      month: "short",
+      year: "numeric",
+      hour: "2-digit",
+      minute: "2-digit",
+      hourCycle: "h23",
+      timeZoneName: "short",
+    };
+    try {
+      return new Intl.DateTimeFormat("en-GB", Object.assign({ timeZone: pageZone() }, options));
+    } catch (error) {
+      return new Intl.DateTimeFormat("en-GB", options); // a zone this browser does not know
+    }
+  }
+
+  var LOCAL_TIME = null;
+
+  // The browser's zone, for the server: a cookie (used until the user stores a zone)
+  // and, once, the profile of a signed-in user who has none.
+  function reportZone() {
+    var zone = browserZone();
+    if (!zone) {
+      return;
+    }
+    var secure = window.location.protocol === "https:" ? "; Secure" : "";
+    document.cookie =
+      "browser_tz=" + encodeURIComponent(zone) + "; path=/; max-age=31536000; SameSite=Lax" + secure;
+    var storeUrl = document.body && document.body.dataset.timeZoneStore;
+    if (!storeUrl) {
+      return;
+    }
+    var token = "";
+    try {
+      token = JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"] || "";
+    } catch (error) {
+      token = "";
+    }
+    var body = new URLSearchParams();
+    body.set("time_zone", zone);
+    fetch(storeUrl, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "X-CSRFToken": token },
+      body: body,
+    }).then(function () {
+      delete document.body.dataset.timeZoneStore;
+    }, function () {
+      // Not stored this time: the cookie still carries the zone, and the next page tries again.
+    });
+  }
   var UTC_TIME = new Intl.DateTimeFormat("en-GB", {
     day: "numeric",
     month: "short",
@@ -120,6 +179,7 @@
       if (isNaN(instant.getTime())) {
         return;
       }
+      LOCAL_TIME = LOCAL_TIME || localTimeFormat();
       element.textContent = LOCAL_TIME.format(instant);
       element.title = UTC_TIME.format(instant) + " UTC";
       element.dataset.localised = "";
@@ -167,9 +227,11 @@
 
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", function () {
+      reportZone();
       enhance(document);
     });
   } else {
+    reportZone();
     enhance(document);
   }
 })();

@@ -212,6 +212,8 @@ PAGES: dict[tuple[str, str], Entry] = {
     ("login", ""): Entry(PUBLIC),
     ("logout", ""): Entry(PUBLIC, methods=("POST",)),
     ("lockouts", ""): Entry(("lockout.manage",), methods=("GET", "POST")),
+    ("profile", ""): Entry(("account.use",), methods=("GET", "POST")),
+    ("time-zone-detect", ""): Entry(("account.use",), methods=("POST",)),
     ("api-schema", ""): Entry(("account.use",)),
     ("api-docs", ""): Entry(("account.use",)),
     ("home", ""): Entry(("account.use",)),
