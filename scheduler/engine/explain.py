@@ -626,7 +626,8 @@ def describe(
         parts.append(f"{e.free} {'is' if e.free == 1 else 'are'} free")
         if e.would_borrow:
             parts.append(
-                f"share {e.share} is at {e.used} of its limit of {e.limit}, so it must borrow; "
+                f"share {e.share} already uses {e.used} with a limit of {e.limit}, so it must "
+                "borrow; "
                 f"{e.pool} idle {'is' if e.pool == 1 else 'are'} lendable"
             )
     for share, idle in e.reserved:

@@ -309,6 +309,16 @@ def jobs_validate(*, items: Sequence[JobData]) -> dict[str, list[str]]:
     return _resolve_all(items, range(len(items)), len(items))[1]
 
 
+def job_preview(*, data: JobData) -> _Resolved:
+    """The job a submission of `data` would make (the definition's defaults filled in),
+    checked as a submission is, with nothing stored; raises JobError like a submission.
+    The submit form's and the API's "if you submit this now" estimate start here."""
+    resolved, errors = _resolve_all([data], [0], 1)
+    if errors:
+        raise JobError(errors)
+    return resolved[0]
+
+
 def _token_errors(items: Sequence[JobData], submitted_by) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
     first: dict[str, int] = {}
