@@ -1,0 +1,201 @@
+"""The leadership dashboard's first load in Chromium: `python scripts/bench_dashboard_browser.py`.
+
+Run `manage.py bench_dashboard` first: it fills its own PostgreSQL database
+(--database-url, default quota_bench) with a year of job events and their rollups.
+This script then serves that database as production does (gunicorn.conf.py, DEBUG off,
+static files collected into a temporary directory: hashed names, compressed copies,
+a year's caching), signs in a leadership user by a session cookie, and opens the
+dashboard's busiest month --visits times, each in a fresh browser context (an empty
+cache: a first visit), then as many times again in one context (a returning visit).
+
+It prints, per kind of visit, the median and the worst of:
+  - content:  navigation start to the page's `load` event (figures and tables shown);
+  - charts:   navigation start until every chart is drawn (plotly.js fetched, compiled
+              and run; app.js marks a drawn chart data-plotted).
+The target (issue 15) is a first load under 1.5 s; say the machine's load (`uptime`)
+beside the figures, as Chromium's compile time depends on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+SECRET = "bench-dashboard-browser-secret-key-0123456789-abcdefghijklmnop"
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--database-url",
+        default=os.environ.get("BENCH_DATABASE_URL")
+        or "postgres://postgres@127.0.0.1:5432/quota_bench",
+    )
+    parser.add_argument("--visits", type=int, default=7, help="visits of each kind")
+    return parser.parse_args()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def server_env(args, var_dir: Path, port: int) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": args.database_url,
+        "DJANGO_SECRET_KEY": SECRET,
+        "DJANGO_SECURE": "0",
+        "DJANGO_DEBUG": "0",
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        "DJANGO_LOG_LEVEL": "WARNING",
+        "VAR_DIR": str(var_dir),
+        "GUNICORN_BIND": f"127.0.0.1:{port}",
+    }
+    env.pop("REDIS_URL", None)
+    return env
+
+
+def manage(env: dict[str, str], *argv: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "manage.py", *argv], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    if done.returncode:
+        raise SystemExit(f"manage.py {' '.join(argv)} failed:\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+SESSION_CODE = """
+import django; django.setup()
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.auth.models import Group, User
+from django.contrib.sessions.backends.db import SessionStore
+from governance.models import MonthlyRollup
+user, _ = User.objects.get_or_create(username="bench-leader")
+user.groups.add(Group.objects.get_or_create(name="leadership")[0])
+months = MonthlyRollup.objects.filter(scope="all").values_list("data", "month")
+if not months:
+    raise SystemExit("no rollups: run manage.py bench_dashboard first")
+busiest = max(months, key=lambda item: item[0]["jobs_ended"])[1]
+session = SessionStore()
+session[SESSION_KEY] = str(user.pk)
+session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+session.create()
+print(session.session_key, f"{busiest:%Y-%m}", len(months))
+"""
+
+
+def start_gunicorn(env: dict[str, str], port: int, log: Path) -> subprocess.Popen:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "governance.wsgi"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("w"),
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz/", timeout=2):
+                return server
+        except OSError:
+            if server.poll() is not None:
+                raise SystemExit(f"gunicorn exited: see {log}") from None
+            time.sleep(0.5)
+    os.killpg(server.pid, signal.SIGKILL)
+    raise SystemExit("gunicorn did not answer /healthz/ within 60 s")
+
+
+def visit(context, url: str) -> tuple[float, float]:
+    page = context.new_page()
+    try:
+        page.goto(url, wait_until="load")
+        page.wait_for_function(
+            "document.querySelectorAll('[data-plotly-figure]').length > 0 &&"
+            " document.querySelectorAll('[data-plotly-figure]:not([data-plotted])').length === 0",
+            timeout=60_000,
+        )
+        # Both measured from the navigation's start by the browser's own clock.
+        content, charts = page.evaluate(
+            "[performance.getEntriesByType('navigation')[0].loadEventEnd, performance.now()]"
+        )
+        return content / 1000, charts / 1000
+    finally:
+        page.close()
+
+
+def summary(label: str, timings: list[tuple[float, float]]) -> str:
+    content = [t[0] for t in timings]
+    charts = [t[1] for t in timings]
+    return (
+        f"{label:<15} content median {statistics.median(content):.2f} s, worst "
+        f"{max(content):.2f} s | charts median {statistics.median(charts):.2f} s, worst "
+        f"{max(charts):.2f} s  ({len(timings)} visits)"
+    )
+
+
+def main() -> None:
+    from playwright.sync_api import sync_playwright
+
+    args = parse_args()
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="bench-dashboard-") as tmp:
+        var_dir = Path(tmp)
+        env = server_env(args, var_dir, port)
+        manage(env, "collectstatic", "--noinput", "-v", "0")
+        key, month, months = subprocess.run(
+            [sys.executable, "-c", SESSION_CODE],
+            cwd=ROOT,
+            env={**env, "DJANGO_SETTINGS_MODULE": "governance.settings"},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        server = start_gunicorn(env, port, var_dir / "gunicorn.log")
+        url = f"http://127.0.0.1:{port}/dashboard/?month={month}"
+        cookie = {"name": "sessionid", "value": key, "url": f"http://127.0.0.1:{port}/"}
+        try:
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(
+                    executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+                )
+                first = []
+                for _ in range(args.visits):
+                    context = browser.new_context()
+                    context.add_cookies([cookie])
+                    first.append(visit(context, url))
+                    context.close()
+                context = browser.new_context()
+                context.add_cookies([cookie])
+                visit(context, url)  # fills the cache
+                returning = [visit(context, url) for _ in range(args.visits)]
+                context.close()
+                browser.close()
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=40)
+    load = os.getloadavg()
+    print(f"dashboard {month} of {months} months of rollups, served by gunicorn (DEBUG off)")
+    print(summary("first visit", first))
+    print(summary("returning visit", returning))
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs")
+    print("target: first load (content and charts) under 1.5 s")
+
+
+if __name__ == "__main__":
+    main()
