@@ -50,14 +50,16 @@ property tests check the fixed point against a fresh board after every instant.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from heapq import heapify, heappop, heappush
+from typing import Protocol
 
 from .quota import Ledger, Policy, ShareRule
 from .types import (
     BLOCKED_BEHIND_HEAD,
     Fail,
     PassResult,
+    PendingJob,
     Preempt,
     Snapshot,
     Start,
@@ -272,7 +274,8 @@ class Board:
         sizes = self.sizes[job.share]
         key = (job.itype, job.n)
         sizes[key] = sizes.get(key, 0) + 1
-        if self.head(job.share) is job:
+        # The loaded head, without asking a feed for more (see `FedBoard`).
+        if Board.head(self, job.share) is job:
             self._head_changed(job.share)
 
     def _park(self, job: Job) -> None:
@@ -829,21 +832,36 @@ def fail_overdue(board: Board, jobs: list[Job], now: int, out: list) -> None:
 # -- the public entry point -----------------------------------------------------------
 
 
-def board_from_snapshot(snapshot: Snapshot) -> tuple[Board, list[Job]]:
-    """A board holding the snapshot's jobs; also returns the pending jobs in snapshot order."""
-    policy = Policy(snapshot.queue, snapshot.shares)
-    board = Board(policy)
+def _share_index(policy: Policy, job_id: str, name: str) -> int:
+    rule = policy.by_name.get(name)
+    if rule is None:
+        raise ValueError(f"job '{job_id}' names share '{name}', which the snapshot lacks")
+    return rule.index
 
-    def share_index(job_id: str, name: str) -> int:
-        rule = policy.by_name.get(name)
-        if rule is None:
-            raise ValueError(f"job '{job_id}' names share '{name}', which the snapshot lacks")
-        return rule.index
 
+def _pending_job(policy: Policy, waiting: PendingJob) -> Job:
+    job = Job(
+        id=waiting.id,
+        share=_share_index(policy, waiting.id, waiting.share),
+        priority=waiting.priority,
+        itype=waiting.instance_type,
+        n=waiting.instances,
+        submitted_at=waiting.submitted_at,
+        protected_until=waiting.protected_until,
+        preemptions=waiting.preemptions,
+        retries=waiting.preemption_retries,
+    )
+    job.misconfigured_since = waiting.misconfigured_since
+    return job
+
+
+def _fill_board(board: Board, snapshot: Snapshot) -> list[Job]:
+    """Put the snapshot's running and pending jobs on `board`; the pending, in order."""
+    policy = board.policy
     for running in snapshot.running:
         job = Job(
             id=running.id,
-            share=share_index(running.id, running.share),
+            share=_share_index(policy, running.id, running.share),
             priority=running.priority,
             itype=running.instance_type,
             n=running.instances,
@@ -857,21 +875,105 @@ def board_from_snapshot(snapshot: Snapshot) -> tuple[Board, list[Job]]:
         board.place_running(job, started_at=running.started_at, start_seq=running.start_seq)
     pending = []
     for waiting in snapshot.pending:
-        job = Job(
-            id=waiting.id,
-            share=share_index(waiting.id, waiting.share),
-            priority=waiting.priority,
-            itype=waiting.instance_type,
-            n=waiting.instances,
-            submitted_at=waiting.submitted_at,
-            protected_until=waiting.protected_until,
-            preemptions=waiting.preemptions,
-            retries=waiting.preemption_retries,
-        )
-        job.misconfigured_since = waiting.misconfigured_since
+        job = _pending_job(policy, waiting)
         board.enqueue(job)
         pending.append(job)
-    return board, pending
+    return pending
+
+
+def board_from_snapshot(snapshot: Snapshot) -> tuple[Board, list[Job]]:
+    """A board holding the snapshot's jobs; also returns the pending jobs in snapshot order."""
+    board = Board(Policy(snapshot.queue, snapshot.shares))
+    return board, _fill_board(board, snapshot)
+
+
+# -- a board fed lazily ---------------------------------------------------------------
+
+
+class Feed(Protocol):
+    """The rest of one share's well-configured pending jobs, page by page, in queue order.
+
+    `frontier` is `(-priority, submitted_at)` such that every such job of the share
+    whose queue key `(-priority, submitted_at, id)` has its first two values at most
+    `frontier` is on the board already (pages end on a whole (priority, second)); None
+    once every job is. `more()` returns the next page (jobs already on the board left
+    out) and moves the frontier on; a page that moves nothing on ends the feed.
+    """
+
+    frontier: tuple[int, int] | None
+
+    def more(self) -> Sequence[PendingJob]: ...
+
+
+class FedBoard(Board):
+    """A board that holds only the front of each share's queue and asks the share's
+    `Feed` for more whenever the loaded front might not be the real head: the queue is
+    empty or its first job lies beyond the feed's frontier. Every decision reads only
+    heads, so it decides exactly what a board holding every pending job decides (the
+    property tests compare both); reasons come for the jobs it holds, and every job it
+    does not hold is behind its share's head."""
+
+    def __init__(self, policy: Policy, feeds: Sequence[Feed | None]) -> None:
+        super().__init__(policy)
+        self.feeds = list(feeds)
+        self.fetched: list[Job] = []
+
+    def head(self, share: int) -> Job | None:
+        queue = self.queues[share]
+        feed = self.feeds[share]
+        while True:
+            while queue and queue[0][3].entry is not queue[0]:
+                heappop(queue)
+            if feed is None:
+                return queue[0][3] if queue else None
+            frontier = feed.frontier
+            if frontier is None:
+                self.feeds[share] = feed = None
+                continue
+            if queue and (queue[0][0], queue[0][1]) <= frontier:
+                return queue[0][3]
+            page = feed.more()
+            for waiting in page:
+                job = _pending_job(self.policy, waiting)
+                if job.share != share:
+                    raise ValueError(f"the feed of share {share} returned job '{job.id}'")
+                self.enqueue(job)
+                self.fetched.append(job)
+            if not page and feed.frontier == frontier:
+                self.feeds[share] = feed = None  # a page that moves nothing on ends the feed
+
+    def pending_reasons(self) -> dict[str, str]:
+        for share in range(len(self.policy.shares)):
+            self.head(share)  # the real head: its reason is the share's blocker
+        return super().pending_reasons()
+
+
+def schedule_fed(snapshot: Snapshot, now: int, feeds: Mapping[str, Feed]) -> PassResult:
+    """`schedule` on a queue whose pending jobs are not all loaded.
+
+    `snapshot.pending` holds the pending jobs the caller has to hand (misconfigured
+    ones due for `runnable_time_limit`, jobs whose reason may be stale, or every one);
+    `feeds[share]` supplies the share's other well-configured pending jobs in queue
+    order (a share without a feed has none). The decisions are those of `schedule` on
+    the snapshot with every pending job in it, provided the jobs left out are
+    well-configured under this policy (the caller re-checks them when the policy
+    changes) and none of them is due to fail; `reasons` covers the jobs loaded.
+    """
+    policy = Policy(snapshot.queue, snapshot.shares)
+    unknown = set(feeds) - set(policy.by_name)
+    if unknown:
+        raise ValueError(f"feeds name shares the snapshot lacks: {sorted(unknown)}")
+    board = FedBoard(policy, [feeds.get(rule.name) for rule in policy.shares])
+    pending = _fill_board(board, snapshot)
+    out: list = []
+    enforce_capacity(board, out)
+    board.settle(now)
+    fail_overdue(board, pending, now, out)
+    run_passes(board, now, out)
+    reasons = board.pending_reasons()
+    if board.unsettled:  # jobs the reasons' look at the heads brought in
+        board.settle(now)
+    return PassResult(decisions=decisions_to_values(out), reasons=reasons)
 
 
 def decisions_to_values(out: list) -> tuple[Start | Preempt | Fail, ...]:
