@@ -89,10 +89,12 @@ def estimate_range(
     *,
     extra: Sequence[tuple[PendingJob, Work]] = (),
     until: Sequence[str] | None = None,
-) -> tuple[dict[str, Range], Forecast]:
-    """Start ranges of the pending (and extra) jobs, and the p50 forecast itself.
+    record: bool = False,
+) -> tuple[dict[str, Range], Forecast, Forecast]:
+    """Start ranges of the pending (and extra) jobs, and the p50 and p90 forecasts.
 
-    `corrections[job_id]` scales that job's declared duration (absent: NO_HISTORY)."""
+    `corrections[job_id]` scales that job's declared duration (absent: NO_HISTORY);
+    `record` keeps each run's usage timeline (`explain.extra_start`)."""
     runs = []
     for pick in ("p50", "p90"):
         scaled = {
@@ -103,7 +105,7 @@ def estimate_range(
             (job, _scaled(w, getattr(corrections.get(job.id, NO_HISTORY), pick)))
             for job, w in extra
         ]
-        runs.append(forecast(snapshot, now, scaled, extra=scaled_extra, until=until))
+        runs.append(forecast(snapshot, now, scaled, extra=scaled_extra, until=until, record=record))
     low, high = runs
     ids = [job.id for job in snapshot.pending] + [job.id for job, _ in extra]
     if until is not None:
@@ -116,7 +118,7 @@ def estimate_range(
             ranges[job_id] = Range(first, None, low.borrowed.get(job_id))
         else:
             ranges[job_id] = Range(min(a, b), max(a, b), low.borrowed.get(job_id))
-    return ranges, low
+    return ranges, low, high
 
 
 # -- the benchmark --------------------------------------------------------------------
@@ -213,7 +215,7 @@ def replay_accuracy(
         fallback = pick_correction(queue_correction)
         corrections = {job_id: per_share.get(share_of[job_id], fallback) for job_id in work}
         started = time.perf_counter()
-        ranges, _ = estimate_range(snapshot, now, work, corrections, until=targets)
+        ranges, _, _ = estimate_range(snapshot, now, work, corrections, until=targets)
         spent = time.perf_counter() - started
         baseline = _baseline(snapshot, now, work, done, throughput_window, replay)
         for job_id in targets:

@@ -26,13 +26,16 @@ Pure Python, standard library only, like the rest of the engine.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from heapq import heappop
 
-from .quota import Policy
+from .quota import Ledger, Policy
 from .scheduling import (
+    FAIL,
     PENDING,
+    PREEMPT,
     RUNNING,
     START,
     Board,
@@ -134,51 +137,79 @@ def _blocker_facts(board: Board, share: int, itype: str, now: int):
 
 def explain(snapshot: Snapshot, now: int) -> dict[str, Explanation]:
     """An `Explanation` for every pending job of the snapshot (see the module doc)."""
-    board, pending = board_from_snapshot(snapshot)
-    out: list = []
-    enforce_capacity(board, out)
-    board.settle(now)
-    fail_overdue(board, pending, now, out)
-    run_passes(board, now, out)
-    return _explanations(board, now, {entry[1].id for entry in out if entry[0] == START})
+    return Explainer(snapshot, now).explanations
 
 
-def _explanations(board: Board, now: int, started: set[str]) -> dict[str, Explanation]:
-    policy, ledger = board.policy, board.ledger
-    result: dict[str, Explanation] = {}
-    borrow_heads = []
-    queues = {}
-    for rule in policy.shares:
-        queued = board.queued(rule.index)
-        queues[rule.index] = queued
-        if queued and rule.can_borrow:
-            head = queued[0]
-            if not ledger.within_limit(rule, head.itype, head.n):
-                borrow_heads.append((head.submitted_at, head.id))
-    borrow_heads.sort()
-    borrow_rank = {job_id: rank for rank, (_, job_id) in enumerate(borrow_heads, 1)}
-    facts_cache: dict[tuple[int, str], tuple] = {}
+class Explainer:
+    """The board of a snapshot after the passes at `now`, and what it says about each
+    pending job (`explanations`) or about a job that would be submitted now (`extra`)."""
 
-    def common(job, rule, code, position, length, head):
-        itype = job.itype
+    def __init__(self, snapshot: Snapshot, now: int) -> None:
+        board, pending = board_from_snapshot(snapshot)
+        out: list = []
+        enforce_capacity(board, out)
+        board.settle(now)
+        fail_overdue(board, pending, now, out)
+        run_passes(board, now, out)
+        self.board, self.now = board, now
+        started = {entry[1].id for entry in out if entry[0] == START}
+        policy, ledger = board.policy, board.ledger
+        self.queues = {rule.index: board.queued(rule.index) for rule in policy.shares}
+        borrow_heads = []
+        for rule in policy.shares:
+            queued = self.queues[rule.index]
+            if queued and rule.can_borrow:
+                head = queued[0]
+                if not ledger.within_limit(rule, head.itype, head.n):
+                    borrow_heads.append((head.submitted_at, head.id))
+        borrow_heads.sort()
+        self.borrow_heads = borrow_heads
+        self.borrow_rank = {job_id: rank for rank, (_, job_id) in enumerate(borrow_heads, 1)}
+        self._facts: dict[tuple[int, str], tuple] = {}
+        result: dict[str, Explanation] = {}
+        for rule in policy.shares:
+            queued = self.queues[rule.index]
+            length = len(queued)
+            for index, job in enumerate(queued):
+                if index == 0:
+                    code = ledger.blocker(rule, job.itype, job.n)
+                    head = None
+                else:
+                    code = BLOCKED_BEHIND_HEAD
+                    head = queued[0].id
+                result[job.id] = self._explanation(
+                    job.id, rule, job.itype, job.n, code, index + 1, length, head
+                )
+            for job in board.misconfigured(rule.index):
+                result[job.id] = self._explanation(
+                    job.id, rule, job.itype, job.n, job.reason, None, length, None
+                )
+        for job_id in started:
+            result.pop(job_id, None)
+        self.explanations = result
+
+    def _explanation(
+        self, job_id, rule, itype, n, code, position, length, head, borrow_position=None
+    ) -> Explanation:
+        board, policy, ledger = self.board, self.board.policy, self.board.ledger
         key = (rule.index, itype)
-        if key not in facts_cache:
-            facts_cache[key] = _blocker_facts(board, rule.index, itype, now)
-        reserved, borrowers = facts_cache[key]
+        if key not in self._facts:
+            self._facts[key] = _blocker_facts(board, rule.index, itype, self.now)
+        reserved, borrowers = self._facts[key]
         used = ledger.used(rule, itype)
         limit = rule.limits.get(itype, 0)
         return Explanation(
-            job=job.id,
+            job=job_id,
             share=rule.name,
             instance_type=itype,
-            instances=job.n,
+            instances=n,
             code=code,
             position=position,
             queue_length=length,
             head=head,
-            borrow_position=borrow_rank.get(job.id),
-            borrow_queue_length=len(borrow_heads),
-            would_borrow=used + job.n > limit,
+            borrow_position=self.borrow_rank.get(job_id, borrow_position),
+            borrow_queue_length=len(self.borrow_heads) + (borrow_position is not None),
+            would_borrow=used + n > limit,
             limit=limit,
             used=used,
             borrow_cap=rule.caps.get(itype) if rule.can_borrow else 0,
@@ -193,22 +224,37 @@ def _explanations(board: Board, now: int, started: set[str]) -> dict[str, Explan
             else limit + policy.borrow_ceiling(rule.index, itype),
         )
 
-    for rule in policy.shares:
-        queued = queues[rule.index]
-        length = len(queued)
-        for index, job in enumerate(queued):
-            if index == 0:
-                code = ledger.blocker(rule, job.itype, job.n)
-                head = None
-            else:
-                code = BLOCKED_BEHIND_HEAD
-                head = queued[0].id
-            result[job.id] = common(job, rule, code, index + 1, length, head)
-        for job in board.misconfigured(rule.index):
-            result[job.id] = common(job, rule, job.reason, None, length, None)
-    for job_id in started:
-        result.pop(job_id, None)
-    return result
+    def extra(self, job: PendingJob) -> Explanation:
+        """What the board says about `job` were it submitted now (it is not added): the
+        engine's misconfiguration judgement, its place in its share's queue (the queue's
+        own order: priority, submission, id), and the head's reason if it is first."""
+        board = self.board
+        rule = board.policy.by_name[job.share]
+        itype, n = job.instance_type, job.instances
+        queued = self.queues[rule.index]
+        reason = board.policy.misconfiguration(rule.index, itype, n)
+        if reason is not None:
+            return self._explanation(job.id, rule, itype, n, reason, None, len(queued), None)
+        key = (-job.priority, job.submitted_at, job.id)
+        ahead = sum(1 for other in queued if (-other.priority, other.submitted_at, other.id) < key)
+        if ahead:
+            return self._explanation(
+                job.id,
+                rule,
+                itype,
+                n,
+                BLOCKED_BEHIND_HEAD,
+                ahead + 1,
+                len(queued) + 1,
+                queued[0].id,
+            )
+        code = board.ledger.blocker(rule, itype, n)
+        borrow = None
+        if rule.can_borrow and not board.ledger.within_limit(rule, itype, n):
+            borrow = 1 + sum(
+                1 for at, other in self.borrow_heads if (at, other) < (job.submitted_at, job.id)
+            )
+        return self._explanation(job.id, rule, itype, n, code, 1, len(queued) + 1, None, borrow)
 
 
 _MISCONFIGURED = (
@@ -252,6 +298,10 @@ class Forecast:
     borrowed: Mapping[str, bool]
     ends: Mapping[str, int]
     preempted: Mapping[str, int]  # pending job -> how often the forward run preempts it
+    # With `record`: the instants of the run and each share's usage per type after each
+    # (only when it changed), to answer "when would a new job fit" (`extra_start`).
+    times: tuple[int, ...] = ()
+    usages: tuple[tuple[int, ...], ...] = ()
 
 
 class _Forward(_Replay):
@@ -288,6 +338,9 @@ class _Forward(_Replay):
             if job.protected(now):
                 self._push(job.protected_until, _PROTECTION_ENDS, job, 1)
         self.targets: set[str] = set()
+        self.waiting: set[str] = set()  # targets not started yet (nor failed)
+        self.times: list[int] = []
+        self.usages: list[tuple[int, ...]] = []
         for waiting in snapshot.pending:
             self._add_pending(waiting, index, work)
 
@@ -332,31 +385,49 @@ class _Forward(_Replay):
             )
 
     def _record(self, now: int) -> None:
+        targets, starts, waiting = self.targets, self.starts, self.waiting
         for entry in self.out:
             job = entry[1]
+            job_id = job.id
+            if job_id not in targets:
+                continue
             if entry[0] == START:
-                if job.id in self.targets and job.id not in self.starts:
-                    self.starts[job.id] = now
-                    self.borrowed[job.id] = entry[2]
-            elif job.id in self.targets and job.id in self.starts:
-                self.preempted[job.id] = self.preempted.get(job.id, 0) + 1
+                if job_id not in starts:
+                    starts[job_id] = now
+                    self.borrowed[job_id] = entry[2]
+                    waiting.discard(job_id)
+            elif job_id in starts:
+                self.preempted[job_id] = self.preempted.get(job_id, 0) + 1
+            elif entry[0] == FAIL or (entry[0] == PREEMPT and entry[4]):
+                waiting.discard(job_id)
         super()._record(now)
 
-    def _open(self, job_id: str) -> bool:
-        job = self.by_id[job_id]
-        return job_id not in self.starts and job.state == PENDING
+    def _note(self, now: int) -> None:
+        types = self.board.policy.types
+        usage = tuple(used.get(t, 0) for used in self.board.ledger.usage for t in types)
+        if not self.usages or self.usages[-1] != usage:
+            self.times.append(now)
+            self.usages.append(usage)
 
-    def forward(self, until: Iterable[str] | None, horizon: int | None) -> None:
+    def forward(
+        self, until: Iterable[str] | None, horizon: int | None, record: bool = False
+    ) -> None:
         board, heap, out = self.board, self.heap, self.out
         now = self.now
         enforce_capacity(board, out)
         if out:
             self._record(now)
+        self.waiting = {
+            job_id
+            for job_id in (self.targets if until is None else until)
+            if self.by_id[job_id].state == PENDING
+        }
         board.settle(now)
         self._instant_tail(now)
-        waiting = set(self.targets if until is None else until)
-        waiting = {job_id for job_id in waiting if self._open(job_id)}
-        while heap and waiting:
+        if record:
+            self._note(now)
+        waiting = self.waiting
+        while heap and (waiting or record):
             now = heap[0][0]
             if horizon is not None and now > horizon:
                 break
@@ -367,7 +438,8 @@ class _Forward(_Replay):
             if board.unsettled:
                 board.settle(now)
             self._instant_tail(now)
-            waiting = {job_id for job_id in waiting if self._open(job_id)}
+            if record:
+                self._note(now)
 
     def _instant_tail(self, now: int) -> None:
         """Time limits, protection ends and the passes of the instant (as `_Replay.run`)."""
@@ -392,13 +464,16 @@ def forecast(
     extra: Iterable[tuple[PendingJob, Work]] = (),
     until: Iterable[str] | None = None,
     horizon: int | None = None,
+    record: bool = False,
 ) -> Forecast:
     """Replay the snapshot forward from `now` with the given work of each job (see `Work`;
     a job without one is taken as 1 s of work) and no further submission.
 
     `extra` adds pending jobs submitted at `now` (a what-if submission); `until` stops
     the run once those pending jobs started (default: every pending job); `horizon`
-    stops it at that instant. Times are the snapshot's clock.
+    stops it at that instant; `record` runs on until nothing is left to happen and keeps
+    every share's usage after each instant (see `extra_start`). Times are the snapshot's
+    clock.
     """
     with _cyclic_gc_paused():
         replay = _Forward(snapshot, now, work)
@@ -409,13 +484,80 @@ def forecast(
                 extra_work[pending.id] = w
             for pending, _ in extra:
                 replay._add_pending(pending, index, extra_work)
-        replay.forward(until, horizon)
+        replay.forward(until, horizon, record)
         return Forecast(
             starts=replay.starts,
             borrowed=replay.borrowed,
             ends=replay.ends,
             preempted=replay.preempted,
+            times=tuple(replay.times),
+            usages=tuple(replay.usages),
         )
+
+
+def extra_start(
+    snapshot: Snapshot, run: Forecast, job: PendingJob, ready_at: int
+) -> tuple[int | None, bool | None]:
+    """When `job`, submitted at the snapshot's instant, would start in a recorded run
+    (`forecast(..., record=True)`) of the snapshot without it, and whether it would
+    borrow; (None, None) if never.
+
+    `ready_at` is when it would be its share's head (the last job ahead of it started).
+    From then on it starts at the first instant whose usage lets it in, read with the
+    engine's own ledger: within its share's limit when the free capacity, less the idle
+    other RESERVE shares hold, plus what shares hold beyond their limits (a reclaim)
+    covers it; else borrowing when `Ledger.borrow_blocker` finds nothing in the way.
+    Until it starts, a waiting head changes no other decision, so the run without it is
+    the run with it; it is tried after the other heads of its instant (newest
+    submission), and a reclaim is taken as possible whenever enough is borrowed (a
+    protected borrower can make it later)."""
+    policy = Policy(snapshot.queue, snapshot.shares)
+    rule = policy.by_name[job.share]
+    itype, n = job.instance_type, job.instances
+    if policy.misconfiguration(rule.index, itype, n) is not None:
+        return None, None
+    types = policy.types
+    width = len(types)
+    times, usages = run.times, run.usages
+    first = max(0, bisect_right(times, ready_at) - 1)
+    for index in range(first, len(times)):
+        ledger = Ledger(policy)
+        usage = usages[index]
+        for share in policy.shares:
+            base = share.index * width
+            for offset, t in enumerate(types):
+                if usage[base + offset]:
+                    ledger.add(share, t, usage[base + offset])
+        at = max(times[index], ready_at)
+        avail = ledger.avail(rule, itype)
+        if ledger.within_limit(rule, itype, n):
+            if n <= avail + ledger.over.get(itype, 0):
+                return at, False
+        elif ledger.borrow_blocker(rule, itype, n) is None:
+            return at, True
+    return None, None
+
+
+def ready_at(
+    snapshot: Snapshot, starts: Mapping[str, int], job: PendingJob, now: int
+) -> int | None:
+    """When the last job ahead of `job` in its share's queue starts in a run (None: one
+    of them never does, so neither does `job`). Misconfigured jobs are parked outside
+    the queue: they are ahead of nobody."""
+    policy = Policy(snapshot.queue, snapshot.shares)
+    share = policy.by_name[job.share].index
+    key = (-job.priority, job.submitted_at, job.id)
+    latest = now
+    for other in snapshot.pending:
+        if other.share != job.share or (-other.priority, other.submitted_at, other.id) >= key:
+            continue
+        if policy.misconfiguration(share, other.instance_type, other.instances) is not None:
+            continue
+        start = starts.get(other.id)
+        if start is None:
+            return None
+        latest = max(latest, start)
+    return latest
 
 
 def dispatch_order(

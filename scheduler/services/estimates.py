@@ -18,12 +18,15 @@ turned back into a real one for display; waits are given in the queue's clock to
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
+from django.conf import settings
+from django.db.models import Count, Max, Sum
 from django.utils import timezone
 
-from governance.models import JobQueue
+from governance.models import CapacityLimit, JobQueue, QueueCapacity
 from scheduler.adapters import (
     engine_id,
     epoch_column,
@@ -34,19 +37,28 @@ from scheduler.adapters import (
     seconds_of,
 )
 from scheduler.engine import PendingJob, Snapshot
-from scheduler.engine.eta import Correction, correction_of, estimate_range, pick_correction
+from scheduler.engine.eta import (
+    Correction,
+    Range,
+    correction_of,
+    estimate_range,
+    pick_correction,
+)
 from scheduler.engine.explain import (
     STARTS_NOW,
+    Explainer,
     Explanation,
+    Forecast,
     Work,
     describe,
     dispatch_order,
-    explain,
+    extra_start,
     is_misconfigured,
+    ready_at,
 )
 from scheduler.engine.types import SERVICE_ENVIRONMENT_MAX_RESOURCE
 from scheduler.executors import executor_for
-from scheduler.models import Job
+from scheduler.models import Job, JobEvent
 from scheduler.services.jobs import JobData, JobError, job_preview
 
 HISTORY_DAYS = 30
@@ -368,41 +380,124 @@ def _entry(view, e: Explanation, order: int, r, ends, correction, code=None) -> 
     )
 
 
-def queue_estimates(queue: JobQueue, *, now: dt.datetime | None = None) -> QueueEstimates:
-    """Every pending job of the queue in dispatch order, with position, blocker, estimate."""
-    view = queue_view(queue, now=now)
-    explanations = explain(view.snapshot, view.now_q)
-    corrections = _corrections(view)
-    ranges, low = estimate_range(view.snapshot, view.now_q, view.work, corrections)
-    order = dispatch_order(explanations, low.starts, view.share_order)
-    entries = []
-    for index, job_id in enumerate(order, 1):
-        entries.append(
-            _entry(view, explanations[job_id], index, ranges[job_id], low.ends, corrections[job_id])
+@dataclass
+class _Computed:
+    """A queue's estimates as of `view.now`, kept while the queue's state is unchanged."""
+
+    fingerprint: tuple
+    view: QueueView
+    explainer: Explainer
+    corrections: dict[str, Correction]
+    low: Forecast
+    high: Forecast
+    result: QueueEstimates
+
+
+_CACHE: dict[int, _Computed] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def _fingerprint(queue: JobQueue) -> tuple:
+    """Changes whenever anything an estimate reads changes: a job event (submissions,
+    starts, preemptions, ends, priority changes all write one), the live jobs' figures,
+    the policy (shares, limits, capacity, queue-wide rules)."""
+    last_event = (
+        JobEvent.objects.filter(job__queue_id=queue.pk)
+        .order_by("-pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    live = Job.objects.filter(queue=queue, state__in=Job.LIVE_STATES).aggregate(
+        n=Count("pk"),
+        last=Max("pk"),
+        work=Sum("expected_duration"),
+        priority=Sum("priority"),
+        size=Sum("instances"),
+        saved=Sum("checkpointed"),
+    )
+    shares = tuple(
+        queue.shares.order_by("position", "id").values_list(
+            "pk", "name", "strategy", "borrow_limit", "in_share_preemption", "state"
         )
+    )
+    limits = tuple(
+        CapacityLimit.objects.filter(share__queue=queue)
+        .order_by("pk")
+        .values_list("share_id", "instance_type_id", "max_instances")
+    )
+    capacity = tuple(
+        QueueCapacity.objects.filter(queue=queue)
+        .order_by("pk")
+        .values_list("instance_type_id", "instances")
+    )
+    rules = JobQueue.objects.filter(pk=queue.pk).values_list(
+        "executor", "runnable_time_limit", "default_preemption_retries"
+    )
+    return (last_event, tuple(sorted(live.items())), shares, limits, capacity, tuple(rules))
+
+
+def _computed(queue: JobQueue, now: dt.datetime | None) -> _Computed:
+    """The queue's estimates, computed again only when its state changed or the last
+    computation is older than `ESTIMATE_CACHE_SECONDS` of real time (or is from later
+    than `now`): a forecast is a forward simulation of every waiting job."""
+    now = now or timezone.now()
+    fingerprint = _fingerprint(queue)
+    keep = getattr(settings, "ESTIMATE_CACHE_SECONDS", 30)
+    with _CACHE_LOCK:
+        cached = _CACHE.get(queue.pk)
+    if (
+        cached is not None
+        and cached.fingerprint == fingerprint
+        and cached.view.now <= now <= cached.view.now + dt.timedelta(seconds=keep)
+    ):
+        return cached
+    view = queue_view(queue, now=now)
+    explainer = Explainer(view.snapshot, view.now_q)
+    explanations = explainer.explanations
+    corrections = _corrections(view)
+    ranges, low, high = estimate_range(
+        view.snapshot, view.now_q, view.work, corrections, record=True
+    )
+    order = dispatch_order(explanations, low.starts, view.share_order)
     # Pending jobs a pass at `now` would start (the live pass has not run yet) come
     # first: the engine does not explain them as waiting.
-    starting = [job for job in view.snapshot.pending if job.id not in explanations]
-    entries[:0] = [
-        PendingEntry(
-            job_id=job_pk(job.id),
-            name=view.facts[job.id].name,
-            share=job.share,
-            order=0,
-            position=None,
-            queue_length=0,
-            borrow_position=None,
-            borrow_queue_length=0,
-            reason=STARTS_NOW,
-            blocker="it starts at the next scheduling pass",
-            estimate=_estimate(view, ranges[job.id], corrections[job.id].basis),
-            needs_decision=False,
-        )
-        for job in starting
-        if job.id in ranges
+    entries = [
+        _starting_entry(view, job, ranges[job.id], corrections[job.id])
+        for job in view.snapshot.pending
+        if job.id not in explanations and job.id in ranges
+    ]
+    entries += [
+        _entry(view, explanations[job_id], 0, ranges[job_id], low.ends, corrections[job_id])
+        for job_id in order
     ]
     entries = [replace(entry, order=index) for index, entry in enumerate(entries, 1)]
-    return QueueEstimates(queue=queue, clock=view.clock, now=view.now, entries=entries)
+    result = QueueEstimates(queue=queue, clock=view.clock, now=view.now, entries=entries)
+    computed = _Computed(fingerprint, view, explainer, corrections, low, high, result)
+    with _CACHE_LOCK:
+        _CACHE[queue.pk] = computed
+    return computed
+
+
+def _starting_entry(view: QueueView, job: PendingJob, r: Range, correction) -> PendingEntry:
+    return PendingEntry(
+        job_id=job_pk(job.id),
+        name=view.facts[job.id].name,
+        share=job.share,
+        order=0,
+        position=None,
+        queue_length=0,
+        borrow_position=None,
+        borrow_queue_length=0,
+        reason=STARTS_NOW,
+        blocker="it starts at the next scheduling pass",
+        estimate=_estimate(view, r, correction.basis),
+        needs_decision=False,
+    )
+
+
+def queue_estimates(queue: JobQueue, *, now: dt.datetime | None = None) -> QueueEstimates:
+    """Every pending job of the queue in dispatch order, with position, blocker, estimate."""
+    return _computed(queue, now).result
 
 
 def job_estimate(job: Job, *, now: dt.datetime | None = None) -> PendingEntry | None:
@@ -410,6 +505,15 @@ def job_estimate(job: Job, *, now: dt.datetime | None = None) -> PendingEntry | 
     if job.state != Job.State.RUNNABLE:
         return None
     return queue_estimates(job.queue, now=now).by_job().get(job.pk)
+
+
+def job_positions(jobs) -> dict[int, PendingEntry]:
+    """Entries of the RUNNABLE jobs among `jobs` (a page of a list), by job id."""
+    found: dict[int, PendingEntry] = {}
+    queues = {job.queue_id: job.queue for job in jobs if job.state == Job.State.RUNNABLE}
+    for queue in queues.values():
+        found.update(queue_estimates(queue).by_job())
+    return {job.pk: found[job.pk] for job in jobs if job.pk in found}
 
 
 # -- if you submit this now -------------------------------------------------------------------
@@ -436,12 +540,18 @@ class SubmissionEstimate:
 
 def submission_estimate(*, data: JobData, now: dt.datetime | None = None) -> SubmissionEstimate:
     """What would happen to this job if it were submitted now. Stores nothing; raises
-    JobError (field keys as for a submission) when the submission would be refused."""
-    now = now or timezone.now()
+    JobError (field keys as for a submission) when the submission would be refused.
+
+    The queue's forecast without the job (kept while the queue is unchanged) says when
+    the jobs ahead of it in its share start; from then on, the forecast's usage after
+    each instant says when it fits (`explain.extra_start`)."""
     resolved = job_preview(data=data)
     share = data.share
+    if not share.enabled:
+        raise JobError({"share": [f"share {share.name} is disabled: the job would fail at once"]})
     queue = share.queue
-    view = queue_view(queue, now=now)
+    computed = _computed(queue, now)
+    view = computed.view
     last = Job.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
     job_id = engine_id(last + 1)
     priority = data.priority
@@ -456,35 +566,29 @@ def submission_estimate(*, data: JobData, now: dt.datetime | None = None) -> Sub
         instances=resolved.instances,
         submitted_at=view.now_q,
     )
-    work = Work(
-        duration=resolved.expected_duration,
-        checkpoint_interval=resolved.checkpoint_interval,
-        restart_overhead=resolved.restart_overhead,
-    )
-    if not share.enabled:
-        raise JobError({"share": [f"share {share.name} is disabled: the job would fail at once"]})
     definition_id = data.revision.definition_id if data.revision is not None else None
-    corrections = _corrections(view)
-    corrections[job_id] = view.history.correction(definition_id, share.pk)
-    ranges, low = estimate_range(
-        view.snapshot, view.now_q, view.work, corrections, extra=[(new, work)], until=[job_id]
-    )
-    with_new = replace(view.snapshot, pending=(*view.snapshot.pending, new))
-    explanations = explain(with_new, view.now_q)
-    view.facts[job_id] = _new_facts(job_id, data, share)
-    r = ranges[job_id]
-    e = explanations.get(job_id)
-    if e is not None:
-        entry = _entry(view, e, 0, r, low.ends, corrections[job_id])
-        blocker, position, length, borrow = (
-            entry.blocker,
-            e.position,
-            e.queue_length,
-            e.borrow_position,
+    correction = view.history.correction(definition_id, share.pk)
+    starts = []
+    for run in (computed.low, computed.high):
+        ready = ready_at(view.snapshot, run.starts, new, view.now_q)
+        starts.append(
+            (None, None) if ready is None else extra_start(view.snapshot, run, new, ready)
         )
-        code = e.code
+    (p50, borrowing), (p90, _) = starts
+    if p50 is None or p90 is None:
+        r = Range(p50 if p90 is None else p90, None, borrowing)
     else:
-        blocker, position, length, borrow, code = "it would start at once", 1, 1, None, STARTS_NOW
+        r = Range(min(p50, p90), max(p50, p90), borrowing)
+    e = computed.explainer.extra(new)
+    facts = dict(view.facts)
+    facts[job_id] = JobFacts(job_pk(job_id), data.name or "your job", share.pk, definition_id)
+    named = replace(view, facts=facts)
+    code = e.code
+    if r.p50 is not None and r.p50 <= view.now_q and not is_misconfigured(code):
+        code = STARTS_NOW
+        blocker = "it would start at the next scheduling pass"
+    else:
+        blocker = _entry(named, e, 0, r, computed.low.ends, correction).blocker
     warnings = []
     too_big = code == SERVICE_ENVIRONMENT_MAX_RESOURCE
     if too_big:
@@ -496,7 +600,6 @@ def submission_estimate(*, data: JobData, now: dt.datetime | None = None) -> Sub
         )
     elif is_misconfigured(code):
         warnings.append(f"it can never start as configured: {blocker}")
-    borrowing = low.borrowed.get(job_id)
     reclaimers = []
     if borrowing:
         for spec in view.snapshot.shares:
@@ -514,18 +617,13 @@ def submission_estimate(*, data: JobData, now: dt.datetime | None = None) -> Sub
         instance_type=itype,
         instances=resolved.instances,
         priority=priority,
-        estimate=_estimate(view, r, corrections[job_id].basis),
-        position=position,
-        queue_length=length,
-        borrow_position=borrow,
+        estimate=_estimate(view, r, correction.basis),
+        position=e.position,
+        queue_length=e.queue_length,
+        borrow_position=e.borrow_position,
         blocker=blocker,
         within_limit=None if borrowing is None else not borrowing,
         reclaimable_by=reclaimers,
         warnings=warnings,
         too_big=too_big,
     )
-
-
-def _new_facts(job_id: str, data: JobData, share) -> JobFacts:
-    definition_id = data.revision.definition_id if data.revision is not None else None
-    return JobFacts(job_pk(job_id), data.name or "your job", share.pk, definition_id)

@@ -1,0 +1,273 @@
+"""How good and how cheap are start estimates? (issue 16)
+
+    python manage.py bench_eta [--start 2017-10-10] [--days 2] [--scale 0.2]
+                               [--every 1] [--pending 10000] [--repeat 20]
+
+1. Accuracy. A window of the bundled Philly trace is replayed as the what-if and
+   `simulate` do (one share per virtual cluster, limits scaled by `--scale`, all
+   LEND_AND_BORROW, priorities from seed 1, checkpoints every 30 minutes). The trace
+   has only true durations, so each job gets a declared one: its true duration times
+   a bias of its share (drawn once, 0.5x to 3x) times a per-job noise (log-normal,
+   sigma 0.5), from a fixed seed. At each submission the submitted jobs' starts are
+   estimated from only what was known then (the snapshot, declared durations, the
+   jobs finished so far: their true / declared ratios per share correct the
+   declarations) and compared with the start the replay then gives, for the jobs that
+   waited at least 10 minutes: median absolute error of the wait and the fraction
+   within +/-25 % of the actual wait, beside a naive baseline (declared work ahead in
+   the share divided by the share's throughput over the last 24 hours).
+2. Cost. On the configured database (meant for PostgreSQL), a throwaway queue of 10
+   shares with `--pending` waiting and 1,000 running jobs (deleted at the end): the
+   time of `POST /api/v1/jobs/estimate/`'s service ("if you submit this now": read the
+   queue, two forward simulations until the new job starts) and of one whole pending
+   list (every waiting job's estimate).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import random
+import statistics
+import time
+import uuid
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
+from django.utils import timezone
+
+from governance.models import CapacityLimit, InstanceType, JobQueue, QueueCapacity, QuotaShare, Team
+from scheduler.engine.eta import replay_accuracy, score
+from scheduler.engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
+from scheduler.engine.validation import load_scenario
+from scheduler.models import Job, JobDefinition, JobEvent
+from scheduler.services import estimates
+from scheduler.services.job_definitions import DefinitionData, definition_register
+from scheduler.services.jobs import JobData
+
+MIN_WAIT = 600
+SEED = 7
+SHARES = 10
+RUNNING = 1000
+
+
+def declared_durations(scenario, seed: int = SEED) -> dict[str, int]:
+    rng = random.Random(seed)
+    bias = {
+        share.name: math.exp(rng.uniform(math.log(0.5), math.log(3))) for share in scenario.shares
+    }
+    return {
+        job.id: max(1, round(job.duration * bias[job.share] * math.exp(rng.gauss(0, 0.5))))
+        for job in scenario.jobs
+    }
+
+
+def _minutes(seconds: float) -> str:
+    if seconds == float("inf"):
+        return "never"
+    return f"{seconds / 60:,.1f} min"
+
+
+class Command(BaseCommand):
+    help = "Accuracy of start estimates on a Philly replay, and their cost at 10k pending."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--start", default="2017-10-10")
+        parser.add_argument("--days", type=float, default=2.0)
+        parser.add_argument("--scale", type=float, default=0.2)
+        parser.add_argument("--every", type=int, default=1)
+        parser.add_argument("--pending", type=int, default=10_000)
+        parser.add_argument("--repeat", type=int, default=20)
+        parser.add_argument("--skip-accuracy", action="store_true")
+        parser.add_argument("--skip-cost", action="store_true")
+        parser.add_argument("--profile", action="store_true", help="profile one estimate")
+
+    def handle(self, *args, **options):
+        self.profile = options["profile"]
+        try:
+            start = dt.datetime.fromisoformat(options["start"])
+        except ValueError as error:
+            raise CommandError(f"--start: not a date: {options['start']!r}") from error
+        if not 0 < options["days"] <= 30:
+            raise CommandError("--days: must be more than 0 and at most 30")
+        if not 0 < options["scale"] <= 10:
+            raise CommandError("--scale: must be more than 0 and at most 10")
+        if options["every"] < 1 or options["repeat"] < 1 or options["pending"] < 1:
+            raise CommandError("--every, --repeat and --pending must be at least 1")
+        if not options["skip_accuracy"]:
+            self._accuracy(start, options["days"], options["scale"], options["every"])
+        if not options["skip_cost"]:
+            self._cost(options["pending"], options["repeat"])
+
+    # -- part 1 ---------------------------------------------------------------------------
+
+    def _accuracy(self, start, days, scale, every) -> None:
+        document = build_scenario(
+            read_trace(),
+            read_vc_sizes(),
+            TraceOptions(scale=scale, days=days, start=start, seed=1, checkpoint_interval=1800),
+        )
+        scenario = load_scenario(document)
+        declared = declared_durations(scenario)
+        began = time.perf_counter()
+        accuracy = replay_accuracy(scenario, declared, every=every)
+        spent = time.perf_counter() - began
+        scored = accuracy.scored(MIN_WAIT)
+        ours = score(scored, lambda s: s.estimate_wait)
+        naive = score(scored, lambda s: s.baseline_wait)
+        write = self.stdout.write
+        write(
+            f"Philly trace from {start:%Y-%m-%d} for {days:g} days, limits x {scale:g}: "
+            f"{len(scenario.jobs)} jobs, {len(scenario.shares)} shares; declared durations = "
+            f"true x share bias (0.5-3x) x log-normal noise (sigma 0.5), seed {SEED}"
+        )
+        write(
+            f"estimated {accuracy.estimated} submissions (every {every}. instant) in "
+            f"{spent:.1f} s; {len(scored)} waited >= {MIN_WAIT // 60} min"
+        )
+        write(f"{'':34}{'median abs error':>18}{'within +/-25 %':>16}")
+        write(f"{'estimate (p50, history-corrected)':34}{_minutes(ours[0]):>18}{ours[1]:>16.1%}")
+        write(f"{'naive baseline (work / throughput)':34}{_minutes(naive[0]):>18}{naive[1]:>16.1%}")
+        covered = sum(
+            1
+            for s in scored
+            if s.estimate_wait is not None
+            and s.estimate_p90_wait is not None
+            and min(s.estimate_wait, s.estimate_p90_wait) * 0.75
+            <= s.actual_wait
+            <= max(s.estimate_wait, s.estimate_p90_wait) * 1.25
+        )
+        if scored:
+            write(f"actual wait inside the p50-p90 range (+/-25 %): {covered / len(scored):.1%}")
+        costs = [s.seconds * 1000 for s in accuracy.samples]
+        if costs:
+            write(
+                f"engine time per estimate in the replay: median "
+                f"{statistics.median(costs):.1f} ms, max {max(costs):.1f} ms at up to "
+                f"{max(s.pending for s in accuracy.samples)} pending"
+            )
+
+    # -- part 2 ---------------------------------------------------------------------------
+
+    def _cost(self, pending: int, repeat: int) -> None:
+        write = self.stdout.write
+        if connection.vendor != "postgresql":
+            self.stderr.write(f"note: running on {connection.vendor}, not PostgreSQL")
+        tag = uuid.uuid4().hex[:8]
+        admin = get_user_model().objects.create_superuser(f"bench-eta-{tag}", password=None)
+        team = Team.objects.create(name=f"bench-eta-{tag}")
+        itype = InstanceType.objects.create(name=f"bench.eta.{tag}")
+        queue = JobQueue.objects.create(
+            name=f"bench-eta-{tag}", executor=JobQueue.Executor.SIMULATED
+        )
+        try:
+            QueueCapacity.objects.create(queue=queue, instance_type=itype, instances=RUNNING)
+            shares = []
+            for number in range(SHARES):
+                share = QuotaShare.objects.create(
+                    queue=queue,
+                    team=team,
+                    name=f"s{number}",
+                    strategy=QuotaShare.Strategy.LEND_AND_BORROW,
+                    borrow_limit=None,
+                    position=number,
+                )
+                CapacityLimit.objects.create(
+                    share=share, instance_type=itype, max_instances=RUNNING // SHARES
+                )
+                shares.append(share)
+            definition = definition_register(
+                actor=admin,
+                name=f"bench-eta-{tag}",
+                reason="benchmark",
+                data=DefinitionData(
+                    queues=[queue],
+                    command=["python", "train.py"],
+                    parameters=[],
+                    instance_type=itype,
+                    expected_duration=3600,
+                ),
+            )
+            revision = definition.revisions.get()
+            now = timezone.now()
+            rng = random.Random(SEED)
+            rows = [
+                Job(
+                    queue=queue,
+                    share=shares[n % SHARES],
+                    name=f"running-{n}",
+                    priority=n % 3,
+                    instance_type=itype,
+                    expected_duration=rng.randrange(600, 20_000),
+                    state=Job.State.RUNNING,
+                    submitted_at=now - dt.timedelta(seconds=60),
+                    started_at=now - dt.timedelta(seconds=rng.randrange(0, 60)),
+                    first_started_at=now - dt.timedelta(seconds=60),
+                    start_seq=n,
+                    attempt=1,
+                )
+                for n in range(RUNNING)
+            ]
+            rows += [
+                Job(
+                    queue=queue,
+                    share=shares[n % SHARES],
+                    name=f"waiting-{n}",
+                    priority=n % 3,
+                    instance_type=itype,
+                    instances=1 + n % 4,
+                    expected_duration=rng.randrange(600, 20_000),
+                    definition_revision=revision,
+                    state=Job.State.RUNNABLE,
+                    reason="WAITING_FOR_CAPACITY",
+                    submitted_at=now - dt.timedelta(seconds=pending - n),
+                    runnable_since=now - dt.timedelta(seconds=pending - n),
+                )
+                for n in range(pending)
+            ]
+            Job.objects.bulk_create(rows, batch_size=2000)
+            data = JobData(
+                share=shares[3], name="what-if", revision=revision, expected_duration=3600
+            )
+            estimates.submission_estimate(data=data)  # warm: imports, caches
+            if self.profile:
+                import cProfile
+                import pstats
+
+                profiler = cProfile.Profile()
+                profiler.enable()
+                estimates.submission_estimate(data=data)
+                profiler.disable()
+                pstats.Stats(profiler, stream=self.stdout).sort_stats("cumtime").print_stats(30)
+            times = []
+            for _ in range(repeat):
+                began = time.perf_counter()
+                answer = estimates.submission_estimate(data=data)
+                times.append((time.perf_counter() - began) * 1000)
+            write(
+                f"cost on {connection.vendor}: {pending:,} pending, {RUNNING:,} running, "
+                f"{SHARES} shares"
+            )
+            write(
+                f"'if you submit this now' (POST /api/v1/jobs/estimate/ service), {repeat} runs: "
+                f"median {statistics.median(times):.0f} ms, p90 "
+                f"{sorted(times)[int(0.9 * (len(times) - 1))]:.0f} ms, max {max(times):.0f} ms "
+                f"(position {answer.position} of {answer.queue_length} in its share)"
+            )
+            whole = []
+            for _ in range(max(1, repeat // 5)):
+                began = time.perf_counter()
+                listed = estimates.queue_estimates(queue)
+                whole.append((time.perf_counter() - began) * 1000)
+            write(
+                f"whole pending list ({len(listed.entries):,} jobs, every estimate), "
+                f"{len(whole)} runs: median {statistics.median(whole):.0f} ms"
+            )
+        finally:
+            JobEvent.objects.filter(job__queue=queue).delete()
+            Job.objects.filter(queue=queue).delete()
+            JobDefinition.objects.filter(queues=queue).delete()
+            queue.delete()
+            team.delete()
+            itype.delete()
+            admin.delete()
