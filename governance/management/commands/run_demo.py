@@ -56,6 +56,8 @@ class Command(BaseCommand):
                 "--access-logfile",
                 "-",
             ],
+            # Work someone waits for (passes, what-if runs, exception activations) has
+            # a worker of its own; periodic and demo work another (governance.celery).
             "worker": [
                 str(bin_dir / "celery"),
                 "-A",
@@ -68,7 +70,21 @@ class Command(BaseCommand):
                 "--concurrency",
                 "2",
                 "--queues",
-                "celery",
+                "interactive",
+            ],
+            "background": [
+                str(bin_dir / "celery"),
+                "-A",
+                "governance",
+                "worker",
+                "--hostname",
+                "background@%h",
+                "--loglevel",
+                "INFO",
+                "--concurrency",
+                "1",
+                "--queues",
+                "celery,demo",
             ],
             # Jobs of the process executor hold a worker slot while their subprocess
             # runs, so they get workers of their own, one queue per instance type; a
