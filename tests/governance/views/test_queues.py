@@ -57,7 +57,39 @@ def test_overview_shows_each_share_with_bars_summary_and_legend(client_as, team_
 def test_the_summary_line_counts_lenders_and_borrowers(client_as, leadership, borrowing):
     usage = client_as(leadership).get(reverse("queue-list")).context["usages"][0]
 
-    assert usage.summary == "1 share lends 1 idle ml.g5.xlarge; 1 share borrows 2 ml.g5.xlarge"
+    # qs1 runs 3 of the queue's 3: qs2's unused limit is not free, so nothing is lent.
+    assert usage.summary == "1 share borrows 2 ml.g5.xlarge; no ml.g5.xlarge free"
+    idle = {row.share.name: row.bars[0].idle for row in usage.shares}
+    assert idle == {"qs1": 0, "qs2": 0, "qs3": 0}
+    assert [row.bars[0].unavailable for row in usage.shares] == [0, 1, 1]
+
+
+def test_idle_figures_never_exceed_what_is_free(client_as, leadership, aws_queue):
+    """One job of qs1 runs: 2 of 3 free; qs2 and qs3 each have 1 idle of their limit."""
+    qs1 = QuotaShare.objects.get(queue=aws_queue, name="qs1")
+    JobFactory(share=qs1, state="RUNNING", started_at=timezone.now(), start_seq=1)
+    CapacityLimit.objects.filter(share__name="qs2").update(max_instances=1000)
+    usage = client_as(leadership).get(reverse("queue-list")).context["usages"][0]
+    bars = {row.share.name: row.bars[0] for row in usage.shares}
+    assert usage.free == {"ml.g5.xlarge": 2}
+    assert bars["qs2"].idle == 2 and bars["qs2"].unavailable == 998
+    assert all(bar.idle <= 2 for bar in bars.values())
+    assert usage.summary == "1 share lends 2 idle ml.g5.xlarge"
+
+
+def test_an_oversubscribed_queue_says_so_with_the_figures(client_as, leadership, aws_queue):
+    CapacityLimit.objects.filter(share__name="qs2").update(max_instances=1000)
+    page = client_as(leadership).get(reverse("queue-detail", args=[aws_queue.pk]))
+    usage = page.context["usage"]
+    assert [(o.instance_type, o.limits, o.capacity, o.excess) for o in usage.oversubscribed] == [
+        ("ml.g5.xlarge", 1002, 3, 999)
+    ]
+    # Nothing runs: 3 free, lent once however large the limits.
+    assert usage.summary == "2 shares lend 3 idle ml.g5.xlarge"
+    html = page.content.decode()
+    assert "Over-subscribed:" in html
+    assert "share limits add up to 1002, 999 more than the queue's 3" in html
+    assert "1001" not in usage.summary
 
 
 def test_empty_overview_says_what_to_do(client_as, leadership):
