@@ -189,6 +189,17 @@ RULES: dict[str, Rule] = {
         (Grant(ADMINS), Grant(TEAM_LEADS, "led_team")),
         "only platform admins and the leads of its team change a job",
     ),
+    # Why jobs wait and when they start (issue 16): the queue's pending list is read as
+    # the jobs are; "if you submit this now" is asked of a share one may submit to.
+    "job.pending.view": Rule(
+        _roles(ADMINS, TEAM_LEADS), "queues' waiting jobs are for platform admins and team leads"
+    ),
+    "job.estimate": Rule(
+        (Grant(ADMINS), Grant(TEAM_LEADS, "led_team")),
+        "only team leads and platform admins ask when a job would start",
+        out_of_scope="you may only ask about shares of teams you lead, and you do not lead "
+        "{team}",
+    ),
     "job_definition.manage": Rule(
         _roles(ADMINS), "only platform admins register and change job definitions"
     ),

@@ -23,6 +23,7 @@ from governance import rules
 from governance.api.base import BaseApiViewSet
 from governance.api.errors import error_body
 from governance.api.serializers import ErrorSerializer
+from governance.models import JobQueue
 from scheduler import permissions, selectors
 from scheduler.models import Job, JobDefinition
 from scheduler.serializers import (
@@ -36,14 +37,17 @@ from scheduler.serializers import (
     JobEventOutputSerializer,
     JobInputSerializer,
     JobOutputSerializer,
+    PendingListSerializer,
     PriorityInputSerializer,
     RetireSerializer,
     RevisionConflictSerializer,
     RevisionOutputSerializer,
+    SubmissionEstimateSerializer,
     TokenConflictSerializer,
     definition_data_from_input,
     job_data_from_input,
 )
+from scheduler.services import estimates
 from scheduler.services.job_definitions import (
     DefinitionError,
     RevisionConflict,
@@ -222,6 +226,78 @@ class JobTerminate(JobApiView):
         except JobError as error:
             raise ValidationError(error.errors) from None
         return Response(JobOutputSerializer(self.job(pk)).data)
+
+
+# Why jobs wait and when they start.
+
+
+class PendingAccess(BasePermission):
+    def has_permission(self, request, view):
+        why = rules.refusal(request.user, "job.pending.view")
+        if why is not None:
+            self.message = why
+        return why is None
+
+
+class QueuePending(generics.GenericAPIView):
+    """The queue's waiting jobs in dispatch order (as Kueue's visibility API)."""
+
+    permission_classes = [PendingAccess]
+    serializer_class = PendingListSerializer
+
+    def get_authenticate_header(self, request):
+        return TokenAuthentication().authenticate_header(request)
+
+    @extend_schema(
+        summary="A queue's waiting jobs in dispatch order: position, reason, blocker, estimate",
+        description="Every RUNNABLE job of the queue in the order it is expected to start "
+        "(a forward simulation of the queue's live state, durations corrected by history), "
+        "with its place in its share's queue and in the borrowing order, the engine's reason, "
+        "what holds it in plain words, and its estimated start range (p50-p90). Paginated.",
+        parameters=[OpenApiParameter("page", int, description="Page number (50 per page).")],
+        responses={200: PendingListSerializer, **ERRORS},
+    )
+    def get(self, request, pk: int):
+        queue = JobQueue.objects.filter(pk=pk).first()
+        if queue is None:
+            raise exceptions.NotFound("no such queue")
+        result = estimates.queue_estimates(queue)
+        page = self.paginate_queryset(result.entries)
+        body = self.get_paginated_response([]).data
+        body = {
+            "count": body["count"],
+            "next": body["next"],
+            "previous": body["previous"],
+            "queue": queue.pk,
+            "clock": result.clock,
+            "results": page,
+        }
+        return Response(PendingListSerializer(body).data)
+
+
+class JobEstimate(JobApiView):
+    @extend_schema(
+        summary="If you submit this now: estimated start, within limit or borrowing",
+        description="The body of a job submission (POST /api/v1/jobs/). Nothing is stored: "
+        "the answer is when the job would start (p50-p90), where it would stand in its "
+        "share's queue, what would hold it, whether it would start within its share's "
+        "limit or borrowing, and which shares could then reclaim it. A submission the "
+        "service would refuse is refused here with the same field errors.",
+        request=JobInputSerializer,
+        responses={200: SubmissionEstimateSerializer, **ERRORS},
+    )
+    def post(self, request):
+        serializer = JobInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        (data,) = job_data_from_input([serializer.validated_data], prefix=False)
+        why = rules.refusal(request.user, "job.estimate", data.share)
+        if why is not None:
+            raise PermissionDenied(why)
+        try:
+            answer = estimates.submission_estimate(data=data)
+        except JobError as error:
+            raise ValidationError(error.errors) from None
+        return Response(SubmissionEstimateSerializer(answer).data)
 
 
 # Job definitions.

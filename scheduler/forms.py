@@ -123,6 +123,11 @@ class JobForm(forms.Form):
         label="Retry bound",
         help_text="Preemptions it survives before it fails; empty: the queue's default.",
     )
+    confirm_too_big = forms.BooleanField(
+        required=False,
+        label="Submit it anyway: it can never start as it is and goes straight to the jobs "
+        "that need a decision",
+    )
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
@@ -192,9 +197,22 @@ class JobForm(forms.Form):
     def parameter_fields(self):
         return [self[name] for name in self.fields if name.startswith(PARAMETER_PREFIX)]
 
+    def ask_to_confirm(self, warning: str) -> None:
+        """The job is bigger than its queue: say so, and show the confirmation box."""
+        self.too_big_warning = warning
+        self.add_error(None, warning)
+
+    def confirm_field(self):
+        """The confirmation box, shown only after the warning (or while it is ticked)."""
+        if getattr(self, "too_big_warning", None) or (
+            self.is_bound and self.data.get("confirm_too_big")
+        ):
+            return self["confirm_too_big"]
+        return None
+
     def other_fields(self):
         """The share, the name and the fields that override the definition's defaults."""
-        skip = {"definition", "revision"}
+        skip = {"definition", "revision", "confirm_too_big"}
         return [
             self[name]
             for name in self.fields

@@ -7,10 +7,10 @@ import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from django.db.models import Count, Exists, OuterRef, QuerySet, Subquery, Sum
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
 
-from governance.models import JobQueue, QuotaShare
+from governance.models import JobQueue, QueueCapacity, QuotaShare
 from governance.selectors.policy import QueueUsage, ShareUsage, queue_list, queue_usage
 from governance.templatetags.ui import duration
 from scheduler.engine.types import (
@@ -22,6 +22,7 @@ from scheduler.engine.types import (
     SHARE_LIMIT_REACHED,
     WAITING_FOR_CAPACITY,
 )
+from scheduler.engine.work import checkpointed
 from scheduler.executors import executor_for
 from scheduler.models import Job, JobDecision, JobDefinition, JobDefinitionRevision, JobEvent
 from scheduler.services.jobs import NEEDS_DECISION_CAUSES
@@ -59,13 +60,36 @@ def job_detail_queryset() -> QuerySet[Job]:
     )
 
 
+def too_big_condition() -> Q:
+    """RUNNABLE jobs bigger than their whole queue: they can never start as they are
+    (the engine's SERVICE_ENVIRONMENT_MAX_RESOURCE, known at submission, before a pass
+    records the reason)."""
+    smaller = QueueCapacity.objects.filter(
+        queue_id=OuterRef("queue_id"),
+        instance_type_id=OuterRef("instance_type_id"),
+        instances__lt=OuterRef("instances"),
+    )
+    return Q(state=Job.State.RUNNABLE) & (
+        Q(reason=SERVICE_ENVIRONMENT_MAX_RESOURCE) | Q(Exists(smaller))
+    )
+
+
+def is_too_big(job: Job) -> bool:
+    """A waiting job bigger than its whole queue (see `too_big_condition`)."""
+    return (
+        job.state == Job.State.RUNNABLE
+        and Job.objects.filter(too_big_condition(), pk=job.pk).exists()
+    )
+
+
 def needs_decision_list(*, team_ids=None) -> QuerySet[Job]:
-    """Failed jobs a person must decide about, oldest failure first, with no decision yet."""
+    """Jobs a person must decide about: failed ones with no decision yet, oldest failure
+    first, after the waiting jobs bigger than their queue (they go there at once)."""
     jobs = (
         job_list()
-        .filter(state=Job.State.FAILED, reason__in=NEEDS_DECISION_CAUSES)
+        .filter(Q(state=Job.State.FAILED, reason__in=NEEDS_DECISION_CAUSES) | too_big_condition())
         .exclude(Exists(JobDecision.objects.filter(job=OuterRef("pk"))))
-        .order_by("finished_at", "pk")
+        .order_by(F("finished_at").asc(nulls_first=True), "pk")
     )
     if team_ids is not None:
         jobs = jobs.filter(share__team_id__in=team_ids)
@@ -189,6 +213,8 @@ class TimelineEntry:
     event: JobEvent
     text: str
     css: str  # a state colour of the visual language
+    # On a simulated-clock queue: the queue's seconds since the job's submission.
+    clock: int | None = None
 
 
 def _event_text(event: JobEvent, job: Job) -> tuple[str, str]:
@@ -256,8 +282,53 @@ def _event_text(event: JobEvent, job: Job) -> tuple[str, str]:
 
 
 def job_timeline(job: Job) -> list[TimelineEntry]:
+    """The job's events; on a simulated-clock queue each also says when it happened in
+    the queue's clock (seconds since submission), the clock its durations are in."""
     events = job.events.select_related("by__share__team", "actor").order_by("at", "pk")
-    return [TimelineEntry(event, *_event_text(event, job)) for event in events]
+    simulated = job.queue.executor == JobQueue.Executor.SIMULATED
+    speed = executor_for(job.queue).speed
+    return [
+        TimelineEntry(
+            event,
+            *_event_text(event, job),
+            clock=compute_seconds(job.submitted_at, event.at, speed) if simulated else None,
+        )
+        for event in events
+    ]
+
+
+@dataclass(frozen=True)
+class QueueClock:
+    """How a queue's pages read time: real, or a simulated clock `speed` times faster."""
+
+    simulated: bool
+    speed: float
+
+    @property
+    def note(self) -> str:
+        if not self.simulated:
+            return ""
+        return (
+            f"This queue runs on a simulated clock: one real second is {self.speed:g} "
+            "simulated seconds. Durations, waiting times, checkpoints, estimates and the "
+            "timeline's clock are simulated time; dates are real."
+        )
+
+
+def queue_clock(queue: JobQueue) -> QueueClock:
+    simulated = queue.executor == JobQueue.Executor.SIMULATED
+    return QueueClock(simulated, executor_for(queue).speed if simulated else 1.0)
+
+
+def job_last_checkpoint(job: Job, progress: int) -> int | None:
+    """Compute seconds saved at the job's last checkpoint (None: it never checkpoints).
+    A simulated job saves by the model (every interval of progress, the last one when it
+    finishes), a process job what it reported."""
+    if not job.checkpoint_interval:
+        return None
+    if job.queue.executor != JobQueue.Executor.SIMULATED:
+        return job.checkpointed
+    return max(job.checkpointed, checkpointed(progress, job.checkpoint_interval))
 
 
 def job_progress(job: Job, now: dt.datetime | None = None) -> int:

@@ -604,3 +604,87 @@ class JobDefinitionOutputSerializer(serializers.ModelSerializer):
 class RevisionConflictSerializer(ErrorSerializer):
     current_revision = serializers.IntegerField()
     submitted_revision = serializers.IntegerField(allow_null=True)
+
+
+# Why jobs wait and when they start (scheduler.services.estimates).
+
+
+class ClockSerializer(serializers.Serializer):
+    simulated = serializers.BooleanField(
+        help_text="The queue runs on a simulated clock: waits are in its (compute) seconds."
+    )
+    seconds_per_second = serializers.FloatField(
+        source="speed", help_text="The queue's seconds per real second (1 for real time)."
+    )
+
+
+class EstimateSerializer(serializers.Serializer):
+    start_p50 = serializers.DateTimeField(
+        allow_null=True, help_text="Median estimated start (real time); null: never."
+    )
+    start_p90 = serializers.DateTimeField(
+        allow_null=True, help_text="90th-percentile estimated start (real time)."
+    )
+    wait_p50 = serializers.IntegerField(
+        allow_null=True, help_text="Seconds from now to start_p50, in the queue's clock."
+    )
+    wait_p90 = serializers.IntegerField(allow_null=True)
+    basis = serializers.ChoiceField(
+        choices=["definition", "share", "queue", "declared"],
+        help_text="Whose history corrected the declared durations (declared: none).",
+    )
+    never = serializers.BooleanField(help_text="It can never start as things stand.")
+
+
+class PendingEntrySerializer(serializers.Serializer):
+    job = serializers.IntegerField(source="job_id")
+    name = serializers.CharField()
+    share = serializers.CharField()
+    order = serializers.IntegerField(help_text="1-based place in the queue's dispatch order.")
+    position = serializers.IntegerField(
+        allow_null=True, help_text="1-based place in its share's queue (null: misconfigured)."
+    )
+    queue_length = serializers.IntegerField(help_text="Jobs in its share's queue.")
+    borrow_position = serializers.IntegerField(
+        allow_null=True,
+        help_text="Place in the queue's borrowing order (a head that must borrow), else null.",
+    )
+    reason = serializers.CharField(help_text="The engine's reason code.")
+    blocker = serializers.CharField(help_text="What holds it, in plain words.")
+    estimate = EstimateSerializer()
+    needs_decision = serializers.BooleanField(help_text="It can never start as configured.")
+
+
+class PendingListSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    queue = serializers.IntegerField()
+    clock = ClockSerializer()
+    results = PendingEntrySerializer(many=True)
+
+
+class SubmissionEstimateSerializer(serializers.Serializer):
+    queue = serializers.CharField(source="queue.name")
+    share = serializers.CharField()
+    instance_type = serializers.CharField()
+    instances = serializers.IntegerField()
+    priority = serializers.IntegerField()
+    clock = ClockSerializer()
+    estimate = EstimateSerializer()
+    position = serializers.IntegerField(allow_null=True)
+    queue_length = serializers.IntegerField()
+    borrow_position = serializers.IntegerField(allow_null=True)
+    blocker = serializers.CharField()
+    within_limit = serializers.BooleanField(
+        allow_null=True,
+        help_text="true: it would start within its share's limit; false: borrowing; "
+        "null: it would never start.",
+    )
+    reclaimable_by = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Shares that could reclaim the capacity it borrows (empty within limit).",
+    )
+    warnings = serializers.ListField(child=serializers.CharField())
+    too_big = serializers.BooleanField(help_text="It needs more than the whole queue has.")
+    stored = serializers.BooleanField(default=False, help_text="Always false: nothing is stored.")

@@ -34,11 +34,14 @@ from scheduler.forms import (
     apply_errors,
 )
 from scheduler.models import Job, JobDecision, JobDefinition
+from scheduler.services import estimates
 from scheduler.services import job_definitions as definition_services
 from scheduler.services.jobs import JobError, job_decide, job_set_priority, job_submit
 from scheduler.services.jobs import job_terminate as terminate_job
 
 JOBS_PER_PAGE = 25
+# Waiting jobs the live view lists, in dispatch order (the API pages through all).
+LIVE_WAITING = 20
 
 
 def _require(allowed: bool) -> None:
@@ -58,6 +61,10 @@ def job_list(request):
     filter_form = JobFilterForm(request.GET or None)
     jobs = selectors.job_list(filters=filter_form.filters() if request.GET else {})
     page = Paginator(jobs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
+    # Where each waiting job of the page stands in its share's queue.
+    places = estimates.job_positions(list(page.object_list))
+    for job in page.object_list:
+        job.place = places.get(job.pk)
     context = {
         "filter_form": filter_form,
         "page_obj": page,
@@ -80,19 +87,40 @@ def _decision_count(user) -> int:
 
 
 def job_create(request):
+    """The submit form. Its "Estimate the start" button asks "if you submit this now"
+    (nothing is stored); submitting a job bigger than its whole queue asks first."""
     _require(permissions.can_submit_jobs(request.user))
     form = JobForm(request.POST or None, user=request.user, initial=_initial(request))
+    estimate = None
+    asking = request.method == "POST" and request.POST.get("action") == "estimate"
     if request.method == "POST" and form.is_valid():
+        data = form.data_for_service()
         try:
-            job = job_submit(data=form.data_for_service(), submitted_by=request.user)
+            if asking:
+                _require(rules.allowed(request.user, "job.estimate", data.share))
+                estimate = estimates.submission_estimate(data=data)
+            else:
+                warning = estimates.too_big_warning(data=data)
+                if warning and not form.cleaned_data.get("confirm_too_big"):
+                    form.ask_to_confirm(warning)
+                else:
+                    job = job_submit(data=data, submitted_by=request.user)
+                    if warning:
+                        messages.warning(
+                            request,
+                            f"Job {job.name} submitted. It can never start as it is: it is "
+                            "listed under the jobs that need a decision.",
+                        )
+                    else:
+                        messages.success(request, f"Job {job.name} submitted.")
+                    return redirect("job-detail", pk=job.pk)
         except JobError as error:
             apply_errors(form, error)
-        else:
-            messages.success(request, f"Job {job.name} submitted.")
-            return redirect("job-detail", pk=job.pk)
     if request.htmx and request.htmx.target == "definition-parameters":
         return render(request, "scheduler/_parameters.html", {"form": form})
-    return render(request, "scheduler/submit.html", {"form": form})
+    if asking and request.htmx and request.htmx.target == "job-estimate":
+        return render(request, "scheduler/_estimate.html", {"form": form, "estimate": estimate})
+    return render(request, "scheduler/submit.html", {"form": form, "estimate": estimate})
 
 
 def _initial(request) -> dict:
@@ -110,13 +138,19 @@ def job_detail(request, pk: int):
         and job.reason in selectors.NEEDS_DECISION_CAUSES
         and decision is None
     )
+    too_big = selectors.is_too_big(job)
+    progress = selectors.job_progress(job)
     return render(
         request,
         "scheduler/detail.html",
         {
             "job": job,
             "reason": selectors.current_reason(job),
-            "progress": selectors.job_progress(job),
+            "progress": progress,
+            "last_checkpoint": selectors.job_last_checkpoint(job, progress),
+            "clock": selectors.queue_clock(job.queue),
+            "too_big": too_big,
+            "wait": estimates.job_estimate(job) if not too_big else None,
             "waiting": selectors.job_waiting(job),
             "timeline": selectors.job_timeline(job),
             "can_manage": can_manage,
@@ -209,7 +243,12 @@ def job_decisions(request):
 def queue_live(request, pk: int):
     _require(permissions.can_view_jobs(request.user))
     queue = get_object_or_404(selectors.live_queue_get_queryset(), pk=pk)
-    context = {"live": selectors.live_queue(queue), "queue": queue}
+    context = {
+        "live": selectors.live_queue(queue),
+        "queue": queue,
+        "clock": selectors.queue_clock(queue),
+        "waiting": estimates.queue_estimates(queue).entries[:LIVE_WAITING],
+    }
     if request.htmx:
         return render(request, "scheduler/_live.html", context)
     return render(request, "scheduler/live.html", context)

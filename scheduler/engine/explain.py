@@ -730,8 +730,9 @@ def describe(
 ) -> str:
     """One plain sentence: what the job needs and what holds it, with names and numbers.
 
-    `name(job_id)` names a job, `when(t)` prints an instant of the snapshot's clock,
-    `ends` (from a forecast) says until when running jobs are expected to hold capacity.
+    `name(job_id)` names a job ("job 4711 (bert)"), `when(t)` prints an instant of the
+    snapshot's clock, `ends` (from a forecast) says until when running jobs are expected
+    to hold capacity.
     """
     ends = ends or {}
     itype = e.instance_type
@@ -753,7 +754,7 @@ def describe(
         ahead = (e.position or 1) - 1
         return (
             f"{need}; it is number {e.position} of {e.queue_length} in share {e.share}'s queue: "
-            f"{_n(ahead, 'job') if ahead != 1 else '1 job'} must start first, the first being "
+            f"{'1 job' if ahead == 1 else f'{ahead} jobs'} must start first, the first being "
             f"{name(e.head) if e.head else 'the head'}"
         )
     parts = [need]
@@ -778,7 +779,7 @@ def describe(
         for b in e.borrowers[:3]:
             until = ends.get(b.job)
             tail = f" until about {when(until)}" if until is not None else ""
-            parts.append(f"{b.share}'s job {name(b.job)} borrows {b.instances}{tail}")
+            parts.append(f"{b.share}'s {name(b.job)} borrows {b.instances}{tail}")
         if len(e.borrowers) > 3:
             parts.append(f"and {len(e.borrowers) - 3} more borrowing jobs")
     if e.borrow_position is not None:

@@ -33,8 +33,11 @@ from scheduler.adapters import (
     epoch_seconds,
     fetch_rows,
     job_pk,
+    policy_shares,
     queue_snapshot,
+    queue_spec,
     seconds_of,
+    share_spec,
 )
 from scheduler.engine import PendingJob, Snapshot
 from scheduler.engine.eta import (
@@ -56,6 +59,7 @@ from scheduler.engine.explain import (
     is_misconfigured,
     ready_at,
 )
+from scheduler.engine.quota import Policy
 from scheduler.engine.types import SERVICE_ENVIRONMENT_MAX_RESOURCE
 from scheduler.executors import executor_for
 from scheduler.models import Job, JobEvent
@@ -358,7 +362,7 @@ def _entry(view, e: Explanation, order: int, r, ends, correction, code=None) -> 
 
     def name(job_id: str) -> str:
         fact = facts.get(job_id)
-        return f"{job_pk(job_id)} ({fact.name})" if fact else job_id
+        return f"job {job_pk(job_id)} ({fact.name})" if fact else f"job {job_pk(job_id)}"
 
     if code is not None:
         e = replace(e, code=code)
@@ -476,6 +480,12 @@ def _computed(queue: JobQueue, now: dt.datetime | None) -> _Computed:
     with _CACHE_LOCK:
         _CACHE[queue.pk] = computed
     return computed
+
+
+def forget(queue: JobQueue) -> None:
+    """Drop what is kept about the queue (the next estimate computes afresh)."""
+    with _CACHE_LOCK:
+        _CACHE.pop(queue.pk, None)
 
 
 def _starting_entry(view: QueueView, job: PendingJob, r: Range, correction) -> PendingEntry:
@@ -626,4 +636,28 @@ def submission_estimate(*, data: JobData, now: dt.datetime | None = None) -> Sub
         reclaimable_by=reclaimers,
         warnings=warnings,
         too_big=too_big,
+    )
+
+
+def too_big_warning(*, data: JobData) -> str | None:
+    """The warning for a job bigger than its whole queue (the engine's
+    SERVICE_ENVIRONMENT_MAX_RESOURCE): it is accepted, as AWS Batch does, but can never
+    start as it is, so it goes straight to the jobs that need a decision. None when
+    the job fits; raises JobError as a submission would."""
+    resolved = job_preview(data=data)
+    queue = data.share.queue
+    shares = policy_shares(queue)
+    policy = Policy(queue_spec(queue), [share_spec(share) for share in shares])
+    index = next(i for i, share in enumerate(shares) if share.pk == data.share.pk)
+    itype = resolved.instance_type.name
+    if (
+        policy.misconfiguration(index, itype, resolved.instances)
+        != SERVICE_ENVIRONMENT_MAX_RESOURCE
+    ):
+        return None
+    return (
+        f"It needs {resolved.instances} {itype} but queue {queue.name} has only "
+        f"{policy.capacity.get(itype, 0)}: it would be accepted but can never start as it "
+        "is, and would go straight to the jobs that need a decision. Lower its instances, "
+        "or submit it anyway."
     )

@@ -354,6 +354,8 @@ API: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "v1_jobs_events_list": (("job.view",), "job", None),
     "v1_jobs_priority_create": (("job.view", "job.manage"), "job", "job"),
     "v1_jobs_terminate_create": (("job.view", "job.manage"), "job", "job"),
+    "v1_jobs_estimate_create": (("job.view", "job.estimate"), None, None),
+    "v1_queues_pending_retrieve": (("job.pending.view",), "queue", None),
     "v1_knowledge_articles_list": (("knowledge.view",), None, None),
     "v1_knowledge_articles_create": (("knowledge.write",), None, None),
     "v1_policy_changes_list": (("history.view",), None, None),

@@ -88,7 +88,7 @@ def test_a_reserve_share_holds_its_idle_capacity_and_borrowers_are_named():
     text = words(e, ends={"r2": 1234})
     assert "needs 2 ml.g5.xlarge; 1 is free" in text
     assert "qs3 (RESERVE) holds 1 idle for its own jobs" in text
-    assert "qs1's job job r2 borrows 1 until about t=1234" in text
+    assert "qs1's job r2 borrows 1 until about t=1234" in text
 
 
 def test_borrowing_order_is_first_in_first_out_across_shares():

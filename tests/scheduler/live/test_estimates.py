@@ -44,7 +44,7 @@ def test_waiting_jobs_get_positions_blockers_and_exact_estimates(queue, submit, 
     assert "qs3 (RESERVE) holds 1 idle for its own jobs" in words
     assert found[head.pk].borrow_position == 1
     assert "number 2 of 2 in share qs1's queue" in found[behind.pk].blocker
-    assert f"{head.pk} (head)" in found[behind.pk].blocker
+    assert f"the first being job {head.pk} (head)" in found[behind.pk].blocker
     # No history: the declared durations are taken as they are, so the range is one
     # instant. `first` ends at 600 and the head takes its place (borrowing qs2's
     # instance beside the borrower); it ends at 700 and `behind` follows.
