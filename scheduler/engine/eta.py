@@ -131,6 +131,7 @@ class Sample:
     estimate_wait: float | None
     estimate_p90_wait: float | None
     baseline_wait: float | None
+    queue_baseline_wait: float | None  # the baseline without the running jobs' remainder
     pending: int
     seconds: float  # time to estimate (both runs)
 
@@ -180,7 +181,7 @@ def replay_accuracy(
     truth = {job.id: job.duration for job in scenario.jobs}
     size = {job.id: job.instances for job in scenario.jobs}
     share_of = {job.id: job.share for job in scenario.jobs}
-    estimates: dict[str, tuple[float | None, float | None, float | None, int, float, int]] = {}
+    estimates: dict[str, tuple] = {}
     history: dict[str, list[float]] = {}
     queue_history: list[float] = []
     # (finish time, share, instance-seconds) of finished jobs: the share's throughput.
@@ -217,13 +218,15 @@ def replay_accuracy(
         started = time.perf_counter()
         ranges, _, _ = estimate_range(snapshot, now, work, corrections, until=targets)
         spent = time.perf_counter() - started
-        baseline = _baseline(snapshot, now, work, done, throughput_window, replay)
+        baseline = _baseline(snapshot, now, work, done, throughput_window, replay, True)
+        queued_only = _baseline(snapshot, now, work, done, throughput_window, replay, False)
         for job_id in targets:
             r = ranges[job_id]
             estimates[job_id] = (
                 None if r.p50 is None else r.p50 - now,
                 None if r.p90 is None else r.p90 - now,
                 baseline.get(job_id),
+                queued_only.get(job_id),
                 len(snapshot.pending),
                 spent / len(targets),
                 now,
@@ -232,22 +235,25 @@ def replay_accuracy(
     result = capture(scenario, observe, durations=declared)
     first_start = {job.id: job.first_started_at for job in result.jobs}
     samples = []
-    for job_id, (p50, p90, naive, pending, spent, submitted_at) in estimates.items():
+    for job_id, (p50, p90, naive, queued, pending, spent, submitted_at) in estimates.items():
         start = first_start.get(job_id)
         if start is None:
             continue
-        samples.append(Sample(job_id, start - submitted_at, p50, p90, naive, pending, spent))
+        samples.append(
+            Sample(job_id, start - submitted_at, p50, p90, naive, queued, pending, spent)
+        )
     return Accuracy(samples, submissions[0], len(estimates))
 
 
-def _baseline(snapshot, now, work, done, window, replay) -> dict[str, float | None]:
-    """Declared instance-seconds ahead in the share (its running jobs' remainder and
-    the jobs ahead in its queue) over the share's instance-seconds finished per second
-    in the last `window` (its limit when it finished nothing yet)."""
+def _baseline(snapshot, now, work, done, window, replay, running) -> dict[str, float | None]:
+    """Declared instance-seconds ahead in the share (the jobs ahead in its queue, and
+    with `running` its running jobs' declared remainder) over the share's
+    instance-seconds finished per second in the last `window` (its limit when it
+    finished nothing yet)."""
     board = replay.board
     result: dict[str, float | None] = {}
     remaining: dict[str, float] = {}
-    for job in snapshot.running:
+    for job in snapshot.running if running else ():
         w = work[job.id]
         left = max(0, w.duration - w.saved - (now - job.started_at))
         remaining[job.share] = remaining.get(job.share, 0) + left * job.instances

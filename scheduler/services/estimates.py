@@ -12,7 +12,12 @@ The queue's clock: a simulated queue runs `speed` compute seconds per real secon
 the forecast works in compute seconds (epoch seconds x speed) and every instant is
 turned back into a real one for display; waits are given in the queue's clock too.
 
-`submission_estimate` answers "if you submit this now" without storing anything.
+What is computed for a queue (its explanations and both forecasts, with their usage
+timelines) is kept in the process while the queue's state is unchanged (`_fingerprint`:
+its last job event, its live jobs' figures, its policy) and for at most
+`ESTIMATE_CACHE_SECONDS` (30) of real time; pages, the pending list and the estimate
+endpoint all read it, so they agree. `submission_estimate` answers "if you submit this
+now" from it, without storing anything.
 """
 
 from __future__ import annotations
