@@ -238,11 +238,14 @@ class Command(BaseCommand):
                 import cProfile
                 import pstats
 
+                import sys
+
+                estimates.forget(queue)
                 profiler = cProfile.Profile()
                 profiler.enable()
                 estimates.submission_estimate(data=data)
                 profiler.disable()
-                pstats.Stats(profiler, stream=self.stdout).sort_stats("cumtime").print_stats(30)
+                pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumtime").print_stats(40)
 
             def timed(cold: bool) -> list[float]:
                 times = []
