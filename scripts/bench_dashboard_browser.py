@@ -125,10 +125,11 @@ def visit(context, url: str) -> tuple[float, float]:
     page = context.new_page()
     try:
         page.goto(url, wait_until="load")
-        page.wait_for_function(
-            "document.querySelectorAll('[data-plotly-figure]').length > 0 &&"
-            " document.querySelectorAll('[data-plotly-figure]:not([data-plotted])').length === 0",
-            timeout=60_000,
+        # (wait_for_function would need eval, which the page's CSP forbids.)
+        if not page.locator("[data-plotly-figure]").count():
+            raise SystemExit("the dashboard shows no chart: is the month empty?")
+        page.wait_for_selector(
+            "[data-plotly-figure]:not([data-plotted])", state="detached", timeout=60_000
         )
         # Both measured from the navigation's start by the browser's own clock.
         content, charts = page.evaluate(
