@@ -63,15 +63,19 @@ def time_zone_set(*, user, name: str, only_if_unset: bool = False) -> bool:
     return True
 
 
+def remember_on_login(sender, request, user, **kwargs):
+    """user_logged_in: keep the user's stored zone in their session, so a page costs no
+    query for it (the profile page and the browser's detection update it)."""
+    if request is not None and hasattr(request, "session"):
+        request.session[SESSION_KEY] = time_zone_of(user)
+
+
 def request_time_zone(request) -> tuple[str, bool]:
-    """(zone name, whether the user has one stored) for this request. The stored zone
-    is kept in the session so a page costs no query for it."""
+    """(zone name, whether the user has one stored) for this request."""
     user = getattr(request, "user", None)
     stored = ""
     if user is not None and user.is_authenticated and hasattr(request, "session"):
-        if SESSION_KEY not in request.session:
-            request.session[SESSION_KEY] = time_zone_of(user)
-        stored = request.session[SESSION_KEY]
+        stored = request.session.get(SESSION_KEY, "")
     if zone_or_none(stored):
         return stored, True
     browser = unquote(request.COOKIES.get(BROWSER_COOKIE, ""))

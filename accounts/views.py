@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from accounts.lockouts import lockout_clear, lockout_list
-from accounts.timezones import SESSION_KEY, time_zone_set, zone_names
+from accounts.timezones import SESSION_KEY, time_zone_of, time_zone_set, zone_names
 from governance import rules
 
 
@@ -115,6 +115,5 @@ def time_zone_detect(request):
         stored = time_zone_set(user=request.user, name=name, only_if_unset=True)
     except ValidationError as error:
         return JsonResponse({"errors": error.message_dict}, status=400)
-    if stored:
-        request.session[SESSION_KEY] = name
-    return JsonResponse({"time_zone": request.session.get(SESSION_KEY) or name, "stored": stored})
+    request.session[SESSION_KEY] = time_zone_of(request.user)
+    return JsonResponse({"time_zone": request.session[SESSION_KEY], "stored": stored})

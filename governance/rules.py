@@ -114,6 +114,10 @@ RULES: dict[str, Rule] = {
         (Grant(ADMINS), Grant(SIGNED_IN, "requester"), Grant(TEAM_LEADS, "led_team")),
         "only the requester or a lead of the team may submit this request",
     ),
+    "exception.withdraw": Rule(
+        _roles(SIGNED_IN, scope="requester"),
+        "only the requester may withdraw this request",
+    ),
     "exception.decide": Rule(
         (Grant(ADMINS), Grant(EXCEPTION_OWNERS, "owner_scope")),
         "only exception owners decide exception requests",
@@ -197,8 +201,7 @@ RULES: dict[str, Rule] = {
     "job.estimate": Rule(
         (Grant(ADMINS), Grant(TEAM_LEADS, "led_team")),
         "only team leads and platform admins ask when a job would start",
-        out_of_scope="you may only ask about shares of teams you lead, and you do not lead "
-        "{team}",
+        out_of_scope="you may only ask about shares of teams you lead, and you do not lead {team}",
     ),
     "job_definition.manage": Rule(
         _roles(ADMINS), "only platform admins register and change job definitions"

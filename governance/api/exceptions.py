@@ -303,6 +303,18 @@ class ExceptionRequestViewSet(BaseApiViewSet):
         return self._detail(obj)
 
     @extend_schema(
+        summary="Withdraw a submitted request before it is decided (its requester): "
+        "it is a draft again",
+        request=None,
+        responses=_REQUEST_OK,
+    )
+    @action(detail=True, methods=["post"])
+    def withdraw(self, request, pk=None):
+        obj = self._get(pk)
+        _call(services.exception_request_withdraw, actor=request.user, request=obj)
+        return self._detail(obj)
+
+    @extend_schema(
         summary="Approve a submitted request (its exception owners; not your own)",
         request=NoteSerializer,
         responses=_REQUEST_OK,

@@ -148,6 +148,7 @@ class ExceptionEvent(models.Model):
     class Type(models.TextChoices):
         FILED = "FILED", "Filed"
         SUBMITTED = "SUBMITTED", "Submitted for decision"
+        WITHDRAWN = "WITHDRAWN", "Withdrawn to a draft by the requester"
         APPROVED = "APPROVED", "Approved"
         DENIED = "DENIED", "Denied"
         ACTIVATED = "ACTIVATED", "Took effect"

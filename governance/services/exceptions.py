@@ -1,7 +1,8 @@
 """Exception requests: filing, deciding, taking effect, ending.
 
-States: DRAFT -> SUBMITTED -> APPROVED | DENIED; APPROVED -> ACTIVE at the window's
-start -> EXPIRED at its end; APPROVED or ACTIVE -> REVOKED by an owner or an admin.
+States: DRAFT -> SUBMITTED -> APPROVED | DENIED; SUBMITTED -> DRAFT when the requester
+withdraws it before it is decided (to edit it or let it be); APPROVED -> ACTIVE at the
+window's start -> EXPIRED at its end; APPROVED or ACTIVE -> REVOKED by an owner or an admin.
 Every transition is one conditional UPDATE (`... WHERE state IN (from)`), so when two
 callers race (a task run twice, two owners clicking), exactly one moves the request
 and the other is refused or does nothing. The effect is applied (and taken back) in
@@ -93,6 +94,7 @@ class RequestData:
 # Which steps each state allows, and how to say so when it does not.
 _STEPS = {
     "submit": ((State.DRAFT,), State.SUBMITTED),
+    "withdraw": ((State.SUBMITTED,), State.DRAFT),  # the requester, until it is decided
     "approve": ((State.SUBMITTED,), State.APPROVED),
     "deny": ((State.SUBMITTED,), State.DENIED),
     "activate": ((State.APPROVED,), State.ACTIVE),
@@ -112,6 +114,7 @@ def _refusal(step: str, state: str) -> str:
 def _past(step: str) -> str:
     return {
         "submit": "submitted",
+        "withdraw": "withdrawn",
         "approve": "approved",
         "deny": "denied",
         "revoke": "revoked",
@@ -194,6 +197,16 @@ def request_validate(*, actor, data: RequestData, now: datetime | None = None) -
             )
         if end <= now:
             add("window_end", "must be in the future")
+    if start is not None and urgency is not None:
+        # An urgency is for now: its window starts within its maximum window from now
+        # (a window in 2031 is a plan, not an urgency).
+        latest = now + timedelta(hours=urgency.max_window_hours)
+        if start > latest:
+            add(
+                "window_start",
+                f"starts {_hours(start - now)} from now; urgency '{urgency}' allows a window "
+                f"to start at most {urgency.max_window_hours} h ahead",
+            )
 
     if data.kind == Kind.TEMPORARY_CAPACITY:
         _validate_capacity(data, add)
@@ -366,6 +379,22 @@ def exception_request_submit(
     return request
 
 
+@transaction.atomic
+def exception_request_withdraw(
+    *, actor, request: ExceptionRequest, now: datetime | None = None
+) -> ExceptionRequest:
+    """The requester takes a submitted request back before it is decided: it is a draft
+    again, which they may edit and submit anew. Its owners no longer see it to decide."""
+    now = now or timezone.now()
+    rules.require(actor, "exception.withdraw", request)
+    if request.state != State.SUBMITTED:
+        raise TransitionRefused(_refusal("withdraw", request.state))
+    if not _claim(request, "withdraw", submitted_at=None):
+        raise TransitionRefused(_refusal("withdraw", _state_now(request)))
+    _event(request, ExceptionEvent.Type.WITHDRAWN, at=now, actor=actor)
+    return request
+
+
 def _state_now(request: ExceptionRequest) -> str:
     return ExceptionRequest.objects.values_list("state", flat=True).get(pk=request.pk)
 
@@ -392,6 +421,10 @@ def exception_request_approve(
     if request.window_start <= now:
         exception_request_activate(request_id=request.pk, now=now)
         request.refresh_from_db()
+    else:
+        from governance.tasks import schedule_activation
+
+        schedule_activation(request.pk, request.window_start)
     return request
 
 

@@ -27,6 +27,7 @@ urlpatterns = [
     path("exceptions/<int:pk>/", exceptions.exception_detail, name="exception-detail"),
     path("exceptions/<int:pk>/edit/", exceptions.exception_edit, name="exception-edit"),
     path("exceptions/<int:pk>/submit/", exceptions.exception_submit, name="exception-submit"),
+    path("exceptions/<int:pk>/withdraw/", exceptions.exception_withdraw, name="exception-withdraw"),
     path("exceptions/<int:pk>/approve/", exceptions.exception_approve, name="exception-approve"),
     path("exceptions/<int:pk>/deny/", exceptions.exception_deny, name="exception-deny"),
     path("exceptions/<int:pk>/revoke/", exceptions.exception_revoke, name="exception-revoke"),

@@ -165,6 +165,8 @@ def _detail_context(request, obj: ExceptionRequest, **forms) -> dict:
         "articles": articles_for_request(user=request.user, request=obj),
         "can_submit": obj.state == obj.State.DRAFT and rules.allowed(user, "exception.submit", obj),
         "can_edit": obj.state == obj.State.DRAFT and rules.allowed(user, "exception.edit", obj),
+        "can_withdraw": obj.state == obj.State.SUBMITTED
+        and rules.allowed(user, "exception.withdraw", obj),
         "can_decide": can_decide and pending,
         "decide_refusal": decide_refusal if pending and may_decide else None,
         "impact": services.exception_impact(request=obj) if can_decide and pending else None,
@@ -212,6 +214,19 @@ def exception_submit(request, pk: int):
     if failed:
         return failed
     messages.success(request, f"Request #{obj.pk} was submitted to its exception owners.")
+    return redirect("exception-detail", pk=obj.pk)
+
+
+@require_POST
+def exception_withdraw(request, pk: int):
+    obj = _visible_request(request, pk)
+    rules.require(request.user, "exception.withdraw", obj)
+    failed = _act(request, obj, services.exception_request_withdraw)
+    if failed:
+        return failed
+    messages.success(
+        request, f"Request #{obj.pk} was withdrawn: it is a draft again, to edit or submit."
+    )
     return redirect("exception-detail", pk=obj.pk)
 
 

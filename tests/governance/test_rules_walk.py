@@ -255,6 +255,9 @@ PAGES: dict[tuple[str, str], Entry] = {
     ("exception-edit", ""): Entry(
         ("exception.view", "exception.edit"), {"pk": _pk("draft")}, "draft", ("GET", "POST")
     ),
+    ("exception-withdraw", ""): Entry(
+        ("exception.view", "exception.withdraw"), {"pk": _pk("submitted")}, "submitted", ("POST",)
+    ),
     ("exception-submit", ""): Entry(
         ("exception.view", "exception.submit"), {"pk": _pk("draft")}, "draft", ("POST",)
     ),
@@ -340,6 +343,11 @@ API: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "v1_exception_requests_deny_create": ((*_VIEW, "exception.decide"), "submitted", "submitted"),
     "v1_exception_requests_revoke_create": ((*_VIEW, "exception.revoke"), "decided", "decided"),
     "v1_exception_requests_submit_create": ((*_VIEW, "exception.submit"), "draft", "draft"),
+    "v1_exception_requests_withdraw_create": (
+        (*_VIEW, "exception.withdraw"),
+        "submitted",
+        "submitted",
+    ),
     "v1_exception_requests_counts_retrieve": (("exception.counts",), None, None),
     "v1_job_definitions_list": (("job.submit",), None, None),
     "v1_job_definitions_create": (("job_definition.manage",), None, None),
