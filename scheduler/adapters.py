@@ -13,17 +13,23 @@ comparison) orders jobs as their submission order does, and `int()` turns it bac
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import F, FloatField, Func
+from django.db.models import F, FloatField, Func, Q
 from django.utils import timezone
 
-from governance.models import InstanceType, JobQueue, QuotaShare
+from governance.models import CapacityLimit, InstanceType, JobQueue, QueueCapacity, QuotaShare
 from scheduler.engine import PendingJob, QueueSpec, RunningJob, ShareSpec, Snapshot
+from scheduler.engine.scheduling import LAST_ID
+from scheduler.engine.types import BLOCKED_BEHIND_HEAD, MISCONFIGURATION_REASONS
 from scheduler.models import Job
 
 ENGINE_ID_WIDTH = 12
+# Stored reasons of waiting jobs a lazily fed pass need not read again (see fed_queue_state).
+SETTLED_REASONS = (BLOCKED_BEHIND_HEAD, *MISCONFIGURATION_REASONS)
 
 
 def epoch_seconds(moment) -> int:
@@ -145,36 +151,110 @@ def _int_seconds(value) -> int | None:
     return None if seconds is None else int(seconds)
 
 
-def queue_state(queue: JobQueue, *, now: dt.datetime) -> QueueState:
-    """The queue's policy and live jobs at `now`: one query for the jobs, values only."""
-    now_seconds = epoch_seconds(now)
-    shares = policy_shares(queue)
-    share_names = {share.pk: share.name for share in shares}
-    type_names = dict(InstanceType.objects.values_list("pk", "name"))
-    running: list[RunningJob] = []
-    pending: list[PendingJob] = []
-    live: dict[int, LiveJob] = {}
-    max_seq = 0
-    rows = (
-        Job.objects.filter(queue=queue, state__in=Job.LIVE_STATES)
-        .order_by("pk")
-        .values_list(
-            "pk",
-            "state",
-            "share_id",
-            "priority",
-            "instance_type_id",
-            "instances",
-            epoch_column("submitted_at"),
-            epoch_column("started_at"),
-            "start_seq",
-            epoch_column("protected_until"),
-            "preemptions",
-            "preemption_retries",
-            epoch_column("misconfigured_since"),
-            "reason",
+# The columns a pass reads of a live job, in `_read_rows`' order.
+JOB_COLUMNS = (
+    "pk",
+    "state",
+    "share_id",
+    "priority",
+    "instance_type_id",
+    "instances",
+    "submitted_at",
+    "started_at",
+    "start_seq",
+    "protected_until",
+    "preemptions",
+    "preemption_retries",
+    "misconfigured_since",
+    "reason",
+)
+_TIMES = {"submitted_at", "started_at", "protected_until", "misconfigured_since"}
+
+
+def job_rows(queryset) -> list[tuple]:
+    """`JOB_COLUMNS` of the jobs of `queryset`, times as `epoch_column` values."""
+    columns = [epoch_column(name) if name in _TIMES else name for name in JOB_COLUMNS]
+    return fetch_rows(queryset.values_list(*columns))
+
+
+@dataclass(frozen=True)
+class QueuePolicy:
+    """A queue's policy as the engine reads it, with the ids behind its names."""
+
+    queue: QueueSpec
+    shares: tuple[ShareSpec, ...]
+    share_names: dict[int, str]  # share pk -> name
+    type_names: dict[int, str]  # instance type pk -> name
+
+    @property
+    def key(self) -> str:
+        """A digest of everything misconfiguration depends on (and the rest of the
+        policy besides): equal keys, equal judgements of every waiting job."""
+        document = {
+            "capacity": sorted(self.queue.capacity.items()),
+            "retries": self.queue.default_preemption_retries,
+            "time_limit": self.queue.runnable_time_limit,
+            "shares": [
+                [
+                    share.name,
+                    share.strategy,
+                    share.borrow_limit,
+                    share.in_share_preemption,
+                    share.enabled,
+                    sorted(share.capacity_limits.items()),
+                ]
+                for share in self.shares
+            ],
+        }
+        return hashlib.sha256(json.dumps(document).encode()).hexdigest()
+
+
+def queue_policy(queue: JobQueue) -> QueuePolicy:
+    """The queue's policy in four queries of values (shares, limits, capacity, types)."""
+    shares = list(
+        queue.shares.order_by("position", "id").values_list(
+            "pk", "name", "strategy", "borrow_limit", "in_share_preemption", "state"
         )
     )
+    limits: dict[int, dict[str, int]] = {pk: {} for pk, *_ in shares}
+    for share_id, type_name, instances in CapacityLimit.objects.filter(
+        share__queue=queue
+    ).values_list("share_id", "instance_type__name", "max_instances"):
+        limits[share_id][type_name] = instances
+    capacity = dict(
+        QueueCapacity.objects.filter(queue=queue).values_list("instance_type__name", "instances")
+    )
+    return QueuePolicy(
+        queue=queue_spec(queue, capacity),
+        shares=tuple(
+            share_spec_from_document(
+                {
+                    "name": name,
+                    "strategy": strategy,
+                    "borrow_limit": borrow_limit,
+                    "in_share_preemption": in_share_preemption,
+                    "state": state,
+                    "capacity_limits": limits[pk],
+                }
+            )
+            for pk, name, strategy, borrow_limit, in_share_preemption, state in shares
+        ),
+        share_names={pk: name for pk, name, *_ in shares},
+        type_names=dict(InstanceType.objects.values_list("pk", "name")),
+    )
+
+
+def _add_rows(
+    rows: list[tuple],
+    policy: QueuePolicy,
+    now_seconds: int,
+    live: dict[int, LiveJob],
+    running: list[RunningJob],
+    pending: list[PendingJob],
+) -> int:
+    """Turn rows of `job_rows` into engine jobs; returns the highest start_seq seen."""
+    share_names, type_names = policy.share_names, policy.type_names
+    max_seq = 0
     for (
         pk,
         state,
@@ -190,7 +270,7 @@ def queue_state(queue: JobQueue, *, now: dt.datetime) -> QueueState:
         retries,
         misconfigured_since,
         reason,
-    ) in fetch_rows(rows):
+    ) in rows:
         live[pk] = LiveJob(pk, state, reason, misconfigured_since is not None)
         if state == Job.State.RUNNING:
             max_seq = max(max_seq, start_seq)
@@ -225,13 +305,185 @@ def queue_state(queue: JobQueue, *, now: dt.datetime) -> QueueState:
                     misconfigured_since=_int_seconds(misconfigured_since),
                 )
             )
+    return max_seq
+
+
+def queue_state(
+    queue: JobQueue, *, now: dt.datetime, policy: QueuePolicy | None = None
+) -> QueueState:
+    """The queue's policy and every live job at `now`: one query for the jobs, values only."""
+    policy = policy or queue_policy(queue)
+    now_seconds = epoch_seconds(now)
+    running: list[RunningJob] = []
+    pending: list[PendingJob] = []
+    live: dict[int, LiveJob] = {}
+    rows = job_rows(Job.objects.filter(queue=queue, state__in=Job.LIVE_STATES).order_by("pk"))
+    max_seq = _add_rows(rows, policy, now_seconds, live, running, pending)
     snapshot = Snapshot(
-        queue=queue_spec(queue),
-        shares=tuple(share_spec(share) for share in shares),
+        queue=policy.queue,
+        shares=policy.shares,
         running=tuple(running),
         pending=tuple(pending),
     )
     return QueueState(snapshot=snapshot, now=now_seconds, live=live, next_start_seq=max_seq + 1)
+
+
+# -- the lazily fed pass --------------------------------------------------------------
+
+PAGE = 32
+
+
+def _second(seconds: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
+
+
+class ShareFeed:
+    """One share's well-configured waiting jobs, a page at a time in the engine's queue
+    order (priority, then whole second of submission, then id), read through
+    `job_dispatch_order_idx`: the engine's `Feed`.
+
+    The index orders by the instant of submission, the engine by its whole second and
+    then id, so the jobs of one (priority, second) are contiguous in both orders but not
+    in the same order. A page read in index order therefore keeps only its whole
+    groups, leaving the last (perhaps cut) group to the next page; a page that is one
+    group alone is read again in id order, `page` jobs at a time.
+    """
+
+    def __init__(self, state: FedState, share_id: int, page: int) -> None:
+        self.state = state
+        self.share_id = share_id
+        self.page = page
+        self.frontier: tuple[int, int, str] | None = (-(10**9), 0, "")  # nothing read
+        # What has been read: None, or (priority, second, the last id read of that
+        # group, None when all of it).
+        self.after: tuple[int, int, int | None] | None = None
+
+    def _base(self):
+        return Job.objects.filter(
+            queue_id=self.state.queue_id,
+            share_id=self.share_id,
+            state=Job.State.RUNNABLE,
+            misconfigured_since__isnull=True,
+        )
+
+    def _group(self, priority: int, second: int, after_pk: int | None) -> list[PendingJob]:
+        """The next jobs of one (priority, second) in id order; moves the frontier."""
+        rows = self._base().filter(
+            priority=priority,
+            submitted_at__gte=_second(second),
+            submitted_at__lt=_second(second + 1),
+        )
+        if after_pk is not None:
+            rows = rows.filter(pk__gt=after_pk)
+        rows = job_rows(rows.order_by("pk")[: self.page])
+        if len(rows) == self.page:
+            last = rows[-1][0]
+            self.after = (priority, second, last)
+            self.frontier = (-priority, second, engine_id(last))
+        else:
+            self.after = (priority, second, None)
+            self.frontier = (-priority, second, LAST_ID)
+        return self.state.take(rows)
+
+    def more(self) -> list[PendingJob]:
+        if self.frontier is None:
+            return []
+        if self.after is not None and self.after[2] is not None:
+            return self._group(*self.after)  # finish a group read in id order
+        rows = self._base().order_by("-priority", "submitted_at", "pk")
+        if self.after is not None:
+            priority, second, _ = self.after
+            rows = rows.filter(
+                Q(priority__lt=priority)
+                | Q(priority=priority, submitted_at__gte=_second(second + 1)),
+                priority__lte=priority,
+            )
+        rows = job_rows(rows[: self.page])
+        if len(rows) < self.page:
+            self.frontier = None
+            return self.state.take(rows)
+
+        def group(row):
+            return row[3], _int_seconds(row[6])
+
+        last = group(rows[-1])
+        whole = [row for row in rows if group(row) != last]
+        if not whole:
+            return self._group(*last, None)
+        priority, second = group(whole[-1])
+        self.after = (priority, second, None)
+        self.frontier = (-priority, second, LAST_ID)
+        return self.state.take(whole)
+
+
+@dataclass
+class FedState:
+    """What a lazily fed pass holds: the snapshot to start from, the feeds, and every
+    live job it read so far (`live` grows as the engine asks the feeds for more)."""
+
+    queue_id: int
+    policy: QueuePolicy
+    now: int
+    snapshot: Snapshot
+    live: dict[int, LiveJob]
+    next_start_seq: int
+    feeds: dict[str, ShareFeed]
+
+    def take(self, rows: list[tuple]) -> list[PendingJob]:
+        """The rows' pending jobs not held yet, now held."""
+        fresh = [row for row in rows if row[0] not in self.live]
+        running: list[RunningJob] = []
+        pending: list[PendingJob] = []
+        _add_rows(fresh, self.policy, self.now, self.live, running, pending)
+        if running:
+            raise RuntimeError("a feed read a running job")
+        return pending
+
+
+def fed_queue_state(
+    queue: JobQueue, *, now: dt.datetime, policy: QueuePolicy, page: int = PAGE
+) -> FedState:
+    """The start of a lazily fed pass: the running jobs (bounded by capacity), the
+    waiting jobs whose stored reason may be stale (new ones are judged before this, see
+    scheduler.services.passes; the heads of the last pass), and the misconfigured ones
+    due to fail at `now`, each read through its partial index; the rest of each share's
+    queue comes through its `ShareFeed` as the engine asks."""
+    now_seconds = epoch_seconds(now)
+    live: dict[int, LiveJob] = {}
+    running: list[RunningJob] = []
+    pending: list[PendingJob] = []
+    rows = job_rows(Job.objects.filter(queue=queue, state=Job.State.RUNNING).order_by("pk"))
+    waiting = Job.objects.filter(queue=queue, state=Job.State.RUNNABLE)
+    rows += job_rows(waiting.exclude(reason__in=SETTLED_REASONS).order_by("pk"))
+    limit = policy.queue.runnable_time_limit
+    if limit is not None:
+        rows += job_rows(
+            waiting.filter(misconfigured_since__lte=now - dt.timedelta(seconds=limit)).order_by(
+                "pk"
+            )
+        )
+    seen: set[int] = set()
+    unique = []
+    for row in sorted(rows, key=lambda row: row[0]):
+        if row[0] not in seen:
+            seen.add(row[0])
+            unique.append(row)
+    max_seq = _add_rows(unique, policy, now_seconds, live, running, pending)
+    state = FedState(
+        queue_id=queue.pk,
+        policy=policy,
+        now=now_seconds,
+        snapshot=Snapshot(
+            queue=policy.queue, shares=policy.shares, running=tuple(running), pending=tuple(pending)
+        ),
+        live=live,
+        next_start_seq=max_seq + 1,
+        feeds={},
+    )
+    state.feeds = {
+        name: ShareFeed(state, share_id, page) for share_id, name in policy.share_names.items()
+    }
+    return state
 
 
 def queue_snapshot(queue: JobQueue, *, now=None) -> tuple[Snapshot, int]:

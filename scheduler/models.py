@@ -225,6 +225,35 @@ class Job(models.Model):
         indexes = [
             models.Index(fields=["queue", "state"]),
             models.Index(fields=["share", "state"], name="job_share_state_idx"),
+            # The live pass reads each share's well-configured waiting jobs a page at a
+            # time in dispatch order (scheduler.adapters.ShareFeed) ...
+            models.Index(
+                fields=["queue", "share", "-priority", "submitted_at", "id"],
+                name="job_dispatch_order_idx",
+                condition=Q(state="RUNNABLE", misconfigured_since__isnull=True),
+            ),
+            # ... and the few others it must see: new ones (no reason yet) and the
+            # heads of the last pass (reason neither "behind the head" nor a
+            # misconfiguration) ...
+            models.Index(
+                fields=["queue"],
+                name="job_pass_attention_idx",
+                condition=Q(state="RUNNABLE")
+                & ~Q(
+                    reason__in=[
+                        "BLOCKED_BEHIND_HEAD",
+                        "SERVICE_ENVIRONMENT_MAX_RESOURCE",
+                        "QUOTA_MANAGEMENT_LIMIT_EXCEEDED",
+                        "BORROWABLE_CAPACITY_EXCEEDED",
+                    ]
+                ),
+            ),
+            # ... and misconfigured ones once their runnable_time_limit is due.
+            models.Index(
+                fields=["queue", "misconfigured_since"],
+                name="job_misconfigured_idx",
+                condition=Q(state="RUNNABLE", misconfigured_since__isnull=False),
+            ),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(instances__gte=1), name="job_instances_ge_1"),
@@ -249,6 +278,26 @@ class Job(models.Model):
     @property
     def is_live(self) -> bool:
         return self.state in self.LIVE_STATES
+
+
+class QueuePassState(models.Model):
+    """What the live pass of a queue remembers between passes: the policy (queue
+    capacity and shares) under which its waiting jobs were last all judged, and whether
+    a pass is asked for. While it is
+    unchanged a pass reads only what it can decide on; otherwise it reads every waiting
+    job once (scheduler.services.passes)."""
+
+    queue = models.OneToOneField(
+        "governance.JobQueue", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    policy_key = models.CharField(max_length=64)
+    judged_at = models.DateTimeField()
+    # A pass was asked for at this time and has not begun (None: none waiting); requests
+    # coalesce on it (scheduler.services.passes.request_pass).
+    pass_requested_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return f"pass state of queue {self.queue_id}"
 
 
 class JobEvent(models.Model):

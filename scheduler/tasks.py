@@ -3,8 +3,13 @@
 - `scheduler.run_pass(queue_id)`: one scheduling pass. Running it twice changes
   nothing the second time (the engine reaches a fixed point and the pass holds the
   queue's lock), so it is safe to deliver twice and `acks_late`.
-- `scheduler.tick()`: periodic; a pass of every queue with live jobs (simulated jobs
-  finish there, and a lost message is repaired there).
+- `scheduler.tick()`: periodic; asks for a pass of every queue with live jobs
+  (simulated jobs finish there, and a lost message is repaired there).
+
+Passes (like what-if runs and exception activations) go to the `interactive` Celery
+queue, which nothing periodic or bulky shares (routes in governance/celery.py), and
+requests for a pass coalesce (`scheduler.services.passes.request_pass`): at most one
+pass message per queue waits, however many submissions arrive.
 - `scheduler.sweep()`: periodic; requeues runs of process queues whose lease expired
   (their runner stopped renewing it) or that no runner claimed in time.
 - `scheduler.run_job(job_id, attempt)`: the process executor's run, routed to the
@@ -36,8 +41,10 @@ TRANSIENT = (OperationalError,)
     max_retries=5,
 )
 def run_pass(queue_id: int) -> dict:
-    from scheduler.services.passes import scheduling_pass
+    from scheduler.services.passes import pass_request_taken, scheduling_pass
 
+    # Before reading anything: a request from now on needs a pass after this one.
+    pass_request_taken(queue_id)
     try:
         outcome = scheduling_pass(queue_id=queue_id)
     except JobQueue.DoesNotExist:
@@ -53,6 +60,7 @@ def run_pass(queue_id: int) -> dict:
 
 @shared_task(name="scheduler.tick", acks_late=True, ignore_result=True)
 def tick() -> None:
+    from scheduler.services.passes import send_pass
     from scheduler.services.runners import scheduler_ticked
 
     # /healthz/ reads the scheduler's liveness from the last tick.
@@ -64,7 +72,7 @@ def tick() -> None:
         .distinct()
     )
     for queue_id in queue_ids:
-        run_pass.delay(queue_id)
+        send_pass(queue_id)  # coalesced: no second message while one waits
 
 
 @shared_task(
@@ -97,21 +105,28 @@ def demo_traffic() -> int:
     return len(step())
 
 
+# Periodic messages expire before the next one is due, so a busy or stopped worker
+# never finds a backlog of them.
 if getattr(settings, "DEMO_TRAFFIC", False):
     app.conf.beat_schedule["scheduler-demo-traffic"] = {
         "task": "scheduler.demo_traffic",
         "schedule": 10.0,
+        "options": {"expires": 9.0},
     }
 
+_TICK = float(getattr(settings, "SCHEDULER_TICK_SECONDS", 2))
+_SWEEP = float(getattr(settings, "JOB_SWEEP_SECONDS", 15))
 app.conf.beat_schedule.update(
     {
         "scheduler-tick": {
             "task": "scheduler.tick",
-            "schedule": float(getattr(settings, "SCHEDULER_TICK_SECONDS", 2)),
+            "schedule": _TICK,
+            "options": {"expires": _TICK},
         },
         "scheduler-sweep": {
             "task": "scheduler.sweep",
-            "schedule": float(getattr(settings, "JOB_SWEEP_SECONDS", 15)),
+            "schedule": _SWEEP,
+            "options": {"expires": _SWEEP},
         },
     }
 )

@@ -890,17 +890,21 @@ def board_from_snapshot(snapshot: Snapshot) -> tuple[Board, list[Job]]:
 # -- a board fed lazily ---------------------------------------------------------------
 
 
+# The largest id: a frontier `(-priority, second, LAST_ID)` takes in every job of that
+# priority and second.
+LAST_ID = "\U0010ffff"
+
+
 class Feed(Protocol):
     """The rest of one share's well-configured pending jobs, page by page, in queue order.
 
-    `frontier` is `(-priority, submitted_at)` such that every such job of the share
-    whose queue key `(-priority, submitted_at, id)` has its first two values at most
-    `frontier` is on the board already (pages end on a whole (priority, second)); None
-    once every job is. `more()` returns the next page (jobs already on the board left
-    out) and moves the frontier on; a page that moves nothing on ends the feed.
+    `frontier` is a queue key `(-priority, submitted_at, id)` such that every such job
+    of the share whose key is at most `frontier` is on the board already; None once
+    every job is. `more()` returns the next page (jobs already on the board left out)
+    and moves the frontier on; a call that moves nothing on ends the feed.
     """
 
-    frontier: tuple[int, int] | None
+    frontier: tuple[int, int, str] | None
 
     def more(self) -> Sequence[PendingJob]: ...
 
@@ -930,7 +934,7 @@ class FedBoard(Board):
             if frontier is None:
                 self.feeds[share] = feed = None
                 continue
-            if queue and (queue[0][0], queue[0][1]) <= frontier:
+            if queue and queue[0][:3] <= frontier:
                 return queue[0][3]
             page = feed.more()
             for waiting in page:

@@ -21,15 +21,29 @@ import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from governance.models import JobQueue
-from scheduler.adapters import QueueState, job_pk, queue_state
+from scheduler.adapters import (
+    PAGE,
+    SETTLED_REASONS,
+    FedState,
+    QueuePolicy,
+    QueueState,
+    fed_queue_state,
+    job_pk,
+    queue_policy,
+    queue_state,
+)
 from scheduler.engine import Fail, PassResult, Preempt, Start, schedule
-from scheduler.engine.types import MISCONFIGURATION_REASONS
+from scheduler.engine.quota import Policy
+from scheduler.engine.scheduling import schedule_fed
+from scheduler.engine.types import BLOCKED_BEHIND_HEAD, MISCONFIGURATION_REASONS
 from scheduler.executors import executor_for
-from scheduler.models import Job, JobEvent
+from scheduler.models import Job, JobEvent, QueuePassState
 from scheduler.services import work
 
 logger = logging.getLogger(__name__)
@@ -94,22 +108,64 @@ def lock_queue(queue_id: int) -> JobQueue:
     return JobQueue.objects.select_for_update().get(pk=queue_id)
 
 
+# A pass asked for and not begun yet makes further requests wait for it, unless it was
+# asked for this long ago (its message may be lost: a broker outage, a purge).
+PASS_REQUEST_STALE = dt.timedelta(seconds=10)
+
+
 def request_pass(queue_id: int) -> None:
     """Ask for a pass of the queue once the current transaction commits.
 
-    A broker that cannot take the message loses nothing: the periodic tick runs a
-    pass of every queue with live jobs anyway.
+    Requests coalesce: while a pass of the queue is queued and not begun, a request
+    only relies on it (that pass reads the queue after the request's commit), so at
+    most one pass message per queue waits in the broker however many submissions,
+    finishes and policy changes arrive. A broker that cannot take the message loses
+    nothing: the periodic tick asks for a pass of every queue with live jobs anyway.
     """
 
-    def send() -> None:
-        from scheduler import tasks
+    transaction.on_commit(lambda: send_pass(queue_id))
 
-        try:
-            tasks.run_pass.delay(queue_id)
-        except Exception:  # noqa: BLE001 - any broker failure; the tick repairs it
-            logger.exception("could not enqueue a pass of queue %s", queue_id)
 
-    transaction.on_commit(send)
+def send_pass(queue_id: int) -> None:
+    """Enqueue a pass of the queue now, unless one is waiting already (see request_pass)."""
+    from scheduler import tasks
+
+    if not claim_pass_request(queue_id):
+        return
+    try:
+        tasks.run_pass.delay(queue_id)
+    except Exception:  # noqa: BLE001 - any broker failure; the tick repairs it
+        pass_request_taken(queue_id)
+        logger.exception("could not enqueue a pass of queue %s", queue_id)
+
+
+def claim_pass_request(queue_id: int, *, now: dt.datetime | None = None) -> bool:
+    """Mark a pass of the queue as asked for; False when one is already waiting."""
+    now = now or timezone.now()
+    marks = QueuePassState.objects.filter(queue_id=queue_id)
+    claimed = marks.filter(
+        Q(pass_requested_at__isnull=True) | Q(pass_requested_at__lt=now - PASS_REQUEST_STALE)
+    ).update(pass_requested_at=now)
+    if claimed:
+        return True
+    if marks.exists():
+        return False
+    try:
+        with transaction.atomic():
+            # No policy judged yet: the first pass reads every waiting job.
+            QueuePassState.objects.create(
+                queue_id=queue_id, policy_key="", judged_at=now, pass_requested_at=now
+            )
+    except IntegrityError:
+        return False  # another request created it, and sends the pass
+    return True
+
+
+def pass_request_taken(queue_id: int) -> None:
+    """A pass of the queue begins (before it reads anything): later requests need a new one."""
+    QueuePassState.objects.filter(queue_id=queue_id, pass_requested_at__isnull=False).update(
+        pass_requested_at=None
+    )
 
 
 @dataclass
@@ -125,20 +181,73 @@ class PassOutcome:
         return bool(self.finished or self.started or self.preempted or self.failed)
 
 
-def scheduling_pass(*, queue_id: int, now: dt.datetime | None = None) -> PassOutcome:
-    """Run one pass of the queue at `now` (default: the current time)."""
+def scheduling_pass(
+    *, queue_id: int, now: dt.datetime | None = None, full: bool = False, page: int = PAGE
+) -> PassOutcome:
+    """Run one pass of the queue at `now` (default: the current time).
+
+    A pass reads what it can decide on: the running jobs, the waiting jobs at the head
+    of each share's queue (more, a page at a time, as heads start), the heads of the
+    last pass and the misconfigured jobs due to fail. New submissions are judged
+    (misconfigured or not) in bulk by (share, type, size). Every waiting job is read
+    and judged again only when the queue's policy (capacity, shares) changed since the
+    last such pass, or when `full` asks for it; both ways decide the same (the tests
+    compare them on random queues).
+    """
     now = now or timezone.now()
     outcome = PassOutcome(queue_id=queue_id)
     with _without_cyclic_gc(), transaction.atomic():
         queue = lock_queue(queue_id)
         executor = executor_for(queue)
         outcome.finished = finish_due(queue, now=now)
-        state = queue_state(queue, now=now)
-        result = schedule(state.snapshot, state.now)
+        policy = queue_policy(queue)
+        key = policy.key
+        judged = (
+            QueuePassState.objects.filter(queue_id=queue_id)
+            .values_list("policy_key", flat=True)
+            .first()
+        )
+        state: QueueState | FedState
+        if full or judged != key:
+            state = queue_state(queue, now=now, policy=policy)
+            result = schedule(state.snapshot, state.now)
+            QueuePassState.objects.update_or_create(
+                queue_id=queue_id, defaults={"policy_key": key, "judged_at": now}
+            )
+        else:
+            _judge_new(queue, policy, now)
+            state = fed_queue_state(queue, now=now, policy=policy, page=page)
+            result = schedule_fed(state.snapshot, state.now, state.feeds)
         launches = _apply(queue, state, result, now, outcome)
         if launches:
             transaction.on_commit(lambda: executor.started(launches))
     return outcome
+
+
+def _judge_new(queue: JobQueue, policy: QueuePolicy, now: dt.datetime) -> None:
+    """Judge the waiting jobs no pass has seen yet (their reason is empty): one query for
+    their distinct (share, type, size), one UPDATE per misconfigured kind (its clock
+    starts now, as the engine's `settle` would), one for the rest, which wait behind
+    their share's head unless the pass reads them at the head (it then writes their
+    reason)."""
+    fresh = Job.objects.filter(queue=queue, state=Job.State.RUNNABLE, reason="").exclude(
+        reason__in=SETTLED_REASONS
+    )
+    kinds = list(
+        fresh.order_by().values_list("share_id", "instance_type_id", "instances").distinct()
+    )
+    if not kinds:
+        return
+    rules = Policy(policy.queue, policy.shares)
+    index = {pk: rules.by_name[name].index for pk, name in policy.share_names.items()}
+    for share_id, type_id, instances in kinds:
+        reason = rules.misconfiguration(index[share_id], policy.type_names[type_id], instances)
+        if reason is not None:
+            fresh.filter(share_id=share_id, instance_type_id=type_id, instances=instances).update(
+                reason=reason,
+                misconfigured_since=Coalesce(F("misconfigured_since"), Value(now)),
+            )
+    fresh.update(reason=BLOCKED_BEHIND_HEAD, misconfigured_since=None)
 
 
 def finish_due(queue: JobQueue, *, now: dt.datetime) -> list[int]:
@@ -159,7 +268,11 @@ def finish_due(queue: JobQueue, *, now: dt.datetime) -> list[int]:
 
 
 def _apply(
-    queue: JobQueue, state: QueueState, result: PassResult, now: dt.datetime, outcome: PassOutcome
+    queue: JobQueue,
+    state: QueueState | FedState,
+    result: PassResult,
+    now: dt.datetime,
+    outcome: PassOutcome,
 ) -> list[tuple[int, int, str]]:
     """Write the decisions and the reasons; return the runs to launch after commit."""
     executor = executor_for(queue)
@@ -242,7 +355,7 @@ def _apply(
 
 
 def _record_reasons(
-    state: QueueState, result: PassResult, decided: dict[int, Job], now: dt.datetime
+    state: QueueState | FedState, result: PassResult, decided: dict[int, Job], now: dt.datetime
 ) -> None:
     """Store why each waiting job waits, and when its misconfiguration began.
 

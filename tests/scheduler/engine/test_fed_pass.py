@@ -20,7 +20,7 @@ import pytest
 
 from scheduler.engine import PendingJob, QueueSpec, RunningJob, ShareSpec, Snapshot, schedule
 from scheduler.engine.quota import Policy
-from scheduler.engine.scheduling import schedule_fed
+from scheduler.engine.scheduling import LAST_ID, schedule_fed
 from scheduler.engine.types import BLOCKED_BEHIND_HEAD, MISCONFIGURATION_REASONS
 
 TYPES = ("g5", "p4")
@@ -28,36 +28,41 @@ NOW = 10_000
 
 
 class ListFeed:
-    """A share's left-out jobs served as `scheduler.adapters.ShareFeed` serves rows."""
+    """A share's left-out jobs served as `scheduler.adapters.ShareFeed` serves rows:
+    pages of whole (priority, second) groups, or of one group in id order when a page
+    holds nothing else."""
 
     def __init__(self, jobs: list[PendingJob], page: int, held: set[str]) -> None:
-        self.jobs = sorted(jobs, key=lambda job: (-job.priority, job.submitted_at, job.id))
+        self.jobs = sorted(jobs, key=key)
         self.page = page
         self.held = held
-        self.frontier: tuple[int, int] | None = (-(10**9), 0)
-        self.position = 0
+        self.frontier: tuple | None = (-(10**9), 0, "")
         self.calls = 0
 
     def more(self) -> list[PendingJob]:
         self.calls += 1
         if self.frontier is None:
             return []
-        rows = self.jobs[self.position : self.position + self.page]
-        self.position += len(rows)
+        after = [job for job in self.jobs if key(job) > self.frontier]
+        rows = after[: self.page]
         if len(rows) < self.page:
             self.frontier = None
         else:
             last = rows[-1]
-            while self.position < len(self.jobs) and (
-                self.jobs[self.position].priority,
-                self.jobs[self.position].submitted_at,
-            ) == (last.priority, last.submitted_at):
-                rows.append(self.jobs[self.position])
-                self.position += 1
-            self.frontier = (-last.priority, last.submitted_at)
+            group = (last.priority, last.submitted_at)
+            whole = [job for job in rows if (job.priority, job.submitted_at) != group]
+            if whole:
+                rows = whole
+                self.frontier = (-whole[-1].priority, whole[-1].submitted_at, LAST_ID)
+            else:
+                self.frontier = key(last)
         fresh = [job for job in rows if job.id not in self.held]
         self.held.update(job.id for job in fresh)
         return fresh
+
+
+def key(job: PendingJob) -> tuple:
+    return (-job.priority, job.submitted_at, job.id)
 
 
 def random_queue(rng: random.Random) -> tuple[Snapshot, int | None]:
@@ -226,4 +231,4 @@ def test_a_pass_reads_pages_only_as_heads_start():
     full = schedule(Snapshot(queue=queue, shares=shares, pending=waiting), NOW)
     assert result.decisions == full.decisions
     assert len(result.decisions) == 2
-    assert feed.calls == 1 and len(held) == 8
+    assert feed.calls == 1 and len(held) == 7  # the last group of a page waits for the next
