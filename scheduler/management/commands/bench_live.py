@@ -15,8 +15,10 @@ Two parts, on throwaway queues of 10 shares, everything deleted at the end:
    decisions.
 2. Submission to start. Real Celery worker processes (`--workers`, on the broker of
    REDIS_URL) run the passes the submissions ask for; a queue with `--running` jobs
-   running and free capacity gets single submissions (the submission service, one
-   transaction each) at each `--rates` per second for `--seconds`; a watcher polls the
+   running, `--waiting` jobs waiting that cannot start (their share, which does not
+   borrow, is at its limit) and free capacity for the other shares gets single
+   submissions (the submission service, one transaction each) at each `--rates` per
+   second for `--seconds`; a watcher polls the
    database every 10 ms for the jobs' STARTED events. Latency is from the submission's
    commit to the moment its STARTED event was seen (an upper bound by up to 10 ms).
 """
@@ -74,9 +76,10 @@ class Command(BaseCommand):
         parser.add_argument("--rates", default="10,100")
         parser.add_argument("--seconds", type=float, default=10.0)
         parser.add_argument("--workers", type=int, default=2)
+        parser.add_argument("--waiting", type=int, default=10_000)
 
-    def handle(self, *args, pending, running, passes, rates, seconds, workers, **options):
-        sizes = sorted(_sizes(pending))
+    def handle(self, *args, pending, running, passes, rates, seconds, workers, waiting, **options):
+        sizes = sorted(_sizes(pending)) if pending else []
         rates = _sizes(rates)
         if connection.vendor != "postgresql":
             self.stderr.write(f"note: running on {connection.vendor}, not PostgreSQL")
@@ -89,7 +92,8 @@ class Command(BaseCommand):
             queue, shares = self._fleet(tag, "passes", itype, team, admin, capacity=running)
             queues.append(queue)
             self._start_running(queue, shares, itype, running)
-            self._pass_times(queue, shares, itype, admin, tag, sizes, passes)
+            if sizes:
+                self._pass_times(queue, shares, itype, admin, tag, sizes, passes)
             if rates and seconds > 0:
                 lat_capacity = running + int(max(rates) * seconds * 1.5) + 100
                 lat_queue, lat_shares = self._fleet(
@@ -97,7 +101,8 @@ class Command(BaseCommand):
                 )
                 queues.append(lat_queue)
                 self._start_running(lat_queue, lat_shares, itype, running)
-                self._latency(lat_queue, lat_shares, itype, admin, rates, seconds, workers)
+                self._waiting(lat_queue, lat_shares, itype, running, waiting)
+                self._latency(lat_queue, lat_shares[1:], itype, admin, rates, seconds, workers)
         finally:
             self._clean(queues, itype, admin, team)
 
@@ -287,6 +292,36 @@ class Command(BaseCommand):
 
     # -- part 2: submission to start ----------------------------------------------------
 
+    def _waiting(self, queue, shares, itype, running: int, waiting: int) -> None:
+        """`waiting` jobs in the first share, made a lender at its limit: they wait
+        whatever the others do, and every pass has them in the queue."""
+        holder = shares[0]
+        holder.strategy = QuotaShare.Strategy.LEND
+        holder.borrow_limit = None
+        holder.save(update_fields=["strategy", "borrow_limit"])
+        CapacityLimit.objects.filter(share=holder).update(max_instances=running // SHARES)
+        now = timezone.now()
+        Job.objects.bulk_create(
+            [
+                Job(
+                    queue=queue,
+                    share=holder,
+                    name=f"waiting-{n}",
+                    priority=n % 5,
+                    instance_type=itype,
+                    expected_duration=3600,
+                    submitted_at=now,
+                )
+                for n in range(waiting)
+            ],
+            batch_size=BATCH,
+        )
+        scheduling_pass(queue_id=queue.pk)  # judges them, as their submission's pass would
+        self.stdout.write(
+            f"submission to start: a queue of {running:,} running and {waiting:,} waiting "
+            "jobs (a lending share at its limit), free capacity for the other shares"
+        )
+
     def _latency(self, queue, shares, itype, admin, rates, seconds, workers) -> None:
         if not getattr(settings, "REDIS_URL", ""):
             self.stdout.write("submission to start: skipped (needs REDIS_URL: real workers)")
@@ -392,7 +427,7 @@ class Command(BaseCommand):
             if delay > 0:
                 time.sleep(delay)
             data = job_services.JobData(
-                share=shares[number % SHARES],
+                share=shares[number % len(shares)],
                 name=f"latency-{rate}-{number}",
                 revision=revision,
                 parameters={"steps": number % 1000 + 1, "model": "resnet50"},

@@ -235,7 +235,9 @@ def start_worker(worker_env, tmp_path):
     """start_worker(queues=..., name=...) -> a ready Worker; every one is killed at teardown."""
     workers: list[Worker] = []
 
-    def start(*, queues: str = "celery,instances.ml.g5.xlarge", name: str = "w1", **kwargs):
+    def start(
+        *, queues: str = "interactive,celery,instances.ml.g5.xlarge", name: str = "w1", **kwargs
+    ):
         worker = Worker(queues=queues, tmp_path=tmp_path, name=name, **kwargs).start(worker_env)
         workers.append(worker)
         worker.wait_ready()
