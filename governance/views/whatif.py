@@ -117,6 +117,10 @@ def _workload_initial(comparison: WhatIfComparison) -> dict:
     initial = {"kind": comparison.workload_kind, "days": params.get("days", 30)}
     if params.get("start"):
         initial["start"] = params["start"][:10]
+        # The start belongs to this kind of workload: choosing another kind without
+        # touching it uses that kind's own default (a Philly window is in 2017).
+        initial["start_of_kind"] = comparison.workload_kind
+        initial["start_shown"] = initial["start"]
     if params.get("scale"):
         initial["scale"] = params["scale"]
     return initial
@@ -481,6 +485,9 @@ class WhatIfCreateApi(ApiView):
             if workload:
                 _api_workload(request.user, comparison, workload)
             if data["run"]:
+                # comparison_set_workload stored the workload on its own copy: run the
+                # stored one, not this stale copy's empty default.
+                comparison.refresh_from_db()
                 services.comparison_run(actor=request.user, comparison=comparison)
         comparison.refresh_from_db()
         return Response(selectors.comparison_document(comparison), status=status.HTTP_201_CREATED)

@@ -94,8 +94,23 @@ class WorkloadForm(forms.Form):
         "A cluster named like a share goes to that share; others to the shares in turn.",
     )
 
+    # The start the page showed, and the kind of workload it was for (hidden).
+    start_of_kind = forms.CharField(required=False, widget=forms.HiddenInput)
+    start_shown = forms.CharField(required=False, widget=forms.HiddenInput)
+
     def clean(self):
         data = super().clean()
+        start = data.get("start")
+        if (
+            start is not None
+            and data.get("kind")
+            and data.get("start_of_kind")
+            and data["kind"] != data["start_of_kind"]
+            and start.isoformat() == data.get("start_shown")
+        ):
+            # Another kind chosen, the start left as shown: it was the other kind's
+            # start, so this kind's own default applies.
+            data["start"] = None
         problem = workload_start_problem(data.get("start"), data.get("days"))
         if problem:
             self.add_error("start", problem)
