@@ -21,7 +21,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from .explain import Forecast, Work, capture, forecast
 from .types import PendingJob, Scenario, Snapshot
@@ -69,7 +69,16 @@ def pick_correction(*candidates: Correction | None) -> Correction:
 
 
 def _scaled(work: Work, ratio: float) -> Work:
-    return replace(work, duration=max(1, round(work.duration * ratio)))
+    if ratio == 1.0:
+        return work
+    return Work(
+        max(1, round(work.duration * ratio)),
+        work.saved,
+        work.overhead,
+        work.checkpoint_interval,
+        work.restart_overhead,
+        work.restarted,
+    )
 
 
 @dataclass(frozen=True)
