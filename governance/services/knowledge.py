@@ -52,8 +52,15 @@ def render_markdown(body: str) -> tuple[str, str]:
         link_rel="noopener noreferrer",
         strip_comments=True,
     )
-    text = html.unescape(re.sub(r"<[^>]+>", " ", safe))
-    return safe, " ".join(text.split())
+    # Headings and terms stay apart from the text after them in snippets and previews:
+    # "Why qs3 reserves — Speech production serves…", not "Why qs3 reserves Speech…".
+    marked = re.sub(r"</h[2-6]>", " — ", safe)
+    marked = re.sub(r"</dt>", ": ", marked)
+    marked = re.sub(r"</(li|dd|td|th)>", "; ", marked)
+    text = html.unescape(re.sub(r"<[^>]+>", " ", marked))
+    text = " ".join(text.split())
+    text = re.sub(r" ([:;])", r"\1", text)
+    return safe, re.sub(r"[;:—] *$", "", text).strip()
 
 
 @dataclass(frozen=True)
@@ -281,7 +288,7 @@ GLOSSARY_SLUG = "glossary"
 def glossary_body() -> str:
     lines = [
         "The terms the product uses, with the same explanations its pages show in their "
-        "tooltips. Admins change them in `governance/glossary.py`.\n"
+        "tooltips. If an explanation is unclear or missing, tell a platform admin.\n"
     ]
     for name, explanation in GLOSSARY.items():
         lines.append(f"**{name}**\n: {explanation}\n")

@@ -27,7 +27,8 @@ from governance.models import ExceptionOwner, ExceptionRequest, UrgencyDefinitio
 from governance.selectors import exceptions as selectors
 from governance.selectors.knowledge import articles_for_request
 from governance.services import exceptions as services
-from governance.services.policy import PolicyError, changed_fields
+from governance.services.policy import PolicyError
+from governance.views.history import diff_rows
 
 PER_PAGE = 20
 
@@ -159,7 +160,7 @@ def _detail_context(request, obj: ExceptionRequest, **forms) -> dict:
         "req": obj,
         "timeline": selectors.request_timeline(request=obj),
         "policy_changes": [
-            (change, changed_fields(change.before, change.after))
+            (change, diff_rows(change.before, change.after))
             for change in selectors.request_policy_changes(request=obj)
         ],
         "articles": articles_for_request(user=request.user, request=obj),

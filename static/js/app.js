@@ -27,6 +27,10 @@
  *  4. keeps the change and keyup events of a field marked data-no-preview from reaching
  *     its form, so typing there does not ask htmx for a new preview (the page's CSP
  *     forbids eval, so htmx's hx-on attributes cannot do this).
+ *  5. keeps a share form's borrow limit for LEND_AND_BORROW only: choosing another
+ *     strategy empties and disables the field (a disabled field is not sent, so a
+ *     borrow limit left over from before cannot block saving); choosing
+ *     LEND_AND_BORROW again enables it.
  * 1 and 2 run on page load and again after every htmx swap; both skip what is already
  * done (a drawn chart is marked data-plotted), so only swapped-in content
  * changes, whatever the swap style (an outerHTML swap replaces the event's target).
@@ -186,9 +190,43 @@
     });
   }
 
+  function syncBorrowLimit(form) {
+    var limit = form.querySelector('input[name="borrow_limit"]');
+    var chosen = form.querySelector('input[name="strategy"]:checked');
+    if (!limit || !chosen) {
+      return;
+    }
+    var applies = chosen.value === "LEND_AND_BORROW";
+    if (!applies && limit.value !== "") {
+      limit.dataset.keptValue = limit.value;
+      limit.value = "";
+    }
+    if (applies && limit.disabled && limit.dataset.keptValue) {
+      limit.value = limit.dataset.keptValue;
+    }
+    limit.disabled = !applies;
+  }
+
+  function syncBorrowLimits(root) {
+    root.querySelectorAll("form").forEach(function (form) {
+      syncBorrowLimit(form);
+    });
+  }
+
+  document.addEventListener(
+    "change",
+    function (event) {
+      if (event.target.name === "strategy" && event.target.form) {
+        syncBorrowLimit(event.target.form);
+      }
+    },
+    true
+  );
+
   function enhance(root) {
     renderCharts(root);
     localiseTimes(root);
+    syncBorrowLimits(document);
   }
 
   document.addEventListener("keydown", function (event) {
