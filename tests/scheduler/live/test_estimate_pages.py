@@ -205,9 +205,9 @@ def test_a_simulated_queue_shows_its_clock_on_the_job_page(
 ):
     settings.SIMULATED_SECONDS_PER_SECOND = 60
     assert queue.executor == JobQueue.Executor.SIMULATED
-    start = timezone.now() - dt.timedelta(seconds=30)
+    start = timezone.now() - dt.timedelta(seconds=70)
     job = submit(
-        "qs1", "sim", at=None, revision=train, expected_duration=1800, checkpoint_interval=300
+        "qs1", "sim", at=None, revision=train, expected_duration=36_000, checkpoint_interval=3600
     )
     Job.objects.filter(pk=job.pk).update(submitted_at=start, runnable_since=start)
     JobEvent.objects.filter(job=job).update(at=start)
@@ -217,8 +217,8 @@ def test_a_simulated_queue_shows_its_clock_on_the_job_page(
     assert "Simulated clock." in page and "one real second is 60 simulated seconds" in page
     # Submitted at T+0, started 10 real seconds later: T+10 m of the queue's clock.
     assert 'data-clock-offset="0"' in page and 'data-clock-offset="600"' in page
-    # 30 real seconds later, 20 of them running: 1200 simulated seconds of progress,
-    # checkpoints every 300: the last at 1200.
-    assert "last checkpoint at 20 m" in page
+    # 60 real seconds (and the test's own) running: at least 1 h of simulated work,
+    # checkpoints every hour: the last at 1 h (for up to a minute of slowness).
+    assert "last checkpoint at 1 h 00 m of work" in page
     # It waited 10 real seconds: 10 simulated minutes.
     assert "<dd data-waiting>10 m 00 s (simulated)</dd>" in page
