@@ -222,3 +222,25 @@ def test_a_simulated_queue_shows_its_clock_on_the_job_page(
     assert "last checkpoint at 1 h 00 m of work" in page
     # It waited 10 real seconds: 10 simulated minutes.
     assert "<dd data-waiting>10 m 00 s (simulated)</dd>" in page
+
+
+def test_a_finished_simulated_job_reports_its_last_checkpoint(client, lead, submit, train):
+    job = submit(
+        "qs1", "done", at=None, revision=train, expected_duration=1800, checkpoint_interval=300
+    )
+    now = timezone.now()
+    Job.objects.filter(pk=job.pk).update(
+        state=Job.State.SUCCEEDED,
+        progress=1800,
+        checkpointed=0,
+        attempt=1,
+        started_at=now,
+        first_started_at=now,
+        finished_at=now,
+        runnable_since=None,
+    )
+    client.force_login(lead)
+    page = client.get(reverse("job-detail", args=[job.pk])).content.decode()
+    # Not "0 s": checkpoints every 5 minutes of a 30-minute job, the last at its end.
+    assert "last checkpoint at 30 m 00 s of work" in page
+    assert "Where it stands" not in page
