@@ -56,7 +56,7 @@ def render_markdown(body: str) -> tuple[str, str]:
     # "Why qs3 reserves — Speech production serves…", not "Why qs3 reserves Speech…".
     marked = re.sub(r"</h[2-6]>", " — ", safe)
     marked = re.sub(r"</dt>", ": ", marked)
-    marked = re.sub(r"</(li|dd|td|th)>", "; ", marked)
+    marked = re.sub(r"</(li|dd)>", "; ", marked)
     text = html.unescape(re.sub(r"<[^>]+>", " ", marked))
     text = " ".join(text.split())
     text = re.sub(r" ([:;])", r"\1", text)

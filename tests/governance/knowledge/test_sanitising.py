@@ -44,7 +44,8 @@ def test_markdown_is_rendered():
     assert "<strong>bold</strong>" in html
     assert '<a href="https://example.com" rel="noopener noreferrer">link</a>' in html
     assert "<table>" in html
-    assert text == "Title Some bold and a link . a b 1 2"
+    # A heading stays apart from the text after it (search snippets and previews).
+    assert text == "Title — Some bold and a link . a b 1 2"
 
 
 @pytest.mark.django_db
