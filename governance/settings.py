@@ -274,6 +274,8 @@ WHITENOISE_AUTOREFRESH = DEBUG
 SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")
 EMAIL_BACKEND = env_str("DJANGO_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env_str("DJANGO_DEFAULT_FROM_EMAIL", "quota-governance@localhost")
+# Where the file-based e-mail backend writes (the demo's outbox: run_demo).
+EMAIL_FILE_PATH = env_str("DJANGO_EMAIL_FILE_PATH", str(VAR_DIR / "outbox"))
 
 
 def _per_minute(name: str, default: int) -> str | None:

@@ -1,5 +1,12 @@
 """`make demo`: migrate, load the demo organisation, then run the web server, Celery
-workers and beat together until Ctrl-C, which stops them all."""
+workers and beat together until Ctrl-C, which stops them all.
+
+The console stays quiet: the logins banner is the last thing it prints (then only a
+process that stops). Each process writes its log under var/log/demo/; the e-mails the
+demo sends are files in var/outbox/, their links pointing at the real --host/--port.
+The web server starts while the three months of history the dashboard shows are
+replayed; the workers and beat start after that replay (one long SQLite write).
+"""
 
 import os
 import signal
@@ -26,18 +33,31 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000)
 
     def handle(self, *args, host, port, **options):
-        Path(settings.VAR_DIR).mkdir(parents=True, exist_ok=True)
-        for folder in ("celery/queue", "celery/processed", "celery/control"):
-            (Path(settings.VAR_DIR) / folder).mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        var = Path(settings.VAR_DIR)
+        for folder in ("celery/queue", "celery/processed", "celery/control", "log/demo", "outbox"):
+            (var / folder).mkdir(parents=True, exist_ok=True)
+        logs, outbox = var / "log" / "demo", var / "outbox"
+        url = f"http://{host}:{port}/"
+        # E-mails go to files, with links to this server, in this process (the seed
+        # files requests) and in every process started below.
+        mail = {
+            "DJANGO_EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend",
+            "DJANGO_EMAIL_FILE_PATH": str(outbox),
+            "SITE_URL": os.environ.get("SITE_URL") or url.rstrip("/"),
+        }
+        settings.EMAIL_BACKEND = mail["DJANGO_EMAIL_BACKEND"]
+        settings.EMAIL_FILE_PATH = mail["DJANGO_EMAIL_FILE_PATH"]
+        settings.SITE_URL = mail["SITE_URL"]
+
         self.stdout.write("Preparing the database…")
         call_command("migrate", interactive=False, verbosity=0)
-        self.stdout.write(
-            "Loading the demo organisation and three months of Philly workload (under a minute)…"
-        )
-        call_command("seed_demo", verbosity=0, stdout=open(os.devnull, "w"))  # noqa: SIM115
+        self.stdout.write("Loading the demo organisation…")
+        call_command("seed_demo", months=0, verbosity=0, stdout=open(os.devnull, "w"))  # noqa: SIM115
 
         env = {
             **os.environ,
+            **mail,
             "DJANGO_SETTINGS_MODULE": "governance.settings",
             # Beat keeps jobs flowing through aws-sample: borrowing, reclaim, recovery.
             "DEMO_TRAFFIC": os.environ.get("DEMO_TRAFFIC", "1"),
@@ -119,12 +139,7 @@ class Command(BaseCommand):
         # The local demo only: run as root (a container, a throwaway machine), the runner
         # may run the demo's jobs as root; a deployment sets RUNNER_USER instead.
         runner_env = {**env, "RUNNER_ALLOW_ROOT": "1"}
-        processes = {
-            name: subprocess.Popen(
-                cmd, env=runner_env if name == "runner" else env, start_new_session=True
-            )
-            for name, cmd in commands.items()
-        }
+        processes: dict[str, subprocess.Popen] = {}
 
         def stop(*_):
             self.stdout.write("\nStopping the web server, workers and beat…")
@@ -144,18 +159,49 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
 
-        url = f"http://{host}:{port}/"
-        if self._wait_until_up(url + "healthz/", processes["web"]):
-            self._banner(url)
-        else:
-            self.stderr.write("The web server did not come up; see its output above.")
+        self.stdout.write(f"Starting the web server (logs in {logs})…")
+        processes["web"] = self._start(commands.pop("web"), env=env, log=logs / "web.log")
+        # The dashboard's history, while the web server starts. Its one long write
+        # transaction would hold SQLite's lock past the workers' timeout, so they start
+        # after it.
+        self.stdout.write("Replaying three months of Philly workload for the dashboard…")
+        call_command("seed_demo", months=3, verbosity=0, stdout=open(os.devnull, "w"))  # noqa: SIM115
+        self.stdout.write("Starting the workers and beat…")
+        processes.update(
+            {
+                name: self._start(
+                    cmd, env=runner_env if name == "runner" else env, log=logs / f"{name}.log"
+                )
+                for name, cmd in commands.items()
+            }
+        )
+
+        if not self._wait_until_up(url + "healthz/", processes["web"]):
+            self.stderr.write(f"The web server did not come up; see {logs / 'web.log'}.")
             stop()
+        self._banner(url, seconds=time.monotonic() - started, logs=logs, outbox=outbox)
         while True:
             for name, proc in processes.items():
                 if proc.poll() is not None:
-                    self.stderr.write(f"The {name} process exited ({proc.returncode}); stopping.")
+                    self.stderr.write(
+                        f"The {name} process exited ({proc.returncode}); see "
+                        f"{logs / (name + '.log')}. Stopping."
+                    )
                     stop()
             time.sleep(1)
+
+    @staticmethod
+    def _start(cmd, *, env, log: Path) -> subprocess.Popen:
+        """A process of the demo, its output (stdout and stderr) appended to `log`."""
+        with open(log, "ab") as out:
+            return subprocess.Popen(
+                cmd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     def _wait_until_up(self, url, web, timeout=60):
         deadline = time.monotonic() + timeout
@@ -170,15 +216,18 @@ class Command(BaseCommand):
                 time.sleep(0.5)
         return False
 
-    def _banner(self, url):
+    def _banner(self, url, *, seconds: float, logs: Path, outbox: Path):
         lines = [
             "",
-            "Quota governance demo is running.",
+            f"Quota governance demo is running (ready in {seconds:.0f} s).",
             f"  Open {url}",
             "  Log in as:",
         ]
         for user in DEMO_USERS:
             role = f"({user.role})"
             lines.append(f"    {user.username:<8} {role:<19} password: {demo_password()}")
-        lines.append("  Press Ctrl-C to stop the web server, workers and beat.")
+        lines += [
+            f"  E-mails the demo sends: {outbox}/   Logs: {logs}/",
+            "  Press Ctrl-C to stop the web server, workers and beat.",
+        ]
         self.stdout.write(self.style.SUCCESS("\n".join(lines)))
