@@ -70,8 +70,8 @@ class WorkloadForm(forms.Form):
         label="From",
         required=False,
         widget=forms.DateInput(attrs={"type": "date"}),
-        help_text="Recorded jobs: the first day (default: 30 days ago). Philly trace: "
-        "2017-09-04 to 2017-12-22 (default 2017-10-01).",
+        help_text="Recorded jobs: the first day, from 00:00 UTC (default: 30 days ago). "
+        "Philly trace: 2017-09-04 to 2017-12-22 (default 2017-10-01).",
     )
     days = forms.FloatField(
         label="Days",
