@@ -357,6 +357,9 @@ class ShareFeed:
         # What has been read: None, or (priority, second, the last id read of that
         # group, None when all of it).
         self.after: tuple[int, int, int | None] | None = None
+        # The next page, read already (see `_read_first_pages`): its rows, and the
+        # frontier and `after` it moves on to.
+        self.read_ahead: tuple[list[tuple], tuple | None, tuple | None] | None = None
 
     def _base(self):
         return Job.objects.filter(
@@ -366,8 +369,7 @@ class ShareFeed:
             misconfigured_since__isnull=True,
         )
 
-    def _group(self, priority: int, second: int, after_pk: int | None) -> list[PendingJob]:
-        """The next jobs of one (priority, second) in id order; moves the frontier."""
+    def _group_query(self, priority: int, second: int, after_pk: int | None) -> list[tuple]:
         rows = self._base().filter(
             priority=priority,
             submitted_at__gte=_second(second),
@@ -375,7 +377,10 @@ class ShareFeed:
         )
         if after_pk is not None:
             rows = rows.filter(pk__gt=after_pk)
-        rows = job_rows(rows.order_by("pk")[: self.page])
+        return job_rows(rows.order_by("pk")[: self.page])
+
+    def _group_read(self, priority: int, second: int, rows: list[tuple]) -> list[tuple]:
+        """Rows of one (priority, second) read in id order: move the frontier past them."""
         if len(rows) == self.page:
             last = rows[-1][0]
             self.after = (priority, second, last)
@@ -383,13 +388,29 @@ class ShareFeed:
         else:
             self.after = (priority, second, None)
             self.frontier = (-priority, second, LAST_ID)
-        return self.state.take(rows)
+        return rows
 
-    def more(self) -> list[PendingJob]:
-        if self.frontier is None:
-            return []
-        if self.after is not None and self.after[2] is not None:
-            return self._group(*self.after)  # finish a group read in id order
+    def _page_read(self, rows: list[tuple]) -> list[tuple] | tuple[int, int]:
+        """Rows of a page read in index order: the whole groups among them (the frontier
+        moved past them), or the (priority, second) to read in id order when the page is
+        one group alone."""
+        if len(rows) < self.page:
+            self.frontier = None
+            return rows
+
+        def group(row):
+            return row[3], _int_seconds(row[6])
+
+        last = group(rows[-1])
+        whole = [row for row in rows if group(row) != last]
+        if not whole:
+            return last
+        priority, second = group(whole[-1])
+        self.after = (priority, second, None)
+        self.frontier = (-priority, second, LAST_ID)
+        return whole
+
+    def _page_query(self) -> list[tuple]:
         rows = self._base().order_by("-priority", "submitted_at", "pk")
         if self.after is not None:
             priority, second, _ = self.after
@@ -398,22 +419,91 @@ class ShareFeed:
                 | Q(priority=priority, submitted_at__gte=_second(second + 1)),
                 priority__lte=priority,
             )
-        rows = job_rows(rows[: self.page])
-        if len(rows) < self.page:
-            self.frontier = None
+        return job_rows(rows[: self.page])
+
+    def more(self) -> list[PendingJob]:
+        if self.read_ahead is not None:
+            # The frontier moves only now: the engine must not skip these rows.
+            (rows, self.frontier, self.after), self.read_ahead = self.read_ahead, None
             return self.state.take(rows)
+        if self.frontier is None:
+            return []
+        if self.after is not None and self.after[2] is not None:
+            # Finish a group read in id order.
+            priority, second, after_pk = self.after
+            rows = self._group_query(priority, second, after_pk)
+            return self.state.take(self._group_read(priority, second, rows))
+        page = self._page_read(self._page_query())
+        if isinstance(page, tuple):
+            priority, second = page
+            page = self._group_read(priority, second, self._group_query(priority, second, None))
+        return self.state.take(page)
 
-        def group(row):
-            return row[3], _int_seconds(row[6])
 
-        last = group(rows[-1])
-        whole = [row for row in rows if group(row) != last]
-        if not whole:
-            return self._group(*last, None)
-        priority, second = group(whole[-1])
-        self.after = (priority, second, None)
-        self.frontier = (-priority, second, LAST_ID)
-        return self.state.take(whole)
+def _read_first_pages(feeds: list[ShareFeed]) -> None:
+    """The first page of every share in two queries (PostgreSQL: LATERAL joins through
+    `job_dispatch_order_idx`), not one or two per share; each feed hands it out on its
+    first `more()`. Other databases read each share's page when the engine asks."""
+    if connection.vendor != "postgresql" or not feeds:
+        return
+    table = Job._meta.db_table
+    columns = ", ".join(
+        f"EXTRACT(EPOCH FROM j.{name})::double precision"
+        if name in _TIMES
+        else f"j.{'id' if name == 'pk' else name}"
+        for name in JOB_COLUMNS
+    )
+    waiting = (
+        "j.queue_id = %s AND j.share_id = v.share_id AND j.state = 'RUNNABLE' "
+        "AND j.misconfigured_since IS NULL"
+    )
+    queue_id, page = feeds[0].state.queue_id, feeds[0].page
+    start = (feeds[0].frontier, feeds[0].after)  # nothing read yet
+    by_share = {feed.share_id: feed for feed in feeds}
+    rows: dict[int, list[tuple]] = {feed.share_id: [] for feed in feeds}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT v.share_id, {columns} FROM unnest(%s::bigint[]) AS v(share_id) "
+            f"CROSS JOIN LATERAL (SELECT * FROM {table} j WHERE {waiting} "
+            "ORDER BY j.priority DESC, j.submitted_at, j.id LIMIT %s) j",
+            [list(by_share), queue_id, page],
+        )
+        for share_id, *row in cursor.fetchall():
+            rows[share_id].append(tuple(row))
+        groups = {}
+        for share_id, feed in by_share.items():
+            read = feed._page_read(rows[share_id])
+            if isinstance(read, tuple):
+                groups[share_id] = read
+            else:
+                feed.read_ahead = (read, feed.frontier, feed.after)
+                feed.frontier, feed.after = start
+        if not groups:
+            return
+        ids = list(groups)
+        cursor.execute(
+            f"SELECT v.share_id, {columns} FROM unnest(%s::bigint[], %s::int[], "
+            "%s::timestamptz[], %s::timestamptz[]) AS v(share_id, priority, low, high) "
+            f"CROSS JOIN LATERAL (SELECT * FROM {table} j WHERE {waiting} "
+            "AND j.priority = v.priority AND j.submitted_at >= v.low "
+            "AND j.submitted_at < v.high ORDER BY j.id LIMIT %s) j",
+            [
+                ids,
+                [groups[pk][0] for pk in ids],
+                [_second(groups[pk][1]) for pk in ids],
+                [_second(groups[pk][1] + 1) for pk in ids],
+                queue_id,
+                page,
+            ],
+        )
+        group_rows: dict[int, list[tuple]] = {pk: [] for pk in ids}
+        for share_id, *row in cursor.fetchall():
+            group_rows[share_id].append(tuple(row))
+    for share_id, (priority, second) in groups.items():
+        feed = by_share[share_id]
+        read = feed._group_read(priority, second, group_rows[share_id])
+        feed.read_ahead = (read, feed.frontier, feed.after)
+        feed.frontier, feed.after = start
 
 
 @dataclass
@@ -452,15 +542,14 @@ def fed_queue_state(
     live: dict[int, LiveJob] = {}
     running: list[RunningJob] = []
     pending: list[PendingJob] = []
-    rows = job_rows(Job.objects.filter(queue=queue, state=Job.State.RUNNING).order_by("pk"))
+    # No ORDER BY: sorted below; an order by id tempts the planner to walk the primary key.
+    rows = job_rows(Job.objects.filter(queue=queue, state=Job.State.RUNNING).order_by())
     waiting = Job.objects.filter(queue=queue, state=Job.State.RUNNABLE)
-    rows += job_rows(waiting.exclude(reason__in=SETTLED_REASONS).order_by("pk"))
+    rows += job_rows(waiting.exclude(reason__in=SETTLED_REASONS).order_by())
     limit = policy.queue.runnable_time_limit
     if limit is not None:
         rows += job_rows(
-            waiting.filter(misconfigured_since__lte=now - dt.timedelta(seconds=limit)).order_by(
-                "pk"
-            )
+            waiting.filter(misconfigured_since__lte=now - dt.timedelta(seconds=limit)).order_by()
         )
     seen: set[int] = set()
     unique = []
@@ -483,6 +572,7 @@ def fed_queue_state(
     state.feeds = {
         name: ShareFeed(state, share_id, page) for share_id, name in policy.share_names.items()
     }
+    _read_first_pages(list(state.feeds.values()))
     return state
 
 

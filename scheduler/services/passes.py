@@ -21,7 +21,7 @@ import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -240,14 +240,34 @@ def _judge_new(queue: JobQueue, policy: QueuePolicy, now: dt.datetime) -> None:
         return
     rules = Policy(policy.queue, policy.shares)
     index = {pk: rules.by_name[name].index for pk, name in policy.share_names.items()}
+    judged = 0
     for share_id, type_id, instances in kinds:
         reason = rules.misconfiguration(index[share_id], policy.type_names[type_id], instances)
         if reason is not None:
-            fresh.filter(share_id=share_id, instance_type_id=type_id, instances=instances).update(
+            judged += fresh.filter(
+                share_id=share_id, instance_type_id=type_id, instances=instances
+            ).update(
                 reason=reason,
                 misconfigured_since=Coalesce(F("misconfigured_since"), Value(now)),
             )
-    fresh.update(reason=BLOCKED_BEHIND_HEAD, misconfigured_since=None)
+    judged += fresh.update(reason=BLOCKED_BEHIND_HEAD, misconfigured_since=None)
+    if judged >= REFRESH_STATISTICS_AFTER and connection.vendor == "postgresql":
+        transaction.on_commit(_refresh_statistics)
+
+
+# A burst of submissions judged at once leaves PostgreSQL's statistics saying that most
+# waiting jobs have no reason yet, and the planner then reads the queue whole instead
+# of the few rows the partial indexes hold; after such a burst a pass has the
+# statistics refreshed (after commit, outside the queue lock; autovacuum would, later).
+REFRESH_STATISTICS_AFTER = 2000
+
+
+def _refresh_statistics() -> None:
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE scheduler_job")
+    except DatabaseError:  # e.g. autovacuum holds the table: it is refreshing them
+        logger.warning("could not refresh the statistics of scheduler_job", exc_info=True)
 
 
 def finish_due(queue: JobQueue, *, now: dt.datetime) -> list[int]:
