@@ -209,6 +209,7 @@ RULES: dict[str, Rule] = {
     # The signed-in user's own things: the start page, the API's schema and docs, tokens.
     "account.use": Rule(_roles(SIGNED_IN), "sign in first"),
     "lockout.manage": Rule(_roles(ADMINS), "only platform admins see login lockouts"),
+    "outbox.view": Rule(_roles(ADMINS), "only platform admins read the e-mails the product sent"),
     # Dashboard and what-if.
     "dashboard.view": Rule(
         _roles(ADMINS, LEADERSHIP), "the dashboard is for leadership and platform admins"

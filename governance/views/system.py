@@ -1,8 +1,11 @@
 from django.contrib.auth.decorators import login_not_required
 from django.db import connection
 from django.http import JsonResponse
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
+
+from governance import rules
+from governance.selectors.outbox import outbox_enabled, outbox_messages
 
 
 @login_not_required
@@ -24,3 +27,10 @@ def healthz(request):
 
 def home(request):
     return redirect("queue-list")
+
+
+def outbox(request):
+    """Admins, in the demo: the notification e-mails the product sent (kept as files)."""
+    rules.require(request.user, "outbox.view")
+    context = {"enabled": outbox_enabled(), "messages_sent": outbox_messages()}
+    return render(request, "governance/outbox.html", context)

@@ -5,12 +5,13 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from governance.api.proposals import ProposalViewSet
-from governance.views import history, policy, policy_code, proposals, urgency
+from governance.views import history, policy, policy_code, proposals, system, urgency
 
 router = SimpleRouter()
 router.register("api/v1/policy-proposals", ProposalViewSet, basename="api-policy-proposal")
 
 urlpatterns = [
+    path("outbox/", system.outbox, name="outbox"),
     path("queues/", policy.queues, name="queue-list"),
     path("queues/<int:pk>/", policy.queue_detail, name="queue-detail"),
     path("queues/<int:pk>/capacity/", policy.queue_capacity, name="queue-capacity"),

@@ -3,7 +3,7 @@
 - it answers within 60 s, and the logins banner is the last thing it prints: the console
   stays quiet afterwards (each process logs to var/log/demo/);
 - the notification e-mails of the seeded requests are files in var/outbox/, not printed,
-  and their links use the real --port;
+  and their links use the real --port; an admin reads them on the Outbox page;
 - in Chromium, the login page it serves passes axe and a demo login works.
 """
 
@@ -108,4 +108,9 @@ def test_the_demo_answers_fast_and_its_console_stays_quiet(demo, page, login, as
     page.get_by_label("Password").fill(demo_password())
     page.get_by_role("button", name="Log in").click()
     expect(page.get_by_role("navigation", name="Main")).to_be_visible()
+    assert_accessible(page)
+    # Admins read the e-mails in the product too, their links to this server.
+    page.goto(f"http://127.0.0.1:{port}/outbox/")
+    first = page.locator(".outbox__mail").first
+    expect(first).to_contain_text(f"http://127.0.0.1:{port}/exceptions/")
     assert_accessible(page)

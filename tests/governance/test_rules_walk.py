@@ -213,6 +213,7 @@ PAGES: dict[tuple[str, str], Entry] = {
     ("logout", ""): Entry(PUBLIC, methods=("POST",)),
     ("lockouts", ""): Entry(("lockout.manage",), methods=("GET", "POST")),
     ("profile", ""): Entry(("account.use",), methods=("GET", "POST")),
+    ("outbox", ""): Entry(("outbox.view",)),
     ("time-zone-detect", ""): Entry(("account.use",), methods=("POST",)),
     ("api-schema", ""): Entry(("account.use",)),
     ("api-docs", ""): Entry(("account.use",)),

@@ -227,7 +227,8 @@ class Command(BaseCommand):
             role = f"({user.role})"
             lines.append(f"    {user.username:<8} {role:<19} password: {demo_password()}")
         lines += [
-            f"  E-mails the demo sends: {outbox}/   Logs: {logs}/",
+            f"  E-mails the demo sends: {url}outbox/ (log in as admin), files in {outbox}/",
+            f"  Logs: {logs}/",
             "  Press Ctrl-C to stop the web server, workers and beat.",
         ]
         self.stdout.write(self.style.SUCCESS("\n".join(lines)))
