@@ -80,7 +80,8 @@ def test_approving_on_the_page_shows_the_timeline_and_the_policy_change(scene, c
     for step in ("Filed", "Submitted for decision", "Approved", "Took effect"):
         assert step in html
     assert "has-exception" in html
-    assert "Policy changes it made" in html and "capacity_limits" in html
+    assert "Policy changes it made" in html and "Capacity limits" in html
+    assert "capacity_limits" not in html and "{&#x27;" not in html  # read as people read it
     assert "Decision on exception" in html  # the automatic decision record
 
 
