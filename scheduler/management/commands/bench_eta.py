@@ -237,7 +237,6 @@ class Command(BaseCommand):
             if self.profile:
                 import cProfile
                 import pstats
-
                 import sys
 
                 estimates.forget(queue)
