@@ -34,6 +34,7 @@ app.conf.task_default_queue = BACKGROUND_QUEUE
 app.conf.task_queues = (Queue(INTERACTIVE_QUEUE), Queue(BACKGROUND_QUEUE), Queue(DEMO_QUEUE))
 app.conf.task_routes = {
     "scheduler.run_pass": {"queue": INTERACTIVE_QUEUE},
+    "scheduler.estimate_queue": {"queue": INTERACTIVE_QUEUE},
     "governance.whatif.run": {"queue": INTERACTIVE_QUEUE},
     "governance.exceptions.activate": {"queue": INTERACTIVE_QUEUE},
     "governance.exceptions.expire": {"queue": INTERACTIVE_QUEUE},

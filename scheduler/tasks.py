@@ -10,6 +10,9 @@ Passes (like what-if runs and exception activations) go to the `interactive` Cel
 queue, which nothing periodic or bulky shares (routes in governance/celery.py), and
 requests for a pass coalesce (`scheduler.services.passes.request_pass`): at most one
 pass message per queue waits, however many submissions arrive.
+- `scheduler.estimate_queue(queue_id)`: the queue's start estimates, forecast again
+  after a pass (if the queue changed) or a read of an old forecast; stored in the
+  shared cache for pages and the API (`scheduler.services.estimates`). Coalesced too.
 - `scheduler.sweep()`: periodic; requeues runs of process queues whose lease expired
   (their runner stopped renewing it) or that no runner claimed in time.
 - `scheduler.run_job(job_id, attempt)`: the process executor's run, routed to the
@@ -41,6 +44,7 @@ TRANSIENT = (OperationalError,)
     max_retries=5,
 )
 def run_pass(queue_id: int) -> dict:
+    from scheduler.services.estimates import request_estimates
     from scheduler.services.passes import pass_request_taken, scheduling_pass
 
     # Before reading anything: a request from now on needs a pass after this one.
@@ -49,6 +53,7 @@ def run_pass(queue_id: int) -> dict:
         outcome = scheduling_pass(queue_id=queue_id)
     except JobQueue.DoesNotExist:
         return {"queue": queue_id, "skipped": "no such queue"}
+    request_estimates(queue_id)  # coalesced; recomputed only if the queue changed
     return {
         "queue": queue_id,
         "finished": len(outcome.finished),
@@ -56,6 +61,20 @@ def run_pass(queue_id: int) -> dict:
         "preempted": len(outcome.preempted),
         "failed": len(outcome.failed),
     }
+
+
+@shared_task(
+    name="scheduler.estimate_queue",
+    acks_late=True,
+    ignore_result=True,
+    autoretry_for=TRANSIENT,
+    retry_backoff=True,
+    max_retries=3,
+)
+def estimate_queue(queue_id: int) -> str:
+    from scheduler.services.estimates import refresh_estimates
+
+    return refresh_estimates(queue_id)
 
 
 @shared_task(name="scheduler.tick", acks_late=True, ignore_result=True)

@@ -142,7 +142,8 @@ def explain(snapshot: Snapshot, now: int) -> dict[str, Explanation]:
 
 class Explainer:
     """The board of a snapshot after the passes at `now`, and what it says about each
-    pending job (`explanations`) or about a job that would be submitted now (`extra`)."""
+    pending job (`explanations`) or about a job that would be submitted now (`extra`,
+    answered by its `standing`, which can be kept without the board)."""
 
     def __init__(self, snapshot: Snapshot, now: int) -> None:
         board, pending = board_from_snapshot(snapshot)
@@ -165,7 +166,8 @@ class Explainer:
         borrow_heads.sort()
         self.borrow_heads = borrow_heads
         self.borrow_rank = {job_id: rank for rank, (_, job_id) in enumerate(borrow_heads, 1)}
-        self._facts: dict[tuple[int, str], tuple] = {}
+        self.standing = Standing(board, now, self.queues, borrow_heads, self.borrow_rank)
+        explanation = self.standing._explanation
         result: dict[str, Explanation] = {}
         for rule in policy.shares:
             queued = self.queues[rule.index]
@@ -177,25 +179,76 @@ class Explainer:
                 else:
                     code = BLOCKED_BEHIND_HEAD
                     head = queued[0].id
-                result[job.id] = self._explanation(
+                result[job.id] = explanation(
                     job.id, rule, job.itype, job.n, code, index + 1, length, head
                 )
             for job in board.misconfigured(rule.index):
-                result[job.id] = self._explanation(
+                result[job.id] = explanation(
                     job.id, rule, job.itype, job.n, job.reason, None, length, None
                 )
         for job_id in started:
             result.pop(job_id, None)
         self.explanations = result
 
+    def extra(self, job: PendingJob) -> Explanation:
+        return self.standing.extra(job)
+
+
+class Standing:
+    """What the board at `now` says to a job that would be submitted then: the policy,
+    the usage, each share's queue order and the blocker figures. While the board is
+    attached it is read as needed; `detached()` keeps only those figures (every (share,
+    type) pair's), small enough to store and to answer `extra` without the board."""
+
+    def __init__(self, board: Board, now: int, queues, borrow_heads, borrow_rank) -> None:
+        self.board: Board | None = board
+        self.now = now
+        self.policy, self.ledger = board.policy, board.ledger
+        self.keys = {
+            index: [(-job.priority, job.submitted_at, job.id) for job in queued]
+            for index, queued in queues.items()
+        }
+        self.borrow_heads = borrow_heads
+        self.borrow_rank = borrow_rank
+        self._facts: dict[tuple[int, str], tuple] = {}
+
+    def detached(self) -> Standing:
+        """A copy without the board: the blocker figures of every (share, type) pair."""
+        for rule in self.policy.shares:
+            for itype in self.policy.types:
+                self._blocker(rule.index, itype)
+        copy = object.__new__(Standing)
+        copy.__dict__.update(self.__dict__)
+        copy.board = None
+        copy.ledger = Ledger(self.policy)
+        for rule in self.policy.shares:
+            for itype, used in self.ledger.usage[rule.index].items():
+                if used:
+                    copy.ledger.add(rule, itype, used)
+        copy.keys = {index: sorted(keys) for index, keys in self.keys.items()}
+        copy._facts = dict(self._facts)
+        return copy
+
+    def referenced(self) -> set[str]:
+        """The jobs an explanation may name: each share's head and the borrowers."""
+        found = {keys[0][2] for keys in self.keys.values() if keys}
+        for _, borrowers in self._facts.values():
+            found.update(b.job for b in borrowers)
+        return found
+
+    def _blocker(self, share: int, itype: str) -> tuple:
+        key = (share, itype)
+        if key not in self._facts:
+            if self.board is None:
+                return (), ()
+            self._facts[key] = _blocker_facts(self.board, share, itype, self.now)
+        return self._facts[key]
+
     def _explanation(
         self, job_id, rule, itype, n, code, position, length, head, borrow_position=None
     ) -> Explanation:
-        board, policy, ledger = self.board, self.board.policy, self.board.ledger
-        key = (rule.index, itype)
-        if key not in self._facts:
-            self._facts[key] = _blocker_facts(board, rule.index, itype, self.now)
-        reserved, borrowers = self._facts[key]
+        policy, ledger = self.policy, self.ledger
+        reserved, borrowers = self._blocker(rule.index, itype)
         used = ledger.used(rule, itype)
         limit = rule.limits.get(itype, 0)
         return Explanation(
@@ -228,33 +281,26 @@ class Explainer:
         """What the board says about `job` were it submitted now (it is not added): the
         engine's misconfiguration judgement, its place in its share's queue (the queue's
         own order: priority, submission, id), and the head's reason if it is first."""
-        board = self.board
-        rule = board.policy.by_name[job.share]
+        policy, ledger = self.policy, self.ledger
+        rule = policy.by_name[job.share]
         itype, n = job.instance_type, job.instances
-        queued = self.queues[rule.index]
-        reason = board.policy.misconfiguration(rule.index, itype, n)
+        keys = self.keys[rule.index]
+        reason = policy.misconfiguration(rule.index, itype, n)
         if reason is not None:
-            return self._explanation(job.id, rule, itype, n, reason, None, len(queued), None)
+            return self._explanation(job.id, rule, itype, n, reason, None, len(keys), None)
         key = (-job.priority, job.submitted_at, job.id)
-        ahead = sum(1 for other in queued if (-other.priority, other.submitted_at, other.id) < key)
+        ahead = sum(1 for other in keys if other < key)
         if ahead:
             return self._explanation(
-                job.id,
-                rule,
-                itype,
-                n,
-                BLOCKED_BEHIND_HEAD,
-                ahead + 1,
-                len(queued) + 1,
-                queued[0].id,
+                job.id, rule, itype, n, BLOCKED_BEHIND_HEAD, ahead + 1, len(keys) + 1, keys[0][2]
             )
-        code = board.ledger.blocker(rule, itype, n)
+        code = ledger.blocker(rule, itype, n)
         borrow = None
-        if rule.can_borrow and not board.ledger.within_limit(rule, itype, n):
+        if rule.can_borrow and not ledger.within_limit(rule, itype, n):
             borrow = 1 + sum(
                 1 for at, other in self.borrow_heads if (at, other) < (job.submitted_at, job.id)
             )
-        return self._explanation(job.id, rule, itype, n, code, 1, len(queued) + 1, None, borrow)
+        return self._explanation(job.id, rule, itype, n, code, 1, len(keys) + 1, None, borrow)
 
 
 _MISCONFIGURED = (

@@ -23,11 +23,18 @@ now" from it, without storing anything.
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import re
 import threading
+import time
+import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from django.conf import settings
+from django.core.cache import cache
+from django.db import connection, transaction
 from django.db.models import Count, Max, Sum
 from django.utils import timezone
 
@@ -55,8 +62,8 @@ from scheduler.engine.eta import (
 from scheduler.engine.explain import (
     STARTS_NOW,
     Explainer,
-    Explanation,
     Forecast,
+    Standing,
     Work,
     describe,
     dispatch_order,
@@ -69,6 +76,8 @@ from scheduler.engine.types import SERVICE_ENVIRONMENT_MAX_RESOURCE
 from scheduler.executors import executor_for
 from scheduler.models import Job, JobEvent
 from scheduler.services.jobs import JobData, JobError, job_preview
+
+logger = logging.getLogger(__name__)
 
 HISTORY_DAYS = 30
 HISTORY_ROWS = 2000
@@ -318,7 +327,8 @@ def _corrections(view: QueueView) -> dict[str, Correction]:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A start range: real instants, and waits from now in the queue's clock (seconds)."""
+    """A start range: real instants, and waits in the queue's clock (seconds) from the
+    instant the forecast was made (`estimated_at` of what carries it)."""
 
     start_p50: dt.datetime | None
     start_p90: dt.datetime | None
@@ -346,17 +356,81 @@ class PendingEntry:
     blocker: str  # plain words
     estimate: Estimate
     needs_decision: bool  # it can never start as configured
+    estimated_at: dt.datetime | None = None  # the forecast's instant
+    current: bool = True  # False: the queue changed since (or it is old); a new one is due
+
+
+class Entries(Sequence):
+    """A forecast's entries in dispatch order, each built when read (a page of them)."""
+
+    def __init__(self, stored: Stored, now: dt.datetime, current: bool) -> None:
+        self.stored, self.now, self.current = stored, now, current
+
+    def __len__(self) -> int:
+        return len(self.stored.rows)
+
+    def __getitem__(self, index):
+        rows = self.stored.rows
+        if isinstance(index, slice):
+            return [self._build(i) for i in range(*index.indices(len(rows)))]
+        if index < 0:
+            index += len(rows)
+        if not 0 <= index < len(rows):
+            raise IndexError(index)
+        return self._build(index)
+
+    def of_job(self, job_id: int) -> PendingEntry | None:
+        index = self.stored.index.get(job_id)
+        return None if index is None else self._build(index)
+
+    def _build(self, index: int) -> PendingEntry:
+        stored = self.stored
+        (job_id, name, share, position, length, borrow, borrow_length, reason, words, p50, p90,
+         basis, borrowed, decide) = stored.rows[index]  # fmt: skip
+        return PendingEntry(
+            job_id=job_id,
+            name=name,
+            share=share,
+            order=index + 1,
+            position=position,
+            queue_length=length,
+            borrow_position=borrow,
+            borrow_queue_length=borrow_length,
+            reason=reason,
+            blocker=_instants(words, stored.clock, self.now),
+            estimate=_estimate(stored.clock, stored.now_q, p50, p90, basis, borrowed),
+            needs_decision=decide,
+            estimated_at=stored.now,
+            current=self.current,
+        )
 
 
 @dataclass(frozen=True)
 class QueueEstimates:
     queue: JobQueue
     clock: Clock
-    now: dt.datetime
-    entries: list[PendingEntry]
+    now: dt.datetime  # the forecast's instant
+    entries: Entries
+    current: bool = True
+
+    @property
+    def estimated_at(self) -> dt.datetime:
+        return self.now
 
     def by_job(self) -> dict[int, PendingEntry]:
         return {entry.job_id: entry for entry in self.entries}
+
+    def of_job(self, job_id: int) -> PendingEntry | None:
+        return self.entries.of_job(job_id)
+
+
+# An instant in a stored blocker sentence, printed when it is read (the reader's time
+# zone and day): "\x00<queue clock>\x00".
+_INSTANT = re.compile("\x00(-?[0-9]+)\x00")
+
+
+def _mark(value: int) -> str:
+    return f"\x00{value}\x00"
 
 
 def _when(clock: Clock, now: dt.datetime):
@@ -369,74 +443,129 @@ def _when(clock: Clock, now: dt.datetime):
     return when
 
 
-def _estimate(view: QueueView, r, basis: str) -> Estimate:
-    clock = view.clock
+def _instants(words: str, clock: Clock, now: dt.datetime) -> str:
+    if "\x00" not in words:
+        return words
+    when = _when(clock, now)
+    return _INSTANT.sub(lambda found: when(int(found[1])), words)
+
+
+def _estimate(clock: Clock, now_q: int, p50, p90, basis: str, borrowed) -> Estimate:
     return Estimate(
-        start_p50=clock.to_real(r.p50),
-        start_p90=clock.to_real(r.p90),
-        wait_p50=None if r.p50 is None else max(0, r.p50 - view.now_q),
-        wait_p90=None if r.p90 is None else max(0, r.p90 - view.now_q),
+        start_p50=clock.to_real(p50),
+        start_p90=clock.to_real(p90),
+        wait_p50=None if p50 is None else max(0, p50 - now_q),
+        wait_p90=None if p90 is None else max(0, p90 - now_q),
         basis=basis,
-        borrowing=r.borrowed,
+        borrowing=borrowed,
     )
 
 
-def _entry(view, e: Explanation, order: int, r, ends, correction, code=None) -> PendingEntry:
-    facts = view.facts
-
+def _namer(names: dict[str, str]):
     def name(job_id: str) -> str:
-        fact = facts.get(job_id)
-        return f"job {job_pk(job_id)} ({fact.name})" if fact else f"job {job_pk(job_id)}"
+        found = names.get(job_id)
+        return f"job {job_pk(job_id)} ({found})" if found is not None else f"job {job_pk(job_id)}"
 
-    if code is not None:
-        e = replace(e, code=code)
-    blocker = describe(e, name=name, when=_when(view.clock, view.now), ends=ends)
-    fact = facts.get(e.job)
-    return PendingEntry(
-        job_id=job_pk(e.job),
-        name=fact.name if fact else "",
-        share=e.share,
-        order=order,
-        position=e.position,
-        queue_length=e.queue_length,
-        borrow_position=e.borrow_position,
-        borrow_queue_length=e.borrow_queue_length,
-        reason=e.code,
-        blocker=blocker,
-        estimate=_estimate(view, r, correction.basis),
-        needs_decision=is_misconfigured(e.code),
-    )
+    return name
 
 
-@dataclass
-class _Computed:
-    """A queue's estimates as of `view.now`, kept while the queue's state is unchanged."""
+# -- the stored forecast ----------------------------------------------------------------------
 
-    fingerprint: tuple
-    view: QueueView
-    explainer: Explainer
-    corrections: dict[str, Correction]
-    low: Forecast
+
+@dataclass(frozen=True)
+class WhatIf:
+    """What "if you submit this now" reads: the board's standing at the forecast's
+    instant, both recorded runs' usage timelines, when each share's queue is through
+    down to each priority, and the names and ends its sentence may mention."""
+
+    shape: Snapshot  # the queue and shares, no jobs
+    standing: Standing
+    low: Forecast  # times and usages only
     high: Forecast
-    ranges: dict[str, Range]
-    _result: QueueEstimates | None = None
-
-    @property
-    def result(self) -> QueueEstimates:
-        """Every waiting job's entry, built on first use (the what-if needs none)."""
-        if self._result is None:
-            self._result = _result_of(self)
-        return self._result
+    # share -> [(priority, (low, high) start of the last job at that priority or above)],
+    # highest priority first; None: one of them never starts
+    through: dict[str, list[tuple[int, tuple[int | None, int | None]]]]
+    names: dict[str, str]
+    ends: dict[str, int]
+    history: History
 
 
-_CACHE: dict[int, _Computed] = {}
-_CACHE_LOCK = threading.Lock()
+@dataclass(frozen=True)
+class Stored:
+    """A queue's forecast as kept in the shared cache (see the module doc)."""
+
+    version: str
+    fingerprint: tuple
+    now: dt.datetime
+    now_q: int
+    clock: Clock
+    spent: float  # seconds the computation took
+    rows: list[tuple]  # Entries._build's fields, in dispatch order
+    index: dict[int, int]  # job pk -> row
+    whatif: WhatIf
 
 
-def _fingerprint(queue: JobQueue) -> tuple:
+def _key(queue_id: int) -> str:
+    return f"eta:{connection.settings_dict['NAME']}:{queue_id}"
+
+
+# Per process, the last forecast read of each queue (by version), so a process reads a
+# forecast from the cache once; a small header says which version is current.
+_LOCAL: dict[int, Stored] = {}
+_LOCAL_LOCK = threading.Lock()
+_LOCAL_QUEUES = 16
+
+
+def _load(queue_id: int) -> Stored | None:
+    key = _key(queue_id)
+    header = cache.get(key + ":v")
+    if header is None:
+        return None
+    with _LOCAL_LOCK:
+        local = _LOCAL.get(queue_id)
+    if local is not None and local.version == header[0]:
+        return local
+    stored = cache.get(key)
+    if stored is None:
+        return None
+    _remember(queue_id, stored)
+    return stored
+
+
+def _remember(queue_id: int, stored: Stored) -> None:
+    with _LOCAL_LOCK:
+        _LOCAL.pop(queue_id, None)
+        _LOCAL[queue_id] = stored
+        while len(_LOCAL) > _LOCAL_QUEUES:
+            _LOCAL.pop(next(iter(_LOCAL)))
+
+
+def _save(queue_id: int, stored: Stored) -> None:
+    key = _key(queue_id)
+    timeout = getattr(settings, "ESTIMATE_STORE_SECONDS", 7 * 24 * 3600)
+    cache.set(key, stored, timeout)
+    cache.set(key + ":v", (stored.version, stored.now, time.time(), stored.spent), timeout)
+    _remember(queue_id, stored)
+
+
+def forget(queue: JobQueue) -> None:
+    """Drop what is stored about the queue (the next estimate computes afresh)."""
+    key = _key(queue.pk)
+    cache.delete_many([key, key + ":v"])
+    with _LOCAL_LOCK:
+        _LOCAL.pop(queue.pk, None)
+
+
+def forget_local() -> None:
+    """Drop what this process kept of the stored forecasts (as a fresh process)."""
+    with _LOCAL_LOCK:
+        _LOCAL.clear()
+
+
+def _fingerprint(queue: JobQueue) -> tuple[tuple, int]:
     """Changes whenever anything an estimate reads changes: a job event (submissions,
     starts, preemptions, ends, priority changes all write one), the live jobs' figures,
-    the policy (shares, limits, capacity, queue-wide rules)."""
+    the policy (shares, limits, capacity, queue-wide rules). With the live jobs' count."""
     last_event = (
         JobEvent.objects.filter(job__queue_id=queue.pk)
         .order_by("-pk")
@@ -469,89 +598,277 @@ def _fingerprint(queue: JobQueue) -> tuple:
     rules = JobQueue.objects.filter(pk=queue.pk).values_list(
         "executor", "runnable_time_limit", "default_preemption_retries"
     )
-    return (last_event, tuple(sorted(live.items())), shares, limits, capacity, tuple(rules))
+    fingerprint = (
+        last_event,
+        tuple(sorted(live.items())),
+        shares,
+        limits,
+        capacity,
+        tuple(rules),
+    )
+    return fingerprint, live["n"] or 0
 
 
-def _computed(queue: JobQueue, now: dt.datetime | None) -> _Computed:
-    """The queue's estimates, computed again only when its state changed or the last
-    computation is older than `ESTIMATE_CACHE_SECONDS` of real time (or is from later
-    than `now`): a forecast is a forward simulation of every waiting job."""
-    now = now or timezone.now()
-    fingerprint = _fingerprint(queue)
+def _fresh(stored: Stored, fingerprint: tuple, now: dt.datetime) -> bool:
     keep = getattr(settings, "ESTIMATE_CACHE_SECONDS", 30)
-    with _CACHE_LOCK:
-        cached = _CACHE.get(queue.pk)
-    if (
-        cached is not None
-        and cached.fingerprint == fingerprint
-        and cached.view.now <= now <= cached.view.now + dt.timedelta(seconds=keep)
-    ):
-        return cached
+    return stored.fingerprint == fingerprint and stored.now <= now <= stored.now + dt.timedelta(
+        seconds=keep
+    )
+
+
+def compute_forecast(queue: JobQueue, *, now: dt.datetime | None = None, fingerprint=None):
+    """Forecast the queue at `now` (a forward simulation of every waiting job, twice)
+    and store it; what the background task runs."""
+    began = time.perf_counter()
+    if fingerprint is None:
+        fingerprint, _ = _fingerprint(queue)
     view = queue_view(queue, now=now)
     explainer = Explainer(view.snapshot, view.now_q)
     corrections = _corrections(view)
     ranges, low, high = estimate_range(
         view.snapshot, view.now_q, view.work, corrections, record=True
     )
-    computed = _Computed(fingerprint, view, explainer, corrections, low, high, ranges)
-    with _CACHE_LOCK:
-        _CACHE[queue.pk] = computed
-    return computed
+    rows = _rows(view, explainer, corrections, low, ranges)
+    standing = explainer.standing.detached()
+    names = {
+        job_id: view.facts[job_id].name for job_id in standing.referenced() if job_id in view.facts
+    }
+    borrowers = {b.job for _, found in standing._facts.values() for b in found}
+    whatif = WhatIf(
+        shape=replace(view.snapshot, running=(), pending=()),
+        standing=standing,
+        low=Forecast(
+            starts={}, borrowed={}, ends={}, preempted={}, times=low.times, usages=low.usages
+        ),  # fmt: skip
+        high=Forecast(
+            starts={}, borrowed={}, ends={}, preempted={}, times=high.times, usages=high.usages
+        ),  # fmt: skip
+        through=_through(view, low, high),
+        names=names,
+        ends={job_id: low.ends[job_id] for job_id in borrowers if job_id in low.ends},
+        history=view.history,
+    )
+    stored = Stored(
+        version=uuid.uuid4().hex,
+        fingerprint=fingerprint,
+        now=view.now,
+        now_q=view.now_q,
+        clock=view.clock,
+        spent=time.perf_counter() - began,
+        rows=rows,
+        index={row[0]: i for i, row in enumerate(rows)},
+        whatif=whatif,
+    )
+    return stored
 
 
-def _result_of(computed: _Computed) -> QueueEstimates:
-    view, ranges, corrections = computed.view, computed.ranges, computed.corrections
-    explanations = computed.explainer.explanations
-    low = computed.low
+def _through(view: QueueView, low: Forecast, high: Forecast) -> dict:
+    """For each share and each priority among its waiting jobs: when the last of its jobs
+    at that priority or above starts in each run (`explain.ready_at`, the engine's rule,
+    asked for a job of that priority submitted after them)."""
+    by_share: dict[str, list[PendingJob]] = defaultdict(list)
+    for job in view.snapshot.pending:
+        by_share[job.share].append(job)
+    found = {}
+    for share, pending in by_share.items():
+        part = replace(view.snapshot, pending=tuple(pending))
+        levels = []
+        for priority in sorted({job.priority for job in pending}, reverse=True):
+            probe = PendingJob(
+                id="probe",
+                share=share,
+                priority=priority,
+                instance_type=pending[0].instance_type,
+                instances=1,
+                submitted_at=view.now_q + 1,
+            )
+            levels.append(
+                (
+                    priority,
+                    (
+                        ready_at(part, low.starts, probe, view.now_q),
+                        ready_at(part, high.starts, probe, view.now_q),
+                    ),
+                )
+            )
+        found[share] = levels
+    return found
+
+
+def _rows(view: QueueView, explainer: Explainer, corrections, low: Forecast, ranges) -> list:
+    explanations = explainer.explanations
     order = dispatch_order(explanations, low.starts, view.share_order)
+    facts = view.facts
+
+    def name(job_id: str) -> str:
+        fact = facts.get(job_id)
+        return f"job {job_pk(job_id)} ({fact.name})" if fact else f"job {job_pk(job_id)}"
+
+    rows = []
     # Pending jobs a pass at `now` would start (the live pass has not run yet) come
     # first: the engine does not explain them as waiting.
-    entries = [
-        _starting_entry(view, job, ranges[job.id], corrections[job.id])
-        for job in view.snapshot.pending
-        if job.id not in explanations and job.id in ranges
-    ]
-    entries += [
-        _entry(view, explanations[job_id], 0, ranges[job_id], low.ends, corrections[job_id])
-        for job_id in order
-    ]
-    entries = [replace(entry, order=index) for index, entry in enumerate(entries, 1)]
-    return QueueEstimates(queue=view.queue, clock=view.clock, now=view.now, entries=entries)
+    for job in view.snapshot.pending:
+        if job.id in explanations or job.id not in ranges:
+            continue
+        r = ranges[job.id]
+        rows.append(
+            (
+                job_pk(job.id),
+                facts[job.id].name,
+                job.share,
+                None,
+                0,
+                None,
+                0,
+                STARTS_NOW,
+                "it starts at the next scheduling pass",
+                r.p50,
+                r.p90,
+                corrections[job.id].basis,
+                r.borrowed,
+                False,
+            )  # fmt: skip
+        )
+    ends = low.ends
+    for job_id in order:
+        e = explanations[job_id]
+        r = ranges[job_id]
+        words = describe(e, name=name, when=_mark, ends=ends)
+        fact = facts.get(job_id)
+        rows.append(
+            (
+                job_pk(job_id),
+                fact.name if fact else "",
+                e.share,
+                e.position,
+                e.queue_length,
+                e.borrow_position,
+                e.borrow_queue_length,
+                e.code,
+                words,
+                r.p50,
+                r.p90,
+                corrections[job_id].basis,
+                r.borrowed,
+                is_misconfigured(e.code),
+            )  # fmt: skip
+        )
+    return rows
 
 
-def forget(queue: JobQueue) -> None:
-    """Drop what is kept about the queue (the next estimate computes afresh)."""
-    with _CACHE_LOCK:
-        _CACHE.pop(queue.pk, None)
+def _forecast(queue: JobQueue, now: dt.datetime | None) -> tuple[Stored, bool]:
+    """The queue's stored forecast and whether it is current.
+
+    Current: the queue's fingerprint is the one it was made with, and it is at most
+    `ESTIMATE_CACHE_SECONDS` old (and not from after `now`). Otherwise the last one is
+    served as it is (pages say "as of") and a new one is asked of the background task,
+    unless nothing is stored yet, the queue is small (`ESTIMATE_SYNC_MAX_LIVE` live
+    jobs: computing costs less than asking), or the caller asks about a given `now`:
+    then it is computed here."""
+    given = now is not None
+    now = now or timezone.now()
+    fingerprint, live = _fingerprint(queue)
+    stored = _load(queue.pk)
+    if stored is not None and _fresh(stored, fingerprint, now):
+        return stored, True
+    small = live <= getattr(settings, "ESTIMATE_SYNC_MAX_LIVE", 300)
+    if stored is None or small or given:
+        computed = compute_forecast(queue, now=now, fingerprint=fingerprint)
+        if stored is None or computed.now >= stored.now:
+            _save(queue.pk, computed)
+        return computed, True
+    request_estimates(queue.pk, read=True)
+    return stored, False
 
 
-def _starting_entry(view: QueueView, job: PendingJob, r: Range, correction) -> PendingEntry:
-    return PendingEntry(
-        job_id=job_pk(job.id),
-        name=view.facts[job.id].name,
-        share=job.share,
-        order=0,
-        position=None,
-        queue_length=0,
-        borrow_position=None,
-        borrow_queue_length=0,
-        reason=STARTS_NOW,
-        blocker="it starts at the next scheduling pass",
-        estimate=_estimate(view, r, correction.basis),
-        needs_decision=False,
-    )
+# -- the background task's side ---------------------------------------------------------------
+
+# A request waits for its task this long at most (its message may be lost).
+REQUEST_STALE = 30
+
+
+def request_estimates(queue_id: int, *, read: bool = False) -> None:
+    """Ask, once the current transaction commits, for the queue's forecast to be made
+    again in the background (`scheduler.estimate_queue`, on the interactive queue).
+
+    Requests coalesce: while one waits, another only relies on it (at most one message
+    per queue waits). After a pass (`read` False) the task recomputes only if the queue
+    changed; after a read of a forecast that is no longer current, also when it is
+    merely old. A queue whose forecast is costly is not recomputed more often than the
+    time the last one took after it ended."""
+    transaction.on_commit(lambda: send_estimates(queue_id, read=read))
+
+
+def send_estimates(queue_id: int, *, read: bool = False) -> None:
+    from scheduler import tasks
+
+    key = _key(queue_id) + ":asked"
+    kind = "read" if read else "change"
+    if not cache.add(key, kind, REQUEST_STALE):
+        if read and cache.get(key) == "change":
+            cache.set(key, kind, REQUEST_STALE)  # the waiting task recomputes an old one too
+        return
+    header = cache.get(_key(queue_id) + ":v")
+    countdown = 0.0
+    if header is not None:
+        _, _, finished, spent = header
+        countdown = min(10.0, max(0.0, finished + spent - time.time()))
+    try:
+        tasks.estimate_queue.apply_async((queue_id,), countdown=countdown or None)
+    except Exception:  # noqa: BLE001 - any broker failure: the next read asks again
+        cache.delete(key)
+        logger.exception("could not enqueue the estimates of queue %s", queue_id)
+
+
+def refresh_estimates(queue_id: int) -> str:
+    """The background task: forecast the queue again if it changed (or, asked by a
+    read, if its forecast is old); one computation per queue at a time."""
+    key = _key(queue_id)
+    kind = cache.get(key + ":asked") or "change"
+    cache.delete(key + ":asked")  # from now on a request needs a new task
+    if not cache.add(key + ":computing", 1, 600):
+        send_estimates(queue_id, read=kind == "read")  # after the running one
+        return "busy"
+    try:
+        queue = JobQueue.objects.filter(pk=queue_id).first()
+        if queue is None:
+            return "no such queue"
+        now = timezone.now()
+        fingerprint, _ = _fingerprint(queue)
+        stored = _load(queue_id)
+        if stored is not None and (
+            _fresh(stored, fingerprint, now)
+            or (kind == "change" and stored.fingerprint == fingerprint)
+        ):
+            return "unchanged"
+        _save(queue_id, compute_forecast(queue, now=now, fingerprint=fingerprint))
+        return "computed"
+    finally:
+        cache.delete(key + ":computing")
+
+
+# -- reading it -------------------------------------------------------------------------------
 
 
 def queue_estimates(queue: JobQueue, *, now: dt.datetime | None = None) -> QueueEstimates:
-    """Every pending job of the queue in dispatch order, with position, blocker, estimate."""
-    return _computed(queue, now).result
+    """Every pending job of the queue in dispatch order, with position, blocker, estimate
+    (built as they are read), from the stored forecast (see `_forecast`)."""
+    stored, current = _forecast(queue, now)
+    return QueueEstimates(
+        queue=queue,
+        clock=stored.clock,
+        now=stored.now,
+        entries=Entries(stored, now or timezone.now(), current),
+        current=current,
+    )
 
 
 def job_estimate(job: Job, *, now: dt.datetime | None = None) -> PendingEntry | None:
-    """One RUNNABLE job's entry (None for a job that is not waiting)."""
+    """One RUNNABLE job's entry (None for a job that is not waiting, or that the stored
+    forecast does not know yet)."""
     if job.state != Job.State.RUNNABLE:
         return None
-    return queue_estimates(job.queue, now=now).by_job().get(job.pk)
+    return queue_estimates(job.queue, now=now).of_job(job.pk)
 
 
 def job_positions(jobs) -> dict[int, PendingEntry]:
@@ -559,8 +876,13 @@ def job_positions(jobs) -> dict[int, PendingEntry]:
     found: dict[int, PendingEntry] = {}
     queues = {job.queue_id: job.queue for job in jobs if job.state == Job.State.RUNNABLE}
     for queue in queues.values():
-        found.update(queue_estimates(queue).by_job())
-    return {job.pk: found[job.pk] for job in jobs if job.pk in found}
+        listed = queue_estimates(queue)
+        for job in jobs:
+            if job.queue_id == queue.pk and job.state == Job.State.RUNNABLE:
+                entry = listed.of_job(job.pk)
+                if entry is not None:
+                    found[job.pk] = entry
+    return found
 
 
 # -- if you submit this now -------------------------------------------------------------------
@@ -583,22 +905,36 @@ class SubmissionEstimate:
     reclaimable_by: list[str]
     warnings: list[str]
     too_big: bool
+    estimated_at: dt.datetime | None = None  # the forecast's instant
+    current: bool = True  # False: the queue changed since; a new forecast is due
+
+
+def _ready(whatif: WhatIf, share: str, priority: int, now_q: int) -> tuple:
+    """When the last job ahead of a new job of `share` at `priority` starts, per run."""
+    found = (now_q, now_q)
+    for level, latest in whatif.through.get(share, ()):
+        if level < priority:
+            break
+        found = latest
+    return found
 
 
 def submission_estimate(*, data: JobData, now: dt.datetime | None = None) -> SubmissionEstimate:
     """What would happen to this job if it were submitted now. Stores nothing; raises
     JobError (field keys as for a submission) when the submission would be refused.
 
-    The queue's forecast without the job (kept while the queue is unchanged) says when
-    the jobs ahead of it in its share start; from then on, the forecast's usage after
-    each instant says when it fits (`explain.extra_start`)."""
+    Read from the queue's stored forecast, as of its instant: the jobs ahead of it in
+    its share start when that forecast says; from then on, the recorded usage after
+    each instant says when it fits (`explain.extra_start`), and the board's standing
+    where it would stand and what would hold it."""
     resolved = job_preview(data=data)
     share = data.share
     if not share.enabled:
         raise JobError({"share": [f"share {share.name} is disabled: the job would fail at once"]})
     queue = share.queue
-    computed = _computed(queue, now)
-    view = computed.view
+    stored, current = _forecast(queue, now)
+    whatif = stored.whatif
+    now_q = stored.now_q
     last = Job.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
     job_id = engine_id(last + 1)
     priority = data.priority
@@ -611,35 +947,38 @@ def submission_estimate(*, data: JobData, now: dt.datetime | None = None) -> Sub
         priority=priority,
         instance_type=itype,
         instances=resolved.instances,
-        submitted_at=view.now_q,
+        submitted_at=now_q,
     )
     definition_id = data.revision.definition_id if data.revision is not None else None
-    correction = view.history.correction(definition_id, share.pk)
+    correction = whatif.history.correction(definition_id, share.pk)
     starts = []
-    for run in (computed.low, computed.high):
-        ready = ready_at(view.snapshot, run.starts, new, view.now_q)
-        starts.append(
-            (None, None) if ready is None else extra_start(view.snapshot, run, new, ready)
-        )
+    for run, ready in zip(
+        (whatif.low, whatif.high), _ready(whatif, share.name, priority, now_q), strict=True
+    ):
+        starts.append((None, None) if ready is None else extra_start(whatif.shape, run, new, ready))
     (p50, borrowing), (p90, _) = starts
     if p50 is None or p90 is None:
         r = Range(p50 if p90 is None else p90, None, borrowing)
     else:
         r = Range(min(p50, p90), max(p50, p90), borrowing)
-    e = computed.explainer.extra(new)
-    facts = dict(view.facts)
-    facts[job_id] = JobFacts(job_pk(job_id), data.name or "your job", share.pk, definition_id)
-    named = replace(view, facts=facts)
+    e = whatif.standing.extra(new)
     code = e.code
-    if r.p50 is not None and r.p50 <= view.now_q and not is_misconfigured(code):
+    if r.p50 is not None and r.p50 <= now_q and not is_misconfigured(code):
         code = STARTS_NOW
         blocker = "it would start at the next scheduling pass"
     else:
-        blocker = _entry(named, e, 0, r, computed.low.ends, correction).blocker
+        names = dict(whatif.names)
+        names[job_id] = data.name or "your job"
+        blocker = describe(
+            e,
+            name=_namer(names),
+            when=_when(stored.clock, now or timezone.now()),
+            ends=whatif.ends,
+        )
     warnings = []
     too_big = code == SERVICE_ENVIRONMENT_MAX_RESOURCE
     if too_big:
-        capacity = view.snapshot.queue.capacity.get(itype, 0)
+        capacity = whatif.shape.queue.capacity.get(itype, 0)
         warnings.append(
             f"it needs {resolved.instances} {itype} but queue {queue.name} has {capacity}: it "
             "would be accepted but can never start as it is, and goes straight to the "
@@ -649,7 +988,7 @@ def submission_estimate(*, data: JobData, now: dt.datetime | None = None) -> Sub
         warnings.append(f"it can never start as configured: {blocker}")
     reclaimers = []
     if borrowing:
-        for spec in view.snapshot.shares:
+        for spec in whatif.shape.shares:
             if (
                 spec.name != share.name
                 and spec.enabled
@@ -659,12 +998,12 @@ def submission_estimate(*, data: JobData, now: dt.datetime | None = None) -> Sub
                 reclaimers.append(spec.name)
     return SubmissionEstimate(
         queue=queue,
-        clock=view.clock,
+        clock=stored.clock,
         share=share.name,
         instance_type=itype,
         instances=resolved.instances,
         priority=priority,
-        estimate=_estimate(view, r, correction.basis),
+        estimate=_estimate(stored.clock, now_q, r.p50, r.p90, correction.basis, r.borrowed),
         position=e.position,
         queue_length=e.queue_length,
         borrow_position=e.borrow_position,
@@ -673,6 +1012,8 @@ def submission_estimate(*, data: JobData, now: dt.datetime | None = None) -> Sub
         reclaimable_by=reclaimers,
         warnings=warnings,
         too_big=too_big,
+        estimated_at=stored.now,
+        current=current,
     )
 
 
