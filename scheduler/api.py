@@ -253,7 +253,9 @@ class QueuePending(generics.GenericAPIView):
         description="Every RUNNABLE job of the queue in the order it is expected to start "
         "(a forward simulation of the queue's live state, durations corrected by history), "
         "with its place in its share's queue and in the borrowing order, the engine's reason, "
-        "what holds it in plain words, and its estimated start range (p50-p90). Paginated.",
+        "what holds it in plain words, and its estimated start range (p50-p90). Paginated. "
+        "The forecast is made in the background after the queue changes: `current` false "
+        "means these are the last estimates, as of `estimated_at`, and new ones are coming.",
         parameters=[OpenApiParameter("page", int, description="Page number (50 per page).")],
         responses={200: PendingListSerializer, **ERRORS},
     )
@@ -270,6 +272,8 @@ class QueuePending(generics.GenericAPIView):
             "previous": body["previous"],
             "queue": queue.pk,
             "clock": result.clock,
+            "estimated_at": result.estimated_at,
+            "current": result.current,
             "results": page,
         }
         return Response(PendingListSerializer(body).data)
@@ -282,7 +286,8 @@ class JobEstimate(JobApiView):
         "the answer is when the job would start (p50-p90), where it would stand in its "
         "share's queue, what would hold it, whether it would start within its share's "
         "limit or borrowing, and which shares could then reclaim it. A submission the "
-        "service would refuse is refused here with the same field errors.",
+        "service would refuse is refused here with the same field errors. It reads the "
+        "queue's forecast as of `estimated_at` (`current` false: the queue changed since).",
         request=JobInputSerializer,
         responses={200: SubmissionEstimateSerializer, **ERRORS},
     )

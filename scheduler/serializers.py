@@ -626,7 +626,9 @@ class EstimateSerializer(serializers.Serializer):
         allow_null=True, help_text="90th-percentile estimated start (real time)."
     )
     wait_p50 = serializers.IntegerField(
-        allow_null=True, help_text="Seconds from now to start_p50, in the queue's clock."
+        allow_null=True,
+        help_text="Seconds from the forecast's instant (estimated_at) to start_p50, in the "
+        "queue's clock.",
     )
     wait_p90 = serializers.IntegerField(allow_null=True)
     basis = serializers.ChoiceField(
@@ -661,6 +663,13 @@ class PendingListSerializer(serializers.Serializer):
     previous = serializers.URLField(allow_null=True)
     queue = serializers.IntegerField()
     clock = ClockSerializer()
+    estimated_at = serializers.DateTimeField(
+        help_text="The instant of the forecast these estimates come from."
+    )
+    current = serializers.BooleanField(
+        help_text="false: the queue changed since estimated_at (or the forecast is old); these "
+        "are the last estimates, as of estimated_at, and new ones are being made."
+    )
     results = PendingEntrySerializer(many=True)
 
 
@@ -687,4 +696,11 @@ class SubmissionEstimateSerializer(serializers.Serializer):
     )
     warnings = serializers.ListField(child=serializers.CharField())
     too_big = serializers.BooleanField(help_text="It needs more than the whole queue has.")
+    estimated_at = serializers.DateTimeField(
+        help_text="The instant of the forecast these estimates come from."
+    )
+    current = serializers.BooleanField(
+        help_text="false: the queue changed since estimated_at (or the forecast is old); these "
+        "are the last estimates, as of estimated_at, and new ones are being made."
+    )
     stored = serializers.BooleanField(default=False, help_text="Always false: nothing is stored.")

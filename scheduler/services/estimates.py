@@ -781,6 +781,16 @@ def _forecast(queue: JobQueue, now: dt.datetime | None) -> tuple[Stored, bool]:
     return stored, False
 
 
+def peek(queue: JobQueue) -> tuple[Stored | None, bool]:
+    """The queue's stored forecast and whether it is current, computing and asking for
+    nothing (what the health of the background forecasts is read from)."""
+    stored = _load(queue.pk)
+    if stored is None:
+        return None, False
+    fingerprint, _ = _fingerprint(queue)
+    return stored, _fresh(stored, fingerprint, timezone.now())
+
+
 # -- the background task's side ---------------------------------------------------------------
 
 # A request waits for its task this long at most (its message may be lost).

@@ -18,16 +18,21 @@
    over the last 24 hours) and the same baseline counting only the queued work ahead.
 2. Cost. On the configured database (meant for PostgreSQL), a throwaway queue of 10
    shares with `--pending` waiting and 1,000 running jobs (deleted at the end): the
-   time of `POST /api/v1/jobs/estimate/`'s service ("if you submit this now") when the
-   queue changed since the last estimate (read the queue, explain it, two forward
-   simulations of every waiting job) and when it did not (the kept forecast answers),
-   and of one whole pending list after a change.
+   time of the first estimate ever (nothing stored: computed in the request), of the
+   background forecast after a change (`scheduler.estimate_queue`'s work: read the
+   queue, explain it, two forward simulations of every waiting job, store), and of
+   what pages and the API serve from the stored forecast: "if you submit this now"
+   (`POST /api/v1/jobs/estimate/`), one page of the pending list, one job's entry;
+   after a change (the stored forecast is no longer current: served "as of", a new
+   one asked for) and once the new one is stored; each as the first read of a
+   process (the forecast read from the shared cache) and as a later one.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import math
+import pickle
 import random
 import statistics
 import time
@@ -36,6 +41,7 @@ import uuid
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
+from django.db.models import F
 from django.utils import timezone
 
 from governance.models import CapacityLimit, InstanceType, JobQueue, QueueCapacity, QuotaShare, Team
@@ -64,6 +70,14 @@ def declared_durations(scenario, seed: int = SEED) -> dict[str, int]:
     }
 
 
+def _spread(times: list[float]) -> str:
+    ordered = sorted(times)
+    return (
+        f"median {statistics.median(ordered):.1f} ms, p90 "
+        f"{ordered[int(0.9 * (len(ordered) - 1))]:.1f} ms, max {ordered[-1]:.1f} ms"
+    )
+
+
 def _minutes(seconds: float) -> str:
     if seconds == float("inf"):
         return "never"
@@ -79,6 +93,7 @@ class Command(BaseCommand):
         parser.add_argument("--scale", type=float, default=0.2)
         parser.add_argument("--every", type=int, default=1)
         parser.add_argument("--pending", type=int, default=10_000)
+        parser.add_argument("--running", type=int, default=RUNNING)
         parser.add_argument("--repeat", type=int, default=20)
         parser.add_argument("--skip-accuracy", action="store_true")
         parser.add_argument("--skip-cost", action="store_true")
@@ -99,7 +114,7 @@ class Command(BaseCommand):
         if not options["skip_accuracy"]:
             self._accuracy(start, options["days"], options["scale"], options["every"])
         if not options["skip_cost"]:
-            self._cost(options["pending"], options["repeat"])
+            self._cost(options["pending"], options["repeat"], options["running"])
 
     # -- part 1 ---------------------------------------------------------------------------
 
@@ -153,7 +168,7 @@ class Command(BaseCommand):
 
     # -- part 2 ---------------------------------------------------------------------------
 
-    def _cost(self, pending: int, repeat: int) -> None:
+    def _cost(self, pending: int, repeat: int, running: int = RUNNING) -> None:
         write = self.stdout.write
         if connection.vendor != "postgresql":
             self.stderr.write(f"note: running on {connection.vendor}, not PostgreSQL")
@@ -165,7 +180,7 @@ class Command(BaseCommand):
             name=f"bench-eta-{tag}", executor=JobQueue.Executor.SIMULATED
         )
         try:
-            QueueCapacity.objects.create(queue=queue, instance_type=itype, instances=RUNNING)
+            QueueCapacity.objects.create(queue=queue, instance_type=itype, instances=running)
             shares = []
             for number in range(SHARES):
                 share = QuotaShare.objects.create(
@@ -177,7 +192,7 @@ class Command(BaseCommand):
                     position=number,
                 )
                 CapacityLimit.objects.create(
-                    share=share, instance_type=itype, max_instances=RUNNING // SHARES
+                    share=share, instance_type=itype, max_instances=max(1, running // SHARES)
                 )
                 shares.append(share)
             definition = definition_register(
@@ -210,7 +225,7 @@ class Command(BaseCommand):
                     start_seq=n,
                     attempt=1,
                 )
-                for n in range(RUNNING)
+                for n in range(running)
             ]
             rows += [
                 Job(
@@ -233,55 +248,83 @@ class Command(BaseCommand):
             data = JobData(
                 share=shares[3], name="what-if", revision=revision, expected_duration=3600
             )
-            estimates.submission_estimate(data=data)  # warm: imports, caches
+            waiting = list(
+                Job.objects.filter(queue=queue, state=Job.State.RUNNABLE)
+                .order_by("pk")
+                .values_list("pk", flat=True)
+            )
+            estimates.forget(queue)
+            began = time.perf_counter()
+            estimates.submission_estimate(data=data)  # nothing stored: computed here
+            first = (time.perf_counter() - began) * 1000
             if self.profile:
                 import cProfile
                 import pstats
                 import sys
 
-                estimates.forget(queue)
                 profiler = cProfile.Profile()
                 profiler.enable()
-                estimates.submission_estimate(data=data)
+                estimates.compute_forecast(queue)
                 profiler.disable()
                 pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumtime").print_stats(40)
 
-            def timed(cold: bool) -> list[float]:
-                times = []
-                for _ in range(repeat):
-                    if cold:
-                        estimates.forget(queue)  # as after any change of the queue
-                    began = time.perf_counter()
-                    estimates.submission_estimate(data=data)
-                    times.append((time.perf_counter() - began) * 1000)
-                return times
+            def change() -> None:
+                """What any change does to the queue's fingerprint (a priority changed)."""
+                Job.objects.filter(pk=rng.choice(waiting)).update(priority=F("priority") + 1)
+
+            reads = {
+                "'if you submit this now'": lambda: estimates.submission_estimate(data=data),
+                "pending list, one page": lambda: estimates.queue_estimates(queue).entries[:50],
+                "job page (its entry)": lambda: estimates.job_estimate(
+                    Job.objects.get(pk=waiting[-1])
+                ),
+            }
+
+            def serve(label: str, *, stale: bool, cold: bool) -> None:
+                for name, read in reads.items():
+                    times = []
+                    for _ in range(repeat):
+                        if stale:
+                            change()
+                        if cold:
+                            estimates.forget_local()  # as a process that never read it
+                        began = time.perf_counter()
+                        read()
+                        times.append((time.perf_counter() - began) * 1000)
+                    write(f"  {name:28} {label:36} {_spread(times)}")
 
             write(
-                f"cost on {connection.vendor}: {pending:,} pending, {RUNNING:,} running, "
+                f"cost on {connection.vendor}: {pending:,} pending, {running:,} running, "
                 f"{SHARES} shares; {repeat} runs each"
             )
+            write(f"first estimate ever (nothing stored, computed in the request): {first:.0f} ms")
+            computed = []
+            for _ in range(max(1, repeat // 4)):
+                change()
+                began = time.perf_counter()
+                estimates.refresh_estimates(queue.pk)  # the background task's work
+                computed.append((time.perf_counter() - began) * 1000)
+            write(
+                "background forecast after a change (scheduler.estimate_queue: read, explain, "
+                f"two forward runs, store): {_spread(computed)}"
+            )
+            write("serving after a change, the stored forecast no longer current ('as of'):")
+            serve("stale, first read in the process", stale=True, cold=True)
+            serve("stale, read before in the process", stale=True, cold=False)
+            estimates.refresh_estimates(queue.pk)
+            write("serving once the background forecast is stored (current):")
+            serve("current, first read in the process", stale=False, cold=True)
+            serve("current, read before in the process", stale=False, cold=False)
             answer = estimates.submission_estimate(data=data)
-            for label, cold in (("queue changed since", True), ("queue unchanged", False)):
-                times = timed(cold)
-                write(
-                    f"'if you submit this now' ({label}): median "
-                    f"{statistics.median(times):.0f} ms, p90 "
-                    f"{sorted(times)[int(0.9 * (len(times) - 1))]:.0f} ms, max {max(times):.0f} ms"
-                )
             write(
                 f"  (the what-if job: position {answer.position} of {answer.queue_length} in "
-                f"its share, estimated wait {answer.estimate.wait_p50} s)"
+                f"its share, estimated wait {answer.estimate.wait_p50} s; current: "
+                f"{answer.current})"
             )
-            whole = []
-            for _ in range(max(1, repeat // 5)):
-                estimates.forget(queue)
-                began = time.perf_counter()
-                listed = estimates.queue_estimates(queue)
-                whole.append((time.perf_counter() - began) * 1000)
-            write(
-                f"whole pending list ({len(listed.entries):,} jobs, every estimate) after a "
-                f"change: median {statistics.median(whole):.0f} ms"
-            )
+            stored = estimates._load(queue.pk)
+            size = len(pickle.dumps(stored, pickle.HIGHEST_PROTOCOL))
+            write(f"stored forecast: {size / 1e6:.1f} MB pickled, {len(stored.rows):,} entries")
+            estimates.forget(queue)
         finally:
             JobEvent.objects.filter(job__queue=queue).delete()
             Job.objects.filter(queue=queue).delete()
