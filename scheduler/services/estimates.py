@@ -553,7 +553,7 @@ def _remember(queue_id: int, stored: Stored) -> None:
 
 def _save(queue_id: int, stored: Stored) -> None:
     key = _key(queue_id)
-    timeout = getattr(settings, "ESTIMATE_STORE_SECONDS", 7 * 24 * 3600)
+    timeout = getattr(settings, "ESTIMATE_STORE_SECONDS", 24 * 3600)
     cache.set(key, stored, timeout)
     cache.set(key + ":v", (stored.version, stored.now, time.time(), stored.spent), timeout)
     _remember(queue_id, stored)
@@ -820,7 +820,7 @@ def request_estimates(queue_id: int, *, read: bool = False) -> None:
     transaction.on_commit(lambda: send_estimates(queue_id, read=read))
 
 
-def send_estimates(queue_id: int, *, read: bool = False) -> None:
+def send_estimates(queue_id: int, *, read: bool = False, wait: float = 0.0) -> None:
     from scheduler import tasks
 
     key = _key(queue_id) + ":asked"
@@ -830,10 +830,10 @@ def send_estimates(queue_id: int, *, read: bool = False) -> None:
             cache.set(key, kind, REQUEST_STALE)  # the waiting task recomputes an old one too
         return
     header = cache.get(_key(queue_id) + ":v")
-    countdown = 0.0
+    countdown = wait
     if header is not None:
         _, _, finished, spent = header
-        countdown = min(10.0, max(0.0, finished + spent - time.time()))
+        countdown = min(10.0, max(wait, finished + spent - time.time()))
     try:
         tasks.estimate_queue.apply_async((queue_id,), countdown=countdown or None)
     except Exception:  # noqa: BLE001 - any broker failure: the next read asks again
@@ -848,7 +848,7 @@ def refresh_estimates(queue_id: int) -> str:
     kind = cache.get(key + ":asked") or "change"
     cache.delete(key + ":asked")  # from now on a request needs a new task
     if not cache.add(key + ":computing", 1, 600):
-        send_estimates(queue_id, read=kind == "read")  # after the running one
+        send_estimates(queue_id, read=kind == "read", wait=1.0)  # after the running one
         return "busy"
     try:
         queue = JobQueue.objects.filter(pk=queue_id).first()
