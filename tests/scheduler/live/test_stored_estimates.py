@@ -63,6 +63,8 @@ def test_a_changed_queue_is_served_as_of_its_last_forecast_until_a_new_one_is_st
     client.force_login(lead)
     page = client.get(reverse("job-detail", args=[head.pk])).content.decode()
     assert "data-estimated-at>As of " in page
+    page = client.get(reverse("job-detail", args=[late.pk])).content.decode()
+    assert "being worked out" in page  # not in the last forecast yet
     api = APIClient()
     api.force_login(lead)
     body = api.get(reverse("api-queue-pending", args=[queue.pk])).json()
