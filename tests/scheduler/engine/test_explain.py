@@ -304,3 +304,35 @@ def test_a_new_job_is_placed_in_a_recorded_run_as_a_run_with_it_would():
         capture(scenario, observe)
     assert total == 320
     assert agree / total >= 0.95
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_stored_standing_places_a_new_job_as_the_board_does(seed):
+    """`Standing.detached()` keeps what `extra` reads without the board; stored and read
+    back (pickled, as the shared cache does) it says what the board says, for every
+    share, size and priority."""
+    import pickle
+
+    from scheduler.engine.explain import Explainer
+
+    scenario = load_scenario(_random_scenario(seed))
+    middle = sorted(job.submit_at for job in scenario.jobs)[25]
+    compared = 0
+
+    def observe(replay, now, submitted):
+        nonlocal compared
+        if now != middle:
+            return
+        snapshot, _ = replay.state(now)
+        explainer = Explainer(snapshot, now)
+        stored = pickle.loads(pickle.dumps(explainer.standing.detached()))
+        assert stored.board is None
+        for share in "rlbc":
+            for n in (1, 2, 3, 8):
+                for priority in (0, 1, 2, 3):
+                    new = PendingJob("zzzz", share, priority, G, n, now)
+                    assert stored.extra(new) == explainer.extra(new), (share, n, priority)
+                    compared += 1
+
+    capture(scenario, observe)
+    assert compared == 4 * 4 * 4
