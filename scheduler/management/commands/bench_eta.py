@@ -1,7 +1,7 @@
 """How good and how cheap are start estimates? (issue 16)
 
     python manage.py bench_eta [--start 2017-10-10] [--days 2] [--scale 0.2]
-                               [--every 1] [--pending 10000] [--repeat 20]
+                               [--every 1] [--pending 10000] [--running 1000] [--repeat 20]
 
 1. Accuracy. A window of the bundled Philly trace is replayed as the what-if and
    `simulate` do (one share per virtual cluster, limits scaled by `--scale`, all
