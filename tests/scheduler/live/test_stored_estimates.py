@@ -36,8 +36,10 @@ def stored_only(settings, queue):
     estimates.forget_local()
 
 
-def test_the_forecast_task_goes_to_the_interactive_queue():
-    assert app.amqp.router.route({}, "scheduler.estimate_queue")["queue"].name == "interactive"
+def test_the_forecast_task_is_background_work_and_never_holds_up_a_pass():
+    route = app.amqp.router.route
+    assert route({}, "scheduler.estimate_queue")["queue"].name == "celery"
+    assert route({}, "scheduler.run_pass")["queue"].name == "interactive"
 
 
 @pytest.mark.django_db
@@ -100,7 +102,7 @@ def test_a_worker_stores_a_fresh_forecast_after_a_change_without_any_read(
         stored, fresh = estimates.peek(queue)
         return stored if fresh else None
 
-    start_worker(queues="interactive")
+    start_worker(queues="interactive,celery")
     jobs = [submit("qs1", f"j{n}", at=None, expected_duration=LONG) for n in range(4)]
     # The submissions ask for a pass; the pass for a forecast; nothing here reads one.
     wait_for(
