@@ -27,8 +27,13 @@ def zone_names() -> tuple[str, ...]:
     return tuple(sorted(zoneinfo.available_timezones()))
 
 
+@functools.cache
+def _zone_set() -> frozenset[str]:
+    return frozenset(zone_names())
+
+
 def zone_or_none(name: str | None) -> zoneinfo.ZoneInfo | None:
-    if not name or len(name) > 64 or name not in zone_names():
+    if not name or len(name) > 64 or name not in _zone_set():
         return None
     return zoneinfo.ZoneInfo(name)
 
