@@ -130,6 +130,7 @@ def seed_clients(count: int) -> None:
     from accounts.tokens import token_issue
     from governance.models import JobQueue, QueueCapacity, QuotaShare
     from governance.permissions import ADMINS, TEAM_LEADS
+    from scheduler.models import JobDefinition
 
     # Simulated queues only: a process queue would run real programs for the submissions.
     shares = list(
@@ -141,6 +142,12 @@ def seed_clients(count: int) -> None:
         row.queue_id: row.instance_type.name
         for row in QueueCapacity.objects.select_related("instance_type").order_by("-pk")
     }
+    # A registered job definition each queue allows (None: the API's own fields).
+    definition = {}
+    for row in JobDefinition.queues.through.objects.filter(
+        jobdefinition__retired_at__isnull=True
+    ).order_by("jobdefinition__name"):
+        definition.setdefault(row.jobqueue_id, row.jobdefinition.name)
     leads = Group.objects.get_or_create(name=TEAM_LEADS)[0]
     admins = Group.objects.get_or_create(name=ADMINS)[0]
     admin, _ = User.objects.get_or_create(username="bench-admin")
@@ -159,6 +166,7 @@ def seed_clients(count: int) -> None:
                 "token": token_issue(user=user, name="bench", days=1)[1],
                 "share": share.pk,
                 "instance_type": instance_type[share.queue_id],
+                "definition": definition.get(share.queue_id),
             }
         )
     edit_share = next(s for s in shares if s.queue.name == "aws-sample")
@@ -301,15 +309,11 @@ class Admin(Client):
         await self.request(results, EDIT, "PATCH", f"/api/v1/shares/{self.share}/", json=change)
 
 
-async def submission_fields(session, base: str, token: str) -> dict:
-    """What a job submission names: a registered job definition where the API has them,
-    otherwise the job's own fields."""
-    headers = {"Authorization": f"Token {token}"}
-    async with session.get(f"{base}/api/v1/job-definitions/", headers=headers) as response:
-        if response.status == 200:
-            definitions = (await response.json()).get("results") or []
-            if definitions:
-                return {"definition": definitions[0]["name"]}
+def submission_fields(lead: dict) -> dict:
+    """What a lead's job submission names: a registered job definition its queue allows
+    (seed_clients picks one), otherwise the job's own fields."""
+    if lead.get("definition"):
+        return {"definition": lead["definition"]}
     return {"instances": 1, "expected_duration": 3600}
 
 
@@ -322,7 +326,6 @@ async def run_phase(args, seeded: dict, clients: int) -> Results:
     timeout = aiohttp.ClientTimeout(total=args.timeout)
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-        submission = await submission_fields(session, base, seeded["leads"][0]["token"])
         population: list[Client] = [
             Admin(session, base, seeded["admin"], seeded["edit_share"], random.Random(rng.random()))
         ]
@@ -334,7 +337,7 @@ async def run_phase(args, seeded: dict, clients: int) -> Results:
                     lead["token"],
                     lead["share"],
                     random.Random(rng.random()),
-                    submission=submission,
+                    submission=submission_fields(lead),
                     instance_type=lead["instance_type"],
                 )
             )
