@@ -406,25 +406,14 @@ class DefinitionForm(forms.Form):
 
     def data_for_service(self, parameters: list[dict]) -> definitions.DefinitionData:
         data = self.cleaned_data
+        given = {
+            "command": _lines(data["command"]),
+            "parameters": parameters,
+            "environment": self.environment_dict(),
+        }
         return definitions.DefinitionData(
             queues=list(data["queues"]),
-            command=_lines(data["command"]),
-            parameters=parameters,
-            environment=self.environment_dict(),
-            instance_type=data["instance_type"],
-            **{
-                name: data[name]
-                for name in (
-                    "instances",
-                    "expected_duration",
-                    "checkpoint_interval",
-                    "restart_overhead",
-                    "stop_grace_seconds",
-                    "wall_clock_limit",
-                    "max_address_space_mb",
-                    "max_cpu_seconds",
-                )
-            },
+            **{name: given.get(name, data.get(name)) for name in definitions.REVISION_FIELDS},
         )
 
     @staticmethod

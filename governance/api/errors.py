@@ -168,6 +168,8 @@ def server_error(request):
     return defaults.server_error(request)
 
 
+# Exempt: it changes nothing and only answers 404, so a POST to a mistyped path gets
+# the API's JSON 404 rather than Django's CSRF 403 page.
 @csrf_exempt
 @login_not_required
 def not_found(request, path=""):
