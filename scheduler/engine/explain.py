@@ -696,52 +696,6 @@ class _Observed(_Replay):
             restarted=job.first_started_at is not None,
         )
 
-    def run(self, progress=None) -> None:  # the simulator's loop, with the observer added
-        order = sorted(range(len(self.jobs)), key=lambda i: (self.jobs[i].submitted_at, i))
-        submissions = [self.jobs[i] for i in order]
-        actions = list(self.scenario.actions)
-        heap, board, out = self.heap, self.board, self.out
-        next_submission = next_action = 0
-        while True:
-            now = heap[0][0] if heap else None
-            if next_submission < len(submissions):
-                t = submissions[next_submission].submitted_at
-                now = t if now is None or t < now else now
-            if next_action < len(actions):
-                t = actions[next_action].at
-                now = t if now is None or t < now else now
-            if now is None:
-                break
-            while heap and heap[0][0] == now and heap[0][1] == _FINISH:
-                _, _, _, job, token = heappop(heap)
-                if job.token == token and job.state == RUNNING:
-                    self._finish(job, now)
-            while next_action < len(actions) and actions[next_action].at == now:
-                self._act(actions[next_action], now)
-                next_action += 1
-            submitted = []
-            while (
-                next_submission < len(submissions)
-                and submissions[next_submission].submitted_at == now
-            ):
-                self._submit(submissions[next_submission], now)
-                submitted.append(submissions[next_submission])
-                next_submission += 1
-            if board.unsettled:
-                board.settle(now)
-            if submitted:
-                self.on_instant(self, now, submitted)
-            while heap and heap[0][0] == now and heap[0][1] == _TIME_LIMIT:
-                _, _, _, job, since = heappop(heap)
-                self._time_limit(job, since, now)
-            while heap and heap[0][0] == now:
-                _, _, _, job, token = heappop(heap)
-                if job.token == token and job.state == RUNNING:
-                    board.protection_ended(job)
-            run_passes(board, now, out)
-            if out:
-                self._record(now)
-
 
 def capture(
     scenario: Scenario,
@@ -755,7 +709,7 @@ def capture(
     as the declared durations when given). Returns the replay's result."""
     with _cyclic_gc_paused():
         replay = _Observed(scenario, on_instant, durations)
-        replay.run()
+        replay.run(None)
         return replay.result()
 
 

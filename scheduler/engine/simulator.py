@@ -96,6 +96,10 @@ class SimJob(Job):
 
 
 class _Replay:
+    # Called as on_instant(replay, now, submitted) at each instant with submissions,
+    # after them and before the instant's passes (explain.capture observes so).
+    on_instant: Callable[[_Replay, int, list[SimJob]], None] | None = None
+
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
         self.queue = scenario.queue
@@ -244,6 +248,7 @@ class _Replay:
         heap, board, out = self.heap, self.board, self.out
         next_submission = next_action = 0
         instants = 0
+        on_instant = self.on_instant
         while True:
             now = heap[0][0] if heap else None
             if next_submission < len(submissions):
@@ -261,14 +266,19 @@ class _Replay:
             while next_action < len(actions) and actions[next_action].at == now:
                 self._act(actions[next_action], now)
                 next_action += 1
+            submitted = [] if on_instant is not None else None
             while (
                 next_submission < len(submissions)
                 and submissions[next_submission].submitted_at == now
             ):
                 self._submit(submissions[next_submission], now)
+                if submitted is not None:
+                    submitted.append(submissions[next_submission])
                 next_submission += 1
             if board.unsettled:
                 board.settle(now)
+            if submitted:
+                on_instant(self, now, submitted)
             while heap and heap[0][0] == now and heap[0][1] == _TIME_LIMIT:
                 _, _, _, job, since = heappop(heap)
                 self._time_limit(job, since, now)
