@@ -9,6 +9,7 @@ jobs that need a decision. Pages of the simulated-clock queue say so. axe runs o
 every page visited."""
 
 import pytest
+from django.db import transaction
 from playwright.sync_api import expect
 
 from governance.celery import app
@@ -44,9 +45,16 @@ def busy_queue(settings):
         expected_duration=LONG,
     )
     qs1 = QuotaShare.objects.get(queue=queue, name="qs1")
-    for name in ("within", "borrower"):
-        job_submit(data=JobData(share=qs1, name=name, revision=train))
+    # One transaction, so one pass starts both at the same instant: they then end
+    # together and a job submitted now starts within qs1's limit. Two passes would
+    # start them a few milliseconds apart, which the 60x clock can turn into two
+    # end instants, and between them the new job would start by borrowing.
+    with transaction.atomic():
+        for name in ("within", "borrower"):
+            job_submit(data=JobData(share=qs1, name=name, revision=train))
     scheduling_pass(queue_id=queue.pk)
+    starts = set(Job.objects.filter(queue=queue).values_list("started_at", flat=True))
+    assert len(starts) == 1, starts
     lead = UserFactory(username="lin", roles=["team_leads"])
     for name in ("qs1", "qs2"):
         QuotaShare.objects.get(queue=queue, name=name).team.leads.add(lead)
