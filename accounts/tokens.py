@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from accounts import identity
 from accounts.models import ApiToken
 
 
@@ -51,4 +52,11 @@ def token_list(*, user) -> QuerySet[ApiToken]:
 
 
 def token_for_key(*, key: str) -> ApiToken | None:
-    return ApiToken.objects.select_related("user").filter(digest=_digest(key)).first()
+    """The token `key` names, with its user; from the identity cache when it holds it."""
+    digest = _digest(key)
+    token, generation = identity.cached_token(digest)
+    if token is None:
+        token = ApiToken.objects.select_related("user").filter(digest=digest).first()
+        if token is not None:
+            identity.remember(token, generation)
+    return token

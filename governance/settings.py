@@ -340,6 +340,9 @@ SPECTACULAR_SETTINGS = {
 # API tokens (accounts): lifetime when the client names none, and the longest allowed.
 API_TOKEN_DAYS = env_int("API_TOKEN_DAYS", 30, minimum=1)
 API_TOKEN_MAX_DAYS = env_int("API_TOKEN_MAX_DAYS", 365, minimum=API_TOKEN_DAYS)
+# How long a token's user, roles and teams are kept in the cache (accounts.identity);
+# any change to them takes effect at once anyway. 0 reads them on every request.
+API_IDENTITY_CACHE_SECONDS = env_int("API_IDENTITY_CACHE_SECONDS", 60, minimum=0)
 
 # Login lockouts (django-axes): after LOGIN_FAILURE_LIMIT failed logins for one username
 # from one address, that pair is refused for LOGIN_LOCKOUT_MINUTES, even with the right

@@ -1,0 +1,79 @@
+"""Who an API token belongs to, and what they may do, kept briefly in the cache.
+
+Authenticating a token request reads the token, its user, the user's roles and their
+teams: four queries on every API call, most of a read's cost. The cache keeps all of
+that per token digest for API_IDENTITY_CACHE_SECONDS, read in one round-trip together
+with the authorisation generation. Anything that can change who a user is or what
+they may do (a token issued or revoked, a user saved or deleted, a group or team
+membership changed, a role group or team renamed or deleted) sets a new generation
+(accounts.apps wires the signals; see forget_everyone), and an entry of an older
+generation is never used: a revoked token or a removed role stops working on the
+next request, not after the time-to-live. Changes that send no signal (a bulk
+`QuerySet.update` of users) are bounded by the time-to-live.
+
+Expiry and revocation are still checked on every request, from the cached token.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+
+from accounts.models import ApiToken
+
+GENERATION = "identity:generation"
+
+
+def _entry_key(digest: str) -> str:
+    return f"identity:token:{digest}"
+
+
+def _seconds() -> int:
+    return settings.API_IDENTITY_CACHE_SECONDS
+
+
+def cached_token(digest: str) -> tuple[ApiToken | None, str]:
+    """The cached token (its user and the user's roles and teams attached) for `digest`,
+    or None; and the current generation, which `remember` needs."""
+    if not _seconds():
+        return None, ""
+    found = cache.get_many([_entry_key(digest), GENERATION])
+    generation = found.get(GENERATION)
+    if generation is None:
+        generation = secrets.token_hex(8)
+        if not cache.add(GENERATION, generation, timeout=None):
+            generation = cache.get(GENERATION) or generation
+        return None, generation
+    entry = found.get(_entry_key(digest))
+    if entry is None or entry[0] != generation:
+        return None, generation
+    return entry[1], generation
+
+
+def remember(token: ApiToken, generation: str) -> None:
+    """Keep `token` (read from the database after `generation` was read) with its user's
+    roles and teams computed, so a cached request asks nothing more of the database."""
+    if not _seconds() or not generation:
+        return
+    from governance import permissions, rules
+
+    user = token.user
+    permissions.user_roles(user)
+    rules.led_team_ids(user)
+    rules.member_team_ids(user)
+    cache.set(_entry_key(token.digest), (generation, token), timeout=_seconds())
+
+
+def forget_everyone(**_signal_arguments) -> None:
+    """A new generation now and another once the current transaction commits: every
+    cached identity is stale. (Between the two a request can still read the old rows
+    and cache them under the first new generation; the second one drops them.)"""
+
+    def new_generation() -> None:
+        cache.set(GENERATION, secrets.token_hex(8), timeout=None)
+
+    new_generation()
+    transaction.on_commit(new_generation)
