@@ -301,6 +301,43 @@ class JobOutputSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
+    def to_representation(self, instance: Job) -> dict:
+        """The same dictionary as ModelSerializer's, several times faster: a list of 50
+        jobs spent most of its time in the generic field machinery. Plain values are
+        copied; date-times and relations go through their own fields (test_job_output
+        compares the two on jobs in every state)."""
+        plan = self.__dict__.get("_plan")
+        if plan is None:
+            plan = self._plan = [_read_plan(name, field) for name, field in self.fields.items()]
+        out = {}
+        for name, path, convert in plan:
+            value = instance
+            for attr in path:
+                value = getattr(value, attr)
+                if value is None:
+                    break
+            out[name] = value if value is None or convert is None else convert(value)
+        return out
+
+
+def _read_plan(name: str, field: serializers.Field) -> tuple[str, list[str], object]:
+    """How JobOutputSerializer reads one field: the attribute path and the conversion
+    (None where the model's value is already what the field would give)."""
+    if isinstance(field, serializers.PrimaryKeyRelatedField):
+        return name, [f"{field.source}_id"], None
+    plain = (
+        serializers.IntegerField,
+        serializers.CharField,
+        serializers.BooleanField,
+        serializers.ChoiceField,
+        serializers.DictField,
+    )
+    return (
+        name,
+        field.source.split("."),
+        None if isinstance(field, plain) else field.to_representation,
+    )
+
 
 class JobEventOutputSerializer(serializers.ModelSerializer):
     class Meta:
