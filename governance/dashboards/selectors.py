@@ -38,6 +38,7 @@ from governance.models import (
     Team,
     WhatIfReview,
 )
+from scheduler.engine.stats import nearest_rank
 from scheduler.executors import simulated_speed
 from scheduler.models import Job, JobEvent
 
@@ -284,8 +285,8 @@ class _Scope:
             "jobs_ended": counts["jobs_succeeded"] + counts["jobs_failed"],
             "jobs_waiting_at_end": {
                 "n": len(ages),
-                "age_p50_s": f.nearest_rank(ages, 50),
-                "age_p90_s": f.nearest_rank(ages, 90),
+                "age_p50_s": nearest_rank(ages, 50),
+                "age_p90_s": nearest_rank(ages, 90),
                 "oldest_s": ages[-1] if ages else None,
             },
             "oldest_waiting": [
