@@ -50,6 +50,9 @@ app.conf.task_routes = {
     "scheduler.demo_traffic": {"queue": DEMO_QUEUE},
 }
 
+# The exceptions sweep's period: a window starts or ends at most this late.
+EXCEPTIONS_SWEEP_SECONDS = 60.0
+
 
 def retry_policy(*transient: type[Exception], patient: bool = False) -> dict:
     """The task options of the project's one retry policy: retry only transient errors
@@ -109,9 +112,6 @@ def beat_schedule(settings) -> dict:
             "options": {"expires": 9.0},
         }
     return schedule
-
-
-EXCEPTIONS_SWEEP_SECONDS = 60.0
 
 
 @app.on_after_configure.connect
