@@ -176,6 +176,7 @@ INSTALLED_APPS = [
     "accounts",
     "governance",
     "scheduler",
+    "demo",
 ]
 
 MIDDLEWARE = [

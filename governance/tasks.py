@@ -3,7 +3,7 @@
 An approved request's activation is sent at approval with an ETA of its window's
 start (`schedule_activation`), on the `interactive` queue, so it takes effect within
 seconds of the start. Beat runs `governance.exceptions.sweep` every minute (declared
-below, the one place these periodic tasks are declared) as the fallback: it enqueues
+with every periodic task in governance/celery.py) as the fallback: it enqueues
 what is due, and sends with their ETA the activations and expiries due before the next
 sweep (a lost ETA message, a worker restart). The sweep only finds request ids and
 enqueues one thin task per request; each task claims its transition with a
@@ -19,11 +19,11 @@ import logging
 from datetime import datetime, timedelta
 
 from celery import shared_task
-from django.db import OperationalError, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from governance.celery import app
+from governance.celery import EXCEPTIONS_SWEEP_SECONDS, retry_policy
 from governance.models import ExceptionRequest
 from governance.selectors.exceptions import exceptions_to_activate, exceptions_to_expire
 from governance.services.exceptions import exception_request_activate, exception_request_expire
@@ -32,10 +32,8 @@ from governance.services.policy import VersionConflict
 logger = logging.getLogger(__name__)
 State = ExceptionRequest.State
 
-# Transient: the database was busy, or an admin saved the share between our read and
-# write. Anything else is a bug or a rule, and retrying would not help.
-TRANSIENT = (OperationalError, VersionConflict)
-RETRY = {"autoretry_for": TRANSIENT, "retry_backoff": 5, "retry_backoff_max": 120, "max_retries": 5}
+# Transient besides the database: an admin saved the share between our read and write.
+RETRY = retry_policy(VersionConflict)
 
 
 @shared_task(name="governance.exceptions.activate", acks_late=True, **RETRY)
@@ -46,9 +44,6 @@ def activate_exception(request_id: int) -> bool:
 @shared_task(name="governance.exceptions.expire", acks_late=True, **RETRY)
 def expire_exception(request_id: int) -> bool:
     return exception_request_expire(request_id=request_id)
-
-
-SWEEP_SECONDS = 60.0
 
 
 def schedule_activation(request_id: int, window_start: datetime) -> None:
@@ -71,7 +66,7 @@ def sweep_exceptions() -> dict[str, int]:
     back before a new exception on it adds to it), and those due before the next sweep
     with their ETA."""
     now = timezone.now()
-    soon = now + timedelta(seconds=SWEEP_SECONDS + 10)
+    soon = now + timedelta(seconds=EXCEPTIONS_SWEEP_SECONDS + 10)
     expire_ids = exceptions_to_expire(now=now)
     activate_ids = exceptions_to_activate(now=now)
     for request_id in expire_ids:
@@ -87,18 +82,6 @@ def sweep_exceptions() -> dict[str, int]:
         at = start if state == State.APPROVED else end
         transaction.on_commit(lambda t=task, pk=request_id, at=at: t.apply_async((pk,), eta=at))
     return {"expire": len(expire_ids), "activate": len(activate_ids)}
-
-
-# Every minute: a window starts or ends at most a minute late.
-app.conf.beat_schedule.update(
-    {
-        "exceptions-sweep": {
-            "task": "governance.exceptions.sweep",
-            "schedule": SWEEP_SECONDS,
-            "options": {"expires": SWEEP_SECONDS - 5},
-        }
-    }
-)
 
 
 # Celery autodiscovers only `<app>.tasks`: the other task modules of this app load here.

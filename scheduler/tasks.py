@@ -18,31 +18,23 @@ pass message per queue waits, however many submissions arrive.
 - `scheduler.run_job(job_id, attempt)`: the process executor's run, routed to the
   Celery queue of the job's instance type; the run is claimed once, under a lease.
 
-Retries: only transient database errors (a lock timeout, a dropped connection), with
-backoff. Periodic tasks are declared below, in one place, on the project's Celery app.
+Retries: the project's policy (governance.celery.retry_policy: only transient database
+errors, with backoff). Periodic tasks are declared with every other in governance/celery.py.
 """
 
 from __future__ import annotations
 
 from celery import shared_task
 from django.conf import settings
-from django.db import OperationalError
 
-from governance.celery import app
+from governance.celery import retry_policy
 from governance.models import JobQueue
 from scheduler.models import Job
 
-TRANSIENT = (OperationalError,)
+RETRY = retry_policy()
 
 
-@shared_task(
-    name="scheduler.run_pass",
-    acks_late=True,
-    autoretry_for=TRANSIENT,
-    retry_backoff=True,
-    retry_backoff_max=30,
-    max_retries=5,
-)
+@shared_task(name="scheduler.run_pass", acks_late=True, **RETRY)
 def run_pass(queue_id: int) -> dict:
     from scheduler.services.estimates import request_estimates
     from scheduler.services.passes import pass_request_taken, scheduling_pass
@@ -63,14 +55,7 @@ def run_pass(queue_id: int) -> dict:
     }
 
 
-@shared_task(
-    name="scheduler.estimate_queue",
-    acks_late=True,
-    ignore_result=True,
-    autoretry_for=TRANSIENT,
-    retry_backoff=True,
-    max_retries=3,
-)
+@shared_task(name="scheduler.estimate_queue", acks_late=True, ignore_result=True, **RETRY)
 def estimate_queue(queue_id: int) -> str:
     from scheduler.services.estimates import refresh_estimates
 
@@ -94,13 +79,7 @@ def tick() -> None:
         send_pass(queue_id)  # coalesced: no second message while one waits
 
 
-@shared_task(
-    name="scheduler.sweep",
-    acks_late=True,
-    autoretry_for=TRANSIENT,
-    retry_backoff=True,
-    max_retries=3,
-)
+@shared_task(name="scheduler.sweep", acks_late=True, **RETRY)
 def sweep() -> list[int]:
     from scheduler.services.runs import jobs_requeue_lost
 
@@ -115,37 +94,3 @@ def run_job(job_id: int, attempt: int) -> str:
     from scheduler.executors.process import run_job as run
 
     return run(job_id, attempt)
-
-
-@shared_task(name="scheduler.demo_traffic")
-def demo_traffic() -> int:
-    from scheduler.services.demo import demo_traffic as step
-
-    return len(step())
-
-
-# Periodic messages expire before the next one is due, so a busy or stopped worker
-# never finds a backlog of them.
-if getattr(settings, "DEMO_TRAFFIC", False):
-    app.conf.beat_schedule["scheduler-demo-traffic"] = {
-        "task": "scheduler.demo_traffic",
-        "schedule": 10.0,
-        "options": {"expires": 9.0},
-    }
-
-_TICK = float(getattr(settings, "SCHEDULER_TICK_SECONDS", 2))
-_SWEEP = float(getattr(settings, "JOB_SWEEP_SECONDS", 15))
-app.conf.beat_schedule.update(
-    {
-        "scheduler-tick": {
-            "task": "scheduler.tick",
-            "schedule": _TICK,
-            "options": {"expires": _TICK},
-        },
-        "scheduler-sweep": {
-            "task": "scheduler.sweep",
-            "schedule": _SWEEP,
-            "options": {"expires": _SWEEP},
-        },
-    }
-)

@@ -356,13 +356,6 @@ async def run_phase(args, seeded: dict, clients: int) -> Results:
     return results
 
 
-def percentile(values: list[float], fraction: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
-
-
 def report(clients: int, args, results: Results) -> None:
     answered = len(results.latencies)
     server_errors = sum(n for status, n in results.statuses.items() if status >= 500)
@@ -375,10 +368,13 @@ def report(clients: int, args, results: Results) -> None:
         f"admin share edits {results.by_kind[EDIT]})"
     )
     if answered:
+        sys.path.insert(0, str(ROOT))
+        from scheduler.engine.stats import percentile  # the project's one percentile
+
         lat = results.latencies
         print(
-            f"latency: p50 {percentile(lat, 0.50):.3f} s, p95 {percentile(lat, 0.95):.3f} s, "
-            f"p99 {percentile(lat, 0.99):.3f} s, max {max(lat):.3f} s, "
+            f"latency: p50 {percentile(lat, 50):.3f} s, p95 {percentile(lat, 95):.3f} s, "
+            f"p99 {percentile(lat, 99):.3f} s, max {max(lat):.3f} s, "
             f"mean {statistics.fmean(lat):.3f} s"
         )
     statuses = ", ".join(f"{status}: {n}" for status, n in sorted(results.statuses.items()))

@@ -24,9 +24,9 @@ from governance.api.serializers import ErrorSerializer
 from governance.dashboards import formulas as f
 from governance.dashboards.rollups import rollups_refresh
 from governance.dashboards.selectors import (
-    SIGNALS_VERSION,
     empty_signals,
     month_start,
+    rollup_current,
     rollup_scope,
     scope_key,
 )
@@ -255,8 +255,7 @@ def signals_document(*, month: dt.date, scope: str, data: dict, parent: dict | N
 def _stored(month: dt.date, key: str) -> tuple[dict | None, object]:
     """The rollup row of `key`, computing the month first when it has none or an
     older version's."""
-    row = rollup_scope(month=month, scope="all")
-    if row is None or row[0].get("version") != SIGNALS_VERSION:
+    if not rollup_current(month=month):
         rollups_refresh(month=month)
     return rollup_scope(month=month, scope=key) or (None, None)
 

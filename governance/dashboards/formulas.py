@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from scheduler.engine.stats import quartiles
+
 # Below this many observations in either month, a change is shown without an arrow or
 # a "better / worse" word: a handful of jobs moves a median or a fraction by chance.
 MIN_SAMPLE = 30
@@ -133,30 +135,12 @@ def fairness(
     }
 
 
-def nearest_rank(sorted_values: list, percent: float):
-    """Percentiles are nearest-rank (as the engine's summary): the smallest value with
-    at least `percent` % of the values at or below it."""
-    if not sorted_values:
-        return None
-    rank = max(1, -(-percent * len(sorted_values) // 100))
-    return sorted_values[int(rank) - 1]
-
-
 def duration_stats(values: Iterable[int]) -> dict:
     """n, mean, min, q1, p50, q3, p90, max of durations in seconds (only n when empty)."""
     ordered = sorted(values)
     if not ordered:
         return {"n": 0}
-    return {
-        "n": len(ordered),
-        "mean": round(sum(ordered) / len(ordered)),
-        "min": ordered[0],
-        "q1": nearest_rank(ordered, 25),
-        "p50": nearest_rank(ordered, 50),
-        "q3": nearest_rank(ordered, 75),
-        "p90": nearest_rank(ordered, 90),
-        "max": ordered[-1],
-    }
+    return {"n": len(ordered), "mean": round(sum(ordered) / len(ordered)), **quartiles(ordered)}
 
 
 def ratio(numerator: float, denominator: float):

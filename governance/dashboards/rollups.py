@@ -39,7 +39,14 @@ def rollups_refresh(*, month: dt.date, now: dt.datetime | None = None) -> int:
     now = now or timezone.now()
     signals = month_signals(month=month, now=now)
     rows = [
-        MonthlyRollup(month=month, scope=scope, data=data, computed_at=now, **_scope_ids(data))
+        MonthlyRollup(
+            month=month,
+            scope=scope,
+            data=data,
+            version=SIGNALS_VERSION,
+            computed_at=now,
+            **_scope_ids(data),
+        )
         for scope, data in signals.items()
     ]
     with transaction.atomic():
@@ -87,14 +94,11 @@ def _without_stale(stored: dict) -> dict:
 def rollups_refresh_stale(*, limit: int = 3, now: dt.datetime | None = None) -> list[dt.date]:
     """Recompute up to `limit` months that an older version of the signals computed,
     newest first (the beat runs it with the 15-minute refresh)."""
-    months = []
-    for month, data in (
-        MonthlyRollup.objects.filter(scope="all").order_by("-month").values_list("month", "data")
-    ):
-        if data.get("version") != SIGNALS_VERSION:
-            months.append(month)
-        if len(months) == limit:
-            break
+    months = list(
+        MonthlyRollup.objects.filter(scope="all", version__lt=SIGNALS_VERSION)
+        .order_by("-month")
+        .values_list("month", flat=True)[:limit]
+    )
     for month in months:
         rollups_refresh(month=month, now=now)
     return months

@@ -38,10 +38,12 @@ from governance.models import (
     Team,
     WhatIfReview,
 )
+from scheduler.engine.stats import nearest_rank
 from scheduler.executors import simulated_speed
 from scheduler.models import Job, JobEvent
 
-# Stored rollups carry this version; older ones are recomputed when read.
+# Stored rollups carry the version that computed them (MonthlyRollup.version); older
+# ones are recomputed when read. Raise it whenever a figure is added, removed or redefined.
 SIGNALS_VERSION = 2
 ALL = "all"
 HOUR = 3600.0
@@ -247,7 +249,6 @@ class _Scope:
         ages = sorted(age for age, _ in self.waiting_at_end)
         oldest = sorted(self.waiting_at_end, key=lambda item: (-item[0], item[1]))
         return {
-            "version": SIGNALS_VERSION,
             "window": {"start": window[0].isoformat(), "end": window[1].isoformat()},
             "instance_hours": instance_hours,
             "gpu_hours": gpu_hours,
@@ -284,8 +285,8 @@ class _Scope:
             "jobs_ended": counts["jobs_succeeded"] + counts["jobs_failed"],
             "jobs_waiting_at_end": {
                 "n": len(ages),
-                "age_p50_s": f.nearest_rank(ages, 50),
-                "age_p90_s": f.nearest_rank(ages, 90),
+                "age_p50_s": nearest_rank(ages, 50),
+                "age_p90_s": nearest_rank(ages, 90),
                 "oldest_s": ages[-1] if ages else None,
             },
             "oldest_waiting": [
@@ -724,7 +725,7 @@ def dashboard_rollups(
     rows = list(
         MonthlyRollup.objects.filter(
             Q(month__in=trend_months, scope=scope) | (Q(month=month) & (shares | teams))
-        ).values_list("month", "scope", "data", "computed_at")
+        ).values_list("month", "scope", "data", "computed_at", "version")
     )
     by_month = {}
     result = {
@@ -735,8 +736,8 @@ def dashboard_rollups(
         "computed_at": None,
         "stale": set(),
     }
-    for row_month, row_scope, data, computed_at in rows:
-        if data.get("version") != SIGNALS_VERSION:
+    for row_month, row_scope, data, computed_at, version in rows:
+        if version < SIGNALS_VERSION:
             result["stale"].add(row_month)
         if row_scope == scope:
             by_month[row_month] = data
@@ -771,6 +772,14 @@ def rollup_scope(*, month: dt.date, scope: str) -> tuple[dict, dt.datetime] | No
         .values_list("data", "computed_at")
         .first()
     )
+
+
+def rollup_current(*, month: dt.date) -> bool:
+    """Whether the month has rollups computed by this version of the signals (or a newer
+    one, during a rolling deploy: they hold every figure this version reads)."""
+    return MonthlyRollup.objects.filter(
+        month=month_start(month), scope=ALL, version__gte=SIGNALS_VERSION
+    ).exists()
 
 
 def empty_signals(*, month: dt.date) -> dict:

@@ -4,7 +4,9 @@ record by governance.dashboards.rollups, so the dashboard never scans raw events
 One row per month and *scope*: the whole organisation (`all`), a queue (`q<id>`), a
 share of a queue (`q<id>/s<id>`) or a team across queues (`t<id>`). `data` holds the
 figures of governance.dashboards.selectors.signals_for_jobs (plain JSON: counts,
-GPU-seconds, duration statistics, weekly series, the repeated yielders).
+GPU-seconds, duration statistics, weekly series, the repeated yielders); `version` the
+version of those figures (selectors.SIGNALS_VERSION) that computed them, so a release
+that adds a figure recomputes older months instead of reading a figure they lack.
 """
 
 from django.db import models
@@ -27,6 +29,10 @@ class MonthlyRollup(models.Model):
         "governance.Team", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
     data = models.JSONField(default=dict)
+    version = models.PositiveSmallIntegerField(
+        default=0,
+        help_text="The version of the signals that computed `data`; 0: unknown (stale).",
+    )
     computed_at = models.DateTimeField()
 
     class Meta:

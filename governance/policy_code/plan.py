@@ -42,6 +42,7 @@ from governance.policy_code.live import LiveQueue, live_queue
 from governance.policy_code.model import KEEP, PolicyFile, QueueSpec, ShareSpec, TeamSpec
 from governance.policy_code.source import FileProblem, Lines, PolicyFileError, Problems
 from governance.services.impact import ImpactLine, policy_impact
+from governance.services.locks import lock_queues_named
 from governance.services.policy import (
     NON_FIELD,
     PolicyError,
@@ -547,8 +548,7 @@ def _review_blockers(plan: Plan) -> list[str]:
 @transaction.atomic
 def _apply(*, actor, policy: PolicyFile, reason: str, expected_versions: dict | None):
     rules.require(actor, "policy.edit")
-    for spec in policy.queues:
-        list(JobQueue.objects.select_for_update().filter(name=spec.name))
+    lock_queues_named(spec.name for spec in policy.queues)
     plan = policy_plan(policy=policy)
     if expected_versions is not None and plan.versions() != expected_versions:
         raise PlanOutdated(_what_changed(expected_versions, plan.versions()))

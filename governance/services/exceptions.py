@@ -46,6 +46,7 @@ from governance.models import (
 )
 from governance.services import notifications
 from governance.services.impact import ImpactLine, share_change_impact
+from governance.services.locks import lock_queue
 from governance.services.policy import (
     NON_FIELD,
     PolicyError,
@@ -481,7 +482,7 @@ def exception_request_revoke(
 
 def _lock_queue(request: ExceptionRequest) -> None:
     """One writer per queue: the same row lock as policy edits and scheduling passes."""
-    JobQueue.objects.select_for_update().filter(pk=request.queue_id).first()
+    lock_queue(request.queue_id)
 
 
 @transaction.atomic
@@ -877,67 +878,3 @@ def exception_owner_remove(*, actor, owner: ExceptionOwner) -> None:
     """Take `owner`'s scope away (admins only). Their group membership stays."""
     rules.require(actor, "exception_owner.manage")
     ExceptionOwner.objects.filter(pk=owner.pk).delete()
-
-
-# Demo.
-
-
-def seed_exceptions(*, admin, lead, owner, queue: JobQueue, now: datetime | None = None) -> None:
-    """Demo: `owner` decides for `queue`; `lead` has one request waiting (temporary
-    capacity) and one denied earlier. Idempotent: does nothing if the queue has requests."""
-    now = now or timezone.now()
-    exception_owner_add(actor=admin, user=owner, queue=queue)
-    if queue.exception_requests.exists():
-        return
-    team = Team.objects.filter(leads=lead, shares__queue=queue).distinct().first()
-    urgencies = {u.name: u for u in UrgencyDefinition.objects.all()}
-    share = queue.shares.filter(team=team).first() if team else None
-    capacity = queue.capacities.select_related("instance_type").first()
-    capacity_urgency = next(
-        (u for u in urgencies.values() if Kind.TEMPORARY_CAPACITY in u.allowed_kinds), None
-    )
-    if share is None or capacity is None or capacity_urgency is None:
-        return
-    exception_request_create(
-        actor=lead,
-        data=RequestData(
-            kind=Kind.TEMPORARY_CAPACITY,
-            team=team,
-            urgency=capacity_urgency,
-            justification="The launch model's final fine-tune needs a second instance for a "
-            "day; the other shares are idle this week.",
-            window_start=now + timedelta(hours=1),
-            window_end=now + timedelta(hours=min(capacity_urgency.max_window_hours, 24)),
-            share=share,
-            instance_type=capacity.instance_type,
-            extra_instances=1,
-        ),
-        submit=True,
-        now=now,
-    )
-    jobs = list(Job.objects.filter(share=share, state=Job.State.RUNNING).order_by("id")[:1])
-    protection = next(
-        (u for u in urgencies.values() if Kind.PREEMPTION_PROTECTION in u.allowed_kinds), None
-    )
-    if jobs and protection is not None:
-        denied = exception_request_create(
-            actor=lead,
-            data=RequestData(
-                kind=Kind.PREEMPTION_PROTECTION,
-                team=team,
-                urgency=protection,
-                justification="Protect the pre-training run while it checkpoints rarely.",
-                window_start=now,
-                window_end=now + timedelta(hours=min(protection.max_window_hours, 12)),
-                jobs=jobs,
-            ),
-            submit=True,
-            now=now,
-        )
-        exception_request_deny(
-            actor=owner,
-            request=denied,
-            note="The run checkpoints every 10 minutes; reclaim costs little. Lower the "
-            "checkpoint interval risk instead.",
-            now=now,
-        )

@@ -36,6 +36,7 @@ from governance.models import (
     Team,
     UrgencyDefinition,
 )
+from governance.services.locks import lock_queue
 from scheduler.engine import validate_policy
 
 MAX_LIMITS_PER_SHARE = 5
@@ -303,11 +304,6 @@ def _require_reason(reason: str) -> str:
     return reason
 
 
-def _lock_queue(queue: JobQueue) -> JobQueue:
-    """One writer per queue: the row lock serialises policy edits and scheduling passes."""
-    return JobQueue.objects.select_for_update().get(pk=queue.pk)
-
-
 def _write_limits(share: QuotaShare, limits: Mapping[str, int]) -> None:
     types = {t.name: t for t in InstanceType.objects.filter(name__in=list(limits))}
     share.limits.exclude(instance_type__name__in=list(limits)).delete()
@@ -380,7 +376,7 @@ def share_create(
         if proposal is not None:
             return proposal
     reason = _require_reason(reason)
-    queue = _lock_queue(queue)
+    queue = lock_queue(queue.pk)
     errors = share_validate(queue=queue, data=data)
     if errors:
         raise PolicyError(errors)
@@ -457,7 +453,7 @@ def share_update(
         if proposal is not None:
             return proposal
     reason = _require_reason(reason)
-    queue = _lock_queue(share.queue)
+    queue = lock_queue(share.queue_id)
     current = QuotaShare.objects.select_related("team", "queue").get(pk=share.pk)
     before = _history_document(current)
     if current.version != expected_version:
@@ -589,7 +585,7 @@ def queue_set_capacity(
         if proposal is not None:
             return proposal
     reason = _require_reason(reason)
-    locked = _lock_queue(queue)
+    locked = lock_queue(queue.pk)
     before = queue_document(locked)
     if locked.version != expected_version:
         raise VersionConflict(

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from scheduler.engine.stats import nearest_rank, quartiles
+
 OVERALL = "__all__"
 TIMELINE_BINS = 48
 # A relative change smaller than this is "about the same" and not worth a sentence.
@@ -26,24 +28,13 @@ NOTABLE_CHANGE = 0.05
 NOTABLE_GPU_SECONDS = 360  # 0.1 GPU-hour
 
 
-def nearest_rank(sorted_values: Sequence[int], percent: int) -> int | None:
-    if not sorted_values:
-        return None
-    rank = max(1, -(-percent * len(sorted_values) // 100))
-    return sorted_values[rank - 1]
-
-
 def _quartiles(values: Sequence[int]) -> dict | None:
-    if not values:
+    """The box of a box plot; the median under the key the stored results use."""
+    box = quartiles(values)
+    if box is None:
         return None
-    return {
-        "min": values[0],
-        "q1": nearest_rank(values, 25),
-        "median": nearest_rank(values, 50),
-        "q3": nearest_rank(values, 75),
-        "p90": nearest_rank(values, 90),
-        "max": values[-1],
-    }
+    box["median"] = box.pop("p50")
+    return box
 
 
 def _held_intervals(events: Sequence[Mapping]) -> list[tuple[str, int, int]]:

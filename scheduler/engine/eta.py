@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .explain import Forecast, Work, capture, forecast
+from .stats import quantile
 from .types import PendingJob, Scenario, Snapshot
 
 MIN_SAMPLES = 5
@@ -40,16 +41,6 @@ class Correction:
 
 
 NO_HISTORY = Correction()
-
-
-def quantile(sorted_values: Sequence[float], q: float) -> float:
-    """The q-quantile of sorted values (linear interpolation)."""
-    if not sorted_values:
-        return 1.0
-    position = (len(sorted_values) - 1) * q
-    low = int(position)
-    high = min(low + 1, len(sorted_values) - 1)
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
 
 
 def correction_of(ratios: Sequence[float], basis: str) -> Correction | None:

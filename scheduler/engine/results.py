@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from .stats import nearest_rank
+
 
 class Event(NamedTuple):
     t: int
@@ -118,13 +120,6 @@ class ShareSummary:
     lost_work: int
 
 
-def _nearest_rank(sorted_values: list[int], percent: int) -> int | None:
-    if not sorted_values:
-        return None
-    rank = max(1, -(-percent * len(sorted_values) // 100))
-    return sorted_values[rank - 1]
-
-
 def summarize(result: SimulationResult) -> list[ShareSummary]:
     """Per share (listed order; shares without jobs omitted): counts, turnaround
     (submission to success, nearest-rank percentiles), mean waiting, preemptions, lost work."""
@@ -145,8 +140,8 @@ def summarize(result: SimulationResult) -> list[ShareSummary]:
                 finished=len(turnaround),
                 failed=sum(job.state == "FAILED" for job in jobs),
                 runnable=sum(job.state == "RUNNABLE" for job in jobs),
-                turnaround_p50=_nearest_rank(turnaround, 50),
-                turnaround_p90=_nearest_rank(turnaround, 90),
+                turnaround_p50=nearest_rank(turnaround, 50),
+                turnaround_p90=nearest_rank(turnaround, 90),
                 mean_waiting=round(sum(job.waiting_time for job in jobs) / len(jobs)),
                 preemptions=sum(job.preemptions for job in jobs),
                 lost_work=sum(job.lost_work for job in jobs),

@@ -26,12 +26,13 @@ from django.utils import timezone
 
 from governance import rules
 from governance.models import InstanceType, JobQueue, QueueCapacity, QuotaShare, UrgencyDefinition
+from governance.services.locks import lock_queue
 from governance.services.priorities import job_priority_refusal
 from scheduler.executors import executor_for
 from scheduler.models import Job, JobDecision, JobDefinition, JobDefinitionRevision, JobEvent
 from scheduler.services import work
 from scheduler.services.job_definitions import BOUNDS, parameters_resolve
-from scheduler.services.passes import finish_due, lock_queue, request_pass
+from scheduler.services.passes import finish_due, request_pass
 
 MAX_PRIORITY = 9999
 MAX_BULK = 5000

@@ -1,8 +1,7 @@
 """The scheduling pass of one queue: load state, run the engine, apply its decisions.
 
-One writer per queue: a pass holds the queue's row lock (`select_for_update`; on
-SQLite the settings open every transaction IMMEDIATE, which makes a write transaction
-exclusive) from reading the jobs to writing the decisions, so two passes never hand
+One writer per queue: a pass holds the queue's row lock (governance.services.locks)
+from reading the jobs to writing the decisions, so two passes never hand
 out the same capacity. Everything a pass changes is written in that one transaction:
 a pass that crashes halfway leaves the database as it was. Executors are told after
 commit, with ids.
@@ -27,6 +26,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from governance.models import JobQueue
+from governance.services.locks import lock_queue
 from scheduler.adapters import (
     PAGE,
     SETTLED_REASONS,
@@ -101,11 +101,6 @@ def _without_cyclic_gc():
             _gc_holders -= 1
             if _gc_holders == 0 and _gc_was_enabled:
                 gc.enable()
-
-
-def lock_queue(queue_id: int) -> JobQueue:
-    """The queue row, locked until the end of the current transaction."""
-    return JobQueue.objects.select_for_update().get(pk=queue_id)
 
 
 # A pass asked for and not begun yet makes further requests wait for it, unless it was

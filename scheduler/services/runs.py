@@ -26,11 +26,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from governance.models import InstanceType, JobQueue
+from governance.services.locks import lock_queue
 from scheduler.executors import executor_for
 from scheduler.models import Job, JobEvent
 from scheduler.services import work
 from scheduler.services.jobs import locked_live_job
-from scheduler.services.passes import DECIDED_FIELDS, lock_queue, request_pass
+from scheduler.services.passes import DECIDED_FIELDS, request_pass
 from scheduler.services.runners import served_instance_types
 
 # Causes a run ends with besides an exit code (FAILED) or that put it back (REQUEUED).

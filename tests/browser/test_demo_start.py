@@ -22,7 +22,7 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import expect
 
-from governance.services.demo import demo_password
+from demo.organisation import demo_password
 
 pytestmark = [pytest.mark.browser]
 ANSWER_WITHIN = 60  # seconds

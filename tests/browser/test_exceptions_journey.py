@@ -11,9 +11,9 @@ from django.contrib.auth.models import Group, User
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from demo.knowledge import seed_knowledge
 from governance.models import ExceptionOwner, ExceptionRequest, InstanceType, PolicyChange
 from governance.services.exceptions import exception_request_expire
-from governance.services.knowledge import seed_knowledge
 from scheduler.models import Job
 from tests.factories import JobFactory, UrgencyDefinitionFactory, aws_sample_queue
 

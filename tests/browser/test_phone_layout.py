@@ -8,8 +8,8 @@ scroll inside their card, forms stack). axe finds no serious or critical problem
 import pytest
 from playwright.sync_api import expect
 
+from demo.organisation import seed_demo
 from governance.models import ExceptionRequest, JobQueue, KnowledgeArticle, QuotaShare
-from governance.services.demo import seed_demo
 from scheduler.models import Job
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

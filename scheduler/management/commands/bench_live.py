@@ -41,6 +41,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from governance.models import CapacityLimit, InstanceType, JobQueue, QueueCapacity, QuotaShare, Team
+from scheduler.engine.stats import percentile
 from scheduler.models import Job, JobDefinition, JobEvent
 from scheduler.services import jobs as job_services
 from scheduler.services.job_definitions import DefinitionData, definition_register
@@ -59,11 +60,6 @@ def _sizes(text: str) -> list[int]:
     if not values or any(value < 0 for value in values):
         raise CommandError(f"expected non-negative integers: {text!r}")
     return values
-
-
-def _percentile(values: list[float], fraction: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(len(values) * fraction))]
 
 
 class Command(BaseCommand):
@@ -174,7 +170,7 @@ class Command(BaseCommand):
     def _report(self, label: str, timings: list[float]) -> None:
         self.stdout.write(
             f"{label}: median {statistics.median(timings):.1f} ms, "
-            f"p95 {_percentile(timings, 0.95):.1f} ms, max {max(timings):.1f} ms "
+            f"p95 {percentile(timings, 95):.1f} ms, max {max(timings):.1f} ms "
             f"({len(timings)} passes)"
         )
 
@@ -337,7 +333,7 @@ class Command(BaseCommand):
                 if not latencies:
                     self.stdout.write(f"submission to start at {rate}/s: no job started")
                     continue
-                p50, p99 = _percentile(latencies, 0.5), _percentile(latencies, 0.99)
+                p50, p99 = percentile(latencies, 50), percentile(latencies, 99)
                 met = "met" if not missing and p99 < 1 else "MISSED"
                 late = f"; {missing} not started within 30 s" if missing else ""
                 self.stdout.write(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.urls import NoReverseMatch, reverse
 
-from governance.services.history_replay import queue_for_scenario, result_load
+from demo.history import queue_for_scenario, result_load
 from scheduler.engine import load_scenario, result_to_json, simulate
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"

@@ -185,3 +185,20 @@ def test_the_api_the_csv_and_the_page_agree(client, leadership, lend_borrow):
     api_team = signals(client, month="2025-03", scope=f"team:{team.name}").json()
     team_delivered = api_team["gpu_hours"]["within_limit"] + api_team["gpu_hours"]["borrowed"]
     assert f"{team_delivered:,.1f}" in page
+
+
+def test_a_month_stored_by_an_older_version_is_recomputed_before_it_is_served(
+    client, leadership, lend_borrow
+):
+    from governance.dashboards.selectors import SIGNALS_VERSION
+
+    rollups_refresh(month=APRIL)
+    # What an older release stored: fewer figures than this one reads.
+    MonthlyRollup.objects.filter(month=APRIL).update(data={"jobs_ended": 2}, version=1)
+    client.force_login(leadership)
+    response = signals(client, month="2025-04", scope="all")
+    assert response.status_code == 200
+    assert response.json()["turnaround_s"] == {"p50": 3600, "p90": 15660, "n": 2}
+    assert set(MonthlyRollup.objects.filter(month=APRIL).values_list("version", flat=True)) == {
+        SIGNALS_VERSION
+    }

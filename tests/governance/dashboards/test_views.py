@@ -12,7 +12,8 @@ import pytest
 from django.urls import reverse
 
 from governance.dashboards.csv import DATASETS
-from governance.dashboards.rollups import rollups_refresh
+from governance.dashboards.rollups import rollups_refresh, rollups_refresh_stale
+from governance.dashboards.selectors import SIGNALS_VERSION
 from governance.models import MonthlyRollup
 from tests.governance.dashboards.conftest import load_into_db, scenario_document
 
@@ -79,6 +80,7 @@ def _previous_month_from(data: dict, **changes) -> None:
         month=dt.date(2025, 2, 1),
         scope="all",
         data={**data, **changes},
+        version=SIGNALS_VERSION,
         computed_at=dt.datetime.now(dt.UTC),
     )
 
@@ -230,20 +232,40 @@ def test_the_page_reads_rollups_in_a_fixed_number_of_queries(
 
 
 def test_rollups_of_an_older_version_are_recomputed(client, leadership, march):
-    from governance.dashboards.rollups import rollups_refresh_stale
-    from governance.dashboards.selectors import SIGNALS_VERSION
-
-    old = {"jobs_ended": 4, "preemptions_total": 2}  # what version 1 stored
-    MonthlyRollup.objects.filter(month=dt.date(2025, 3, 1)).update(data=old)
+    old = {"jobs_ended": 4, "preemptions_total": 2}  # what version 1 stored: KPIs missing
+    MonthlyRollup.objects.filter(month=dt.date(2025, 3, 1)).update(data=old, version=1)
     MonthlyRollup.objects.create(
-        month=dt.date(2025, 1, 1), scope="all", data=old, computed_at=dt.datetime.now(dt.UTC)
+        month=dt.date(2025, 1, 1),
+        scope="all",
+        data=old,
+        version=1,
+        computed_at=dt.datetime.now(dt.UTC),
     )
     client.force_login(leadership)
     response = client.get(reverse("dashboard"), {"month": MARCH})
+    assert response.status_code == 200
     # The shown month is recomputed on read; an older month is a gap until the beat.
-    assert response.context["current"]["version"] == SIGNALS_VERSION
+    assert "turnaround_s" in response.context["current"]
+    assert {card["key"] for card in response.context["kpis"]} >= {"turnaround_p50", "goodput"}
+    march_all = MonthlyRollup.objects.get(month=dt.date(2025, 3, 1), scope="all")
+    assert march_all.version == SIGNALS_VERSION and "turnaround_s" in march_all.data
+    assert not MonthlyRollup.objects.filter(month=dt.date(2025, 3, 1), version=1).exists()
     trend = dict(response.context["trend"])
     assert trend[dt.date(2025, 1, 1)] is None
     assert rollups_refresh_stale() == [dt.date(2025, 1, 1)]
     row = MonthlyRollup.objects.get(month=dt.date(2025, 1, 1), scope="all")
-    assert row.data["version"] == SIGNALS_VERSION
+    assert row.version == SIGNALS_VERSION and "turnaround_s" in row.data
+    assert rollups_refresh_stale() == []
+
+
+def test_rollups_of_a_newer_version_are_read_as_they_are(client, leadership, march):
+    # During a rolling deploy a newer worker may have stored a month: it holds every
+    # figure this version reads, and recomputing it here would undo its new ones.
+    row = MonthlyRollup.objects.get(month=dt.date(2025, 3, 1), scope="all")
+    newer = {**row.data, "a_figure_of_the_next_release": 7}
+    MonthlyRollup.objects.filter(pk=row.pk).update(data=newer, version=SIGNALS_VERSION + 1)
+    client.force_login(leadership)
+    response = client.get(reverse("dashboard"), {"month": MARCH})
+    assert response.status_code == 200
+    assert response.context["current"]["a_figure_of_the_next_release"] == 7
+    assert rollups_refresh_stale() == []

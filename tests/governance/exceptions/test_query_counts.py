@@ -26,7 +26,7 @@ def count(client, url) -> int:
     ],
 )
 def test_list_queries_do_not_grow_with_rows(scene, client_as, admin, url):
-    from governance.services.knowledge import seed_knowledge
+    from demo.knowledge import seed_knowledge
 
     def add(n):
         for _ in range(n):

@@ -3,9 +3,9 @@
 import pytest
 from django.core.management import call_command
 
+from demo.exceptions import seed_exceptions
 from governance.models import ExceptionRequest, KnowledgeArticle
 from governance.selectors.exceptions import decision_queue
-from governance.services.exceptions import seed_exceptions
 
 pytestmark = pytest.mark.django_db
 

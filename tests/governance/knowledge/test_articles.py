@@ -5,15 +5,11 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
+from demo.knowledge import seed_knowledge
 from governance.glossary import GLOSSARY
 from governance.models import KnowledgeArticle
 from governance.services.exceptions import ActionNotAllowed
-from governance.services.knowledge import (
-    ArticleData,
-    article_create,
-    article_update,
-    seed_knowledge,
-)
+from governance.services.knowledge import ArticleData, article_create, article_update
 from governance.services.policy import VersionConflict
 
 pytestmark = pytest.mark.django_db

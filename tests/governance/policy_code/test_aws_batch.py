@@ -8,10 +8,10 @@ import botocore.session
 import pytest
 from botocore.validate import ParamValidator
 
+from demo.organisation import seed_aws_sample, seed_philly
 from governance.models import JobQueue
 from governance.policy_code import policy_export
 from governance.policy_code.aws_batch import AWS_NAME, aws_name
-from governance.services.demo import seed_aws_sample, seed_philly
 from tests.factories import UserFactory
 from tests.governance.policy_code.conftest import build_queue
 

@@ -7,6 +7,7 @@ import botocore.session
 import pytest
 from botocore.stub import Stubber
 
+from demo.organisation import seed_aws_sample
 from governance.policy_code import policy_export, policy_file_read
 from governance.policy_code.aws_sync import (
     CREATED,
@@ -18,7 +19,6 @@ from governance.policy_code.aws_sync import (
     push,
 )
 from governance.policy_code.plan import policy_apply
-from governance.services.demo import seed_aws_sample
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -6,12 +6,12 @@ import json
 import pytest
 import yaml
 
+from demo.organisation import seed_aws_sample
 from governance.models import JobQueue, PolicyChange, QuotaShare, Team, UrgencyDefinition
 from governance.policy_code import native, policy_export, policy_file_read
 from governance.policy_code.plan import PlanOutdated, policy_apply, policy_plan
 from governance.policy_code.source import PolicyFileError
 from governance.rules import Refused
-from governance.services.demo import seed_aws_sample
 from governance.services.policy import ShareData, changed_fields, share_update
 from tests.factories import UserFactory
 

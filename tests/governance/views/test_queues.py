@@ -162,7 +162,7 @@ def test_policy_index_lists_every_share_with_its_editor(admin_client, aws_queue)
 def test_the_queue_page_shows_the_articles_that_explain_each_share(
     client_as, team_lead, aws_queue, django_assert_max_num_queries
 ):
-    from governance.services.knowledge import seed_knowledge
+    from demo.knowledge import seed_knowledge
 
     seed_knowledge(actor=UserFactory(username="kb-admin", roles=["admins"]))
     qs1 = QuotaShare.objects.get(queue=aws_queue, name="qs1")

@@ -21,10 +21,11 @@ from governance.models import (
     QuotaShare,
     Team,
 )
+from governance.services.locks import lock_queue
 from scheduler.engine.types import MISCONFIGURATION_REASONS
 from scheduler.models import Job, JobEvent
 from scheduler.services.jobs import JobData, job_set_priority, job_submit, job_terminate
-from scheduler.services.passes import finish_due, lock_queue, scheduling_pass
+from scheduler.services.passes import finish_due, scheduling_pass
 from scheduler.services.work import finish_at
 from tests.factories import job_definition
 

@@ -3,8 +3,8 @@ job runs one of the demo's job definitions."""
 
 import pytest
 
+from demo.jobs import SAMPLE_DEFINITIONS, demo_traffic, seed_definitions
 from scheduler.models import Job, JobEvent
-from scheduler.services.demo import SAMPLE_DEFINITIONS, demo_traffic, seed_definitions
 from scheduler.services.passes import scheduling_pass
 
 pytestmark = pytest.mark.django_db
@@ -48,7 +48,7 @@ def test_without_the_sample_queue_or_its_definitions_it_does_nothing(queue, admi
 
 
 def test_the_seeded_sample_jobs_run_registered_definitions(admin, team_lead):
-    from governance.services.demo import seed_aws_sample
+    from demo.organisation import seed_aws_sample
 
     queue = seed_aws_sample(admin, team_lead)
     seed_aws_sample(admin, team_lead)

@@ -315,7 +315,7 @@ def test_work_figures_use_the_real_clock_when_none_is_given(queue, submit):
 
 
 def test_the_process_demo_queue_is_seeded_once(admin, team_lead):
-    from scheduler.services.demo import seed_process_demo
+    from demo.jobs import seed_process_demo
 
     queue = seed_process_demo(actor=admin, lead=team_lead)
     assert seed_process_demo(actor=admin, lead=team_lead) == queue

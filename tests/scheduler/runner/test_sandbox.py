@@ -274,8 +274,8 @@ def test_the_demos_example_definition_runs_in_the_sandbox_as_make_demo_runs_it(
 ):
     from django.utils import timezone
 
+    from demo.jobs import seed_process_demo
     from scheduler.models import JobDefinition
-    from scheduler.services.demo import seed_process_demo
     from scheduler.services.jobs import JobData, job_submit
     from scheduler.services.passes import scheduling_pass
 

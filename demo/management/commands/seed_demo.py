@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from governance.services.demo import DEMO_USERS, demo_password, seed_demo_with_history
+from demo.organisation import DEMO_USERS, demo_password, seed_demo_with_history
 
 
 class Command(BaseCommand):

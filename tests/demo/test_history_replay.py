@@ -6,10 +6,10 @@ import datetime as dt
 
 import pytest
 
+from demo.history import HISTORY_PREFIX, seed_history
+from demo.organisation import seed_demo
 from governance.dashboards.selectors import dashboard_rollups
 from governance.models import ExceptionRequest, MonthlyRollup, PolicyChange
-from governance.services.demo import seed_demo
-from governance.services.history_replay import HISTORY_PREFIX, seed_history
 from scheduler.models import Job, JobEvent
 
 END = dt.datetime(2025, 6, 15, tzinfo=dt.UTC)

@@ -3,7 +3,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from governance.services.knowledge import seed_knowledge
+from demo.knowledge import seed_knowledge
 
 
 class Command(BaseCommand):

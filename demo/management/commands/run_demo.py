@@ -20,8 +20,8 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from demo.organisation import DEMO_USERS, demo_password
 from governance.models import InstanceType
-from governance.services.demo import DEMO_USERS, demo_password
 from scheduler.executors import instances_queue
 
 

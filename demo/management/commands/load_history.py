@@ -4,7 +4,7 @@ uses, so that anyone can recompute a month from `simulate`'s output and compare 
 with the dashboard and the signals API.
 
 Thin: reading the file is `simulate`'s, the rest is
-governance.services.history_replay.history_load. Unusable input exits with status 2
+demo.history.history_load. Unusable input exits with status 2
 and a message naming the field.
 """
 
@@ -13,8 +13,8 @@ import datetime as dt
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from demo.history import HistoryLoadError, history_load
 from governance.dashboards.selectors import last_full_month
-from governance.services.history_replay import HistoryLoadError, history_load
 from scheduler.engine import ScenarioError, load_scenario
 from scheduler.management.commands.simulate import read_document
 

@@ -85,10 +85,10 @@ class Command(BaseCommand):
     def _generate(self) -> None:
         from django.db import transaction
 
+        from demo.history import queue_for_scenario, result_load
         from governance.dashboards.rollups import rollups_refresh
         from governance.dashboards.selectors import next_month
         from governance.models import JobQueue, MonthlyRollup, Team
-        from governance.services.history_replay import queue_for_scenario, result_load
         from scheduler.engine import load_scenario, simulate
         from scheduler.engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
         from scheduler.models import Job

@@ -13,11 +13,12 @@ from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.utils import timezone
 
+from demo.exceptions import seed_exceptions
+from demo.history import seed_history
+from demo.jobs import SAMPLE_DEFINITIONS, seed_definitions, seed_process_demo
+from demo.knowledge import seed_knowledge
 from governance import permissions
 from governance.models import InstanceType, JobQueue, PolicyChange, QuotaShare, Team
-from governance.services.exceptions import seed_exceptions
-from governance.services.history_replay import seed_history
-from governance.services.knowledge import seed_knowledge
 from governance.services.policy import (
     ShareData,
     queue_create,
@@ -25,10 +26,9 @@ from governance.services.policy import (
     urgency_save,
 )
 from scheduler.models import Job
-from scheduler.services.demo import SAMPLE_DEFINITIONS, seed_definitions, seed_process_demo
 from scheduler.services.job_definitions import parameters_resolve
 
-TRACE_DIR = Path(__file__).resolve().parent.parent.parent / "scheduler" / "data" / "traces"
+TRACE_DIR = Path(__file__).resolve().parent.parent / "scheduler" / "data" / "traces"
 DEFAULT_DEMO_PASSWORD = "quota-demo-2026"
 GPUS_PER_NODE = 8
 # The four tiny Philly VCs have no size in philly_vc.csv; they share one small share.

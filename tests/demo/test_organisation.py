@@ -1,6 +1,7 @@
 import pytest
 from django.contrib.auth.models import User
 
+from demo.organisation import demo_password, seed_demo
 from governance.models import (
     ExceptionRequest,
     JobQueue,
@@ -9,7 +10,6 @@ from governance.models import (
     QuotaShare,
     Team,
 )
-from governance.services.demo import demo_password, seed_demo
 from scheduler.models import Job
 
 pytestmark = pytest.mark.django_db

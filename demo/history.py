@@ -37,6 +37,7 @@ from governance.models import (
     Team,
     UrgencyDefinition,
 )
+from governance.services.locks import lock_queues_named
 from scheduler.engine import SimulationResult, load_scenario, simulate
 from scheduler.engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
 from scheduler.engine.types import Scenario, SetCapacity, SetPriority, UpdateShare
@@ -430,7 +431,7 @@ def history_load(
         )
     summary = HistoryLoadSummary(queue=queue_name, origin=start, end=end)
     with transaction.atomic():
-        queue = JobQueue.objects.select_for_update().filter(name=queue_name).first()
+        queue = lock_queues_named([queue_name]).get(queue_name)
         if queue is None:
             queue, shares, types = queue_for_scenario(
                 scenario=scenario, name=queue_name, gpu_count=gpus_per_instance

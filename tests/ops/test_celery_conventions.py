@@ -1,0 +1,85 @@
+"""Celery conventions, declared once in governance/celery.py: every periodic task in one
+beat schedule, one retry policy, and no other module declaring either."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from types import SimpleNamespace
+
+from celery.schedules import crontab
+from django.db import OperationalError
+
+import demo.tasks
+import governance.tasks
+import scheduler.tasks
+from governance.celery import app, beat_schedule, retry_policy
+from governance.services.policy import VersionConflict
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = ("accounts", "demo", "governance", "scheduler")
+
+
+def _settings(**changes):
+    values = {"SCHEDULER_TICK_SECONDS": 2, "JOB_SWEEP_SECONDS": 15, "DEMO_TRAFFIC": False}
+    return SimpleNamespace(**{**values, **changes})
+
+
+def test_every_periodic_task_names_a_registered_task_and_expires_before_it_is_due_again():
+    app.loader.import_default_modules()
+    for name, entry in beat_schedule(_settings(DEMO_TRAFFIC=True)).items():
+        assert entry["task"] in app.tasks, name
+        period = entry["schedule"]
+        if not isinstance(period, crontab):
+            assert entry["options"]["expires"] <= period, name
+
+
+def test_the_settings_set_the_scheduler_periods_and_the_demo_traffic():
+    quiet = beat_schedule(_settings(SCHEDULER_TICK_SECONDS=5, JOB_SWEEP_SECONDS=30))
+    assert quiet["scheduler-tick"]["schedule"] == 5.0
+    assert quiet["scheduler-sweep"]["schedule"] == 30.0
+    assert "demo-traffic" not in quiet
+    assert beat_schedule(_settings(DEMO_TRAFFIC=True))["demo-traffic"]["task"] == (
+        "scheduler.demo_traffic"
+    )
+
+
+def test_the_app_carries_the_declared_schedule(settings):
+    assert app.conf.beat_schedule.keys() == beat_schedule(settings).keys()
+
+
+def test_retrying_tasks_use_the_one_policy():
+    fast, patient = retry_policy(), retry_policy(patient=True)
+    tasks = {
+        scheduler.tasks.run_pass: fast,
+        scheduler.tasks.estimate_queue: fast,
+        scheduler.tasks.sweep: fast,
+        governance.tasks.activate_exception: retry_policy(VersionConflict),
+        governance.tasks.expire_exception: retry_policy(VersionConflict),
+        governance.tasks.sweep_exceptions: retry_policy(VersionConflict),
+        governance.tasks.dashboard_tasks.refresh_rollups: patient,
+        governance.tasks.dashboard_tasks.monthly_pack: patient,
+    }
+    for task, policy in tasks.items():
+        for option, value in policy.items():
+            assert getattr(task, option) == value, (task.name, option)
+        assert OperationalError in task.autoretry_for
+    assert VersionConflict in governance.tasks.activate_exception.autoretry_for
+    assert demo.tasks.demo_traffic.name == "scheduler.demo_traffic"
+
+
+def test_no_other_module_declares_periodic_tasks_or_retry_options():
+    declared = {"beat_schedule", "add_periodic_task", "autoretry_for", "retry_backoff"}
+    offenders = []
+    for package in SOURCES:
+        for path in (ROOT / package).rglob("*.py"):
+            if path == ROOT / "governance" / "celery.py" or "migrations" in path.parts:
+                continue
+            tree = ast.parse(path.read_text(), filename=str(path))
+            for node in ast.walk(tree):
+                name = getattr(node, "attr", None) or getattr(node, "arg", None)
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    name = node.value
+                if name in declared:
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}")
+    assert offenders == []
