@@ -1,4 +1,12 @@
-"""The one bridge between the database and the engine's snapshot types.
+"""The one bridge between the database and the engine's inputs.
+
+Every translation of rows into what the engine reads lives here: a share row into the
+scenario format (`share_scenario`) and a `ShareSpec` (`share_spec`), a queue's capacity
+(`queue_capacity`, `queue_scenario`), the borrow-limit convention (`engine_borrow_limit`,
+`stored_borrow_limit`, `BORROW_UNLIMITED`), a job's engine id (`engine_id`) and a queue's
+recorded jobs as scenario jobs (`recorded_jobs`, the what-if replay's workload). The live
+scheduler, the impact preview and the what-if replay all go through it, so they give the
+engine the same inputs for the same rows.
 
 `queue_state` reads a queue's policy and its live jobs into an engine Snapshot (plus
 the few columns the live scheduler compares its results with); `queue_snapshot` is
@@ -15,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from django.db import connection
@@ -44,39 +53,88 @@ def job_pk(job_id: str) -> int:
     return int(job_id)
 
 
+# -- the borrow limit ---------------------------------------------------------------------
+# A percent of the share's own limit it may borrow on top, or BORROW_UNLIMITED. The column
+# is NULL for a share that does not LEND_AND_BORROW (it never borrows), and may be NULL
+# for one that does (read as unlimited); documents and the engine spell unlimited -1.
+
+BORROW_UNLIMITED = -1
+
+
+def engine_borrow_limit(value: int | None) -> int:
+    """A stored or documented borrow limit as the engine reads it: none is unlimited."""
+    return BORROW_UNLIMITED if value is None else value
+
+
+def stored_borrow_limit(strategy: str, value: int | None) -> int | None:
+    """The borrow limit a share of `strategy` keeps: None unless it may borrow."""
+    if strategy != QuotaShare.Strategy.LEND_AND_BORROW:
+        return None
+    return engine_borrow_limit(value)
+
+
+# -- policy rows -> scenario documents and specs -------------------------------------------
+
+# Keys of a share document (history, draft, policy file) the engine does not read.
+GOVERNANCE_SHARE_FIELDS = ("team", "priority_ceiling")
+
+
+def share_scenario(share: QuotaShare) -> dict:
+    """The share row as the scenario format spells it (limits by instance type name)."""
+    doc = {
+        "name": share.name,
+        "strategy": share.strategy,
+        "in_share_preemption": share.in_share_preemption,
+        "state": share.state,
+        "capacity_limits": {
+            limit.instance_type.name: limit.max_instances
+            for limit in sorted(share.limits.all(), key=lambda lim: lim.instance_type.name)
+        },
+    }
+    borrow_limit = stored_borrow_limit(share.strategy, share.borrow_limit)
+    if borrow_limit is not None:
+        doc["borrow_limit"] = borrow_limit
+    return doc
+
+
+def engine_share_document(doc: Mapping) -> dict:
+    """A share document without what only governance reads: the scenario format's share."""
+    return {key: value for key, value in doc.items() if key not in GOVERNANCE_SHARE_FIELDS}
+
+
 def share_spec(share: QuotaShare) -> ShareSpec:
-    return share_spec_from_document(
-        {
-            "name": share.name,
-            "strategy": share.strategy,
-            "borrow_limit": share.borrow_limit,
-            "in_share_preemption": share.in_share_preemption,
-            "state": share.state,
-            "capacity_limits": {
-                limit.instance_type.name: limit.max_instances for limit in share.limits.all()
-            },
-        }
-    )
+    return share_spec_from_document(share_scenario(share))
 
 
-def share_spec_from_document(doc: dict) -> ShareSpec:
+def share_spec_from_document(doc: Mapping) -> ShareSpec:
     """A ShareSpec from the scenario-format/history document of a share."""
-    borrow_limit = doc.get("borrow_limit")
     return ShareSpec(
         name=doc["name"],
         capacity_limits=dict(doc.get("capacity_limits", {})),
         strategy=doc["strategy"],
-        borrow_limit=-1 if borrow_limit is None else borrow_limit,
+        borrow_limit=engine_borrow_limit(doc.get("borrow_limit")),
         in_share_preemption=bool(doc.get("in_share_preemption", False)),
         enabled=doc.get("state", QuotaShare.State.ENABLED) == QuotaShare.State.ENABLED,
     )
 
 
+def queue_capacity(queue: JobQueue) -> dict[str, int]:
+    """The queue's capacity: instance type name -> instances."""
+    return {cap.instance_type.name: cap.instances for cap in queue.capacities.all()}
+
+
+def queue_scenario(queue: JobQueue) -> dict:
+    """The queue row as the scenario format spells it."""
+    return {
+        "capacity": queue_capacity(queue),
+        "default_preemption_retries": queue.default_preemption_retries,
+        "runnable_time_limit": queue.runnable_time_limit,
+    }
+
+
 def queue_spec(queue: JobQueue, capacity: dict[str, int] | None = None) -> QueueSpec:
-    if capacity is None:
-        capacity = {cap.instance_type.name: cap.instances for cap in queue.capacities.all()}
     return QueueSpec(
-        capacity=capacity,
+        capacity=queue_capacity(queue) if capacity is None else capacity,
         default_preemption_retries=queue.default_preemption_retries,
         runnable_time_limit=queue.runnable_time_limit,
     )
@@ -580,3 +638,72 @@ def queue_snapshot(queue: JobQueue, *, now=None) -> tuple[Snapshot, int]:
     """The queue's policy and live jobs as an engine Snapshot, and `now` in epoch seconds."""
     state = queue_state(queue, now=now or timezone.now())
     return state.snapshot, state.now
+
+
+# -- recorded jobs -> scenario jobs (the what-if replay's workload) ---------------------------
+
+
+def recorded_jobs(
+    queue: JobQueue,
+    *,
+    start: dt.datetime,
+    end: dt.datetime,
+    share_names: Mapping[int, str],
+    instance_types: Collection[str],
+) -> list[dict]:
+    """The queue's jobs submitted in [start, end) as scenario jobs, in submission order.
+
+    Each job keeps its live engine id and its whole second of submission (counted from
+    the first job's), so the replay orders jobs of one second as the live scheduler does.
+    `share_names` names the shares by primary key; a job of another share, or of an
+    instance type not in `instance_types`, is left out."""
+    rows = (
+        Job.objects.filter(queue=queue, submitted_at__gte=start, submitted_at__lt=end)
+        .order_by("submitted_at", "id")
+        .values_list(
+            "id",
+            "share_id",
+            "priority",
+            "instance_type__name",
+            "instances",
+            "submitted_at",
+            "expected_duration",
+            "checkpoint_interval",
+            "restart_overhead",
+            "preemption_retries",
+        )
+    )
+    jobs = []
+    origin = None
+    for (
+        pk,
+        share_id,
+        priority,
+        itype,
+        instances,
+        submitted,
+        duration,
+        ckpt,
+        overhead,
+        retries,
+    ) in rows:
+        if share_id not in share_names or itype not in instance_types:
+            continue
+        if origin is None:
+            origin = epoch_seconds(submitted)
+        job = {
+            "id": engine_id(pk),
+            "share": share_names[share_id],
+            "priority": priority,
+            "instance_type": itype,
+            "instances": instances,
+            "submit_at": epoch_seconds(submitted) - origin,
+            "duration": duration,
+            "restart_overhead": overhead,
+        }
+        if ckpt:
+            job["checkpoint_interval"] = ckpt
+        if retries is not None:
+            job["preemption_retries"] = retries
+        jobs.append(job)
+    return jobs

@@ -38,6 +38,7 @@ from governance.models import (
     Team,
     WhatIfReview,
 )
+from scheduler.adapters import engine_borrow_limit
 from scheduler.engine.stats import nearest_rank
 from scheduler.executors import simulated_speed
 from scheduler.models import Job, JobEvent
@@ -457,9 +458,7 @@ def _policy_at(records: list[tuple], at: dt.datetime, key: str, current):
 
 def _share_document(doc: dict, current: dict) -> tuple[dict[str, int], str, int]:
     strategy = doc.get("strategy", current["strategy"])
-    borrow = doc.get("borrow_limit")
-    if borrow is None:
-        borrow = -1
+    borrow = engine_borrow_limit(doc.get("borrow_limit"))
     return dict(doc.get("capacity_limits", {})), strategy, borrow
 
 
@@ -482,7 +481,7 @@ def _policy_timelines(share_rows: dict, begin: dt.datetime, stop: dt.datetime):
         current = {
             "capacity_limits": row["limits"],
             "strategy": row["strategy"],
-            "borrow_limit": -1 if row["borrow_limit"] is None else row["borrow_limit"],
+            "borrow_limit": engine_borrow_limit(row["borrow_limit"]),
         }
         history = records.get(("share", pk), [])
         first = _policy_at(history, begin, "capacity_limits", current)

@@ -55,6 +55,7 @@ from governance.policy_code.model import (
     ShareSpec,
 )
 from governance.policy_code.source import Problems, child
+from scheduler.adapters import BORROW_UNLIMITED, stored_borrow_limit
 
 FORMAT = "aws-batch"
 AWS_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
@@ -277,7 +278,7 @@ def _parse_item(problems: Problems, item, path: str, references, types) -> Share
         fields["borrow_limit"] = child(sharing_path, "borrowLimit")
         if "borrowLimit" in sharing:
             borrow_limit = read.whole(
-                problems, sharing["borrowLimit"], fields["borrow_limit"], minimum=-1
+                problems, sharing["borrowLimit"], fields["borrow_limit"], minimum=BORROW_UNLIMITED
             )
             if borrow_limit is not None and strategy not in (None, "LEND_AND_BORROW"):
                 problems.add(fields["borrow_limit"], "only allowed with LEND_AND_BORROW")
@@ -309,7 +310,7 @@ def _parse_item(problems: Problems, item, path: str, references, types) -> Share
         "capacity_limits": dict(sorted(limits.items())),
     }
     if strategy == QuotaShare.Strategy.LEND_AND_BORROW:
-        doc["borrow_limit"] = -1 if borrow_limit is None else borrow_limit
+        doc["borrow_limit"] = stored_borrow_limit(strategy, borrow_limit)
     if ceiling is not None:
         doc["priority_ceiling"] = ceiling
     return ShareSpec(doc=doc, path=path, fields=fields)

@@ -60,6 +60,7 @@ from governance.policy_code.model import (
     UrgencySpec,
 )
 from governance.policy_code.source import Problems, child
+from scheduler.adapters import BORROW_UNLIMITED
 
 FORMAT = "native"
 VERSION = 1
@@ -403,12 +404,12 @@ def _share(problems: Problems, entry, path: str) -> ShareSpec | None:
         problems, entry.get("state", "ENABLED"), fields["state"], QuotaShare.State.values
     )
     limits = _counts(problems, entry["capacity_limits"], fields["capacity_limits"])
-    borrow_limit = -1
+    borrow_limit = BORROW_UNLIMITED
     if "borrow_limit" in entry:
         if strategy is not None and strategy != QuotaShare.Strategy.LEND_AND_BORROW:
             problems.add(fields["borrow_limit"], "only allowed with LEND_AND_BORROW")
         borrow_limit = read.whole(
-            problems, entry["borrow_limit"], fields["borrow_limit"], minimum=-1
+            problems, entry["borrow_limit"], fields["borrow_limit"], minimum=BORROW_UNLIMITED
         )
     ceiling = DEFAULT_PRIORITY_CEILING
     if "priority_ceiling" in entry:

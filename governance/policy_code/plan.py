@@ -48,6 +48,7 @@ from governance.services.policy import (
     PolicyError,
     VersionConflict,
     changed_fields,
+    history_entry,
     queue_create,
     queue_set_capacity,
     share_create,
@@ -566,7 +567,6 @@ def _apply(*, actor, policy: PolicyFile, reason: str, expected_versions: dict | 
         cause=PolicyChange.Cause.EDIT if review else PolicyChange.Cause.IMPORT,
         lines=plan.lines,
     )
-    since = PolicyChange.objects.order_by("-id").values_list("id", flat=True).first() or 0
     for team in plan.teams:
         Team.objects.create(name=team.name, description=team.description)
     for itype in plan.instance_types:
@@ -588,8 +588,7 @@ def _apply(*, actor, policy: PolicyFile, reason: str, expected_versions: dict | 
             writer.queue(queue_plan)
     except VersionConflict as conflict:
         raise PlanOutdated(f"the policy (now version {conflict.current_version})") from conflict
-    changes = list(PolicyChange.objects.filter(id__gt=since).order_by("id"))
-    return ApplyResult(plan=plan, changes=changes, proposals=writer.proposals)
+    return ApplyResult(plan=plan, changes=writer.changes, proposals=writer.proposals)
 
 
 def _what_changed(expected: dict, now: dict) -> str:
@@ -602,13 +601,15 @@ def _what_changed(expected: dict, now: dict) -> str:
 
 @dataclass
 class _Writer:
-    """Calls the policy services for one apply and keeps the proposals they return."""
+    """Calls the policy services for one apply and keeps the history entries and the
+    proposals they return."""
 
     actor: object
     reason: str
     cause: str
     lines: Lines
     proposals: list = field(default_factory=list)
+    changes: list[PolicyChange] = field(default_factory=list)
 
     def call(self, spec: QueueSpec | None, origin: ShareSpec | None, function, **kwargs):
         """The service's result (None when it became a proposal); its refusal becomes the
@@ -626,6 +627,9 @@ class _Writer:
         if isinstance(result, PolicyProposal):
             self.proposals.append(result)
             return None
+        entry = history_entry(result)
+        if entry is not None:
+            self.changes.append(entry)
         return result
 
     def capacity(self, plan: QueuePlan, queue: JobQueue, capacity: dict) -> None:

@@ -14,7 +14,8 @@ from governance.models import (
     QuotaShare,
     UrgencyDefinition,
 )
-from scheduler.engine import ShareSpec, share_usage
+from scheduler.adapters import share_spec
+from scheduler.engine import share_usage
 from scheduler.models import Job
 
 
@@ -111,17 +112,6 @@ def _count_verb(shares: int, verb: str) -> str:
     return f"1 share {verb}s" if shares == 1 else f"{shares} shares {verb}"
 
 
-def _spec(share: QuotaShare) -> ShareSpec:
-    return ShareSpec(
-        name=share.name,
-        capacity_limits={lim.instance_type.name: lim.max_instances for lim in share.limits.all()},
-        strategy=share.strategy,
-        borrow_limit=-1 if share.borrow_limit is None else share.borrow_limit,
-        in_share_preemption=share.in_share_preemption,
-        enabled=share.enabled,
-    )
-
-
 def queue_usage(queue: JobQueue) -> QueueUsage:
     """Each share's use of each instance type: within limit, borrowed, idle (lendable or held).
 
@@ -137,7 +127,7 @@ def queue_usage(queue: JobQueue) -> QueueUsage:
         in_use[type_name] = in_use.get(type_name, 0) + count
     free = {name: max(0, instances - in_use.get(name, 0)) for name, instances in capacity.items()}
     shares = list(queue.shares.all())
-    specs = {share.pk: _spec(share) for share in shares}
+    specs = {share.pk: share_spec(share) for share in shares}
     limits: dict[str, int] = {}
     for share in shares:
         if share.enabled:

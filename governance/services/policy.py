@@ -5,6 +5,9 @@ Every rule of a share policy is checked once, by the engine's validate_policy
 change applied; the form, the API, import and exceptions all call these
 functions. Every change writes a PolicyChange (who, when, why, before, after)
 inside the same transaction, and one writer per queue holds the queue row lock.
+A write returns the entry it recorded: the object it saved carries it in
+`history_entry` (None when nothing changed; read it with `history_entry(result)`), and
+a revert returns the entry itself. Nothing looks history up afterwards.
 
 Every write checks its actor against governance.rules. With
 POLICY_CHANGES_NEED_REVIEW an edit or a revert does not apply: the write is run in a
@@ -37,12 +40,20 @@ from governance.models import (
     UrgencyDefinition,
 )
 from governance.services.locks import lock_queue
+from scheduler.adapters import (
+    BORROW_UNLIMITED,
+    engine_borrow_limit,
+    engine_share_document,
+    queue_scenario,
+    share_scenario,
+    stored_borrow_limit,
+)
 from scheduler.engine import validate_policy
 
 MAX_LIMITS_PER_SHARE = 5
 NON_FIELD = "non_field_errors"
 # The largest borrow limit: a share may borrow up to 100 times its own limit. Beyond
-# that a number is a typo, not a policy; -1 says "unlimited".
+# that a number is a typo, not a policy; BORROW_UNLIMITED (-1) says "unlimited".
 BORROW_LIMIT_MAX = 10_000
 
 
@@ -88,29 +99,14 @@ class ShareData:
 
 
 def share_document(share: QuotaShare) -> dict:
-    """The share as recorded in history (and as the engine's scenario format spells it)."""
-    doc = {
-        "name": share.name,
-        "team": share.team.name,
-        "strategy": share.strategy,
-        "in_share_preemption": share.in_share_preemption,
-        "state": share.state,
-        "capacity_limits": {
-            limit.instance_type.name: limit.max_instances
-            for limit in sorted(share.limits.all(), key=lambda lim: lim.instance_type.name)
-        },
-    }
-    if share.strategy == QuotaShare.Strategy.LEND_AND_BORROW:
-        doc["borrow_limit"] = share.borrow_limit if share.borrow_limit is not None else -1
-    return doc
+    """The share as recorded in history: the engine's scenario format of it (from the
+    one bridge, scheduler.adapters) and its team."""
+    scenario = share_scenario(share)
+    return {"name": scenario["name"], "team": share.team.name, **scenario}
 
 
 def queue_document(queue: JobQueue) -> dict:
-    return {
-        "capacity": {cap.instance_type.name: cap.instances for cap in queue.capacities.all()},
-        "default_preemption_retries": queue.default_preemption_retries,
-        "runnable_time_limit": queue.runnable_time_limit,
-    }
+    return queue_scenario(queue)
 
 
 def _data_document(data: ShareData) -> dict:
@@ -122,15 +118,10 @@ def _data_document(data: ShareData) -> dict:
         "state": data.state,
         "capacity_limits": dict(sorted(data.capacity_limits.items())),
     }
-    if data.borrow_limit is not None:
-        doc["borrow_limit"] = data.borrow_limit
-    elif data.strategy == QuotaShare.Strategy.LEND_AND_BORROW:
-        doc["borrow_limit"] = -1
+    # A borrow limit given with another strategy is kept, for validation to refuse.
+    if data.borrow_limit is not None or data.strategy == QuotaShare.Strategy.LEND_AND_BORROW:
+        doc["borrow_limit"] = engine_borrow_limit(data.borrow_limit)
     return doc
-
-
-def _engine_share(doc: dict) -> dict:
-    return {key: value for key, value in doc.items() if key != "team"}
 
 
 _SHARE_PATH = re.compile(r"^shares\[(\d+)\](?:\.(\w+))?(?:\.(.+))?$")
@@ -175,7 +166,7 @@ def share_validate_in_policy(
     if isinstance(borrow, int) and not isinstance(borrow, bool) and borrow > BORROW_LIMIT_MAX:
         errors["borrow_limit"] = [
             f"must be at most {BORROW_LIMIT_MAX} (percent of the share's own limit), "
-            "or -1 for unlimited"
+            f"or {BORROW_UNLIMITED} for unlimited"
         ]
     ceiling = data.priority_ceiling
     if ceiling is not None and (
@@ -195,8 +186,8 @@ def share_validate_in_policy(
             errors[f"capacity_limits.{type_name}"] = [
                 f"at most {available}: the queue has {available} {type_name}"
             ]
-    docs = [_engine_share(doc) for doc in share_docs]
-    proposed = _engine_share(_data_document(data))
+    docs = [engine_share_document(doc) for doc in share_docs]
+    proposed = engine_share_document(_data_document(data))
     if index == len(docs):
         docs.append(proposed)
     else:
@@ -274,11 +265,9 @@ def _propose(*, actor, kind: str, reason: str, write, payload: dict, **fields):
     """Run `write` (the reviewed form of the same call) in a savepoint that is rolled back:
     its problems are raised as the write would raise them, and the change it would record
     is kept as the proposal's diff. None when it would change nothing."""
-    since = PolicyChange.objects.order_by("-id").values_list("id", flat=True).first() or 0
     savepoint = transaction.savepoint()
     try:
-        write()
-        change = PolicyChange.objects.filter(id__gt=since).order_by("-id").first()
+        change = history_entry(write())
         before = change.before if change else None
         after = change.after if change else None
         object_repr = change.object_repr if change else ""
@@ -344,6 +333,23 @@ def _record(
     )
 
 
+def _with_entry(obj, entry: PolicyChange | None):
+    """`obj` as a write returns it, carrying in `history_entry` the PolicyChange the write
+    recorded (None: nothing changed). Callers read it there, never look history up."""
+    obj.history_entry = entry
+    return obj
+
+
+def history_entry(result) -> PolicyChange | None:
+    """The history entry a policy write returned: a revert's change itself, else the
+    `history_entry` of the object it saved. A proposal records none."""
+    if isinstance(result, PolicyChange):
+        return result
+    if isinstance(result, PolicyProposal):
+        return None
+    return result.history_entry
+
+
 def _after_policy_change(queue: JobQueue) -> None:
     """Hook for the live scheduler: a policy change triggers a scheduling pass after commit."""
     from governance.signals import policy_changed
@@ -386,14 +392,14 @@ def share_create(
         team=data.team,
         name=data.name.strip(),
         strategy=data.strategy,
-        borrow_limit=_stored_borrow_limit(data),
+        borrow_limit=stored_borrow_limit(data.strategy, data.borrow_limit),
         in_share_preemption=data.in_share_preemption,
         state=data.state,
         position=position + 1,
         **({} if data.priority_ceiling is None else {"priority_ceiling": data.priority_ceiling}),
     )
     _write_limits(share, data.capacity_limits)
-    _record(
+    entry = _record(
         actor=actor,
         reason=reason,
         cause=cause,
@@ -405,13 +411,7 @@ def share_create(
         share=share,
     )
     _after_policy_change(queue)
-    return share
-
-
-def _stored_borrow_limit(data: ShareData) -> int | None:
-    if data.strategy != QuotaShare.Strategy.LEND_AND_BORROW:
-        return None
-    return -1 if data.borrow_limit is None else data.borrow_limit
+    return _with_entry(share, entry)
 
 
 @transaction.atomic
@@ -465,11 +465,11 @@ def share_update(
         raise PolicyError(errors)
     ceiling = current.priority_ceiling if data.priority_ceiling is None else data.priority_ceiling
     if {**_data_document(data), "priority_ceiling": ceiling} == before:
-        return current  # nothing changes: no new version, no history entry
+        return _with_entry(current, None)  # nothing changes: no new version, no history entry
     current.team = data.team
     current.name = data.name.strip()
     current.strategy = data.strategy
-    current.borrow_limit = _stored_borrow_limit(data)
+    current.borrow_limit = stored_borrow_limit(data.strategy, data.borrow_limit)
     current.in_share_preemption = data.in_share_preemption
     current.state = data.state
     current.priority_ceiling = ceiling
@@ -478,8 +478,9 @@ def share_update(
     _write_limits(current, data.capacity_limits)
     current.refresh_from_db()
     after = _history_document(current)
+    entry = None
     if after != before:
-        _record(
+        entry = _record(
             actor=actor,
             reason=reason,
             cause=cause,
@@ -493,7 +494,7 @@ def share_update(
             exception_request=exception_request,
         )
         _after_policy_change(queue)
-    return current
+    return _with_entry(current, entry)
 
 
 def share_data_from_document(doc: Mapping, *, team: Team | None = None) -> ShareData:
@@ -537,7 +538,7 @@ def queue_capacity_validate(
     if errors:
         return errors
     shares = [
-        _engine_share(share_document(s))
+        engine_share_document(share_document(s))
         for s in queue.shares.select_related("team").prefetch_related("limits__instance_type")
     ]
     proposed = {**queue_document(queue), "capacity": dict(capacity)}
@@ -597,7 +598,7 @@ def queue_set_capacity(
     if errors:
         raise PolicyError(errors)
     if dict(capacity) == before["capacity"]:
-        return locked  # nothing changes: no new version, no history entry
+        return _with_entry(locked, None)  # nothing changes: no new version, no history entry
     types = {t.name: t for t in InstanceType.objects.filter(name__in=list(capacity))}
     locked.capacities.exclude(instance_type__name__in=list(capacity)).delete()
     for name, instances in capacity.items():
@@ -607,8 +608,9 @@ def queue_set_capacity(
     JobQueue.objects.filter(pk=locked.pk).update(version=F("version") + 1)
     locked.refresh_from_db()
     after_capacity = queue_document(locked)["capacity"]
+    entry = None
     if after_capacity != before["capacity"]:
-        _record(
+        entry = _record(
             actor=actor,
             reason=reason,
             cause=cause,
@@ -620,7 +622,7 @@ def queue_set_capacity(
             reverts=reverts,
         )
         _after_policy_change(locked)
-    return locked
+    return _with_entry(locked, entry)
 
 
 @transaction.atomic
@@ -776,7 +778,7 @@ def urgency_save(
     if errors:
         raise PolicyError(errors)
     if before is not None and _urgency_proposal(data, before) == before:
-        return urgency  # nothing changes: no new version, no history entry
+        return _with_entry(urgency, None)  # nothing changes: no new version, no history entry
     if urgency is None:
         urgency = UrgencyDefinition()
     else:
@@ -793,8 +795,9 @@ def urgency_save(
         urgency.invokers.set(_teams(invokers)[0])
     urgency.refresh_from_db()
     after = urgency_document(urgency)
+    entry = None
     if after != before:
-        _record(
+        entry = _record(
             actor=actor,
             reason=reason,
             cause=cause,
@@ -805,7 +808,7 @@ def urgency_save(
             urgency=urgency,
             reverts=reverts,
         )
-    return urgency
+    return _with_entry(urgency, entry)
 
 
 def _urgency_proposal(data: Mapping, before: dict) -> dict:
@@ -879,7 +882,6 @@ def policy_change_revert(
             return proposal
     reason = _require_reason(reason)
     diff = changed_fields(change.before, change.after)
-    last_id = PolicyChange.objects.order_by("-id").values_list("id", flat=True).first() or 0
     if change.target == PolicyChange.Target.SHARE:
         if change.share is None:
             raise PolicyError({NON_FIELD: ["the share of this change no longer exists"]})
@@ -894,7 +896,7 @@ def policy_change_revert(
                     restored.pop(key, None)
                 else:
                     restored[key] = old
-        share_update(
+        written = share_update(
             actor=actor,
             share=share,
             data=share_data_from_document(restored),
@@ -907,7 +909,7 @@ def policy_change_revert(
     elif change.target == PolicyChange.Target.QUEUE:
         if change.queue is None or change.before is None:
             raise PolicyError({NON_FIELD: ["this change cannot be reverted"]})
-        queue_set_capacity(
+        written = queue_set_capacity(
             actor=actor,
             queue=change.queue,
             capacity=change.before["capacity"],
@@ -922,7 +924,7 @@ def policy_change_revert(
             raise PolicyError({NON_FIELD: ["this change cannot be reverted"]})
         current = urgency_document(change.urgency)
         restored = {**current, **{key: old for key, old, _new in diff}}
-        urgency_save(
+        written = urgency_save(
             actor=actor,
             data=restored,
             reason=reason,
@@ -931,7 +933,7 @@ def policy_change_revert(
             reverts=change,
             approved=_REVIEWED,
         )
-    latest = PolicyChange.objects.filter(reverts=change, id__gt=last_id).order_by("-id").first()
-    if latest is None:
+    entry = history_entry(written)
+    if entry is None:
         raise PolicyError({NON_FIELD: ["nothing to revert: the current policy already matches"]})
-    return latest
+    return entry

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from governance import rules
-from governance.models import PolicyChange, PolicyProposal
+from governance.models import PolicyProposal
 from governance.services import policy
 
 Kind = PolicyProposal.Kind
@@ -74,9 +74,8 @@ def proposal_approve(*, actor, proposal: PolicyProposal, note: str = "") -> Poli
     proposal.reviewer = actor
     proposal.reviewed_at = timezone.now()
     proposal.review_note = (note or "").strip()
-    since = PolicyChange.objects.order_by("-id").values_list("id", flat=True).first() or 0
     try:
-        _apply(proposal)
+        written = _apply(proposal)
     except policy.VersionConflict as conflict:
         raise policy.PolicyError(
             {
@@ -88,7 +87,7 @@ def proposal_approve(*, actor, proposal: PolicyProposal, note: str = "") -> Poli
             }
         ) from conflict
     proposal.state = State.APPLIED
-    proposal.applied_change = PolicyChange.objects.filter(id__gt=since).order_by("-id").first()
+    proposal.applied_change = policy.history_entry(written)
     proposal.save()
     return proposal
 

@@ -19,6 +19,7 @@ from governance.forms import HistoryFilterForm, RevertForm
 from governance.models import JobQueue, PolicyChange, PolicyProposal, QuotaShare
 from governance.selectors.policy import policy_history
 from governance.services.policy import PolicyError, changed_fields
+from scheduler.adapters import BORROW_UNLIMITED
 
 PAGE_SIZE = 20
 
@@ -59,7 +60,7 @@ def display_value(key: str, value) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     if key == "borrow_limit":
-        return "unlimited" if value == -1 else f"{value}%"
+        return "unlimited" if value == BORROW_UNLIMITED else f"{value}%"
     if isinstance(value, dict):
         return ", ".join(f"{name} × {count}" for name, count in value.items()) or "none"
     if isinstance(value, list):

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from governance import glossary, rules
 from governance.forms import CapacityForm, ShareForm
-from governance.models import PolicyChange, PolicyProposal, QuotaShare
+from governance.models import PolicyProposal, QuotaShare
 from governance.selectors.exceptions import active_exceptions
 from governance.selectors.knowledge import articles_by_share
 from governance.selectors.policy import queue_list, queue_usage, share_get
@@ -28,6 +28,7 @@ from governance.services.impact import capacity_change_impact, share_change_impa
 from governance.services.policy import (
     PolicyError,
     VersionConflict,
+    history_entry,
     queue_capacity_validate,
     share_validate,
 )
@@ -159,15 +160,8 @@ SHARE_FIELDS = [
 ]
 
 
-def _latest_change_id(**scope) -> int:
-    return (
-        PolicyChange.objects.filter(**scope).order_by("-id").values_list("id", flat=True).first()
-        or 0
-    )
-
-
-def _saved_message(request, obj, *, label: str, version: int, since: int, **scope) -> None:
-    change = PolicyChange.objects.filter(id__gt=since, **scope).order_by("-id").first()
+def _saved_message(request, obj, *, label: str, version: int) -> None:
+    change = history_entry(obj)
     if change is None:
         messages.info(request, f"Nothing changed in {label}: it is still as it was.")
         return
@@ -196,9 +190,7 @@ def share_create(request, queue_pk: int):
             if isinstance(share, PolicyProposal):
                 proposed_message(request, share)
                 return redirect("proposal-list")
-            _saved_message(
-                request, share, label=share.name, version=share.version, since=0, share=share
-            )
+            _saved_message(request, share, label=share.name, version=share.version)
             return redirect(_share_url(share))
     return render(request, "governance/shares/edit.html", _editor_context(form))
 
@@ -214,7 +206,6 @@ def share_edit(request, pk: int):
     form = ShareForm(request.POST or None, queue=queue, share=share)
     conflict = None
     if request.method == "POST" and form.is_valid():
-        since = _latest_change_id(share=share)
         try:
             saved = form.save(actor=request.user)
         except PolicyError:
@@ -231,9 +222,7 @@ def share_edit(request, pk: int):
             if isinstance(saved, PolicyProposal):
                 proposed_message(request, saved)
                 return redirect("proposal-list")
-            _saved_message(
-                request, saved, label=saved.name, version=saved.version, since=since, share=saved
-            )
+            _saved_message(request, saved, label=saved.name, version=saved.version)
             return redirect(_share_url(saved))
     return render(request, "governance/shares/edit.html", _editor_context(form, conflict=conflict))
 
@@ -278,7 +267,6 @@ def queue_capacity(request, pk: int):
     form = CapacityForm(request.POST or None, queue=queue)
     conflict = None
     if request.method == "POST" and form.is_valid():
-        since = _latest_change_id(queue=queue, target=PolicyChange.Target.QUEUE)
         try:
             saved = form.save(actor=request.user)
         except PolicyError:
@@ -298,9 +286,6 @@ def queue_capacity(request, pk: int):
                 saved,
                 label=f"the capacity of {saved.name}",
                 version=saved.version,
-                since=since,
-                queue=saved,
-                target=PolicyChange.Target.QUEUE,
             )
             return redirect("queue-detail", pk=saved.pk)
     return render(

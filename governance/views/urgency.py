@@ -12,7 +12,7 @@ from governance import rules
 from governance.forms import UrgencyForm
 from governance.models import PolicyProposal, UrgencyDefinition
 from governance.selectors.policy import urgency_list
-from governance.services.policy import PolicyError, VersionConflict
+from governance.services.policy import PolicyError, VersionConflict, history_entry
 from governance.views.history import history_url_for
 from governance.views.policy import conflict_context, rebound_with_version
 from governance.views.proposals import proposed_message
@@ -61,7 +61,7 @@ def urgency_edit(request, pk: int | None = None):
             if isinstance(saved, PolicyProposal):
                 proposed_message(request, saved)
                 return redirect("proposal-list")
-            change = saved.changes.order_by("-id").first()
+            change = history_entry(saved)
             messages.success(
                 request,
                 format_html(

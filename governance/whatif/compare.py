@@ -12,16 +12,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from governance.whatif.metrics import differences, run_metrics
+from scheduler.adapters import engine_share_document
 from scheduler.engine import result_to_json, simulate
 
-ENGINE_SHARE_FIELDS = (
-    "name",
-    "capacity_limits",
-    "strategy",
-    "borrow_limit",
-    "in_share_preemption",
-    "state",
-)
 PHASES = (("current", "current policy"), ("draft", "draft policy"))
 
 Progress = Callable[[float, str], None]
@@ -29,10 +22,7 @@ Progress = Callable[[float, str], None]
 
 def engine_shares(policy: Mapping) -> list[dict]:
     """The policy's shares as the scenario format spells them (without `team`)."""
-    return [
-        {key: share[key] for key in ENGINE_SHARE_FIELDS if key in share}
-        for share in policy["shares"]
-    ]
+    return [engine_share_document(share) for share in policy["shares"]]
 
 
 def with_names(policy: Mapping, names: Sequence[str]) -> dict:

@@ -9,6 +9,7 @@ from django.db.models import QuerySet
 from governance.models import WhatIfComparison
 from governance.templatetags.ui import duration, gpu_hours, percent
 from governance.whatif import figures
+from scheduler.adapters import BORROW_UNLIMITED
 
 POLICY_FIELDS = (
     ("team", "Team"),
@@ -31,7 +32,7 @@ def _policy_value(key: str, value) -> str:
         return "—"
     if key == "capacity_limits":
         return ", ".join(f"{name} × {count}" for name, count in value.items()) or "—"
-    if key == "borrow_limit" and value == -1:
+    if key == "borrow_limit" and value == BORROW_UNLIMITED:
         return "unlimited"
     if isinstance(value, bool):
         return "on" if value else "off"

@@ -36,6 +36,7 @@ from governance.services.policy import (
     ShareData,
     VersionConflict,
     _data_document,
+    history_entry,
     queue_document,
     share_data_from_document,
     share_document,
@@ -472,7 +473,7 @@ def comparison_apply(*, actor, comparison: WhatIfComparison, reason: str) -> lis
             }
         )
     linked = f"{reason} (what-if comparison #{comparison.pk}: {comparison_url(comparison)})"
-    since = PolicyChange.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    changes: list[PolicyChange] = []
     for index in changed_shares(comparison):
         ref = comparison.share_refs[index]
         share = QuotaShare.objects.select_related("team", "queue").filter(pk=ref["id"]).first()
@@ -486,7 +487,7 @@ def comparison_apply(*, actor, comparison: WhatIfComparison, reason: str) -> lis
                 }
             )
         try:
-            share_update(
+            saved = share_update(
                 actor=actor,
                 share=share,
                 data=share_data_from_document(comparison.draft_policy["shares"][index]),
@@ -504,7 +505,9 @@ def comparison_apply(*, actor, comparison: WhatIfComparison, reason: str) -> lis
                     ]
                 }
             ) from conflict
-    changes = list(PolicyChange.objects.filter(id__gt=since, actor=actor).order_by("id"))
+        entry = history_entry(saved)
+        if entry is not None:
+            changes.append(entry)
     comparison.applied_changes.add(*changes)
     comparison.review_state = Review.APPLIED
     comparison.applied_by = actor

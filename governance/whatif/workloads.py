@@ -27,6 +27,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from scheduler.adapters import recorded_jobs
 from scheduler.engine.trace import DEFAULT_TRACE, TIMESTAMP_FORMAT, TraceRow, read_trace
 
 DEFAULT_DAYS = 30
@@ -60,64 +61,21 @@ def recorded_workload(
 ) -> Workload:
     """The queue's jobs submitted in [start, end), as they were submitted (the engine
     replays them from their submission; what happened to them live does not matter),
-    the replay's time 0 being the first submission.
+    the replay's time 0 being the first submission, through the live scheduler's
+    adapter (`scheduler.adapters.recorded_jobs`: the same job ids and seconds).
     Jobs of a share or an instance type the policy no longer has are left out."""
-    from scheduler.models import Job
-
     if end <= start:
         raise WorkloadError(["the period must end after it starts"])
     share_name = {
         ref["id"]: share["name"] for ref, share in zip(refs, policy["shares"], strict=True)
     }
-    capacity = policy["queue"]["capacity"]
-    rows = (
-        Job.objects.filter(queue=queue, submitted_at__gte=start, submitted_at__lt=end)
-        .order_by("submitted_at", "id")
-        .values_list(
-            "id",
-            "share_id",
-            "priority",
-            "instance_type__name",
-            "instances",
-            "submitted_at",
-            "expected_duration",
-            "checkpoint_interval",
-            "restart_overhead",
-            "preemption_retries",
-        )
+    jobs = recorded_jobs(
+        queue,
+        start=start,
+        end=end,
+        share_names=share_name,
+        instance_types=policy["queue"]["capacity"],
     )
-    jobs = []
-    origin = None
-    for (
-        pk,
-        share_id,
-        priority,
-        itype,
-        instances,
-        submitted,
-        duration,
-        ckpt,
-        overhead,
-        retries,
-    ) in rows:
-        if share_id not in share_name or itype not in capacity:
-            continue
-        origin = origin or submitted
-        job = {
-            "id": f"job-{pk}",
-            "share": share_name[share_id],
-            "priority": priority,
-            "instance_type": itype,
-            "instances": instances,
-            "submit_at": int((submitted - origin).total_seconds()),
-            "duration": duration,
-            "restart_overhead": overhead,
-        }
-        if ckpt:
-            job["checkpoint_interval"] = ckpt
-        if retries is not None:
-            job["preemption_retries"] = retries
-        jobs.append(job)
     description = (
         f"{len(jobs)} jobs recorded on {queue.name} from {start:%Y-%m-%d %H:%M} "
         f"to {end:%Y-%m-%d %H:%M} UTC"

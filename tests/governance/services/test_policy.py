@@ -8,6 +8,7 @@ from governance.services.policy import (
     ShareData,
     VersionConflict,
     changed_fields,
+    history_entry,
     policy_change_revert,
     queue_set_capacity,
     share_create,
@@ -129,7 +130,7 @@ def test_share_create_records_who_why_and_what(admin, aws_queue):
 
 def test_share_update_writes_before_and_after(admin, aws_queue):
     qs2 = aws_queue.shares.get(name="qs2")
-    share_update(
+    saved = share_update(
         actor=admin,
         share=qs2,
         data=data_for(qs2, strategy="LEND_AND_BORROW", borrow_limit=100),
@@ -138,7 +139,8 @@ def test_share_update_writes_before_and_after(admin, aws_queue):
     )
     qs2.refresh_from_db()
     assert (qs2.strategy, qs2.borrow_limit, qs2.version) == ("LEND_AND_BORROW", 100, 2)
-    change = PolicyChange.objects.filter(share=qs2).latest("id")
+    change = history_entry(saved)  # the write returns the entry it recorded
+    assert change == PolicyChange.objects.get(share=qs2)
     assert changed_fields(change.before, change.after) == [
         ("borrow_limit", None, 100),
         ("strategy", "LEND", "LEND_AND_BORROW"),
@@ -186,7 +188,10 @@ def test_a_stale_version_is_a_conflict_and_changes_nothing(admin, aws_queue):
 def test_saving_the_same_policy_records_nothing(admin, aws_queue):
     qs2 = aws_queue.shares.get(name="qs2")
     count = PolicyChange.objects.count()
-    share_update(actor=admin, share=qs2, data=data_for(qs2), reason="no-op", expected_version=1)
+    saved = share_update(
+        actor=admin, share=qs2, data=data_for(qs2), reason="no-op", expected_version=1
+    )
+    assert history_entry(saved) is None
     assert PolicyChange.objects.count() == count
 
 
@@ -244,20 +249,23 @@ def test_capacity_must_cover_every_limit_type(admin, aws_queue):
 
 
 def test_capacity_change_is_recorded_and_revertible(admin, aws_queue):
-    queue_set_capacity(
-        actor=admin,
-        queue=aws_queue,
-        capacity={"ml.g5.xlarge": 5},
-        reason="new hardware",
-        expected_version=aws_queue.version,
+    change = history_entry(
+        queue_set_capacity(
+            actor=admin,
+            queue=aws_queue,
+            capacity={"ml.g5.xlarge": 5},
+            reason="new hardware",
+            expected_version=aws_queue.version,
+        )
     )
-    change = PolicyChange.objects.filter(target="queue", queue=aws_queue).latest("id")
+    assert change == PolicyChange.objects.get(target="queue", queue=aws_queue)
     assert (change.before, change.after) == (
         {"capacity": {"ml.g5.xlarge": 3}},
         {"capacity": {"ml.g5.xlarge": 5}},
     )
-    policy_change_revert(actor=admin, change=change, reason="hardware returned")
+    revert = policy_change_revert(actor=admin, change=change, reason="hardware returned")
     assert aws_queue.capacities.get().instances == 3
+    assert (revert.reverts, revert.after) == (change, {"capacity": {"ml.g5.xlarge": 3}})
 
 
 def test_capacity_with_a_stale_version_conflicts(admin, aws_queue):

@@ -197,3 +197,49 @@ def test_the_history_links_an_applied_change_to_its_comparison(comparison, admin
 
     assert f'href="/what-if/{comparison.pk}/">what-if comparison #{comparison.pk}</a>' in html
     assert f'id="change-{change.pk}"' in html
+
+
+def _lend_qs3(comparison: WhatIfComparison) -> WhatIfComparison:
+    index = [s["name"] for s in comparison.draft_policy["shares"]].index("qs3")
+    share = QuotaShare.objects.get(queue=comparison.queue, name="qs3")
+    data = ShareData(
+        name="qs3",
+        team=share.team,
+        strategy=QuotaShare.Strategy.LEND,
+        capacity_limits={"ml.g5.xlarge": 1},
+    )
+    return services.draft_share_update(
+        actor=comparison.author, comparison=comparison, index=index, data=data
+    )
+
+
+def test_two_applies_by_one_admin_at_once_link_their_own_changes(
+    comparison, admin, aws_queue, monkeypatch
+):
+    """The second apply runs while the first is between its writes (one admin saving
+    twice at once): each comparison links the change it wrote, not the other's."""
+    first = run_now(lend_and_borrow_qs2(comparison))
+    second = run_now(_lend_qs3(services.comparison_create(actor=admin, queue=aws_queue)))
+    share_update = services.share_update
+    interleaved = []
+
+    def update_meanwhile(**kwargs):
+        if not interleaved:
+            interleaved.append(None)  # once: the second apply's own write goes straight on
+            interleaved[0] = services.comparison_apply(
+                actor=admin, comparison=second, reason="qs3 lends"
+            )
+        return share_update(**kwargs)
+
+    monkeypatch.setattr(services, "share_update", update_meanwhile)
+    changes = services.comparison_apply(actor=admin, comparison=first, reason="qs2 borrows")
+
+    (theirs,) = interleaved[0]
+    (mine,) = changes
+    assert (mine.share.name, theirs.share.name) == ("qs2", "qs3")
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert list(first.applied_changes.all()) == [mine]
+    assert list(second.applied_changes.all()) == [theirs]
+    assert f"what-if comparison #{first.pk}" in mine.reason
+    assert f"what-if comparison #{second.pk}" in theirs.reason
