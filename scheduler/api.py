@@ -1,10 +1,11 @@
 """The jobs API (/api/v1/jobs/) and the job definitions API (/api/v1/job-definitions/),
 thin over scheduler.services.
 
-Errors have the project's one shape (governance.api.errors): a service's JobError or
-DefinitionError becomes a validation error with the same field keys the pages use; a
-client token used for another body, or a revision made on a stale one, is a 409 in
-the same shape with the ids of what it conflicts with.
+Errors have the project's one shape (governance.api.errors, which maps the services'
+domain errors): a JobError or DefinitionError is a 400 with the same field keys the
+pages use; a client token used for another body (TokenConflict), or a revision made on
+a stale one (RevisionConflict), is a 409 in the same shape with the ids of what it
+conflicts with.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from rest_framework.views import APIView
 
 from governance import rules
 from governance.api.base import BaseApiViewSet
-from governance.api.errors import error_body
 from governance.api.serializers import ErrorSerializer
 from governance.models import JobQueue
 from scheduler import permissions, selectors
@@ -49,17 +49,13 @@ from scheduler.serializers import (
 )
 from scheduler.services import estimates
 from scheduler.services.job_definitions import (
-    DefinitionError,
-    RevisionConflict,
     definition_data_of,
     definition_register,
     definition_retire,
     definition_revise,
 )
 from scheduler.services.jobs import (
-    JobError,
     Submitted,
-    TokenConflict,
     job_set_priority,
     job_terminate,
     jobs_submit_outcomes,
@@ -67,12 +63,6 @@ from scheduler.services.jobs import (
 
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404)}
 SUBMIT_ERRORS = {**ERRORS, 409: TokenConflictSerializer}
-
-
-def token_conflict_response(conflict: TokenConflict) -> Response:
-    body = error_body(conflict.errors)
-    body.update(job=next(iter(conflict.originals.values())), original_jobs=conflict.originals)
-    return Response(body, status=status.HTTP_409_CONFLICT)
 
 
 class JobAccess(BasePermission):
@@ -99,10 +89,7 @@ class JobApiView(APIView):
         for item in data:
             if not permissions.can_submit_to_share(self.request.user, item.share):
                 raise PermissionDenied(f"you may not submit jobs to share {item.share.name}")
-        try:
-            return jobs_submit_outcomes(items=data, submitted_by=self.request.user)
-        except JobError as error:
-            raise ValidationError(error.errors) from None
+        return jobs_submit_outcomes(items=data, submitted_by=self.request.user)
 
 
 _FILTERS = [
@@ -144,10 +131,7 @@ class JobListCreate(generics.GenericAPIView, JobApiView):
     def post(self, request):
         serializer = JobInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
-            (outcome,) = self.submit([serializer.validated_data], prefix=False)
-        except TokenConflict as conflict:
-            return token_conflict_response(conflict)
+        (outcome,) = self.submit([serializer.validated_data], prefix=False)
         return Response(
             JobOutputSerializer(selectors.job_detail_queryset().get(pk=outcome.job.pk)).data,
             status=status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK,
@@ -166,10 +150,7 @@ class JobBulkCreate(JobApiView):
     def post(self, request):
         serializer = JobBulkInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
-            outcomes = self.submit(serializer.validated_data["jobs"], prefix=True)
-        except TokenConflict as conflict:
-            return token_conflict_response(conflict)
+        outcomes = self.submit(serializer.validated_data["jobs"], prefix=True)
         created = [outcome.created for outcome in outcomes]
         return Response(
             {
@@ -206,12 +187,9 @@ class JobPriority(JobApiView):
         job = self.job(pk, manage=True)
         serializer = PriorityInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
-            job_set_priority(
-                job_id=job.pk, priority=serializer.validated_data["priority"], actor=request.user
-            )
-        except JobError as error:
-            raise ValidationError(error.errors) from None
+        job_set_priority(
+            job_id=job.pk, priority=serializer.validated_data["priority"], actor=request.user
+        )
         return Response(JobOutputSerializer(self.job(pk)).data)
 
 
@@ -221,10 +199,7 @@ class JobTerminate(JobApiView):
     )
     def post(self, request, pk: int):
         job = self.job(pk, manage=True)
-        try:
-            job_terminate(job_id=job.pk, actor=request.user)
-        except JobError as error:
-            raise ValidationError(error.errors) from None
+        job_terminate(job_id=job.pk, actor=request.user)
         return Response(JobOutputSerializer(self.job(pk)).data)
 
 
@@ -298,10 +273,7 @@ class JobEstimate(JobApiView):
         why = rules.refusal(request.user, "job.estimate", data.share)
         if why is not None:
             raise PermissionDenied(why)
-        try:
-            answer = estimates.submission_estimate(data=data)
-        except JobError as error:
-            raise ValidationError(error.errors) from None
+        answer = estimates.submission_estimate(data=data)
         return Response(SubmissionEstimateSerializer(answer).data)
 
 
@@ -384,16 +356,13 @@ class JobDefinitionViewSet(BaseApiViewSet):
     def create(self, request):
         values = self.parse(JobDefinitionCreateSerializer)
         data = definition_data_from_input(values)
-        try:
-            definition = definition_register(
-                actor=request.user,
-                name=values["name"],
-                description=values["description"],
-                data=data,
-                reason=values["reason"],
-            )
-        except DefinitionError as error:
-            raise ValidationError(error.errors) from None
+        definition = definition_register(
+            actor=request.user,
+            name=values["name"],
+            description=values["description"],
+            data=data,
+            reason=values["reason"],
+        )
         return self._detail(definition.pk, status_code=status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -421,21 +390,14 @@ class JobDefinitionViewSet(BaseApiViewSet):
             )
         values = self.parse(JobDefinitionReviseSerializer)
         data = definition_data_from_input(values, base=definition_data_of(definition.latest))
-        try:
-            definition_revise(
-                actor=request.user,
-                definition_id=definition.pk,
-                base_revision=values["base_revision"],
-                data=data,
-                reason=values["reason"],
-                description=values.get("description"),
-            )
-        except DefinitionError as error:
-            raise ValidationError(error.errors) from None
-        except RevisionConflict as conflict:
-            body = error_body({"base_revision": [str(conflict)]})
-            body.update(current_revision=conflict.current, submitted_revision=conflict.submitted)
-            return Response(body, status=status.HTTP_409_CONFLICT)
+        definition_revise(
+            actor=request.user,
+            definition_id=definition.pk,
+            base_revision=values["base_revision"],
+            data=data,
+            reason=values["reason"],
+            description=values.get("description"),
+        )
         return self._detail(definition.pk, status_code=status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -447,10 +409,5 @@ class JobDefinitionViewSet(BaseApiViewSet):
     def retire(self, request, pk=None):
         definition = self._get(pk)
         values = self.parse(RetireSerializer)
-        try:
-            definition_retire(
-                actor=request.user, definition_id=definition.pk, reason=values["reason"]
-            )
-        except DefinitionError as error:
-            raise ValidationError(error.errors) from None
+        definition_retire(actor=request.user, definition_id=definition.pk, reason=values["reason"])
         return self._detail(definition.pk)
