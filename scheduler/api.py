@@ -10,25 +10,23 @@ conflicts with.
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import exceptions, generics, status
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance import rules
-from governance.api.base import BaseApiViewSet
+from governance.api.base import BaseApiViewSet, FilteredQuery
 from governance.api.serializers import ErrorSerializer
 from governance.models import JobQueue
 from scheduler import permissions, selectors
+from scheduler.filters import JobDefinitionFilter, JobFilter
 from scheduler.models import Job, JobDefinition
 from scheduler.serializers import (
-    ID_MESSAGE,
-    MAX_ID,
     BulkResultSerializer,
     JobBulkInputSerializer,
     JobDefinitionCreateSerializer,
@@ -92,32 +90,14 @@ class JobApiView(APIView):
         return jobs_submit_outcomes(items=data, submitted_by=self.request.user)
 
 
-_FILTERS = [
-    OpenApiParameter(name, int, description=f"Only jobs of this {name} (id).")
-    for name in ("queue", "share", "team")
-] + [OpenApiParameter("state", str, enum=Job.State.values)]
-
-
-class JobListCreate(generics.GenericAPIView, JobApiView):
+class JobListCreate(FilteredQuery, generics.GenericAPIView, JobApiView):
     serializer_class = JobOutputSerializer
+    filterset_class = JobFilter
+    queryset = Job.objects.none()
 
-    @extend_schema(
-        summary="List jobs", parameters=_FILTERS, responses=JobOutputSerializer(many=True)
-    )
+    @extend_schema(summary="List jobs", responses=JobOutputSerializer(many=True))
     def get(self, request):
-        filters = {}
-        for key in ("queue", "share", "team"):
-            value = request.query_params.get(key)
-            if value:
-                if not value.isdigit() or not 1 <= int(value) <= MAX_ID:
-                    raise ValidationError({key: [ID_MESSAGE]})
-                filters[key] = int(value)
-        state = request.query_params.get("state")
-        if state:
-            if state not in Job.State.values:
-                raise ValidationError({"state": [f"one of {', '.join(Job.State.values)}"]})
-            filters["state"] = state
-        page = self.paginate_queryset(selectors.job_list(filters=filters))
+        page = self.paginate_queryset(selectors.job_list(filters=self.query()))
         return self.get_paginated_response(JobOutputSerializer(page, many=True).data)
 
     @extend_schema(
@@ -297,17 +277,6 @@ _DEFINITION_OK = {200: JobDefinitionOutputSerializer, **ERRORS}
 @extend_schema_view(
     list=extend_schema(
         summary="List job definitions",
-        parameters=[
-            OpenApiParameter(
-                "queue", OpenApiTypes.INT, description="Only those this queue may run."
-            ),
-            OpenApiParameter(
-                "state",
-                OpenApiTypes.STR,
-                enum=["active", "retired"],
-                description="Active or retired.",
-            ),
-        ],
         responses=JobDefinitionOutputSerializer(many=True),
     ),
     retrieve=extend_schema(summary="Get a job definition", responses=_DEFINITION_OK),
@@ -321,6 +290,7 @@ class JobDefinitionViewSet(BaseApiViewSet):
     permission_classes = [DefinitionAccess]
     serializer_class = JobDefinitionOutputSerializer
     queryset = JobDefinition.objects.none()
+    filterset_class = JobDefinitionFilter
 
     def get_serializer_context(self):
         show = rules.allowed(self.request.user, "job_definition.manage")
@@ -337,12 +307,10 @@ class JobDefinitionViewSet(BaseApiViewSet):
         return Response(output.data, status=status_code)
 
     def list(self, request):
-        state = request.query_params.get("state") or None
-        if state not in (None, "active", "retired"):
-            raise ValidationError({"state": ["one of active, retired"]})
+        query = self.query()
         definitions = selectors.definition_list(
-            queue_id=self.int_param("queue"),
-            retired=None if state is None else state == "retired",
+            queue_id=query["queue"],
+            retired=None if not query["state"] else query["state"] == "retired",
         )
         page = selectors.with_latest(self.paginate_queryset(definitions))
         output = JobDefinitionOutputSerializer(
