@@ -11,6 +11,7 @@ from __future__ import annotations
 from django import forms
 
 from governance.bounds import MAX_COUNT, MAX_ID, MAX_TEXT
+from governance.form_errors import apply_errors
 from governance.models import InstanceType, JobQueue, PolicyChange, QuotaShare, Team
 from governance.models import UrgencyDefinition as Urgency
 from governance.services import policy as services
@@ -91,10 +92,7 @@ class PolicyForm(forms.Form):
     use_required_attribute = False
 
     def apply_errors(self, errors: dict[str, list[str]]) -> None:
-        for key, messages in errors.items():
-            target = key if key in self.fields and key != "version" else None
-            for message in messages:
-                self.add_error(target, message)
+        apply_errors(self, errors)
 
 
 # Share editor.

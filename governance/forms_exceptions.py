@@ -9,6 +9,7 @@ from django import forms
 from django.contrib.auth import get_user_model
 
 from governance.bounds import MAX_ARTICLE_BODY, MAX_COUNT, MAX_QUERY, MAX_TEXT
+from governance.form_errors import apply_errors
 from governance.forms import BoundedModelMultipleChoiceField, count_messages
 from governance.models import (
     ExceptionRequest,
@@ -155,9 +156,7 @@ class ExceptionRequestForm(forms.Form):
         cleaned = super().clean()
         if self.errors:
             return cleaned
-        for field, messages in request_validate(actor=self.user, data=self.request_data()).items():
-            for message in messages:
-                self.add_error(field if field in self.fields else None, message)
+        apply_errors(self, request_validate(actor=self.user, data=self.request_data()))
         return cleaned
 
     @classmethod
@@ -220,11 +219,8 @@ class ExceptionOwnerForm(forms.Form):
         problems = exception_owner_validate(
             user=cleaned.get("user"), queue=cleaned.get("queue"), share=cleaned.get("share")
         )
-        for field, messages in problems.items():
-            if field in self.errors:
-                continue  # already said (e.g. "This field is required")
-            for message in messages:
-                self.add_error(field if field in self.fields else None, message)
+        # A field the form refused already (e.g. "This field is required") is said once.
+        apply_errors(self, problems, skip_fields_in_error=True)
         return cleaned
 
 
@@ -358,9 +354,7 @@ class ArticleForm(forms.Form):
         cleaned = super().clean()
         if self.errors:
             return cleaned
-        for field, messages in article_validate(self.article_data()).items():
-            for message in messages:
-                self.add_error(field if field in self.fields else None, message)
+        apply_errors(self, article_validate(self.article_data()))
         return cleaned
 
     @classmethod

@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
+from governance.errors import Refused
 from governance.permissions import (
     ADMINS,
     EXCEPTION_OWNERS,
@@ -36,10 +36,6 @@ from governance.permissions import (
 
 SIGNED_IN = "signed_in"
 WRITERS = (ADMINS, TEAM_LEADS, EXCEPTION_OWNERS)  # the roles that write knowledge
-
-
-class Refused(PermissionDenied):
-    """The actor may not take this action; the message says why (pages and API show it)."""
 
 
 @dataclass(frozen=True)

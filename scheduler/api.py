@@ -1,34 +1,32 @@
 """The jobs API (/api/v1/jobs/) and the job definitions API (/api/v1/job-definitions/),
 thin over scheduler.services.
 
-Errors have the project's one shape (governance.api.errors): a service's JobError or
-DefinitionError becomes a validation error with the same field keys the pages use; a
-client token used for another body, or a revision made on a stale one, is a 409 in
-the same shape with the ids of what it conflicts with.
+Errors have the project's one shape (governance.api.errors, which maps the services'
+domain errors): a JobError or DefinitionError is a 400 with the same field keys the
+pages use; a client token used for another body (TokenConflict), or a revision made on
+a stale one (RevisionConflict), is a 409 in the same shape with the ids of what it
+conflicts with.
 """
 
 from __future__ import annotations
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import exceptions, generics, status
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from governance import rules
-from governance.api.base import BaseApiViewSet
-from governance.api.errors import error_body
+from governance.api.base import BaseApiViewSet, FilteredQuery
 from governance.api.serializers import ErrorSerializer
 from governance.models import JobQueue
 from scheduler import permissions, selectors
+from scheduler.filters import JobDefinitionFilter, JobFilter
 from scheduler.models import Job, JobDefinition
 from scheduler.serializers import (
-    ID_MESSAGE,
-    MAX_ID,
     BulkResultSerializer,
     JobBulkInputSerializer,
     JobDefinitionCreateSerializer,
@@ -49,17 +47,13 @@ from scheduler.serializers import (
 )
 from scheduler.services import estimates
 from scheduler.services.job_definitions import (
-    DefinitionError,
-    RevisionConflict,
     definition_data_of,
     definition_register,
     definition_retire,
     definition_revise,
 )
 from scheduler.services.jobs import (
-    JobError,
     Submitted,
-    TokenConflict,
     job_set_priority,
     job_terminate,
     jobs_submit_outcomes,
@@ -67,12 +61,6 @@ from scheduler.services.jobs import (
 
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404)}
 SUBMIT_ERRORS = {**ERRORS, 409: TokenConflictSerializer}
-
-
-def token_conflict_response(conflict: TokenConflict) -> Response:
-    body = error_body(conflict.errors)
-    body.update(job=next(iter(conflict.originals.values())), original_jobs=conflict.originals)
-    return Response(body, status=status.HTTP_409_CONFLICT)
 
 
 class JobAccess(BasePermission):
@@ -99,38 +87,17 @@ class JobApiView(APIView):
         for item in data:
             if not permissions.can_submit_to_share(self.request.user, item.share):
                 raise PermissionDenied(f"you may not submit jobs to share {item.share.name}")
-        try:
-            return jobs_submit_outcomes(items=data, submitted_by=self.request.user)
-        except JobError as error:
-            raise ValidationError(error.errors) from None
+        return jobs_submit_outcomes(items=data, submitted_by=self.request.user)
 
 
-_FILTERS = [
-    OpenApiParameter(name, int, description=f"Only jobs of this {name} (id).")
-    for name in ("queue", "share", "team")
-] + [OpenApiParameter("state", str, enum=Job.State.values)]
-
-
-class JobListCreate(generics.GenericAPIView, JobApiView):
+class JobListCreate(FilteredQuery, generics.GenericAPIView, JobApiView):
     serializer_class = JobOutputSerializer
+    filterset_class = JobFilter
+    queryset = Job.objects.none()
 
-    @extend_schema(
-        summary="List jobs", parameters=_FILTERS, responses=JobOutputSerializer(many=True)
-    )
+    @extend_schema(summary="List jobs", responses=JobOutputSerializer(many=True))
     def get(self, request):
-        filters = {}
-        for key in ("queue", "share", "team"):
-            value = request.query_params.get(key)
-            if value:
-                if not value.isdigit() or not 1 <= int(value) <= MAX_ID:
-                    raise ValidationError({key: [ID_MESSAGE]})
-                filters[key] = int(value)
-        state = request.query_params.get("state")
-        if state:
-            if state not in Job.State.values:
-                raise ValidationError({"state": [f"one of {', '.join(Job.State.values)}"]})
-            filters["state"] = state
-        page = self.paginate_queryset(selectors.job_list(filters=filters))
+        page = self.paginate_queryset(selectors.job_list(filters=self.query()))
         return self.get_paginated_response(JobOutputSerializer(page, many=True).data)
 
     @extend_schema(
@@ -144,10 +111,7 @@ class JobListCreate(generics.GenericAPIView, JobApiView):
     def post(self, request):
         serializer = JobInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
-            (outcome,) = self.submit([serializer.validated_data], prefix=False)
-        except TokenConflict as conflict:
-            return token_conflict_response(conflict)
+        (outcome,) = self.submit([serializer.validated_data], prefix=False)
         return Response(
             JobOutputSerializer(selectors.job_detail_queryset().get(pk=outcome.job.pk)).data,
             status=status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK,
@@ -166,10 +130,7 @@ class JobBulkCreate(JobApiView):
     def post(self, request):
         serializer = JobBulkInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
-            outcomes = self.submit(serializer.validated_data["jobs"], prefix=True)
-        except TokenConflict as conflict:
-            return token_conflict_response(conflict)
+        outcomes = self.submit(serializer.validated_data["jobs"], prefix=True)
         created = [outcome.created for outcome in outcomes]
         return Response(
             {
@@ -206,12 +167,9 @@ class JobPriority(JobApiView):
         job = self.job(pk, manage=True)
         serializer = PriorityInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        try:
-            job_set_priority(
-                job_id=job.pk, priority=serializer.validated_data["priority"], actor=request.user
-            )
-        except JobError as error:
-            raise ValidationError(error.errors) from None
+        job_set_priority(
+            job_id=job.pk, priority=serializer.validated_data["priority"], actor=request.user
+        )
         return Response(JobOutputSerializer(self.job(pk)).data)
 
 
@@ -221,10 +179,7 @@ class JobTerminate(JobApiView):
     )
     def post(self, request, pk: int):
         job = self.job(pk, manage=True)
-        try:
-            job_terminate(job_id=job.pk, actor=request.user)
-        except JobError as error:
-            raise ValidationError(error.errors) from None
+        job_terminate(job_id=job.pk, actor=request.user)
         return Response(JobOutputSerializer(self.job(pk)).data)
 
 
@@ -298,10 +253,7 @@ class JobEstimate(JobApiView):
         why = rules.refusal(request.user, "job.estimate", data.share)
         if why is not None:
             raise PermissionDenied(why)
-        try:
-            answer = estimates.submission_estimate(data=data)
-        except JobError as error:
-            raise ValidationError(error.errors) from None
+        answer = estimates.submission_estimate(data=data)
         return Response(SubmissionEstimateSerializer(answer).data)
 
 
@@ -325,17 +277,6 @@ _DEFINITION_OK = {200: JobDefinitionOutputSerializer, **ERRORS}
 @extend_schema_view(
     list=extend_schema(
         summary="List job definitions",
-        parameters=[
-            OpenApiParameter(
-                "queue", OpenApiTypes.INT, description="Only those this queue may run."
-            ),
-            OpenApiParameter(
-                "state",
-                OpenApiTypes.STR,
-                enum=["active", "retired"],
-                description="Active or retired.",
-            ),
-        ],
         responses=JobDefinitionOutputSerializer(many=True),
     ),
     retrieve=extend_schema(summary="Get a job definition", responses=_DEFINITION_OK),
@@ -349,6 +290,7 @@ class JobDefinitionViewSet(BaseApiViewSet):
     permission_classes = [DefinitionAccess]
     serializer_class = JobDefinitionOutputSerializer
     queryset = JobDefinition.objects.none()
+    filterset_class = JobDefinitionFilter
 
     def get_serializer_context(self):
         show = rules.allowed(self.request.user, "job_definition.manage")
@@ -365,12 +307,10 @@ class JobDefinitionViewSet(BaseApiViewSet):
         return Response(output.data, status=status_code)
 
     def list(self, request):
-        state = request.query_params.get("state") or None
-        if state not in (None, "active", "retired"):
-            raise ValidationError({"state": ["one of active, retired"]})
+        query = self.query()
         definitions = selectors.definition_list(
-            queue_id=self.int_param("queue"),
-            retired=None if state is None else state == "retired",
+            queue_id=query["queue"],
+            retired=None if not query["state"] else query["state"] == "retired",
         )
         page = selectors.with_latest(self.paginate_queryset(definitions))
         output = JobDefinitionOutputSerializer(
@@ -384,16 +324,13 @@ class JobDefinitionViewSet(BaseApiViewSet):
     def create(self, request):
         values = self.parse(JobDefinitionCreateSerializer)
         data = definition_data_from_input(values)
-        try:
-            definition = definition_register(
-                actor=request.user,
-                name=values["name"],
-                description=values["description"],
-                data=data,
-                reason=values["reason"],
-            )
-        except DefinitionError as error:
-            raise ValidationError(error.errors) from None
+        definition = definition_register(
+            actor=request.user,
+            name=values["name"],
+            description=values["description"],
+            data=data,
+            reason=values["reason"],
+        )
         return self._detail(definition.pk, status_code=status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -421,21 +358,14 @@ class JobDefinitionViewSet(BaseApiViewSet):
             )
         values = self.parse(JobDefinitionReviseSerializer)
         data = definition_data_from_input(values, base=definition_data_of(definition.latest))
-        try:
-            definition_revise(
-                actor=request.user,
-                definition_id=definition.pk,
-                base_revision=values["base_revision"],
-                data=data,
-                reason=values["reason"],
-                description=values.get("description"),
-            )
-        except DefinitionError as error:
-            raise ValidationError(error.errors) from None
-        except RevisionConflict as conflict:
-            body = error_body({"base_revision": [str(conflict)]})
-            body.update(current_revision=conflict.current, submitted_revision=conflict.submitted)
-            return Response(body, status=status.HTTP_409_CONFLICT)
+        definition_revise(
+            actor=request.user,
+            definition_id=definition.pk,
+            base_revision=values["base_revision"],
+            data=data,
+            reason=values["reason"],
+            description=values.get("description"),
+        )
         return self._detail(definition.pk, status_code=status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -447,10 +377,5 @@ class JobDefinitionViewSet(BaseApiViewSet):
     def retire(self, request, pk=None):
         definition = self._get(pk)
         values = self.parse(RetireSerializer)
-        try:
-            definition_retire(
-                actor=request.user, definition_id=definition.pk, reason=values["reason"]
-            )
-        except DefinitionError as error:
-            raise ValidationError(error.errors) from None
+        definition_retire(actor=request.user, definition_id=definition.pk, reason=values["reason"])
         return self._detail(definition.pk)

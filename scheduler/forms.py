@@ -26,14 +26,6 @@ class ShareChoiceField(forms.ModelChoiceField):
         return f"{obj.queue.name} / {obj.name} ({obj.team.name})"
 
 
-def apply_errors(form: forms.Form, error) -> None:
-    """Each message of a service error (JobError, DefinitionError) next to its field."""
-    for key, messages in error.errors.items():
-        name = key if key in form.fields else None
-        for message in messages:
-            form.add_error(name, message if name else _labelled(key, message))
-
-
 def _labelled(key: str, message: str) -> str:
     return message if key == "non_field_errors" else f"{key}: {message}"
 

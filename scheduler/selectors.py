@@ -82,6 +82,14 @@ def is_too_big(job: Job) -> bool:
     )
 
 
+def job_needs_decision(*, job: Job, decision: JobDecision | None) -> bool:
+    """A failed job whose cause asks a person (NEEDS_DECISION_CAUSES) and that nobody has
+    decided about yet: its page offers the decision form."""
+    return (
+        job.state == Job.State.FAILED and job.reason in NEEDS_DECISION_CAUSES and decision is None
+    )
+
+
 def needs_decision_list(*, team_ids=None) -> QuerySet[Job]:
     """Jobs a person must decide about: failed ones with no decision yet, oldest failure
     first, after the waiting jobs bigger than their queue (they go there at once)."""

@@ -18,6 +18,7 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_POST
 
 from governance import rules
+from governance.form_errors import apply_errors
 from governance.models import JobQueue
 from governance.permissions import is_admin
 from scheduler import permissions, selectors
@@ -31,7 +32,6 @@ from scheduler.forms import (
     PriorityForm,
     RetireForm,
     apply_definition_errors,
-    apply_errors,
 )
 from scheduler.models import Job, JobDecision, JobDefinition
 from scheduler.services import estimates
@@ -115,7 +115,7 @@ def job_create(request):
                         messages.success(request, f"Job {job.name} submitted.")
                     return redirect("job-detail", pk=job.pk)
         except JobError as error:
-            apply_errors(form, error)
+            apply_errors(form, error, labelled=True)
     if request.htmx and request.htmx.target == "definition-parameters":
         return render(request, "scheduler/_parameters.html", {"form": form})
     if asking and request.htmx and request.htmx.target == "job-estimate":
@@ -133,11 +133,7 @@ def job_detail(request, pk: int):
     job = permissions.get_job_for_user(request.user, selectors.job_detail_queryset(), pk)
     can_manage = permissions.can_manage_job(request.user, job)
     decision = JobDecision.objects.filter(job=job).select_related("decided_by", "new_job").first()
-    needs_decision = (
-        job.state == Job.State.FAILED
-        and job.reason in selectors.NEEDS_DECISION_CAUSES
-        and decision is None
-    )
+    needs_decision = selectors.job_needs_decision(job=job, decision=decision)
     too_big = selectors.is_too_big(job)
     progress = selectors.job_progress(job)
     return render(
@@ -175,7 +171,7 @@ def job_priority(request, pk: int):
                 job_id=job.pk, priority=form.cleaned_data["priority"], actor=request.user
             )
         except JobError as error:
-            messages.error(request, str(error))
+            messages.error(request, error.sentence())
         else:
             messages.success(
                 request, f"Priority of {job.name} is now {form.cleaned_data['priority']}."
@@ -193,7 +189,7 @@ def job_terminate(request, pk: int):
     try:
         terminate_job(job_id=job.pk, actor=request.user)
     except JobError as error:
-        messages.error(request, str(error).split(": ", 1)[-1])
+        messages.error(request, error.sentence())
     else:
         messages.success(request, f"Job {job.name} terminated.")
     return redirect("job-detail", pk=job.pk)
@@ -221,7 +217,7 @@ def job_decision(request, pk: int):
             resubmit=changes,
         )
     except JobError as error:
-        messages.error(request, str(error).split(": ", 1)[-1])
+        messages.error(request, error.sentence())
         return redirect("job-detail", pk=job.pk)
     if decision.kind == JobDecision.Kind.EXCEPTION_FILED and _exception_create_url():
         # A job that keeps being preempted asks for protection from preemption.
@@ -397,7 +393,7 @@ def definition_retire(request, pk: int):
                 actor=request.user, definition_id=definition.pk, reason=form.cleaned_data["reason"]
             )
         except definition_services.DefinitionError as error:
-            apply_errors(form, error)
+            apply_errors(form, error, labelled=True)
         else:
             messages.success(request, f"Job definition {definition.name} retired.")
             return redirect("definition-detail", pk=definition.pk)

@@ -1,22 +1,32 @@
 """The one base of the API's viewsets: authentication challenge, input parsing, paging,
 typed query parameters."""
 
-from django import forms
 from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import viewsets
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import ValidationError
 
-from governance.bounds import MAX_ID
-from governance.filters import ID_MESSAGES
+
+class FilteredQuery:
+    """For a view that declares a `filterset_class` (governance.filters, scheduler.filters):
+    its query parameters are parsed with it, and the schema documents them from it."""
+
+    filter_backends = [DjangoFilterBackend]
+
+    def query(self) -> dict:
+        """The view's FilterSet's parameters, parsed and bounded (absent ones are None or
+        ""), for a selector that filters by itself; a bad one is a 400 naming it."""
+        filterset = self.filterset_class(
+            self.request.query_params, queryset=self.get_queryset(), request=self.request
+        )
+        if not filterset.is_valid():
+            raise ValidationError(filterset.errors)
+        return filterset.form.cleaned_data
 
 
-class BaseApiViewSet(viewsets.GenericViewSet):
+class BaseApiViewSet(FilteredQuery, viewsets.GenericViewSet):
     # Ids in paths are digits: anything else is no operation (a JSON 404), not a lookup.
     lookup_value_regex = "[0-9]+"
-    # Lists that declare a `filterset_class` (governance.filters) parse their query
-    # parameters with it; the schema documents them from it too.
-    filter_backends = [DjangoFilterBackend]
 
     def get_authenticate_header(self, request):
         # Anonymous requests get 401 with a challenge clients understand.
@@ -31,23 +41,3 @@ class BaseApiViewSet(viewsets.GenericViewSet):
         serializer = input_class(data=self.request.data, **kwargs)
         serializer.is_valid(raise_exception=True)
         return serializer.validated_data
-
-    def query(self) -> dict:
-        """The view's FilterSet's parameters, parsed and bounded (absent ones are None), for
-        a selector that filters by itself; a bad one is a 400 naming it."""
-        filterset = self.filterset_class(
-            self.request.query_params, queryset=self.get_queryset(), request=self.request
-        )
-        if not filterset.is_valid():
-            raise ValidationError(filterset.errors)
-        return filterset.form.cleaned_data
-
-    def int_param(self, name: str) -> int | None:
-        value = self.request.query_params.get(name)
-        if value in (None, ""):
-            return None
-        field = forms.IntegerField(min_value=1, max_value=MAX_ID, error_messages=ID_MESSAGES)
-        try:
-            return field.clean(value)
-        except forms.ValidationError as error:
-            raise ValidationError({name: error.messages}) from None

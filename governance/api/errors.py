@@ -4,10 +4,14 @@
 "jobs[0].share") to its messages; it is empty when no field is at fault (401, 403, 404,
 405, 415, 429). Validation problems come from two places and look the same: the
 serializers and filters (parsing and storage bounds) and the services (the rules,
-raised as PolicyError). Every 409 adds `current`, `current_version`, `submitted` and
-`submitted_version`: for a version conflict they hold both states so the client loses
-nothing; for an object still in use they are null. Even an unexpected failure answers
-JSON (500) in this shape, after it is logged with its traceback.
+raised as the domain errors of governance.errors, mapped here and nowhere else:
+InvalidInput and WrongState 400, Refused 403 with the rules table's sentence, NotFound
+404, Conflict 409). A 409 adds what the conflict's `details()` carries: for a policy
+version conflict `current`, `current_version`, `submitted` and `submitted_version`, both
+states so the client loses nothing (null for an object still in use or an outdated
+plan); a job's client-token conflict the jobs it made; a definition's revision conflict
+both revision numbers. Even an unexpected failure answers JSON (500) in this shape,
+after it is logged with its traceback.
 """
 
 from __future__ import annotations
@@ -27,9 +31,8 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from governance.services.policy import PolicyError, VersionConflict
+from governance.errors import NON_FIELD, Conflict, DomainError
 
-NON_FIELD = "non_field_errors"
 logger = logging.getLogger("django.request")
 
 
@@ -105,18 +108,22 @@ def _submitted_version(context) -> int | None:
     return version if isinstance(version, int) and not isinstance(version, bool) else None
 
 
+def domain_error_body(exc: DomainError, context=None) -> dict:
+    if exc.status in (status.HTTP_403_FORBIDDEN, status.HTTP_404_NOT_FOUND):
+        return message_body(str(exc))
+    body = error_body(exc.errors)
+    details = exc.details()
+    if isinstance(exc, Conflict) and details.get("submitted_version", 0) is None and context:
+        # The version the client sent, when the service did not know it.
+        details["submitted_version"] = _submitted_version(context)
+    body.update(_jsonable(details))
+    return body
+
+
 def exception_handler(exc, context):
-    if isinstance(exc, PolicyError):
-        return Response(error_body(exc.errors), status=status.HTTP_400_BAD_REQUEST)
-    if isinstance(exc, VersionConflict):
-        body = conflict_body(
-            {"version": [str(exc)]},
-            current=exc.current,
-            current_version=exc.current_version,
-            submitted=exc.submitted,
-            submitted_version=_submitted_version(context),
-        )
-        return Response(body, status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, DomainError):
+        set_rollback()
+        return Response(domain_error_body(exc, context), status=exc.status)
     if isinstance(exc, ProtectedError):
         used_by = sorted({str(obj) for obj in exc.protected_objects})[:5]
         message = f"still in use by {', '.join(used_by)}; remove those first"

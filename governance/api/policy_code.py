@@ -13,16 +13,16 @@ from django.shortcuts import get_object_or_404
 from django.urls import path
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.api.errors import error_body
 from governance.api.permissions import TableAccess
 from governance.api.serializers import ErrorSerializer
+from governance.errors import InvalidInput
 from governance.models import JobQueue
 from governance.policy_code import (
     FORMATS,
@@ -31,9 +31,9 @@ from governance.policy_code import (
     policy_export,
     policy_file_read,
 )
-from governance.policy_code.plan import PlanOutdated, policy_apply, policy_plan
+from governance.policy_code.plan import policy_apply, policy_plan
 from governance.policy_code.report import plan_document
-from governance.policy_code.source import MAX_FILE_BYTES, PolicyFileError
+from governance.policy_code.source import MAX_FILE_BYTES
 
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404)}
 
@@ -53,14 +53,6 @@ class PolicyCodeView(APIView):
 
     def get_authenticate_header(self, request):
         return TokenAuthentication().authenticate_header(request)
-
-
-def file_errors(error: PolicyFileError) -> dict:
-    errors: dict[str, list[str]] = {}
-    for problem in error.problems:
-        where = f"line {problem.line}: " if problem.line else ""
-        errors.setdefault(problem.field or "file", []).append(f"{where}{problem.message}")
-    return errors
 
 
 class ExportView(PolicyCodeView):
@@ -84,14 +76,11 @@ class ExportView(PolicyCodeView):
         queue = get_object_or_404(JobQueue, pk=pk)
         format = request.query_params.get("format", "")
         if format not in FORMATS:
-            return Response(
-                error_body({"format": [f"must be one of {', '.join(FORMATS)}"]}),
-                status=status.HTTP_400_BAD_REQUEST,
-            )
+            raise InvalidInput({"format": [f"must be one of {', '.join(FORMATS)}"]})
         try:
             export = policy_export(format=format, queue=queue)
         except UnknownFormat as error:
-            return Response(error_body({"format": [str(error)]}), status=400)
+            raise InvalidInput({"format": [str(error)]}) from None
         response = HttpResponse(export.content, content_type=f"{export.media_type}; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
         # Headers are Latin-1: names in the sentences are escaped.
@@ -131,16 +120,12 @@ class ApplySerializer(PolicyFileSerializer):
     )
 
 
-class UnknownQueue(Exception):
-    pass
-
-
 def _read(data: dict):
     target = None
     if "queue" in data:
         queue = JobQueue.objects.filter(pk=data["queue"]).first()
         if queue is None:
-            raise UnknownQueue(f"no queue with id {data['queue']}")
+            raise InvalidInput({"queue": [f"no queue with id {data['queue']}"]})
         target = queue.name
     return policy_file_read(
         raw=data["content"],
@@ -148,10 +133,6 @@ def _read(data: dict):
         format=data.get("format"),
         target_queue=target,
     )
-
-
-def _bad(errors: dict) -> Response:
-    return Response(error_body(errors), status=status.HTTP_400_BAD_REQUEST)
 
 
 class PlanView(PolicyCodeView):
@@ -164,13 +145,7 @@ class PlanView(PolicyCodeView):
         serializer = PolicyFileSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        try:
-            plan = policy_plan(policy=_read(data))
-        except UnknownQueue as error:
-            return _bad({"queue": [str(error)]})
-        except PolicyFileError as error:
-            return _bad(file_errors(error))
-        return Response(plan_document(plan))
+        return Response(plan_document(policy_plan(policy=_read(data))))
 
 
 class ApplyView(PolicyCodeView):
@@ -183,19 +158,12 @@ class ApplyView(PolicyCodeView):
         serializer = ApplySerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        try:
-            result = policy_apply(
-                actor=request.user,
-                policy=_read(data),
-                reason=data["reason"],
-                expected_versions=data.get("versions"),
-            )
-        except UnknownQueue as error:
-            return _bad({"queue": [str(error)]})
-        except PolicyFileError as error:
-            return _bad(file_errors(error))
-        except PlanOutdated as error:
-            return Response(error_body({"versions": [str(error)]}), status=status.HTTP_409_CONFLICT)
+        result = policy_apply(
+            actor=request.user,
+            policy=_read(data),
+            reason=data["reason"],
+            expected_versions=data.get("versions"),
+        )
         return Response(
             {
                 "plan": plan_document(result.plan),

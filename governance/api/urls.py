@@ -10,7 +10,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.routers import SimpleRouter
 
-from governance.api import signals, views
+from governance.api import signals, views, whatif
 
 router = SimpleRouter()
 router.register("v1/queues", views.QueueViewSet, basename="api-queue")
@@ -26,6 +26,8 @@ urlpatterns = [
     *router.urls,
     path("v1/", include("governance.api.policy_code")),
     path("v1/signals/", signals.SignalsView.as_view(), name="api-signals"),
+    path("v1/what-if/", whatif.WhatIfCreateApi.as_view(), name="api-whatif-list"),
+    path("v1/what-if/<int:pk>/", whatif.WhatIfDetailApi.as_view(), name="api-whatif-detail"),
     # Session or token: API clients fetch the schema without a browser login.
     path(
         "schema/",

@@ -27,6 +27,7 @@ from django.conf import settings
 from django.db import transaction
 
 from governance import rules
+from governance.errors import Conflict
 from governance.models import (
     InstanceType,
     JobQueue,
@@ -133,12 +134,16 @@ class Plan:
         }
 
 
-class PlanOutdated(Exception):
+class PlanOutdated(Conflict):
     """The live policy changed after the plan was made."""
 
     def __init__(self, detail: str):
         super().__init__(
-            f"{detail} changed since this plan was made: plan again and review the new diff"
+            {
+                "versions": [
+                    f"{detail} changed since this plan was made: plan again and review the new diff"
+                ]
+            }
         )
 
 

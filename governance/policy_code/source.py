@@ -15,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from governance.errors import InvalidInput
+
 MAX_FILE_BYTES = 1_000_000
 
 
@@ -29,12 +31,20 @@ class FileProblem:
         return f"{where}{self.field}: {self.message}" if self.field else f"{where}{self.message}"
 
 
-class PolicyFileError(Exception):
-    """The file cannot be read as a policy; `problems` name each line and field."""
+class PolicyFileError(InvalidInput):
+    """The file cannot be read as a policy; `problems` name each line and field (`errors`
+    holds them by field, "file" for the file as a whole)."""
 
     def __init__(self, problems: Iterable[FileProblem]):
         self.problems = list(problems)
-        super().__init__("; ".join(str(problem) for problem in self.problems[:5]))
+        errors: dict[str, list[str]] = {}
+        for problem in self.problems:
+            where = f"line {problem.line}: " if problem.line else ""
+            errors.setdefault(problem.field or "file", []).append(f"{where}{problem.message}")
+        super().__init__(errors)
+
+    def __str__(self) -> str:
+        return "; ".join(str(problem) for problem in self.problems[:5])
 
 
 @dataclass

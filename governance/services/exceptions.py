@@ -32,6 +32,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from governance import rules
+from governance.errors import Conflict, DomainError, InvalidInput, WrongState
 from governance.models import (
     ExceptionEvent,
     ExceptionOwner,
@@ -49,8 +50,6 @@ from governance.services.impact import ImpactLine, share_change_impact
 from governance.services.locks import lock_queue
 from governance.services.policy import (
     NON_FIELD,
-    PolicyError,
-    VersionConflict,
     share_data_from_document,
     share_document,
     share_update,
@@ -65,15 +64,8 @@ JOB_KINDS = (Kind.PRIORITY_RAISE, Kind.PREEMPTION_PROTECTION)
 LIVE_JOB_STATES = (Job.State.RUNNABLE, Job.State.RUNNING)
 
 
-class TransitionRefused(PolicyError):
+class TransitionRefused(WrongState):
     """The request is not in a state that allows this step."""
-
-    def __init__(self, message: str):
-        super().__init__({"state": [message]})
-
-
-# The user may not take this step on this request; the message (the rules table's) says why.
-ActionNotAllowed = rules.Refused
 
 
 @dataclass(frozen=True)
@@ -290,11 +282,11 @@ def exception_request_create(
 
 
 def _checked_fields(*, actor, data: RequestData, now: datetime) -> dict:
-    """The request's columns from `data`, after the filing rules (PolicyError if any
+    """The request's columns from `data`, after the filing rules (InvalidInput if any
     fails). Filing and editing a draft both go through here."""
     errors = request_validate(actor=actor, data=data, now=now)
     if errors:
-        raise PolicyError(errors)
+        raise InvalidInput(errors)
     jobs = list(data.jobs)
     if data.kind == Kind.TEMPORARY_CAPACITY:
         queue_id, share = data.share.queue_id, data.share
@@ -370,7 +362,7 @@ def exception_request_submit(
     # The rules may have changed since the draft was saved (the window, the urgency).
     errors = request_validate(actor=request.requested_by, data=_data_of(request), now=now)
     if errors:
-        raise PolicyError(errors)
+        raise InvalidInput(errors)
     if not _claim(request, "submit", submitted_at=now):
         raise TransitionRefused(_refusal("submit", _state_now(request)))
     _event(request, ExceptionEvent.Type.SUBMITTED, at=now, actor=actor)
@@ -439,7 +431,7 @@ def exception_request_deny(
         raise TransitionRefused(_refusal("deny", request.state))
     note = (note or "").strip()
     if not note:
-        raise PolicyError({"note": ["say why the request is denied, so the team can act on it"]})
+        raise InvalidInput({"note": ["say why the request is denied, so the team can act on it"]})
     if not _claim(request, "deny", decided_by=actor, decided_at=now, decision_note=note):
         raise TransitionRefused(_refusal("deny", _state_now(request)))
     _event(request, ExceptionEvent.Type.DENIED, at=now, actor=actor, note=note)
@@ -465,7 +457,7 @@ def exception_request_revoke(
         raise TransitionRefused(_refusal("revoke", request.state))
     reason = (reason or "").strip()
     if not reason:
-        raise PolicyError({"reason": ["say why the exception is revoked"]})
+        raise InvalidInput({"reason": ["say why the exception is revoked"]})
     _lock_queue(request)
     was_active = _state_now(request) == State.ACTIVE
     if not _claim(request, "revoke", ended_at=now):
@@ -516,7 +508,7 @@ def exception_request_activate(*, request_id: int, now: datetime | None = None) 
         return False
     try:
         applied = _apply(request)
-    except (PolicyError, VersionConflict) as problem:
+    except (InvalidInput, Conflict) as problem:
         transaction.savepoint_rollback(savepoint)
         request.state = State.APPROVED
         _apply_failed(request, problem, now)
@@ -555,12 +547,8 @@ def _load(request_id: int) -> ExceptionRequest | None:
     )
 
 
-def _apply_failed(request: ExceptionRequest, problem: Exception, now: datetime) -> None:
-    message = (
-        "; ".join(m for messages in problem.errors.values() for m in messages)
-        if isinstance(problem, PolicyError)
-        else str(problem)
-    )
+def _apply_failed(request: ExceptionRequest, problem: DomainError, now: datetime) -> None:
+    message = problem.sentence()
     last = request.events.order_by("-at", "-id").first()
     if last is not None and last.type == ExceptionEvent.Type.APPLY_FAILED and last.note == message:
         return  # said once; the sweep tries again until the window ends
@@ -595,7 +583,7 @@ def _apply_capacity(request: ExceptionRequest) -> dict:
         or 0
     )
     if after > capacity:
-        raise PolicyError(
+        raise InvalidInput(
             {
                 "extra_instances": [
                     f"share {share.name} would have {after} {itype}, more than the queue's "
@@ -632,7 +620,7 @@ def _apply_jobs(request: ExceptionRequest) -> dict:
         .order_by("id")
     )
     if not jobs:
-        raise PolicyError({"jobs": ["none of the named jobs is still waiting or running"]})
+        raise InvalidInput({"jobs": ["none of the named jobs is still waiting or running"]})
     applied: dict[str, dict] = {}
     for job in jobs:
         if request.kind == Kind.PRIORITY_RAISE:
@@ -835,7 +823,7 @@ def exception_owner_add(
     """Make `user` an exception owner of `queue` or of `share` (admins only)."""
     rules.require(actor, "exception_owner.manage")
     if (queue is None) == (share is None):
-        raise PolicyError({NON_FIELD: ["choose either a queue or a share"]})
+        raise InvalidInput({NON_FIELD: ["choose either a queue or a share"]})
     owner, _ = ExceptionOwner.objects.get_or_create(user=user, queue=queue, share=share)
     from django.contrib.auth.models import Group
 

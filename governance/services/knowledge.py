@@ -19,6 +19,7 @@ from django.db.models import F
 from django.utils.text import slugify
 
 from governance import rules
+from governance.errors import InvalidInput
 from governance.models import (
     ArticleRevision,
     ExceptionRequest,
@@ -27,7 +28,7 @@ from governance.models import (
     Tag,
     UrgencyDefinition,
 )
-from governance.services.policy import PolicyError, VersionConflict
+from governance.services.policy import VersionConflict
 
 ALLOWED_TAGS = {
     "a", "abbr", "blockquote", "br", "code", "dd", "del", "div", "dl", "dt", "em",
@@ -184,7 +185,7 @@ def article_create(
     if check:
         errors.update(_people_errors(actor=actor, data=data, article=None))
     if errors:
-        raise PolicyError(errors)
+        raise InvalidInput(errors)
     article = KnowledgeArticle(
         owner=actor, slug=slug or _unique_slug(data.title), decision_for=decision_for
     )
@@ -217,7 +218,7 @@ def article_update(
     errors = article_validate(data)
     errors.update(_people_errors(actor=actor, data=data, article=current))
     if errors:
-        raise PolicyError(errors)
+        raise InvalidInput(errors)
     _write(current, data)
     current.version = F("version") + 1
     current.save()

@@ -28,6 +28,7 @@ from django.db import transaction
 from django.db.models import F
 
 from governance import rules
+from governance.errors import NON_FIELD, Conflict, InvalidInput
 from governance.models import (
     CapacityLimit,
     InstanceType,
@@ -51,31 +52,29 @@ from scheduler.adapters import (
 from scheduler.engine import validate_policy
 
 MAX_LIMITS_PER_SHARE = 5
-NON_FIELD = "non_field_errors"
 # The largest borrow limit: a share may borrow up to 100 times its own limit. Beyond
 # that a number is a typo, not a policy; BORROW_UNLIMITED (-1) says "unlimited".
 BORROW_LIMIT_MAX = 10_000
 
 
-class PolicyError(Exception):
-    """A proposed change breaks a rule. `errors` maps a field name to its messages."""
-
-    def __init__(self, errors: Mapping[str, list[str]]):
-        self.errors = {key: list(messages) for key, messages in errors.items()}
-        first_field, first_messages = next(iter(self.errors.items()))
-        super().__init__(f"{first_field}: {first_messages[0]}")
+class PolicyError(InvalidInput):
+    """A proposed policy change breaks a rule. `errors` maps a field name to its messages."""
 
 
-class VersionConflict(Exception):
+class VersionConflict(Conflict):
     """Someone saved the object after the editor loaded it."""
 
     def __init__(self, *, current: dict, current_version: int, submitted: dict):
-        self.current = current
-        self.current_version = current_version
-        self.submitted = submitted
         super().__init__(
-            f"this policy was changed by someone else (now version {current_version}); "
-            "review their change and apply yours on top"
+            {
+                "version": [
+                    f"this policy was changed by someone else (now version {current_version}); "
+                    "review their change and apply yours on top"
+                ]
+            },
+            current=current,
+            current_version=current_version,
+            submitted=submitted,
         )
 
 

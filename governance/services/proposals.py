@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from governance import rules
+from governance.errors import NON_FIELD, InvalidInput, WrongState
 from governance.models import PolicyProposal
 from governance.services import policy
 
@@ -26,7 +27,7 @@ def _locked(proposal: PolicyProposal) -> PolicyProposal:
 def _require_pending(proposal: PolicyProposal) -> None:
     if not proposal.is_pending:
         state = proposal.get_state_display().lower()
-        raise policy.PolicyError({policy.NON_FIELD: [f"this proposal is already {state}"]})
+        raise WrongState(f"this proposal is already {state}", field=NON_FIELD)
 
 
 def _apply(proposal: PolicyProposal):
@@ -77,9 +78,9 @@ def proposal_approve(*, actor, proposal: PolicyProposal, note: str = "") -> Poli
     try:
         written = _apply(proposal)
     except policy.VersionConflict as conflict:
-        raise policy.PolicyError(
+        raise InvalidInput(
             {
-                policy.NON_FIELD: [
+                NON_FIELD: [
                     f"{proposal.object_repr} was changed since this was proposed (now version "
                     f"{conflict.current_version}): reject it, and propose again from the "
                     "current policy"
@@ -99,7 +100,7 @@ def proposal_reject(*, actor, proposal: PolicyProposal, note: str) -> PolicyProp
     _require_pending(proposal)
     note = (note or "").strip()
     if not note:
-        raise policy.PolicyError({"note": ["say why, so its author can act on it"]})
+        raise InvalidInput({"note": ["say why, so its author can act on it"]})
     PolicyProposal.objects.filter(pk=proposal.pk).update(
         state=State.REJECTED, reviewer=actor, reviewed_at=timezone.now(), review_note=note
     )

@@ -15,7 +15,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from governance import rules
+from governance.errors import DomainError, InvalidInput, Refused, WrongState
 from governance.filters import query_id
+from governance.form_errors import apply_errors
 from governance.forms_exceptions import (
     DecisionForm,
     ExceptionFilterForm,
@@ -27,7 +29,6 @@ from governance.models import ExceptionOwner, ExceptionRequest, UrgencyDefinitio
 from governance.selectors import exceptions as selectors
 from governance.selectors.knowledge import articles_for_request
 from governance.services import exceptions as services
-from governance.services.policy import PolicyError
 from governance.views.history import diff_rows
 
 PER_PAGE = 20
@@ -81,10 +82,8 @@ def exception_create(request):
                     data=form.request_data(),
                     submit="submit" in request.POST,
                 )
-            except PolicyError as error:
-                for field, problems in error.errors.items():
-                    for problem in problems:
-                        form.add_error(field if field in form.fields else None, problem)
+            except InvalidInput as error:
+                apply_errors(form, error)
             else:
                 verb = (
                     "submitted for decision" if obj.state != obj.State.DRAFT else "saved as a draft"
@@ -189,20 +188,15 @@ def _act(request, obj, action, *, form=None, form_name: str = "", **kwargs):
     """Run a transition; on a refusal show the request again with the reason."""
     try:
         action(actor=request.user, request=obj, **kwargs)
-    except services.ActionNotAllowed as refusal:
+    except Refused as refusal:
         messages.error(request, str(refusal))
         return redirect("exception-detail", pk=obj.pk)
-    except PolicyError as error:
+    except DomainError as error:
         if form is not None:
-            for field, problems in error.errors.items():
-                for problem in problems:
-                    form.add_error(field if field in form.fields else None, problem)
-            if form.errors:
-                context = _detail_context(request, obj, **{form_name: form})
-                return render(request, "governance/exceptions/detail.html", context, status=400)
-        messages.error(
-            request, "; ".join(p for problems in error.errors.values() for p in problems)
-        )
+            apply_errors(form, error)
+            context = _detail_context(request, obj, **{form_name: form})
+            return render(request, "governance/exceptions/detail.html", context, status=400)
+        messages.error(request, error.sentence())
         return redirect("exception-detail", pk=obj.pk)
     return None
 
@@ -339,12 +333,6 @@ def exception_counts(request):
 # Editing a draft.
 
 
-def _form_errors_from(form, error: PolicyError) -> None:
-    for field, problems in error.errors.items():
-        for problem in problems:
-            form.add_error(field if field in form.fields else None, problem)
-
-
 def exception_edit(request, pk: int):
     """The requester changes a DRAFT (same form and rules as filing), then may submit it."""
     obj = _visible_request(request, pk)
@@ -369,24 +357,16 @@ def exception_edit(request, pk: int):
             )
             if "submit" in request.POST:
                 services.exception_request_submit(actor=request.user, request=obj)
-        except services.ActionNotAllowed as refusal:
-            messages.error(request, str(refusal))
+        except (Refused, WrongState) as refusal:
+            messages.error(request, refusal.sentence())
             return redirect("exception-detail", pk=obj.pk)
-        except services.TransitionRefused as refusal:
-            messages.error(request, _sentence(refusal))
-            return redirect("exception-detail", pk=obj.pk)
-        except PolicyError as error:
-            _form_errors_from(form, error)
+        except InvalidInput as error:
+            apply_errors(form, error)
         else:
             verb = "submitted for decision" if "submit" in request.POST else "saved"
             messages.success(request, f"Draft #{obj.pk} {verb}.")
             return redirect("exception-detail", pk=obj.pk)
     return _render_request_form(request, form, status=400, draft=obj)
-
-
-def _sentence(error: PolicyError) -> str:
-    text = "; ".join(p for problems in error.errors.values() for p in problems)
-    return text[:1].upper() + text[1:] + "."
 
 
 # Exception owners (admins).
@@ -403,8 +383,8 @@ def exception_owners(request):
                 owner = services.exception_owner_add(
                     actor=request.user, user=data["user"], queue=data["queue"], share=data["share"]
                 )
-            except PolicyError as error:
-                _form_errors_from(form, error)
+            except InvalidInput as error:
+                apply_errors(form, error)
             else:
                 messages.success(
                     request, f"{_owner_name(owner.user)} now decides for {_scope(owner)}."
@@ -434,7 +414,7 @@ def exception_owner_remove(request, pk: int):
     )
     try:
         services.exception_owner_remove(actor=request.user, owner=owner)
-    except services.ActionNotAllowed:
+    except Refused:
         raise PermissionDenied from None
     messages.success(request, f"{_owner_name(owner.user)} no longer decides for {_scope(owner)}.")
     return redirect("exception-owners")

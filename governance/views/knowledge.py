@@ -11,7 +11,9 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 
 from governance import rules
+from governance.errors import InvalidInput
 from governance.exception_permissions import who_may_change
+from governance.form_errors import apply_errors
 from governance.forms_exceptions import ArticleForm, KnowledgeSearchForm
 from governance.models import KnowledgeArticle
 from governance.selectors.knowledge import (
@@ -21,7 +23,7 @@ from governance.selectors.knowledge import (
     tag_choices,
 )
 from governance.services.knowledge import article_create, article_update
-from governance.services.policy import PolicyError, VersionConflict
+from governance.services.policy import VersionConflict
 
 
 def knowledge_search(request):
@@ -73,12 +75,6 @@ def article_detail(request, slug: str):
     )
 
 
-def _apply_errors(form, error: PolicyError) -> None:
-    for field, problems in error.errors.items():
-        for problem in problems:
-            form.add_error(field if field in form.fields else None, problem)
-
-
 def article_new(request):
     rules.require(request.user, "knowledge.write")
     form = ArticleForm(request.POST or None)
@@ -87,8 +83,8 @@ def article_new(request):
             article = article_create(
                 actor=request.user, data=form.article_data(), reason=form.cleaned_data["reason"]
             )
-        except PolicyError as error:
-            _apply_errors(form, error)
+        except InvalidInput as error:
+            apply_errors(form, error)
         else:
             messages.success(request, "Article published.")
             return redirect("knowledge-article", slug=article.slug)
@@ -127,8 +123,8 @@ def article_edit(request, slug: str):
                 data = request.POST.copy()
                 data["version"] = str(conflict.current_version)
                 form = _rebound(data, form)
-            except PolicyError as error:
-                _apply_errors(form, error)
+            except InvalidInput as error:
+                apply_errors(form, error)
             else:
                 messages.success(request, f"Article saved (version {article.version}).")
                 return redirect("knowledge-article", slug=article.slug)

@@ -12,10 +12,10 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from governance import rules
+from governance.errors import InvalidInput, WrongState
 from governance.models import PolicyProposal
 from governance.selectors.proposals import proposal_list
 from governance.services import proposals as services
-from governance.services.policy import PolicyError
 from governance.views.history import diff_rows, history_url_for
 
 PER_PAGE = 20
@@ -55,10 +55,9 @@ def _proposal(request, pk: int) -> PolicyProposal:
 def _act(request, proposal: PolicyProposal, action, **kwargs):
     try:
         return action(actor=request.user, proposal=proposal, **kwargs)
-    except PolicyError as error:
-        for problems in error.errors.values():
-            for problem in problems:
-                messages.error(request, f"Proposal #{proposal.pk}: {problem}.")
+    except (InvalidInput, WrongState) as error:
+        for problem in error.messages():
+            messages.error(request, f"Proposal #{proposal.pk}: {problem}.")
     return None
 
 

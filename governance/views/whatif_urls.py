@@ -1,4 +1,5 @@
-"""What-if pages and API (include from governance/urls.py, next to the other pages)."""
+"""What-if pages (include from governance/urls.py, next to the other pages); its API is
+governance.api.whatif, routed by governance.api.urls."""
 
 from django.urls import path
 
@@ -20,6 +21,4 @@ urlpatterns = [
     path("what-if/<int:pk>/propose/", whatif.whatif_propose, name="whatif-propose"),
     path("what-if/<int:pk>/review/", whatif.whatif_review, name="whatif-review"),
     path("what-if/<int:pk>/apply/", whatif.whatif_apply, name="whatif-apply"),
-    path("api/v1/what-if/", whatif.WhatIfCreateApi.as_view(), name="api-whatif-list"),
-    path("api/v1/what-if/<int:pk>/", whatif.WhatIfDetailApi.as_view(), name="api-whatif-detail"),
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import time
+from collections.abc import Mapping
 
 from django.conf import settings
 from django.db import transaction
@@ -20,6 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from governance import rules
+from governance.errors import InvalidInput, WrongState
 from governance.models import (
     ExceptionRequest,
     InstanceType,
@@ -27,12 +29,12 @@ from governance.models import (
     KnowledgeArticle,
     PolicyChange,
     QuotaShare,
+    Team,
     WhatIfComparison,
     WhatIfReview,
 )
 from governance.services.policy import (
     NON_FIELD,
-    PolicyError,
     ShareData,
     VersionConflict,
     _data_document,
@@ -104,7 +106,7 @@ def comparison_create(
     rules.require(actor, "whatif.use")
     policy, refs = policy_snapshot(queue=queue)
     if not policy["shares"]:
-        raise PolicyError({"queue": [f"{queue.name} has no shares yet: create one first"]})
+        raise InvalidInput({"queue": [f"{queue.name} has no shares yet: create one first"]})
     start, end = workloads.default_period(now or timezone.now())
     workload = workloads.recorded_workload(
         queue=queue, policy=policy, refs=refs, start=start, end=end
@@ -126,14 +128,56 @@ def comparison_create(
     return comparison
 
 
-def _require_editable(comparison: WhatIfComparison) -> None:
+# The review rules, stated once: the services enforce them and the page asks them
+# (which buttons it offers) through the same functions.
+
+
+def review_required() -> bool:
+    """POLICY_CHANGES_NEED_REVIEW: a draft applies only after another admin approved it."""
+    return bool(settings.POLICY_CHANGES_NEED_REVIEW)
+
+
+def comparison_edit_refusal(comparison: WhatIfComparison) -> str | None:
+    """Why the draft and its workload cannot change now, or None."""
     if comparison.review_state in (Review.PROPOSED, Review.APPROVED, Review.APPLIED):
         state = comparison.get_review_state_display().lower()
-        raise PolicyError(
-            {NON_FIELD: [f"this draft is {state}: start a new comparison to change it"]}
-        )
+        return f"this draft is {state}: start a new comparison to change it"
     if comparison.is_active:
-        raise PolicyError({NON_FIELD: ["a run is in progress: cancel it or wait for it to end"]})
+        return "a run is in progress: cancel it or wait for it to end"
+    return None
+
+
+def comparison_propose_refusal(comparison: WhatIfComparison) -> str | None:
+    """Why the draft cannot be proposed for review now (its state), or None."""
+    if comparison.review_state not in (Review.NONE, Review.REJECTED):
+        return f"this draft is already {comparison.get_review_state_display().lower()}"
+    return None
+
+
+def comparison_review_refusal(comparison: WhatIfComparison) -> str | None:
+    """Why the draft cannot be reviewed now (its state), or None."""
+    if comparison.review_state != Review.PROPOSED:
+        return "this draft is not waiting for a review"
+    return None
+
+
+def comparison_apply_refusal(comparison: WhatIfComparison) -> str | None:
+    """Why the draft cannot be applied now (its review state), or None."""
+    if comparison.review_state == Review.APPLIED:
+        return "this draft was already applied"
+    if comparison.review_state == Review.PROPOSED:
+        return "this draft waits for another admin's review: it applies once approved"
+    if review_required() and comparison.review_state != Review.APPROVED:
+        return (
+            "policy changes need review: propose this draft and wait for another admin's approval"
+        )
+    return None
+
+
+def _require_editable(comparison: WhatIfComparison) -> None:
+    why = comparison_edit_refusal(comparison)
+    if why:
+        raise WrongState(why, field=NON_FIELD)
 
 
 def draft_share_validate(
@@ -169,7 +213,7 @@ def draft_share_update(
     _require_editable(comparison)
     errors = draft_share_validate(comparison=comparison, index=index, data=data)
     if errors:
-        raise PolicyError(errors)
+        raise InvalidInput(errors)
     document = _data_document(data)
     draft = copy.deepcopy(comparison.draft_policy)
     if draft["shares"][index] == document:
@@ -179,6 +223,39 @@ def draft_share_update(
     _reset_results(comparison)
     comparison.save()
     return comparison
+
+
+# Fields of a draft share an edit may name; an edit leaves the others as they are.
+DRAFT_EDIT_FIELDS = ("strategy", "borrow_limit", "in_share_preemption", "state", "capacity_limits")
+
+
+@transaction.atomic
+def draft_share_edit(*, actor, comparison: WhatIfComparison, edit: Mapping) -> int:
+    """Change the draft share named `edit["name"]` by the fields the edit gives (a
+    partial edit, as the API sends it): `new_name` renames it, `team` names its team,
+    and a strategy other than LEND_AND_BORROW drops the borrow limit unless the edit
+    sets one. Returns the share's index in the draft; raises InvalidInput keyed by the
+    share's path in the draft document (`shares[1].borrow_limit`)."""
+    comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
+    names = [share["name"] for share in comparison.draft_policy["shares"]]
+    if edit["name"] not in names:
+        raise InvalidInput({"shares": [f"no share named '{edit['name']}' in {comparison.queue}"]})
+    index = names.index(edit["name"])
+    document = dict(comparison.draft_policy["shares"][index])
+    document.update({key: edit[key] for key in DRAFT_EDIT_FIELDS if key in edit})
+    if edit.get("strategy", "LEND_AND_BORROW") != "LEND_AND_BORROW" and "borrow_limit" not in edit:
+        document.pop("borrow_limit", None)
+    if "new_name" in edit:
+        document["name"] = edit["new_name"]
+    team = Team.objects.filter(name=edit.get("team", document.get("team"))).first()
+    data = share_data_from_document(document, team=team)
+    try:
+        draft_share_update(actor=actor, comparison=comparison, index=index, data=data)
+    except InvalidInput as error:
+        raise InvalidInput(
+            {f"shares[{index}].{key}": messages for key, messages in error.errors.items()}
+        ) from None
+    return index
 
 
 @transaction.atomic
@@ -194,6 +271,37 @@ def draft_reset(*, actor, comparison: WhatIfComparison) -> WhatIfComparison:
 
 
 # -- workload --------------------------------------------------------------------------
+
+
+def comparison_choose_workload(
+    *,
+    actor,
+    comparison: WhatIfComparison,
+    kind: str,
+    start_day: dt.date | None = None,
+    days: float = workloads.DEFAULT_DAYS,
+    scale: float = 1.0,
+    upload: bytes | None = None,
+    filename: str = "upload.csv",
+) -> WhatIfComparison:
+    """comparison_set_workload from a page's or the API's choice: a recorded workload's
+    period starts at `start_day`'s midnight (UTC) and lasts `days`; a Philly window
+    starts on `start_day`."""
+    start, end = start_day, None
+    if kind == WhatIfComparison.Workload.RECORDED and start_day is not None:
+        start = dt.datetime.combine(start_day, dt.time(), tzinfo=dt.UTC)
+        end = start + dt.timedelta(days=days)
+    return comparison_set_workload(
+        actor=actor,
+        comparison=comparison,
+        kind=kind,
+        start=start,
+        end=end,
+        days=days,
+        scale=scale,
+        upload=upload,
+        filename=filename,
+    )
 
 
 @transaction.atomic
@@ -260,7 +368,7 @@ def comparison_run(*, actor, comparison: WhatIfComparison) -> WhatIfComparison:
     from governance.whatif.tasks import run_comparison
 
     if not comparison.workload_jobs:
-        raise PolicyError({"workload": ["the workload has no jobs: choose another period"]})
+        raise InvalidInput({"workload": ["the workload has no jobs: choose another period"]})
     with transaction.atomic():
         claimed = (
             WhatIfComparison.objects.filter(pk=comparison.pk)
@@ -383,7 +491,7 @@ def comparison_save(
     rules.require(actor, "whatif.use")
     title = (title or "").strip()
     if not title:
-        raise PolicyError({"title": ["give the comparison a title"]})
+        raise InvalidInput({"title": ["give the comparison a title"]})
     comparison.title = title[:200]
     comparison.note = (note or "").strip()
     comparison.saved = True
@@ -397,9 +505,9 @@ def comparison_save(
 
 def _require_evidence(comparison: WhatIfComparison) -> None:
     if not changed_shares(comparison):
-        raise PolicyError({NON_FIELD: ["the draft is the same as the current policy"]})
+        raise InvalidInput({NON_FIELD: ["the draft is the same as the current policy"]})
     if comparison.status != Status.DONE:
-        raise PolicyError(
+        raise InvalidInput(
             {NON_FIELD: ["run the comparison first: reviewers and history need its results"]}
         )
 
@@ -408,10 +516,9 @@ def _require_evidence(comparison: WhatIfComparison) -> None:
 def comparison_propose(*, actor, comparison: WhatIfComparison, note: str = "") -> WhatIfComparison:
     rules.require(actor, "whatif.use")
     comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
-    if comparison.review_state not in (Review.NONE, Review.REJECTED):
-        raise PolicyError(
-            {NON_FIELD: [f"this draft is already {comparison.get_review_state_display().lower()}"]}
-        )
+    why = comparison_propose_refusal(comparison)
+    if why:
+        raise WrongState(why, field=NON_FIELD)
     _require_evidence(comparison)
     comparison.review_state = Review.PROPOSED
     comparison.reviewer = None
@@ -430,10 +537,11 @@ def comparison_review(
     """Another admin (never the author) approves the draft or sends it back."""
     comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
     rules.require(actor, "whatif.review", comparison)
-    if comparison.review_state != Review.PROPOSED:
-        raise PolicyError({NON_FIELD: ["this draft is not waiting for a review"]})
+    why = comparison_review_refusal(comparison)
+    if why:
+        raise WrongState(why, field=NON_FIELD)
     if not approve and not (note or "").strip():
-        raise PolicyError({"note": ["say what should change before it can be approved"]})
+        raise InvalidInput({"note": ["say what should change before it can be approved"]})
     comparison.review_state = Review.APPROVED if approve else Review.REJECTED
     comparison.reviewer = actor
     comparison.reviewed_at = timezone.now()
@@ -459,26 +567,18 @@ def comparison_apply(*, actor, comparison: WhatIfComparison, reason: str) -> lis
     comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
     reason = (reason or "").strip()
     if not reason:
-        raise PolicyError({"reason": ["say why this change is made"]})
-    if comparison.review_state == Review.APPLIED:
-        raise PolicyError({NON_FIELD: ["this draft was already applied"]})
+        raise InvalidInput({"reason": ["say why this change is made"]})
+    why = comparison_apply_refusal(comparison)
+    if why:
+        raise WrongState(why, field=NON_FIELD)
     _require_evidence(comparison)
-    if settings.POLICY_CHANGES_NEED_REVIEW and comparison.review_state != Review.APPROVED:
-        raise PolicyError(
-            {
-                NON_FIELD: [
-                    "policy changes need review: propose this draft and wait for another "
-                    "admin's approval"
-                ]
-            }
-        )
     linked = f"{reason} (what-if comparison #{comparison.pk}: {comparison_url(comparison)})"
     changes: list[PolicyChange] = []
     for index in changed_shares(comparison):
         ref = comparison.share_refs[index]
         share = QuotaShare.objects.select_related("team", "queue").filter(pk=ref["id"]).first()
         if share is None:
-            raise PolicyError(
+            raise InvalidInput(
                 {
                     NON_FIELD: [
                         f"share {comparison.current_policy['shares'][index]['name']} no "
@@ -496,7 +596,7 @@ def comparison_apply(*, actor, comparison: WhatIfComparison, reason: str) -> lis
                 approved=comparison if comparison.review_state == Review.APPROVED else None,
             )
         except VersionConflict as conflict:
-            raise PolicyError(
+            raise InvalidInput(
                 {
                     NON_FIELD: [
                         f"{share.name} was changed by someone else since this draft was "

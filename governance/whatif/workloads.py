@@ -27,6 +27,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from governance.errors import InvalidInput
 from scheduler.adapters import recorded_jobs
 from scheduler.engine.trace import DEFAULT_TRACE, TIMESTAMP_FORMAT, TraceRow, read_trace
 
@@ -38,12 +39,13 @@ MAX_UPLOAD_ROWS = 100_000
 MAX_ERRORS_SHOWN = 20
 
 
-class WorkloadError(Exception):
-    """The workload cannot be built. `problems` are readable lines (`line 4: ...`)."""
+class WorkloadError(InvalidInput):
+    """The workload cannot be built. `problems` are readable lines (`line 4: ...`), the
+    messages of the field `workload`."""
 
     def __init__(self, problems: Sequence[str]):
-        self.problems = list(problems)
-        super().__init__(self.problems[0] if self.problems else "invalid workload")
+        self.problems = list(problems) or ["invalid workload"]
+        super().__init__({"workload": self.problems})
 
 
 @dataclass(frozen=True)

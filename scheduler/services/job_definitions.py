@@ -28,6 +28,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from governance import rules
+from governance.errors import Conflict, InvalidInput
 from governance.models import InstanceType, JobQueue, QueueCapacity
 from scheduler.models import JobDefinition, JobDefinitionRevision
 
@@ -72,25 +73,23 @@ OPTIONAL_NUMBERS = (
 )
 
 
-class DefinitionError(Exception):
+class DefinitionError(InvalidInput):
     """A request about definitions breaks a rule. `errors` maps a field to its messages."""
 
-    def __init__(self, errors: Mapping[str, list[str]]):
-        self.errors = {key: list(messages) for key, messages in errors.items()}
-        first_field, first_messages = next(iter(self.errors.items()))
-        super().__init__(f"{first_field}: {first_messages[0]}")
 
-
-class RevisionConflict(Exception):
-    """Someone revised the definition since the client read it."""
+class RevisionConflict(Conflict):
+    """Someone revised the definition since the client read it (`current` and
+    `submitted` are revision numbers)."""
 
     def __init__(self, *, current: int, submitted: int | None):
-        self.current = current
-        self.submitted = submitted
-        super().__init__(
+        message = (
             f"revision {current} was saved since you read revision {submitted}; "
             "read it and apply your change to it"
         )
+        super().__init__({"base_revision": [message]}, current=current, submitted=submitted)
+
+    def details(self) -> dict:
+        return {"current_revision": self.current, "submitted_revision": self.submitted}
 
 
 @dataclass(frozen=True)

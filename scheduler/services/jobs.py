@@ -25,6 +25,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from governance import rules
+from governance.errors import Conflict, InvalidInput
 from governance.models import InstanceType, JobQueue, QueueCapacity, QuotaShare, UrgencyDefinition
 from governance.services.locks import lock_queue
 from governance.services.priorities import job_priority_refusal
@@ -52,27 +53,23 @@ NEEDS_DECISION_CAUSES = (
 TOKEN_TRIES = 3
 
 
-class JobError(Exception):
+class JobError(InvalidInput):
     """A request about jobs breaks a rule. `errors` maps a field name to its messages."""
 
-    def __init__(self, errors: Mapping[str, list[str]]):
-        self.errors = {key: list(messages) for key, messages in errors.items()}
-        first_field, first_messages = next(iter(self.errors.items()))
-        super().__init__(f"{first_field}: {first_messages[0]}")
 
-
-class TokenConflict(Exception):
-    """A client token was used before for another request body (HTTP 409).
+class TokenConflict(Conflict):
+    """A client token was used before for another request body.
 
     `errors` names the token fields; `originals` maps each of them to the job the
     token made.
     """
 
     def __init__(self, errors: Mapping[str, list[str]], originals: Mapping[str, int]):
-        self.errors = {key: list(messages) for key, messages in errors.items()}
+        super().__init__(errors)
         self.originals = dict(originals)
-        first_field, first_messages = next(iter(self.errors.items()))
-        super().__init__(f"{first_field}: {first_messages[0]}")
+
+    def details(self) -> dict:
+        return {"job": next(iter(self.originals.values())), "original_jobs": self.originals}
 
 
 @dataclass(frozen=True)

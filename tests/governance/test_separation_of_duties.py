@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from governance import rules
+from governance.errors import InvalidInput, WrongState
 from governance.models import (
     ExceptionOwner,
     ExceptionRequest,
@@ -166,7 +167,7 @@ def test_a_share_edit_becomes_a_proposal_and_applies_when_another_admin_approves
     assert approved.state == PolicyProposal.State.APPLIED
     change = approved.applied_change
     assert change.actor == admin and change.after["capacity_limits"] == {"ml.g5.xlarge": 2}
-    with pytest.raises(PolicyError, match="already approved"):
+    with pytest.raises(WrongState, match="already approved"):
         proposals.proposal_approve(actor=second_admin, proposal=proposal)
 
 
@@ -208,7 +209,7 @@ def test_a_stale_proposal_is_refused_on_approval(review, aws_queue, admin, secon
     share_update(
         actor=second_admin, share=share, data=_more_for(share, 3), reason="r", expected_version=1
     )
-    with pytest.raises(PolicyError, match="changed since this was proposed"):
+    with pytest.raises(InvalidInput, match="changed since this was proposed"):
         proposals.proposal_approve(actor=second_admin, proposal=proposal)
     proposal.refresh_from_db()
     assert proposal.is_pending
@@ -219,7 +220,7 @@ def test_reject_needs_a_note_and_only_the_author_withdraws(review, aws_queue, ad
     proposal = share_update(
         actor=admin, share=share, data=_more_for(share), reason="r", expected_version=1
     )
-    with pytest.raises(PolicyError, match="say why"):
+    with pytest.raises(InvalidInput, match="say why"):
         proposals.proposal_reject(actor=second_admin, proposal=proposal, note="")
     with pytest.raises(rules.Refused, match="only the admin who proposed"):
         proposals.proposal_withdraw(actor=second_admin, proposal=proposal)
@@ -320,7 +321,7 @@ def test_a_decision_record_is_seen_only_by_who_may_see_the_request(
 
 
 def test_editors_must_be_able_to_write_knowledge(admin, leadership, team_lead):
-    with pytest.raises(PolicyError) as caught:
+    with pytest.raises(InvalidInput) as caught:
         article_create(
             actor=admin, data=ArticleData(title="T", body="B", editors=[leadership, team_lead])
         )
@@ -352,7 +353,7 @@ def test_only_the_owner_or_an_admin_changes_the_editor_list(admin, team_lead, ex
 
 
 def test_linking_a_request_the_author_may_not_see_reads_as_an_unknown_id(filed, team_lead):
-    with pytest.raises(PolicyError) as caught:
+    with pytest.raises(InvalidInput) as caught:
         article_create(
             actor=team_lead,
             data=ArticleData(title="T", body="B", exception_requests=[filed]),

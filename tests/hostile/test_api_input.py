@@ -48,6 +48,11 @@ QUERY_CASES = [
     ("/api/v1/knowledge/articles/", "q", "reclaim\x00"),
     ("/api/v1/knowledge/articles/", "tag", "\x00"),
     ("/api/v1/knowledge/articles/", "q", "x" * 501),
+    ("/api/v1/jobs/", "queue", str(HUGE)),
+    ("/api/v1/jobs/", "team", "1\x00"),
+    ("/api/v1/jobs/", "state", "RUNNING\x00"),
+    ("/api/v1/job-definitions/", "queue", str(-HUGE)),
+    ("/api/v1/job-definitions/", "state", "gone"),
 ]
 
 

@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 from django.core import mail
 
+from governance.errors import InvalidInput
 from governance.services import exceptions as services
 
 pytestmark = pytest.mark.django_db
@@ -60,6 +61,6 @@ def test_the_requester_hears_of_a_denial_with_its_note(scene, django_capture_on_
 
 def test_a_rolled_back_decision_sends_nothing(scene, django_capture_on_commit_callbacks):
     request = scene.file()
-    with django_capture_on_commit_callbacks(execute=True), pytest.raises(services.PolicyError):
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(InvalidInput):
         services.exception_request_deny(actor=scene.owner, request=request, note="")
     assert mail.outbox == []

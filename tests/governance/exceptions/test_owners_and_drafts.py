@@ -5,9 +5,9 @@ from datetime import timedelta
 
 import pytest
 
+from governance.errors import InvalidInput, Refused
 from governance.models import ExceptionOwner, ExceptionRequest
 from governance.services import exceptions as services
-from governance.services.policy import PolicyError
 from tests.factories import UserFactory
 
 Kind = ExceptionRequest.Kind
@@ -151,7 +151,7 @@ def test_an_admin_removes_an_owner(scene, client_as, admin):
 
 def test_the_remove_service_is_for_admins_only(scene, admin):
     owner = ExceptionOwner.objects.get(user=scene.owner)
-    with pytest.raises(services.ActionNotAllowed):
+    with pytest.raises(Refused):
         services.exception_owner_remove(actor=scene.lead, owner=owner)
     services.exception_owner_remove(actor=admin, owner=owner)
     assert not ExceptionOwner.objects.exists()
@@ -249,7 +249,7 @@ def test_only_the_requester_edits_a_draft(scene, users, client_as, who):
     client = client_as(user)
     assert client.get(f"/exceptions/{draft.pk}/edit/").status_code == 403
     assert client.post(f"/exceptions/{draft.pk}/edit/", edit_post(scene)).status_code == 403
-    with pytest.raises(services.ActionNotAllowed, match="only the requester may edit"):
+    with pytest.raises(Refused, match="only the requester may edit"):
         services.exception_request_update(actor=user, request=draft, data=scene.capacity())
     draft.refresh_from_db()
     assert draft.extra_instances == 1
@@ -309,7 +309,7 @@ def test_the_update_service_uses_the_same_rules_as_filing(scene):
     draft = scene.file(submit=False)
     data = scene.capacity(window_end=scene.now + timedelta(hours=30))
     expected = services.request_validate(actor=scene.lead, data=data, now=scene.now)
-    with pytest.raises(PolicyError) as error:
+    with pytest.raises(InvalidInput) as error:
         services.exception_request_update(actor=scene.lead, request=draft, data=data, now=scene.now)
     assert error.value.errors == expected
     assert "allows at most 24 h" in error.value.errors["window_end"][0]

@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 
 from governance.context_processors import nav_items_for
+from governance.errors import Refused
 from governance.models import ExceptionOwner
 from governance.selectors.exceptions import (
     decision_queue,
@@ -28,7 +29,7 @@ def test_owners_of_the_queue_or_of_the_share_receive_the_request(scene):
     assert request_owners(request=request) == [scene.owner, share_owner]
     assert list(decision_queue(user=share_owner)) == [request]
     assert list(decision_queue(user=other_share)) == []
-    with pytest.raises(services.ActionNotAllowed, match="outside your scope"):
+    with pytest.raises(Refused, match="outside your scope"):
         services.exception_request_approve(actor=other_share, request=request)
 
 
@@ -40,14 +41,14 @@ def test_nobody_decides_their_own_request(scene):
     request = scene.file(actor=scene.owner)
     assert list(decision_queue(user=scene.owner)) == []
     assert decision_queue_count(user=scene.owner) == 0
-    with pytest.raises(services.ActionNotAllowed, match="you filed this request"):
+    with pytest.raises(Refused, match="you filed this request"):
         services.exception_request_approve(actor=scene.owner, request=request)
     assert scene.owner not in request_owners(request=request)
 
 
 def test_admins_cannot_decide_their_own_request_either(scene, admin):
     request = scene.file(actor=admin)
-    with pytest.raises(services.ActionNotAllowed, match="you filed this request"):
+    with pytest.raises(Refused, match="you filed this request"):
         services.exception_request_deny(actor=admin, request=request, note="x")
 
 

@@ -5,9 +5,9 @@ from datetime import timedelta
 
 import pytest
 
+from governance.errors import InvalidInput
 from governance.models import ExceptionRequest
 from governance.services.exceptions import request_validate
-from governance.services.policy import PolicyError
 from tests.factories import JobFactory, TeamFactory, UrgencyDefinitionFactory
 
 Kind = ExceptionRequest.Kind
@@ -91,7 +91,7 @@ def test_protection_is_for_running_jobs(scene):
 
 
 def test_the_service_refuses_and_writes_nothing(scene):
-    with pytest.raises(PolicyError) as error:
+    with pytest.raises(InvalidInput) as error:
         scene.file(scene.capacity(window_end=scene.now + timedelta(hours=48)))
     assert "window_end" in error.value.errors
     assert not ExceptionRequest.objects.exists()

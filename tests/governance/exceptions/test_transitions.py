@@ -4,9 +4,9 @@ from datetime import timedelta
 
 import pytest
 
+from governance.errors import InvalidInput
 from governance.models import ExceptionEvent, ExceptionRequest
 from governance.services import exceptions as services
-from governance.services.policy import PolicyError
 
 State = ExceptionRequest.State
 pytestmark = pytest.mark.django_db
@@ -48,7 +48,7 @@ def test_approval_inside_the_window_takes_effect_at_once(scene):
 
 def test_deny_needs_a_note(scene):
     request = scene.file()
-    with pytest.raises(PolicyError) as error:
+    with pytest.raises(InvalidInput) as error:
         services.exception_request_deny(actor=scene.owner, request=request, note=" ", now=scene.now)
     assert "note" in error.value.errors
     services.exception_request_deny(

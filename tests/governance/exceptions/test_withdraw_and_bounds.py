@@ -6,9 +6,9 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
+from governance.errors import Refused
 from governance.models import ExceptionEvent, ExceptionRequest
 from governance.services.exceptions import (
-    ActionNotAllowed,
     TransitionRefused,
     exception_request_approve,
     exception_request_withdraw,
@@ -77,7 +77,7 @@ def test_the_requester_withdraws_a_submitted_request_to_a_draft(scene, client_as
 
 def test_only_the_requester_withdraws_and_only_until_it_is_decided(scene, api_as):
     request = scene.file()
-    with pytest.raises(ActionNotAllowed):
+    with pytest.raises(Refused):
         exception_request_withdraw(actor=scene.owner, request=request)
     exception_request_approve(actor=scene.owner, request=request)
     request.refresh_from_db()

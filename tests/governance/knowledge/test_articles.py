@@ -6,9 +6,9 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from demo.knowledge import seed_knowledge
+from governance.errors import Refused
 from governance.glossary import GLOSSARY
 from governance.models import KnowledgeArticle
-from governance.services.exceptions import ActionNotAllowed
 from governance.services.knowledge import ArticleData, article_create, article_update
 from governance.services.policy import VersionConflict
 
@@ -30,7 +30,7 @@ def article(exception_owner):
 
 
 def test_owner_editors_and_admins_may_change_an_article(article, exception_owner, team_lead, admin):
-    with pytest.raises(ActionNotAllowed):
+    with pytest.raises(Refused):
         article_update(
             actor=team_lead,
             article=article,
@@ -57,7 +57,7 @@ def test_owner_editors_and_admins_may_change_an_article(article, exception_owner
 
 
 def test_leadership_reads_but_does_not_write(leadership):
-    with pytest.raises(ActionNotAllowed):
+    with pytest.raises(Refused):
         article_create(actor=leadership, data=ArticleData(title="t", body="b"))
     assert login(leadership).get("/knowledge/new/").status_code == 403
     assert login(leadership).get("/knowledge/").status_code == 200

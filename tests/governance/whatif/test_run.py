@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from governance.errors import InvalidInput
 from governance.models import WhatIfComparison
 from governance.whatif import services, tasks
 from scheduler.engine import result_to_json, simulate
@@ -153,5 +154,5 @@ def test_progress_is_written_on_the_row(comparison, monkeypatch):
 def test_an_empty_workload_cannot_run(admin, aws_queue):
     comparison = services.comparison_create(actor=admin, queue=aws_queue)
     assert comparison.workload_jobs == []
-    with pytest.raises(services.PolicyError, match="no jobs"):
+    with pytest.raises(InvalidInput, match="no jobs"):
         services.comparison_run(actor=comparison.author, comparison=comparison)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from governance.errors import InvalidInput, WrongState
 from governance.models import PolicyChange, QuotaShare, WhatIfComparison, WhatIfReview
 from governance.rules import Refused
-from governance.services.policy import PolicyError, ShareData, share_document
+from governance.services.policy import ShareData, share_document
 from governance.whatif import services
 from tests.factories import UserFactory
 from tests.governance.whatif.conftest import lend_and_borrow_qs2, run_now
@@ -58,7 +59,7 @@ def test_draft_is_validated_like_the_share_editor(comparison):
         borrow_limit=50,
         capacity_limits={"ml.g5.xlarge": 1, "ml.p4d.24xlarge": 1},
     )
-    with pytest.raises(PolicyError) as raised:
+    with pytest.raises(InvalidInput) as raised:
         services.draft_share_update(
             actor=comparison.author, comparison=comparison, index=1, data=bad
         )
@@ -78,7 +79,7 @@ def test_draft_names_must_stay_unique(comparison):
     duplicate = ShareData(
         name="qs1", team=team, strategy="LEND", capacity_limits={"ml.g5.xlarge": 1}
     )
-    with pytest.raises(PolicyError) as raised:
+    with pytest.raises(InvalidInput) as raised:
         services.draft_share_update(
             actor=comparison.author, comparison=comparison, index=1, data=duplicate
         )
@@ -112,15 +113,15 @@ def test_apply_goes_through_share_update_with_a_linked_reason(comparison, admin,
     assert list(comparison.applied_changes.all()) == [change]
     assert comparison.review_state == WhatIfComparison.Review.APPLIED
     assert QuotaShare.objects.get(queue=aws_queue, name="qs2").strategy == "LEND_AND_BORROW"
-    with pytest.raises(PolicyError):
+    with pytest.raises(WrongState):
         services.comparison_apply(actor=admin, comparison=comparison, reason="again")
 
 
 def test_apply_needs_results_and_a_change(comparison, admin):
-    with pytest.raises(PolicyError, match="same as the current policy"):
+    with pytest.raises(InvalidInput, match="same as the current policy"):
         services.comparison_apply(actor=admin, comparison=comparison, reason="r")
     lend_and_borrow_qs2(comparison)
-    with pytest.raises(PolicyError, match="run the comparison first"):
+    with pytest.raises(InvalidInput, match="run the comparison first"):
         services.comparison_apply(actor=admin, comparison=comparison, reason="r")
 
 
@@ -128,7 +129,7 @@ def test_apply_refuses_a_draft_of_a_share_changed_since_the_clone(comparison, ad
     lend_and_borrow_qs2(comparison)
     run_now(comparison)
     QuotaShare.objects.filter(name="qs2").update(version=9)
-    with pytest.raises(PolicyError, match="changed by someone else"):
+    with pytest.raises(InvalidInput, match="changed by someone else"):
         services.comparison_apply(actor=admin, comparison=comparison, reason="r")
     assert QuotaShare.objects.get(name="qs2").strategy == "LEND"
 
@@ -139,14 +140,14 @@ def test_review_flow_when_changes_need_review(comparison, admin, settings):
     lend_and_borrow_qs2(comparison)
     run_now(comparison)
 
-    with pytest.raises(PolicyError, match="need review"):
+    with pytest.raises(WrongState, match="need review"):
         services.comparison_apply(actor=admin, comparison=comparison, reason="r")
     services.comparison_propose(actor=admin, comparison=comparison)
     with pytest.raises(Refused, match="another admin"):
         services.comparison_review(actor=admin, comparison=comparison, approve=True)
-    with pytest.raises(PolicyError, match="under review|proposed"):
+    with pytest.raises(WrongState, match="under review|proposed"):
         lend_and_borrow_qs2(comparison)
-    with pytest.raises(PolicyError):
+    with pytest.raises(InvalidInput):
         services.comparison_review(actor=other, comparison=comparison, approve=False)  # no note
     services.comparison_review(
         actor=other, comparison=comparison, approve=False, note="show a longer window"
@@ -183,7 +184,7 @@ def test_save_attaches_to_articles_and_exception_requests(comparison):
     comparison.refresh_from_db()
     assert comparison.saved and comparison.note == "qs2 bursts"
     assert list(article.whatif_comparisons.all()) == [comparison]
-    with pytest.raises(PolicyError):
+    with pytest.raises(InvalidInput):
         services.comparison_save(actor=comparison.author, comparison=comparison, title=" ", note="")
 
 

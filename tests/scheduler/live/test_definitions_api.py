@@ -203,3 +203,12 @@ def test_the_schema_documents_bounds_and_enums(api_for, admin):
     enum = components[parameter["type"]["$ref"].rsplit("/", 1)[1]]["enum"]
     assert enum == ["integer", "choice", "pattern"]
     assert "409" in paths["/api/v1/job-definitions/{id}/revisions/"]["post"]["responses"]
+    # The list's filters come from their FilterSet (scheduler.filters), bounds included.
+    filters = {
+        p["name"]: p["schema"] for p in paths["/api/v1/job-definitions/"]["get"]["parameters"]
+    }
+    assert filters["state"]["enum"] == ["active", "retired"]
+    assert (filters["queue"]["minimum"], filters["queue"]["maximum"]) == (1, 2**63 - 1)
+    jobs = {p["name"]: p["schema"] for p in paths["/api/v1/jobs/"]["get"]["parameters"]}
+    assert {"queue", "share", "team", "state"} <= set(jobs)
+    assert jobs["team"]["maximum"] == 2**63 - 1

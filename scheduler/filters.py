@@ -1,0 +1,46 @@
+"""Typed query-string filters (django-filter) of the jobs and job definitions APIs.
+
+Same guarantees as governance.filters, whose helpers they use: an id is 1 to 2^63-1,
+a state one of its choices; anything else is a 400 naming the parameter. The OpenAPI
+schema documents them from here. Parsed only: the selectors filter
+(scheduler.selectors.job_list, definition_list), as for the pages.
+"""
+
+from __future__ import annotations
+
+import django_filters
+from drf_spectacular.utils import extend_schema_field
+
+from governance.filters import choice_filter, id_filter
+from scheduler.models import Job, JobDefinition
+
+
+class JobFilter(django_filters.FilterSet):
+    queue = id_filter(None, "Only jobs of this queue (id).")
+    share = id_filter(None, "Only jobs of this share (id).")
+    team = id_filter(None, "Only jobs of this team (id).")
+    state = choice_filter("state", Job.State.choices, "Only jobs in this state.")
+
+    class Meta:
+        model = Job
+        fields = ["queue", "share", "team", "state"]
+
+
+DEFINITION_STATES = [("active", "active"), ("retired", "retired")]
+STATE_HELP = "active: they take new jobs; retired: they do not."
+
+
+class JobDefinitionFilter(django_filters.FilterSet):
+    queue = id_filter(None, "Only definitions this queue may run (id).")
+    # Not a column (retired_at says it): the schema is stated here.
+    state = extend_schema_field(
+        {
+            "type": "string",
+            "enum": [value for value, _ in DEFINITION_STATES],
+            "description": STATE_HELP,
+        }
+    )(django_filters.ChoiceFilter(choices=DEFINITION_STATES, help_text=STATE_HELP))
+
+    class Meta:
+        model = JobDefinition
+        fields = ["queue", "state"]
