@@ -49,4 +49,6 @@ def test_the_fast_representation_equals_the_generic_one(settings):
         serializers.ModelSerializer.to_representation(JobOutputSerializer(), job) for job in jobs
     ]
     assert [dict(row) for row in fast] == [dict(row) for row in generic]
+    rows = job_list(filters={"queue": queue.pk}).values(*JobOutputSerializer.columns())
+    assert [dict(row) for row in JobOutputSerializer(rows, many=True).data] == generic
     assert list(fast[0]) == JobOutputSerializer.Meta.fields
