@@ -115,8 +115,9 @@ class JobListCreate(FilteredQuery, generics.GenericAPIView, JobApiView):
         serializer = JobInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         (outcome,) = self.submit([serializer.validated_data], prefix=False)
+        row = Job.objects.filter(pk=outcome.job.pk).values(*JobOutputSerializer.columns()).get()
         return Response(
-            JobOutputSerializer(selectors.job_detail_queryset().get(pk=outcome.job.pk)).data,
+            JobOutputSerializer(row).data,
             status=status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK,
         )
 
