@@ -37,7 +37,7 @@ from governance.models import (
     Team,
     UrgencyDefinition,
 )
-from governance.services.locks import lock_queues_named
+from governance.policy.locks import lock_queues_named
 from scheduler.engine import SimulationResult, load_scenario, simulate
 from scheduler.engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
 from scheduler.engine.types import Scenario, SetCapacity, SetPriority, UpdateShare
@@ -510,7 +510,7 @@ def _existing_queue(scenario: Scenario, queue: JobQueue, summary: HistoryLoadSum
 def _history_policy(scenario, queue, shares, start, end, policy_in_force):
     """The PolicyChange rows (unsaved, with their instants) that make the policy record
     say what the scenario's policy was during its history."""
-    from governance.services.policy import queue_document, share_document
+    from governance.policy.services import queue_document, share_document
 
     reason = LOAD_REASON.format(name=scenario.name)
 

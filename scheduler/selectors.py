@@ -11,7 +11,7 @@ from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, 
 from django.utils import timezone
 
 from governance.models import JobQueue, QueueCapacity, QuotaShare
-from governance.selectors.policy import QueueUsage, ShareUsage, queue_list, queue_usage
+from governance.policy.selectors import QueueUsage, ShareUsage, queue_list, queue_usage
 from governance.templatetags.ui import duration
 from scheduler.engine.types import (
     BLOCKED_BEHIND_HEAD,

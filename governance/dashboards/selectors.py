@@ -790,7 +790,7 @@ def empty_signals(*, month: dt.date) -> dict:
 def policy_in_force(*, at: dt.datetime, share_id: int | None = None, queue_id=None) -> dict:
     """What the policy record says a share's policy (`share_document`'s shape), or a
     queue's capacity ({"capacity": {type: instances}}), was at `at` (`_policy_at`)."""
-    from governance.services.policy import queue_document, share_document
+    from governance.policy.services import queue_document, share_document
 
     if share_id is not None:
         share = QuotaShare.objects.select_related("team").get(pk=share_id)

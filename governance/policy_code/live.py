@@ -15,7 +15,7 @@ from governance.models import (
     Team,
     UrgencyDefinition,
 )
-from governance.services.policy import share_document, urgency_document
+from governance.policy.services import share_document, urgency_document
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ cancel, save and attach, propose, review, apply.
 
 The draft is a document, never live policy: editing it checks the same rules as the
 share editor (the engine's validate_policy on the whole draft, problems mapped to
-fields by governance.services.policy), and only `comparison_apply` changes the queue,
+fields by governance.policy.services), and only `comparison_apply` changes the queue,
 through `share_update`, which records the history. Run state changes are conditional
 UPDATEs, so a task delivered twice, or a cancel racing the finish, happens once.
 """
@@ -33,7 +33,7 @@ from governance.models import (
     WhatIfComparison,
     WhatIfReview,
 )
-from governance.services.policy import (
+from governance.policy.services import (
     NON_FIELD,
     ShareData,
     VersionConflict,

@@ -27,8 +27,8 @@ from django.utils import timezone
 from governance import rules
 from governance.errors import Conflict, InvalidInput
 from governance.models import InstanceType, JobQueue, QueueCapacity, QuotaShare, UrgencyDefinition
-from governance.services.locks import lock_queue
-from governance.services.priorities import job_priority_refusal
+from governance.policy.locks import lock_queue
+from governance.policy.priorities import job_priority_refusal
 from scheduler.executors import executor_for
 from scheduler.models import Job, JobDecision, JobDefinition, JobDefinitionRevision, JobEvent
 from scheduler.services import work

@@ -1,6 +1,6 @@
 """The scheduling pass of one queue: load state, run the engine, apply its decisions.
 
-One writer per queue: a pass holds the queue's row lock (governance.services.locks)
+One writer per queue: a pass holds the queue's row lock (governance.policy.locks)
 from reading the jobs to writing the decisions, so two passes never hand
 out the same capacity. Everything a pass changes is written in that one transaction:
 a pass that crashes halfway leaves the database as it was. Executors are told after
@@ -26,7 +26,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from governance.models import JobQueue
-from governance.services.locks import lock_queue
+from governance.policy.locks import lock_queue
 from scheduler.adapters import (
     PAGE,
     SETTLED_REASONS,

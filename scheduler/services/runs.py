@@ -26,7 +26,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from governance.models import InstanceType, JobQueue
-from governance.services.locks import lock_queue
+from governance.policy.locks import lock_queue
 from scheduler.executors import executor_for
 from scheduler.models import Job, JobEvent
 from scheduler.services import work

@@ -93,7 +93,7 @@ def test_empty_values_mean_the_defaults(tmp_path):
         DATABASE_CONN_MAX_AGE="",
         DJANGO_TIME_ZONE="",
         DATABASE_URL=f"postgres://postgres@127.0.0.1:5432/unused-{tmp_path.name}",
-        DJANGO_SETTINGS_MODULE="governance.settings",
+        DJANGO_SETTINGS_MODULE="config.settings",
     )
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True

@@ -149,8 +149,8 @@ class Command(BaseCommand):
         from django.test import RequestFactory
 
         from governance.dashboards.rollups import rollups_refresh
+        from governance.dashboards.views import dashboard
         from governance.models import MonthlyRollup
-        from governance.views.dashboard import dashboard
 
         months = list(
             MonthlyRollup.objects.filter(scope="all").order_by("month").values_list("data", "month")
@@ -203,8 +203,8 @@ def _dashboard_urls():
 
 
 urlpatterns = [
-    path("", include("governance.views.dashboard_urls")),
-    path("", include("governance.urls")),
+    path("", include("governance.dashboards.urls")),
+    path("", include("config.urls")),
 ]
 
 

@@ -18,7 +18,7 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 from pypdf import PdfReader
 
-from governance.celery import app
+from config.celery import app
 from governance.dashboards.csv import DATASETS
 from governance.dashboards.pack import pack_make, pack_send_once, packs_list
 from governance.dashboards.rollups import rollups_refresh
@@ -187,7 +187,7 @@ def test_beat_emails_last_months_pack_to_leadership_once(april):
 
 
 def test_the_pack_is_scheduled_on_the_first_of_the_month():
-    import governance.tasks  # noqa: F401  (what Celery's autodiscovery loads)
+    import governance.exceptions.tasks  # noqa: F401  (what Celery's autodiscovery loads)
 
     entry = app.conf.beat_schedule["dashboard-monthly-pack"]
     assert entry["task"] == "governance.dashboard.monthly_pack"

@@ -1,9 +1,9 @@
 """The project's URLs plus the dashboard's, for tests run before governance/urls.py
-includes governance.views.dashboard_urls."""
+includes governance.dashboards.urls."""
 
 from django.urls import include, path
 
 urlpatterns = [
-    path("", include("governance.views.dashboard_urls")),
-    path("", include("governance.urls")),
+    path("", include("governance.dashboards.urls")),
+    path("", include("config.urls")),
 ]

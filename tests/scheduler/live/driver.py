@@ -21,7 +21,7 @@ from governance.models import (
     QuotaShare,
     Team,
 )
-from governance.services.locks import lock_queue
+from governance.policy.locks import lock_queue
 from scheduler.engine.types import MISCONFIGURATION_REASONS
 from scheduler.models import Job, JobEvent
 from scheduler.services.jobs import JobData, job_set_priority, job_submit, job_terminate
