@@ -39,6 +39,15 @@ app.autodiscover_tasks()
 # The governance app keeps its tasks in its feature packages.
 app.autodiscover_tasks(["governance.exceptions", "governance.dashboards", "governance.whatif"])
 
+
+def task(name: str):
+    """The registered task called `name`. Code that enqueues a task (services, executors)
+    looks it up here instead of importing its module, which imports services in turn.
+    Every process imports the task modules at start (the apps' `ready()`; workers also
+    autodiscover them), and an eager test run still runs the task in-process."""
+    return app.tasks[name]
+
+
 app.conf.task_default_queue = BACKGROUND_QUEUE
 app.conf.task_queues = (Queue(INTERACTIVE_QUEUE), Queue(BACKGROUND_QUEUE), Queue(DEMO_QUEUE))
 app.conf.task_routes = {

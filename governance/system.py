@@ -20,7 +20,7 @@ def healthz(request):
             cursor.execute("SELECT 1")
     except Exception as exc:  # noqa: BLE001 - any database failure means unhealthy
         return JsonResponse({"status": "error", "database": str(exc)}, status=503)
-    from scheduler.services.runners import system_health
+    from scheduler.selectors import system_health
 
     return JsonResponse(system_health())
 

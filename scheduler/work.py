@@ -9,6 +9,9 @@ engine's (scheduler.engine.work), shared with the simulator, so the live schedul
 `speed` is how many compute seconds pass per real second: the simulated executor's
 accelerated clock, 1 for real processes. A process executor reports progress and
 checkpoints itself (heartbeats); `progress_at` then takes the last report.
+
+Neither a service nor a selector: arithmetic on Job objects (nothing is saved here),
+shared by the services that write jobs, the executors and the selectors that show them.
 """
 
 from __future__ import annotations
