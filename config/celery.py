@@ -39,6 +39,12 @@ app.autodiscover_tasks()
 # The governance app keeps its tasks in its feature packages.
 app.autodiscover_tasks(["governance.exceptions", "governance.dashboards", "governance.whatif"])
 
+
+def task(name: str):
+    """The registered task `name` (its module need not be imported here)."""
+    return app.tasks[name]
+
+
 app.conf.task_default_queue = BACKGROUND_QUEUE
 app.conf.task_queues = (Queue(INTERACTIVE_QUEUE), Queue(BACKGROUND_QUEUE), Queue(DEMO_QUEUE))
 app.conf.task_routes = {
