@@ -159,7 +159,6 @@ CONTENT_SECURITY_POLICY = {
 }
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

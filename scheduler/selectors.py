@@ -455,13 +455,6 @@ def _head_reason(job: Job) -> str:
     return "waiting for the next pass"
 
 
-def job_filter_choices() -> dict:
-    return {
-        "queues": JobQueue.objects.order_by("name"),
-        "shares": QuotaShare.objects.select_related("queue").order_by("queue__name", "position"),
-    }
-
-
 # Job definitions.
 
 

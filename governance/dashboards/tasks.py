@@ -2,9 +2,9 @@
 
 Thin and idempotent: a refresh replaces the month's rows in one transaction, so a
 task delivered twice, or two overlapping, leave the same figures; the pack is emailed
-once per month (governance.dashboards.pack.pack_send_once). Imported by
-governance.exceptions.tasks so Celery's autodiscovery registers them; their beat schedule is in
-config/celery.py with every periodic task.
+once per month (governance.dashboards.pack.pack_send_once). Every process registers
+them (GovernanceConfig.ready; workers also autodiscover them); their beat schedule is
+in config/celery.py with every periodic task.
 """
 
 from __future__ import annotations

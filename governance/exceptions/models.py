@@ -137,10 +137,6 @@ class ExceptionRequest(models.Model):
     def window(self):
         return self.window_end - self.window_start
 
-    @property
-    def is_open(self) -> bool:
-        return self.state in (self.State.DRAFT, self.State.SUBMITTED)
-
 
 class ExceptionEvent(models.Model):
     """One step of a request's timeline. Append-only."""

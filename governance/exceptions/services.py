@@ -31,6 +31,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
+from config.celery import task
 from governance import notifications, rules
 from governance.errors import Conflict, DomainError, InvalidInput, WrongState
 from governance.models import (
@@ -47,12 +48,8 @@ from governance.models import (
 )
 from governance.policy.impact import ImpactLine, share_change_impact
 from governance.policy.locks import lock_queue
-from governance.policy.services import (
-    NON_FIELD,
-    share_data_from_document,
-    share_document,
-    share_update,
-)
+from governance.policy.selectors import share_document
+from governance.policy.services import NON_FIELD, share_data_from_document, share_update
 from scheduler.models import Job
 
 logger = logging.getLogger(__name__)
@@ -414,10 +411,25 @@ def exception_request_approve(
         exception_request_activate(request_id=request.pk, now=now)
         request.refresh_from_db()
     else:
-        from governance.exceptions.tasks import schedule_activation
-
         schedule_activation(request.pk, request.window_start)
     return request
+
+
+def schedule_activation(request_id: int, window_start: datetime) -> None:
+    """Send the activation of an approved request (the task governance.exceptions.
+    activate) to run at its window's start (at once when it has begun); after commit,
+    when called in a transaction. A broker failure loses nothing: the sweep sends it
+    again."""
+
+    def send() -> None:
+        try:
+            task("governance.exceptions.activate").apply_async(
+                (request_id,), eta=max(window_start, timezone.now())
+            )
+        except Exception:  # noqa: BLE001 - any broker failure; the sweep repairs it
+            logger.exception("could not schedule the activation of request %s", request_id)
+
+    transaction.on_commit(send)
 
 
 @transaction.atomic

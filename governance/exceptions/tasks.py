@@ -1,22 +1,21 @@
 """Celery tasks of the governance app: exceptions take effect and end on time.
 
-An approved request's activation is sent at approval with an ETA of its window's
-start (`schedule_activation`), on the `interactive` queue, so it takes effect within
-seconds of the start. Beat runs `governance.exceptions.sweep` every minute (declared
-with every periodic task in config/celery.py) as the fallback: it enqueues
-what is due, and sends with their ETA the activations and expiries due before the next
-sweep (a lost ETA message, a worker restart). The sweep only finds request ids and
-enqueues one thin task per request; each task claims its transition with a
+An approved request's activation is sent at approval with an ETA of its window's start
+(governance.exceptions.services.schedule_activation), on the `interactive` queue, so it
+takes effect within seconds of the start. Beat runs `governance.exceptions.sweep` every
+minute (declared with every periodic task in config/celery.py) as the fallback: it
+enqueues what is due, and sends with their ETA the activations and expiries due before
+the next sweep (a lost ETA message, a worker restart). The sweep only finds request ids
+and enqueues one thin task per request; each task claims its transition with a
 conditional UPDATE (governance.exceptions.services), so a task delivered twice, two
-sweeps overlapping, or a sweep that runs late (after a worker outage) never applies
-or takes back an exception twice. A late activation whose window already passed
-expires without taking effect.
+sweeps overlapping, or a sweep that runs late (after a worker outage) never applies or
+takes back an exception twice. A late activation whose window already passed expires
+without taking effect.
 """
 
 from __future__ import annotations
 
-import logging
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from celery import shared_task
 from django.db import transaction
@@ -29,7 +28,6 @@ from governance.exceptions.services import exception_request_activate, exception
 from governance.models import ExceptionRequest
 from governance.policy.services import VersionConflict
 
-logger = logging.getLogger(__name__)
 State = ExceptionRequest.State
 
 # Transient besides the database: an admin saved the share between our read and write.
@@ -44,20 +42,6 @@ def activate_exception(request_id: int) -> bool:
 @shared_task(name="governance.exceptions.expire", acks_late=True, **RETRY)
 def expire_exception(request_id: int) -> bool:
     return exception_request_expire(request_id=request_id)
-
-
-def schedule_activation(request_id: int, window_start: datetime) -> None:
-    """Send the activation of an approved request to run at its window's start (at once
-    when it has begun); after commit, when called in a transaction. A broker failure
-    loses nothing: the sweep sends it again."""
-
-    def send() -> None:
-        try:
-            activate_exception.apply_async((request_id,), eta=max(window_start, timezone.now()))
-        except Exception:  # noqa: BLE001 - any broker failure; the sweep repairs it
-            logger.exception("could not schedule the activation of request %s", request_id)
-
-    transaction.on_commit(send)
 
 
 @shared_task(name="governance.exceptions.sweep", acks_late=True, **RETRY)
@@ -82,7 +66,3 @@ def sweep_exceptions() -> dict[str, int]:
         at = start if state == State.APPROVED else end
         transaction.on_commit(lambda t=task, pk=request_id, at=at: t.apply_async((pk,), eta=at))
     return {"expire": len(expire_ids), "activate": len(activate_ids)}
-
-
-# Celery autodiscovers only `<app>.tasks`: the other task modules of this app load here.
-from governance.whatif import tasks as whatif_tasks  # noqa: E402, F401

@@ -19,6 +19,7 @@ from governance.models import JobQueue, PolicyChange, PolicyProposal, QuotaShare
 from governance.policy.forms import HistoryFilterForm, RevertForm
 from governance.policy.selectors import policy_history
 from governance.policy.services import PolicyError, changed_fields
+from governance.proposals.messages import proposed_message
 from scheduler.adapters import BORROW_UNLIMITED
 
 PAGE_SIZE = 20
@@ -135,8 +136,6 @@ def history_revert(request, pk: int):
             pass
         else:
             if isinstance(revert, PolicyProposal):
-                from governance.proposals.views import proposed_message  # it imports this module
-
                 proposed_message(request, revert)
                 return redirect("proposal-list")
             url = reverse("history") + "?" + urlencode(_scope(revert)) + f"#change-{revert.pk}"

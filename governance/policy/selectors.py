@@ -14,9 +14,23 @@ from governance.models import (
     QuotaShare,
     UrgencyDefinition,
 )
-from scheduler.adapters import share_spec
+from scheduler.adapters import queue_scenario, share_scenario, share_spec
 from scheduler.engine import share_usage
 from scheduler.models import Job
+
+# Documents: the canonical JSON shape used for validation, history and revert (the
+# writes in governance.policy.services record them; the dashboards read them back).
+
+
+def share_document(share: QuotaShare) -> dict:
+    """The share as recorded in history: the engine's scenario format of it (from the
+    one bridge, scheduler.adapters) and its team."""
+    scenario = share_scenario(share)
+    return {"name": scenario["name"], "team": share.team.name, **scenario}
+
+
+def queue_document(queue: JobQueue) -> dict:
+    return queue_scenario(queue)
 
 
 def queue_list() -> QuerySet[JobQueue]:

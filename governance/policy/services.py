@@ -41,12 +41,11 @@ from governance.models import (
     UrgencyDefinition,
 )
 from governance.policy.locks import lock_queue
+from governance.policy.selectors import queue_document, share_document
 from scheduler.adapters import (
     BORROW_UNLIMITED,
     engine_borrow_limit,
     engine_share_document,
-    queue_scenario,
-    share_scenario,
     stored_borrow_limit,
 )
 from scheduler.engine import validate_policy
@@ -94,18 +93,8 @@ class ShareData:
     priority_ceiling: int | None = None
 
 
-# Documents: the canonical JSON shape used for validation, history and revert.
-
-
-def share_document(share: QuotaShare) -> dict:
-    """The share as recorded in history: the engine's scenario format of it (from the
-    one bridge, scheduler.adapters) and its team."""
-    scenario = share_scenario(share)
-    return {"name": scenario["name"], "team": share.team.name, **scenario}
-
-
-def queue_document(queue: JobQueue) -> dict:
-    return queue_scenario(queue)
+# Documents: the canonical JSON shape used for validation, history and revert (a saved
+# share's or queue's: governance.policy.selectors.share_document / queue_document).
 
 
 def _data_document(data: ShareData) -> dict:

@@ -15,7 +15,7 @@ from governance.policy.history_views import history_url_for
 from governance.policy.selectors import urgency_list
 from governance.policy.services import PolicyError, VersionConflict, history_entry
 from governance.policy.views import conflict_context, rebound_with_version
-from governance.proposals.views import proposed_message
+from governance.proposals.messages import proposed_message
 
 URGENCY_FIELDS = [
     "name",

@@ -32,8 +32,8 @@ from governance.policy.services import (
     queue_capacity_validate,
     share_validate,
 )
+from governance.proposals.messages import proposed_message
 from governance.proposals.selectors import pending_count
-from governance.proposals.views import proposed_message
 
 QUEUES_PER_PAGE = 10
 

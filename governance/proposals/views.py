@@ -21,16 +21,6 @@ from governance.proposals.selectors import proposal_list
 PER_PAGE = 20
 
 
-def proposed_message(request, proposal: PolicyProposal) -> None:
-    """What a page says when a write became a proposal."""
-    messages.info(
-        request,
-        f"Proposed, waiting for another admin's review: {proposal.get_kind_display().lower()} "
-        f"{proposal.object_repr} (proposal #{proposal.pk}). Nothing changes until it is "
-        "approved.",
-    )
-
-
 def proposals(request):
     rules.require(request.user, "proposal.view")
     page = Paginator(proposal_list(), PER_PAGE).get_page(request.GET.get("page"))

@@ -33,7 +33,8 @@ from governance.dashboards.csv import DATASETS
 from governance.exceptions import services as exception_services
 from governance.knowledge.services import ArticleData, article_create
 from governance.models import ExceptionOwner, ExceptionRequest, InstanceType, PolicyChange
-from governance.policy.services import share_data_from_document, share_document, share_update
+from governance.policy.selectors import share_document
+from governance.policy.services import share_data_from_document, share_update
 from governance.whatif import services as whatif_services
 from scheduler.models import Job
 from scheduler.services.job_definitions import DefinitionData, definition_register

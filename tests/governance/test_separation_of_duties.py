@@ -28,12 +28,12 @@ from governance.models import (
     QuotaShare,
 )
 from governance.policy.priorities import job_priority_refusal
+from governance.policy.selectors import share_document
 from governance.policy.services import (
     PolicyError,
     policy_change_revert,
     queue_set_capacity,
     share_data_from_document,
-    share_document,
     share_update,
     urgency_save,
 )

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from governance.models import QuotaShare
 from governance.policy import impact
-from governance.policy.services import share_document
+from governance.policy.selectors import share_document
 from governance.whatif import services as whatif
 from governance.whatif.compare import scenario_for
 from scheduler.adapters import BORROW_UNLIMITED, engine_id, queue_policy, queue_state

@@ -7,7 +7,8 @@ from django.utils import timezone
 
 from governance.exceptions import services, tasks
 from governance.models import ExceptionRequest, PolicyChange
-from governance.policy.services import share_data_from_document, share_document, share_update
+from governance.policy.selectors import share_document
+from governance.policy.services import share_data_from_document, share_update
 from governance.signals import policy_changed
 from scheduler.models import Job
 

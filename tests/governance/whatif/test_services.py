@@ -6,7 +6,8 @@ import pytest
 
 from governance.errors import InvalidInput, WrongState
 from governance.models import PolicyChange, QuotaShare, WhatIfComparison, WhatIfReview
-from governance.policy.services import ShareData, share_document
+from governance.policy.selectors import share_document
+from governance.policy.services import ShareData
 from governance.rules import Refused
 from governance.whatif import services
 from tests.factories import UserFactory

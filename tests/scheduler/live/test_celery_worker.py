@@ -117,7 +117,8 @@ def test_passes_started_at_once_never_overcommit(start_worker, queue, submit):
 
 
 def test_a_policy_change_triggers_a_pass(start_worker, queue, submit, shares, admin):
-    from governance.policy.services import share_data_from_document, share_document, share_update
+    from governance.policy.selectors import share_document
+    from governance.policy.services import share_data_from_document, share_update
 
     start_worker()
     big = submit("qs2", "needs-two", instances=2, expected_duration=LONG, at=None)

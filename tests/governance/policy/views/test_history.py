@@ -6,7 +6,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from governance.models import PolicyChange, QuotaShare
-from governance.policy.services import share_data_from_document, share_document, share_update
+from governance.policy.selectors import share_document
+from governance.policy.services import share_data_from_document, share_update
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db

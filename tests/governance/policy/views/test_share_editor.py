@@ -9,7 +9,7 @@ from django.utils.html import escape
 
 from governance.models import CapacityLimit, PolicyChange, QuotaShare
 from governance.policy.impact import share_change_impact
-from governance.policy.services import share_document
+from governance.policy.selectors import share_document
 from tests.factories import (
     InstanceTypeFactory,
     JobFactory,
