@@ -13,9 +13,9 @@ from django.conf import settings
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
 
+from governance.formatting import duration
 from governance.models import JobQueue, QueueCapacity, QuotaShare
 from governance.policy.selectors import QueueUsage, ShareUsage, queue_list, queue_usage
-from governance.templatetags.ui import duration
 from scheduler.engine.types import (
     BLOCKED_BEHIND_HEAD,
     BORROW_LIMIT_REACHED,

@@ -49,7 +49,7 @@ def test_env_example_lists_every_variable_settings_read():
     """style.md rule 8: .env.example lists them all (settings and gunicorn.conf.py)."""
     import re
 
-    source = (ROOT / "governance" / "settings.py").read_text()
+    source = (ROOT / "config" / "settings.py").read_text()
     source += (ROOT / "gunicorn.conf.py").read_text()
     read = set(re.findall(r'(?:env_\w+|_per_minute)\(\s*"([A-Z0-9_]+)"', source))
     listed = set(dotenv_values(ROOT / ".env.example"))
