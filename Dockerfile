@@ -14,4 +14,4 @@ RUN useradd --create-home app \
     && mkdir -p /app/var && chown -R app /app/var && chmod 0750 /app/var
 USER app
 EXPOSE 8000
-CMD ["gunicorn", "-c", "gunicorn.conf.py", "governance.wsgi"]
+CMD ["gunicorn", "-c", "gunicorn.conf.py", "config.wsgi"]

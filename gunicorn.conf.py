@@ -1,24 +1,24 @@
-"""gunicorn for this app: `gunicorn -c gunicorn.conf.py governance.wsgi` (docker compose's
+"""gunicorn for this app: `gunicorn -c gunicorn.conf.py config.wsgi` (docker compose's
 web service, make bench-load). Every figure can be set from the environment (GUNICORN_*,
 listed in .env.example); an invalid value stops start-up naming the variable.
 
 Sizing: Django holds the GIL while it works, so one process per CPU does the computing
 and threads overlap the waits on PostgreSQL and Redis. Past `threads + queue` requests
 in hand, or for one that waited past GUNICORN_MAX_WAIT, a worker answers 503 with
-Retry-After (governance.gunicorn_worker) rather than letting clients queue until they
+Retry-After (config.gunicorn_worker) rather than letting clients queue until they
 time out.
 """
 
 import os
 
-from governance.gunicorn_worker import SheddingThreadWorker
-from governance.settings import env_float, env_int, env_str
+from config.gunicorn_worker import SheddingThreadWorker
+from config.settings import env_float, env_int, env_str
 
 bind = env_str("GUNICORN_BIND", "0.0.0.0:8000")
 workers = env_int("GUNICORN_WORKERS", 0) or os.cpu_count() or 1
 threads = env_int("GUNICORN_THREADS", 8, minimum=1)
 # Requests a worker holds waiting for a thread, and how long one may wait: past either,
-# 503 with Retry-After (governance.gunicorn_worker).
+# 503 with Retry-After (config.gunicorn_worker).
 worker_class = SheddingThreadWorker.with_limits(
     queue=env_int("GUNICORN_QUEUE", 32), max_wait=env_float("GUNICORN_MAX_WAIT", 0.5)
 )

@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from accounts import tokens
 from accounts.models import ApiToken
 from governance.api.base import BaseApiViewSet
-from governance.api.serializers import ErrorSerializer
+from governance.policy.serializers import ErrorSerializer
 
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404)}
 

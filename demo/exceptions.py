@@ -7,13 +7,13 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
-from governance.models import ExceptionRequest, JobQueue, Team, UrgencyDefinition
-from governance.services.exceptions import (
+from governance.exceptions.services import (
     RequestData,
     exception_owner_add,
     exception_request_create,
     exception_request_deny,
 )
+from governance.models import ExceptionRequest, JobQueue, Team, UrgencyDefinition
 from scheduler.models import Job
 
 Kind = ExceptionRequest.Kind

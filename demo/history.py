@@ -37,7 +37,7 @@ from governance.models import (
     Team,
     UrgencyDefinition,
 )
-from governance.services.locks import lock_queues_named
+from governance.policy.locks import lock_queues_named
 from scheduler.engine import SimulationResult, load_scenario, simulate
 from scheduler.engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
 from scheduler.engine.types import Scenario, SetCapacity, SetPriority, UpdateShare
@@ -57,7 +57,6 @@ class LoadSummary:
     events: int = 0
     dropped: int = 0
     seconds: float = 0.0
-    job_pks: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -299,7 +298,6 @@ def result_load(
         )
     summary.jobs = len(jobs)
     summary.events = len(rows)
-    summary.job_pks = pks
     summary.seconds = time.perf_counter() - started
     return summary
 
@@ -510,7 +508,7 @@ def _existing_queue(scenario: Scenario, queue: JobQueue, summary: HistoryLoadSum
 def _history_policy(scenario, queue, shares, start, end, policy_in_force):
     """The PolicyChange rows (unsaved, with their instants) that make the policy record
     say what the scenario's policy was during its history."""
-    from governance.services.policy import queue_document, share_document
+    from governance.policy.selectors import queue_document, share_document
 
     reason = LOAD_REASON.format(name=scenario.name)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from django.db import transaction
 
 from governance.glossary import GLOSSARY
+from governance.knowledge.services import ArticleData, article_create, article_update
 from governance.models import KnowledgeArticle, QuotaShare, UrgencyDefinition
-from governance.services.knowledge import ArticleData, article_create, article_update
 
 GLOSSARY_SLUG = "glossary"
 

@@ -19,7 +19,7 @@ from demo.jobs import SAMPLE_DEFINITIONS, seed_definitions, seed_process_demo
 from demo.knowledge import seed_knowledge
 from governance import permissions
 from governance.models import InstanceType, JobQueue, PolicyChange, QuotaShare, Team
-from governance.services.policy import (
+from governance.policy.services import (
     ShareData,
     queue_create,
     share_create,

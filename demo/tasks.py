@@ -1,7 +1,7 @@
 """The demo's Celery task: keep jobs flowing through the AWS sample queue.
 
 Registered under its original name, `scheduler.demo_traffic`, so its route (the `demo`
-queue) and its beat entry (only when settings.DEMO_TRAFFIC is on) in governance/celery.py
+queue) and its beat entry (only when settings.DEMO_TRAFFIC is on) in config/celery.py
 still find it.
 """
 

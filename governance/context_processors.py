@@ -36,7 +36,7 @@ NAV: tuple[NavEntry, ...] = (
         "Decisions",
         "decision-queue",
         "exception.decision_queue",
-        badge="governance.selectors.exceptions.decision_queue_count",
+        badge="governance.exceptions.selectors.decision_queue_count",
     ),
     NavEntry("Knowledge", "knowledge-search", "knowledge.view"),
     NavEntry("Jobs", "job-list", "job.view"),

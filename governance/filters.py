@@ -112,7 +112,7 @@ class ExceptionCountsFilter(django_filters.FilterSet):
 
 
 class ArticleFilter(django_filters.FilterSet):
-    """Parsed only: the search ranks and filters (governance.selectors.knowledge)."""
+    """Parsed only: the search ranks and filters (governance.knowledge.selectors)."""
 
     q = name_filter(
         None, 'Web-search syntax: words, "phrases", or, -word. Ranked.', max_length=MAX_QUERY

@@ -22,9 +22,10 @@ GLOSSARY: dict[str, str] = {
         "shares, up to its borrow limit. Borrowed instances can be reclaimed at any time."
     ),
     "borrow limit": (
-        "The most instances a share may borrow from other shares on top of its own limit, "
-        "per instance type, in percent of that limit: 0 (it never borrows) to 10,000 "
-        "(100 times its limit); -1 means unlimited."
+        "A percent of the share's own limit, not a number of instances: of each instance "
+        "type, a LEND_AND_BORROW share may borrow up to its limit × this percent ÷ 100 "
+        "(rounded down) on top of its limit. 0: it never borrows; 10,000 (the most): 100 "
+        "times its limit; -1: unlimited."
     ),
     "in-share preemption": (
         "When on, a higher-priority job of a team may stop a lower-priority job of the "

@@ -1,7 +1,6 @@
 """Roles: who a user is. What each role may do is governance.rules, the one table.
 
-Roles are Django groups; a superuser is an admin. The `can_*` functions below are
-the table's answers under the names pages and other modules already use.
+Roles are Django groups; a superuser is an admin.
 """
 
 from __future__ import annotations
@@ -45,21 +44,3 @@ def is_admin(user) -> bool:
 def role_label(user) -> str:
     roles = user_roles(user)
     return ", ".join(ROLE_LABELS[r] for r in ROLES if r in roles) or "No role"
-
-
-def can_view_policies(user) -> bool:
-    from governance import rules
-
-    return rules.allowed(user, "policy.view")
-
-
-def can_edit_policies(user) -> bool:
-    from governance import rules
-
-    return rules.allowed(user, "policy.edit")
-
-
-def can_view_history(user) -> bool:
-    from governance import rules
-
-    return rules.allowed(user, "history.view")

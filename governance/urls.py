@@ -1,27 +1,64 @@
-from django.contrib.auth import views as auth_views
-from django.contrib.auth.decorators import login_not_required
-from django.urls import include, path, re_path
+"""The policy pages and policy proposals (with their API). `/` redirects to the queue overview
+(governance.system.home)."""
 
-from governance.api import errors as api_errors
-from governance.views import system
+from django.urls import path
+from rest_framework.routers import SimpleRouter
+
+from governance import system
+from governance.policy import history_views as history
+from governance.policy import urgency_views as urgency
+from governance.policy import views as policy
+from governance.policy_code import views as policy_code
+from governance.proposals import views as proposals
+from governance.proposals.api import ProposalViewSet
+
+router = SimpleRouter()
+router.register("api/v1/policy-proposals", ProposalViewSet, basename="api-policy-proposal")
 
 urlpatterns = [
-    path("healthz/", system.healthz, name="healthz"),
+    path("outbox/", system.outbox, name="outbox"),
+    path("queues/", policy.queues, name="queue-list"),
+    path("queues/<int:pk>/", policy.queue_detail, name="queue-detail"),
+    path("queues/<int:pk>/capacity/", policy.queue_capacity, name="queue-capacity"),
     path(
-        "accounts/login/",
-        login_not_required(auth_views.LoginView.as_view()),
-        name="login",
+        "queues/<int:pk>/capacity/impact/",
+        policy.queue_capacity_impact,
+        name="queue-capacity-impact",
     ),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("", include("accounts.urls")),
-    path("api/", include("governance.api.urls")),
-    path("", include("governance.views.urls")),
-    path("", include("governance.views.exception_urls")),
-    path("", include("governance.views.dashboard_urls")),
-    path("", include("governance.views.whatif_urls")),
-    path("", include("scheduler.urls")),
-    path("", system.home, name="home"),
-    # Last: an /api/ path that no operation above matched is a JSON 404, not a page.
-    re_path(r"^api/", api_errors.not_found, name="api-not-found"),
+    path("queues/<int:pk>/policy-code/", policy_code.queue_policy_code, name="queue-policy-code"),
+    path(
+        "queues/<int:pk>/policy-code/<str:format>/download/",
+        policy_code.queue_policy_download,
+        name="queue-policy-download",
+    ),
+    path(
+        "queues/<int:pk>/policy-code/plan/", policy_code.queue_policy_plan, name="queue-policy-plan"
+    ),
+    path(
+        "queues/<int:pk>/policy-code/apply/",
+        policy_code.queue_policy_apply,
+        name="queue-policy-apply",
+    ),
+    path("queues/<int:queue_pk>/shares/new/", policy.share_create, name="share-create"),
+    path("queues/<int:queue_pk>/shares/impact/", policy.share_impact, name="share-impact"),
+    path("policies/", policy.policy_list, name="policy-list"),
+    path("policies/proposals/", proposals.proposals, name="proposal-list"),
+    path(
+        "policies/proposals/<int:pk>/approve/",
+        proposals.proposal_approve,
+        name="proposal-approve",
+    ),
+    path("policies/proposals/<int:pk>/reject/", proposals.proposal_reject, name="proposal-reject"),
+    path(
+        "policies/proposals/<int:pk>/withdraw/",
+        proposals.proposal_withdraw,
+        name="proposal-withdraw",
+    ),
+    path("shares/<int:pk>/edit/", policy.share_edit, name="share-edit"),
+    path("history/", history.history, name="history"),
+    path("history/<int:pk>/revert/", history.history_revert, name="history-revert"),
+    path("urgency/", urgency.urgencies, name="urgency-list"),
+    path("urgency/new/", urgency.urgency_edit, name="urgency-create"),
+    path("urgency/<int:pk>/edit/", urgency.urgency_edit, name="urgency-edit"),
+    *router.urls,
 ]
-handler500 = "governance.api.errors.server_error"

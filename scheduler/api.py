@@ -21,8 +21,8 @@ from rest_framework.views import APIView
 
 from governance import rules
 from governance.api.base import BaseApiViewSet, FilteredQuery
-from governance.api.serializers import ErrorSerializer
 from governance.models import JobQueue
+from governance.policy.serializers import ErrorSerializer
 from scheduler import permissions, selectors
 from scheduler.filters import JobDefinitionFilter, JobFilter
 from scheduler.models import Job, JobDefinition

@@ -134,6 +134,15 @@ class Job(models.Model):
         FAILED = "FAILED", "Failed"
 
     LIVE_STATES = (State.RUNNABLE, State.RUNNING)
+    # Failures that need a person to decide what happens next (the "needs a decision"
+    # list): the decision service accepts only these, the selectors list them.
+    NEEDS_DECISION_CAUSES = (
+        "retries_exhausted",
+        "time_limit",
+        "exit_code",
+        "wall_clock_limit",
+        "runner_refused",
+    )
 
     queue = models.ForeignKey("governance.JobQueue", on_delete=models.PROTECT, related_name="jobs")
     share = models.ForeignKey(

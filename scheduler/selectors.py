@@ -1,18 +1,21 @@
 """Reads of jobs, shaped for pages and the API: lists, timelines, plain-language
-reasons, the live queue view and the "needs a decision" list."""
+reasons, the live queue view and the "needs a decision" list; and the liveness of
+runners and of the scheduler's tick (`/healthz/`)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
 
+from governance.formatting import duration
 from governance.models import JobQueue, QueueCapacity, QuotaShare
-from governance.selectors.policy import QueueUsage, ShareUsage, queue_list, queue_usage
-from governance.templatetags.ui import duration
+from governance.policy.selectors import QueueUsage, ShareUsage, queue_list, queue_usage
 from scheduler.engine.types import (
     BLOCKED_BEHIND_HEAD,
     BORROW_LIMIT_REACHED,
@@ -24,10 +27,11 @@ from scheduler.engine.types import (
 )
 from scheduler.engine.work import checkpointed
 from scheduler.executors import executor_for
+from scheduler.liveness import TICK_KEY, live_runners, served_instance_types, tick_cache
 from scheduler.models import Job, JobDecision, JobDefinition, JobDefinitionRevision, JobEvent
-from scheduler.services.jobs import NEEDS_DECISION_CAUSES
-from scheduler.services.runners import runner_wait_reason
-from scheduler.services.work import compute_seconds
+from scheduler.work import compute_seconds
+
+logger = logging.getLogger(__name__)
 
 
 def job_list(*, filters: Mapping | None = None) -> QuerySet[Job]:
@@ -83,10 +87,12 @@ def is_too_big(job: Job) -> bool:
 
 
 def job_needs_decision(*, job: Job, decision: JobDecision | None) -> bool:
-    """A failed job whose cause asks a person (NEEDS_DECISION_CAUSES) and that nobody has
+    """A failed job whose cause asks a person (Job.NEEDS_DECISION_CAUSES) and that nobody has
     decided about yet: its page offers the decision form."""
     return (
-        job.state == Job.State.FAILED and job.reason in NEEDS_DECISION_CAUSES and decision is None
+        job.state == Job.State.FAILED
+        and job.reason in Job.NEEDS_DECISION_CAUSES
+        and decision is None
     )
 
 
@@ -95,7 +101,9 @@ def needs_decision_list(*, team_ids=None) -> QuerySet[Job]:
     first, after the waiting jobs bigger than their queue (they go there at once)."""
     jobs = (
         job_list()
-        .filter(Q(state=Job.State.FAILED, reason__in=NEEDS_DECISION_CAUSES) | too_big_condition())
+        .filter(
+            Q(state=Job.State.FAILED, reason__in=Job.NEEDS_DECISION_CAUSES) | too_big_condition()
+        )
         .exclude(Exists(JobDecision.objects.filter(job=OuterRef("pk"))))
         .order_by(F("finished_at").asc(nulls_first=True), "pk")
     )
@@ -447,13 +455,6 @@ def _head_reason(job: Job) -> str:
     return "waiting for the next pass"
 
 
-def job_filter_choices() -> dict:
-    return {
-        "queues": JobQueue.objects.order_by("name"),
-        "shares": QuotaShare.objects.select_related("queue").order_by("queue__name", "position"),
-    }
-
-
 # Job definitions.
 
 
@@ -591,3 +592,76 @@ def definition_history(
         )
         entries.append(RevisionEntry(revision, diff))
     return entries
+
+
+# Runners and the scheduler's liveness (scheduler.services.runners records them; what
+# both sides agree on is scheduler.liveness), small enough for `/healthz/` and a job's
+# page: one query for the live runners, one for the instance types process queues have
+# capacity of.
+
+# A tick this many periods late means the scheduler is not ticking (beat or every
+# scheduling worker down); a few periods of slack absorb a busy worker.
+TICK_PERIODS_LATE = 5
+TICK_SLACK_SECONDS = 10
+
+
+def instance_types_without_runner(*, now: dt.datetime | None = None) -> list[str]:
+    """Instance types some `process` queue has capacity of and no live runner serves."""
+    needed = set(
+        QueueCapacity.objects.filter(
+            queue__executor=JobQueue.Executor.PROCESS, instances__gt=0
+        ).values_list("instance_type__name", flat=True)
+    )
+    return sorted(needed - served_instance_types(now=now))
+
+
+def runner_wait_reason(job: Job, *, now: dt.datetime | None = None) -> str:
+    """ "no runner is serving <type>" for a live job of a process queue no runner serves.
+
+    Such a job waits in the broker (or for its turn) until a runner for its instance
+    type starts; the job's page says so instead of waiting silently.
+    """
+    if not job.is_live or job.queue.executor != JobQueue.Executor.PROCESS:
+        return ""
+    itype = job.instance_type.name
+    if itype in served_instance_types(now=now):
+        return ""
+    return f"no runner is serving {itype}"
+
+
+def scheduler_liveness(*, now: dt.datetime | None = None) -> dict:
+    """{"status": "ok" | "late" | "unknown", "last_tick_age_seconds": float | None}."""
+    now = now or timezone.now()
+    try:
+        last = tick_cache().get(TICK_KEY)
+    except Exception:  # noqa: BLE001 - an unreachable cache is reported, not raised
+        logger.exception("cannot read the scheduler's last tick")
+        return {"status": "unknown", "last_tick_age_seconds": None}
+    if last is None:
+        return {"status": "unknown", "last_tick_age_seconds": None}
+    age = max(0.0, now.timestamp() - float(last))
+    period = float(getattr(settings, "SCHEDULER_TICK_SECONDS", 2))
+    late = age > TICK_PERIODS_LATE * period + TICK_SLACK_SECONDS
+    return {"status": "late" if late else "ok", "last_tick_age_seconds": round(age, 1)}
+
+
+def system_health(*, now: dt.datetime | None = None) -> dict:
+    """What `/healthz/` reports once the database answered.
+
+    "degraded" (still served with 200: the product works, some jobs cannot run) when
+    the scheduler is not ticking or an instance type of a process queue has no live
+    runner. Runner names and hosts are left out: the endpoint needs no login.
+    """
+    now = now or timezone.now()
+    scheduler = scheduler_liveness(now=now)
+    without = instance_types_without_runner(now=now)
+    degraded = scheduler["status"] != "ok" or bool(without)
+    return {
+        "status": "degraded" if degraded else "ok",
+        "database": "ok",
+        "scheduler": scheduler,
+        "runners": {
+            "live": live_runners(now=now).count(),
+            "instance_types_without_runner": without,
+        },
+    }

@@ -14,8 +14,8 @@ from dataclasses import replace
 
 from rest_framework import serializers
 
-from governance.api.serializers import ErrorSerializer
 from governance.models import InstanceType, JobQueue, QuotaShare, UrgencyDefinition
+from governance.policy.serializers import ErrorSerializer
 from scheduler.models import Job, JobDefinition, JobDefinitionRevision, JobEvent
 from scheduler.services import job_definitions as definitions
 from scheduler.services.jobs import (

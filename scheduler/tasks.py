@@ -7,7 +7,7 @@
   (simulated jobs finish there, and a lost message is repaired there).
 
 Passes (like what-if runs and exception activations) go to the `interactive` Celery
-queue, which nothing periodic or bulky shares (routes in governance/celery.py), and
+queue, which nothing periodic or bulky shares (routes in config/celery.py), and
 requests for a pass coalesce (`scheduler.services.passes.request_pass`): at most one
 pass message per queue waits, however many submissions arrive.
 - `scheduler.estimate_queue(queue_id)`: the queue's start estimates, forecast again
@@ -18,8 +18,8 @@ pass message per queue waits, however many submissions arrive.
 - `scheduler.run_job(job_id, attempt)`: the process executor's run, routed to the
   Celery queue of the job's instance type; the run is claimed once, under a lease.
 
-Retries: the project's policy (governance.celery.retry_policy: only transient database
-errors, with backoff). Periodic tasks are declared with every other in governance/celery.py.
+Retries: the project's policy (config.celery.retry_policy: only transient database
+errors, with backoff). Periodic tasks are declared with every other in config/celery.py.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-from governance.celery import retry_policy
+from config.celery import retry_policy
 from governance.models import JobQueue
 from scheduler.models import Job
 

@@ -14,7 +14,7 @@ from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from governance import rules
@@ -47,13 +47,6 @@ LIVE_WAITING = 20
 def _require(allowed: bool) -> None:
     if not allowed:
         raise PermissionDenied
-
-
-def _exception_create_url() -> str | None:
-    try:
-        return reverse("exception-create")
-    except NoReverseMatch:
-        return None
 
 
 def job_list(request):
@@ -154,7 +147,7 @@ def job_detail(request, pk: int):
             "decision": decision,
             "needs_decision": needs_decision,
             "decision_form": DecisionForm(user=request.user, job=job) if needs_decision else None,
-            "exception_create_url": _exception_create_url(),
+            "exception_create_url": reverse("exception-create"),
         },
     )
 
@@ -219,9 +212,10 @@ def job_decision(request, pk: int):
     except JobError as error:
         messages.error(request, error.sentence())
         return redirect("job-detail", pk=job.pk)
-    if decision.kind == JobDecision.Kind.EXCEPTION_FILED and _exception_create_url():
+    if decision.kind == JobDecision.Kind.EXCEPTION_FILED:
         # A job that keeps being preempted asks for protection from preemption.
-        return redirect(f"{_exception_create_url()}?kind=PREEMPTION_PROTECTION&jobs={job.pk}")
+        url = reverse("exception-create")
+        return redirect(f"{url}?kind=PREEMPTION_PROTECTION&jobs={job.pk}")
     if decision.new_job is not None:
         messages.success(request, "Resubmitted as a new job.")
         return redirect("job-detail", pk=decision.new_job.pk)

@@ -101,7 +101,7 @@ print(session.session_key, f"{busiest:%Y-%m}", len(months))
 
 def start_gunicorn(env: dict[str, str], port: int, log: Path) -> subprocess.Popen:
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "governance.wsgi"],
+        [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "config.wsgi"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -162,7 +162,7 @@ def main() -> None:
         key, month, months = subprocess.run(
             [sys.executable, "-c", SESSION_CODE],
             cwd=ROOT,
-            env={**env, "DJANGO_SETTINGS_MODULE": "governance.settings"},
+            env={**env, "DJANGO_SETTINGS_MODULE": "config.settings"},
             capture_output=True,
             text=True,
             check=True,

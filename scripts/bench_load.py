@@ -123,7 +123,7 @@ def seed_clients(count: int) -> None:
     import django
 
     sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "governance.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
     from django.contrib.auth.models import Group, User
 
@@ -183,7 +183,7 @@ def seed_clients(count: int) -> None:
 
 def start_gunicorn(args) -> subprocess.Popen:
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "governance.wsgi"],
+        [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "config.wsgi"],
         cwd=ROOT,
         env=server_env(args),
         stdout=subprocess.DEVNULL,

@@ -10,7 +10,9 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.routers import SimpleRouter
 
-from governance.api import signals, views, whatif
+from governance.dashboards import api as signals
+from governance.policy import api as views
+from governance.whatif import api as whatif
 
 router = SimpleRouter()
 router.register("v1/queues", views.QueueViewSet, basename="api-queue")
@@ -24,7 +26,7 @@ router.register("v1/policy-changes", views.PolicyChangeViewSet, basename="api-po
 
 urlpatterns = [
     *router.urls,
-    path("v1/", include("governance.api.policy_code")),
+    path("v1/", include("governance.policy_code.api")),
     path("v1/signals/", signals.SignalsView.as_view(), name="api-signals"),
     path("v1/what-if/", whatif.WhatIfCreateApi.as_view(), name="api-whatif-list"),
     path("v1/what-if/<int:pk>/", whatif.WhatIfDetailApi.as_view(), name="api-whatif-detail"),

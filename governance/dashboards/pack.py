@@ -8,7 +8,7 @@ the pack says what the page says. Files live in the default storage under
 `packs/YYYY-MM/` and are listed from there (no table: the folder is the record).
 
 Beat makes last month's pack on the first of each month and emails it to leadership
-(governance.dashboard_tasks); `pack_make` also runs on demand from the dashboard and
+(governance.dashboards.tasks); `pack_make` also runs on demand from the dashboard and
 `manage.py signals_pack`.
 """
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from governance.dashboards import figures
 from governance.dashboards import formulas as f
 from governance.dashboards.selectors import previous_month
-from governance.templatetags.ui import duration, percent
+from governance.formatting import duration, percent
 
 LOWER, HIGHER = "lower", "higher"
 NO_DIRECTION = None

@@ -2,7 +2,7 @@
 
 `rollups_refresh` recomputes one month from the raw record and replaces its rows in
 one transaction (idempotent: running it twice leaves the same rows). The beat task
-(governance.dashboard_tasks) refreshes the current and the previous month; admins
+(governance.dashboards.tasks) refreshes the current and the previous month; admins
 refresh any month on demand from the dashboard. Rows an older version of the signals
 computed are recomputed when read (`rollups_read`), so a new figure never reads as
 missing.

@@ -38,6 +38,7 @@ from governance.models import (
     Team,
     WhatIfReview,
 )
+from governance.policy.selectors import queue_document, share_document
 from scheduler.adapters import engine_borrow_limit
 from scheduler.engine.stats import nearest_rank
 from scheduler.executors import simulated_speed
@@ -790,8 +791,6 @@ def empty_signals(*, month: dt.date) -> dict:
 def policy_in_force(*, at: dt.datetime, share_id: int | None = None, queue_id=None) -> dict:
     """What the policy record says a share's policy (`share_document`'s shape), or a
     queue's capacity ({"capacity": {type: instances}}), was at `at` (`_policy_at`)."""
-    from governance.services.policy import queue_document, share_document
-
     if share_id is not None:
         share = QuotaShare.objects.select_related("team").get(pk=share_id)
         current, key = share_document(share), "capacity_limits"

@@ -1,9 +1,9 @@
 """Full-text search of knowledge articles: a GIN expression index on PostgreSQL, an
-FTS5 table kept in step by triggers on SQLite (see governance.search)."""
+FTS5 table kept in step by triggers on SQLite (see governance.knowledge.search)."""
 
 from django.db import migrations
 
-from governance.search import create_search_structures, drop_search_structures
+from governance.knowledge.search import create_search_structures, drop_search_structures
 
 
 class Migration(migrations.Migration):

@@ -4,7 +4,7 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-from governance.search import create_search_structures
+from governance.knowledge.search import create_search_structures
 
 
 def link_decision_records(apps, schema_editor):

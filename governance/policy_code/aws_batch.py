@@ -44,7 +44,7 @@ import re
 from django.conf import settings
 
 from governance.models import JobQueue, QuotaShare
-from governance.models.policy import DEFAULT_PRIORITY_CEILING, MAX_PRIORITY
+from governance.policy.models import DEFAULT_PRIORITY_CEILING, MAX_PRIORITY
 from governance.policy_code import source as read
 from governance.policy_code.live import LiveQueue, live_queue
 from governance.policy_code.model import (

@@ -15,7 +15,8 @@ from governance.models import (
     Team,
     UrgencyDefinition,
 )
-from governance.services.policy import share_document, urgency_document
+from governance.policy.selectors import share_document
+from governance.policy.services import urgency_document
 
 
 @dataclass(frozen=True)

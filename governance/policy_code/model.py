@@ -1,10 +1,11 @@
 """What a parsed policy file says, whatever its format.
 
 Shares and urgency definitions are held in the documents the history records
-(governance.services.policy.share_document / urgency_document), so a plan's diff
-is computed exactly as the history computes it. Each part remembers where it came
-from in the file (`path`, and `fields`: document field -> file field path), so a
-rule broken by the whole policy is reported at the file's own line and field.
+(governance.policy.selectors.share_document, governance.policy.services.
+urgency_document), so a plan's diff is computed exactly as the history computes it.
+Each part remembers where it came from in the file (`path`, and `fields`: document
+field -> file field path), so a rule broken by the whole policy is reported at the
+file's own line and field.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ from __future__ import annotations
 import yaml
 
 from governance.models import JobQueue, QuotaShare, UrgencyDefinition
-from governance.models.policy import DEFAULT_PRIORITY_CEILING, MAX_PRIORITY
+from governance.policy.models import DEFAULT_PRIORITY_CEILING, MAX_PRIORITY
 from governance.policy_code import source as read
 from governance.policy_code.live import live_queue, live_urgencies, teams_named
 from governance.policy_code.model import (

@@ -14,7 +14,7 @@ impact preview is the engine's, for the whole change of each queue.
 
 Applying runs in one transaction: teams and instance types the file needs are created,
 then urgency definitions, queue capacity and shares are written by
-governance.services.policy (validation, optimistic locking against the versions the
+governance.policy.services (validation, optimistic locking against the versions the
 plan read, one history entry per changed object with cause "import" and a reason that
 names the file). Any refusal rolls everything back.
 """
@@ -37,14 +37,10 @@ from governance.models import (
     Team,
     UrgencyDefinition,
 )
-from governance.models.policy import DEFAULT_PRIORITY_CEILING
-from governance.policy_code import aws_sync
-from governance.policy_code.live import LiveQueue, live_queue
-from governance.policy_code.model import KEEP, PolicyFile, QueueSpec, ShareSpec, TeamSpec
-from governance.policy_code.source import FileProblem, Lines, PolicyFileError, Problems
-from governance.services.impact import ImpactLine, policy_impact
-from governance.services.locks import lock_queues_named
-from governance.services.policy import (
+from governance.policy.impact import ImpactLine, policy_impact
+from governance.policy.locks import lock_queues_named
+from governance.policy.models import DEFAULT_PRIORITY_CEILING
+from governance.policy.services import (
     NON_FIELD,
     PolicyError,
     VersionConflict,
@@ -59,6 +55,10 @@ from governance.services.policy import (
     urgency_document,
     urgency_save,
 )
+from governance.policy_code import aws_sync
+from governance.policy_code.live import LiveQueue, live_queue
+from governance.policy_code.model import KEEP, PolicyFile, QueueSpec, ShareSpec, TeamSpec
+from governance.policy_code.source import FileProblem, Lines, PolicyFileError, Problems
 from scheduler.engine import validate_policy
 
 ADDED, CHANGED, REMOVED = "added", "changed", "removed"
@@ -514,7 +514,7 @@ def policy_apply(
 
     A policy file is an admin's edit: with POLICY_CHANGES_NEED_REVIEW each of its changes
     goes through the services as an edit, so each becomes a proposal another admin
-    approves (governance.services.proposals). A proposal is checked against the policy as
+    approves (governance.proposals.services). A proposal is checked against the policy as
     it is, so a file whose changes depend on each other (a new queue, team or instance
     type, or shares that move to a new instance type) is refused then, naming what to
     create or propose first. Without review the file applies at once, as an import."""

@@ -1,15 +1,14 @@
 """Template tags and filters of the one visual language (`{% load ui %}`).
 
 Numbers follow pages.md: instances as integers, GPU-hours with one decimal,
-durations as `2 h 05 m`, percentages without false precision, times in the
-active time zone with UTC on hover. A missing value is shown as an em dash.
+durations as `2 h 05 m`, percentages without false precision (governance.formatting),
+times in the active time zone with UTC on hover. A missing value is shown as an em dash.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import itertools
-import math
 
 from django import template
 from django.utils import timezone
@@ -18,70 +17,19 @@ from django.utils.html import format_html
 from django.utils.text import slugify
 
 from governance import glossary, rules
+from governance.formatting import MISSING, duration, gpu_hours, is_missing, percent
 
 register = template.Library()
-
-MISSING = "—"
 
 # Each rendered term gets its own tooltip id, so a page may show a term twice.
 _term_ids = itertools.count(1)
 
 
-def _is_missing(value) -> bool:
-    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
-
-
-@register.filter
-def duration(seconds) -> str:
-    """Seconds (or a timedelta) as the two largest units: `45 s`, `2 h 05 m`, `3 d 04 h`."""
-    if _is_missing(seconds):
-        return MISSING
-    if isinstance(seconds, dt.timedelta):
-        seconds = seconds.total_seconds()
-    total = round(float(seconds))
-    sign = "-" if total < 0 else ""
-    total = abs(total)
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        text = f"{days} d {hours:02d} h"
-    elif hours:
-        text = f"{hours} h {minutes:02d} m"
-    elif minutes:
-        text = f"{minutes} m {secs:02d} s"
-    else:
-        text = f"{secs} s"
-    return sign + text
-
-
-@register.filter
-def gpu_hours(gpu_seconds) -> str:
-    """GPU-seconds as GPU-hours with one decimal: 44280 -> `12.3`, 4.5e6 -> `1,250.0`."""
-    if _is_missing(gpu_seconds):
-        return MISSING
-    return f"{float(gpu_seconds) / 3600:,.1f}"
-
-
-@register.filter
-def percent(fraction) -> str:
-    """A fraction (0.42) as a whole percentage (`42%`), never claiming more than it knows.
-
-    A small non-zero value is `<1%` rather than `0%`, and a value just short of one is
-    `>99%` rather than `100%`, so "nothing" and "all" are only said when they are true.
-    """
-    if _is_missing(fraction):
-        return MISSING
-    value = float(fraction) * 100
-    sign = "-" if value < 0 else ""
-    magnitude = abs(value)
-    if magnitude == 0:
-        return "0%"
-    if magnitude < 1:
-        return f"{sign}<1%"
-    if 99 < magnitude < 100:
-        return f"{sign}>99%"
-    return f"{sign}{math.floor(magnitude + 0.5)}%"
+# The number formats are plain functions (governance.formatting), shared with code that
+# formats outside templates; here they become the filters `duration`, `gpu_hours`, `percent`.
+register.filter("duration", duration)
+register.filter("gpu_hours", gpu_hours)
+register.filter("percent", percent)
 
 
 @register.inclusion_tag("components/term.html")
@@ -137,7 +85,7 @@ def state_chip(state, label: str = "", borrowed: bool = False):
     Accepts a plain string or a TextChoices member; `borrowed=True` turns a running
     chip amber with "(borrowed)" in its text, so colour is never the only signal.
     """
-    if _is_missing(state):
+    if is_missing(state):
         return MISSING
     text = label or getattr(state, "label", "") or str(state).replace("_", " ").capitalize()
     css = state_class(state, borrowed=borrowed)
@@ -153,7 +101,7 @@ def localtime_tag(value):
     app.js later re-renders the text in the browser's own time zone; the server-side
     text is what prints, and what a browser without JavaScript shows.
     """
-    if _is_missing(value):
+    if is_missing(value):
         return MISSING
     if timezone.is_naive(value):
         value = timezone.make_aware(value)

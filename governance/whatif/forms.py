@@ -1,6 +1,6 @@
 """Forms of the what-if pages. They parse; the rules live in governance.whatif.services.
 
-Draft shares are edited with the share editor's own ShareForm (governance.forms), so
+Draft shares are edited with the share editor's own ShareForm (governance.policy.forms), so
 the fields, their parsing and their messages are the same as for a live share.
 """
 
@@ -11,7 +11,6 @@ import datetime as dt
 from django import forms
 
 from governance.bounds import MAX_TEXT
-from governance.forms import BoundedModelMultipleChoiceField, ShareForm
 from governance.models import (
     ExceptionRequest,
     JobQueue,
@@ -20,6 +19,7 @@ from governance.models import (
     Team,
     WhatIfComparison,
 )
+from governance.policy.forms import BoundedModelMultipleChoiceField, ShareForm
 from governance.whatif import workloads
 
 

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from django.db.models import QuerySet
 
+from governance.formatting import duration, gpu_hours, percent
 from governance.models import WhatIfComparison
-from governance.templatetags.ui import duration, gpu_hours, percent
 from governance.whatif import figures
 from scheduler.adapters import BORROW_UNLIMITED
 

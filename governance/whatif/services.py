@@ -3,7 +3,7 @@ cancel, save and attach, propose, review, apply.
 
 The draft is a document, never live policy: editing it checks the same rules as the
 share editor (the engine's validate_policy on the whole draft, problems mapped to
-fields by governance.services.policy), and only `comparison_apply` changes the queue,
+fields by governance.policy.services), and only `comparison_apply` changes the queue,
 through `share_update`, which records the history. Run state changes are conditional
 UPDATEs, so a task delivered twice, or a cancel racing the finish, happens once.
 """
@@ -20,6 +20,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from config.celery import task
 from governance import rules
 from governance.errors import InvalidInput, WrongState
 from governance.models import (
@@ -33,15 +34,14 @@ from governance.models import (
     WhatIfComparison,
     WhatIfReview,
 )
-from governance.services.policy import (
+from governance.policy.selectors import queue_document, share_document
+from governance.policy.services import (
     NON_FIELD,
     ShareData,
     VersionConflict,
     _data_document,
     history_entry,
-    queue_document,
     share_data_from_document,
-    share_document,
     share_update,
     share_validate_in_policy,
 )
@@ -365,8 +365,6 @@ def comparison_set_workload(
 def comparison_run(*, actor, comparison: WhatIfComparison) -> WhatIfComparison:
     """Queue a run of both policies (the task is enqueued after commit)."""
     rules.require(actor, "whatif.use")
-    from governance.whatif.tasks import run_comparison
-
     if not comparison.workload_jobs:
         raise InvalidInput({"workload": ["the workload has no jobs: choose another period"]})
     with transaction.atomic():
@@ -386,7 +384,7 @@ def comparison_run(*, actor, comparison: WhatIfComparison) -> WhatIfComparison:
             )
         )
         if claimed:
-            transaction.on_commit(lambda: run_comparison.delay(comparison.pk))
+            transaction.on_commit(lambda: task("governance.whatif.run").delay(comparison.pk))
     comparison.refresh_from_db()
     return comparison
 

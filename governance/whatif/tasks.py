@@ -1,5 +1,5 @@
-"""The what-if run as one Celery task (import this module from governance/tasks.py so
-the worker registers it: Celery autodiscovers only `<app>.tasks`).
+"""The what-if run as one Celery task, `governance.whatif.run` (every process
+registers it: GovernanceConfig.ready; comparison_run enqueues it by that name).
 
 Thin and idempotent: it takes the comparison's id and claims the run with a
 conditional UPDATE (QUEUED -> RUNNING), so a second delivery does nothing. A replay

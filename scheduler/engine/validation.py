@@ -146,13 +146,6 @@ def _unknown_fields(problems: list[Problem], obj: Mapping, allowed: set[str], pa
         problems.append(Problem(f"{path}.{key}" if path else key, "unknown field"))
 
 
-def _check_object(problems: list[Problem], value: Any, path: str) -> bool:
-    if isinstance(value, dict):
-        return True
-    problems.append(Problem(path, "must be an object"))
-    return False
-
-
 def check_capacity(capacity: Any, path: str) -> list[Problem]:
     """Problems of a queue capacity map (1 to 5 instance types, each with at least 1)."""
     problems: list[Problem] = []

@@ -1,7 +1,7 @@
 """Executors make the engine's decisions happen to jobs; one is chosen per queue.
 
 - `simulated`: no process runs; a job's work follows the model of
-  `scheduler.services.work` on an accelerated clock, and a pass finishes the jobs
+  `scheduler.work` on an accelerated clock, and a pass finishes the jobs
   whose modelled work is done (`due_finishes`).
 - `process`: a Celery worker serving the job's instance type (a runner) runs the
   job's definition as a sandboxed subprocess (`scheduler.executors.process`) under a
@@ -19,10 +19,11 @@ import datetime as dt
 
 from django.conf import settings
 
+from config.celery import task
 from governance.models import JobQueue
 from scheduler.adapters import epoch_column, fetch_rows, seconds_of
 from scheduler.models import Job
-from scheduler.services.work import finish_at, modelled_progress, saved_progress
+from scheduler.work import finish_at, modelled_progress, saved_progress
 
 
 def simulated_speed() -> float:
@@ -97,10 +98,10 @@ class ProcessExecutor:
         return job.progress
 
     def started(self, jobs: list[tuple[int, int, str]]) -> None:
-        from scheduler import tasks
-
         for job_id, attempt, instance_type in jobs:
-            tasks.run_job.apply_async(args=(job_id, attempt), queue=instances_queue(instance_type))
+            task("scheduler.run_job").apply_async(
+                args=(job_id, attempt), queue=instances_queue(instance_type)
+            )
 
 
 _EXECUTORS = {

@@ -25,6 +25,7 @@ import threading
 from celery import signals
 
 from scheduler.executors import process
+from scheduler.liveness import runner_beat_seconds
 from scheduler.services import runners
 
 logger = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ class _Registration:
     def loop(self) -> None:
         from django.db import connection
 
-        interval = runners.runner_beat_seconds()
+        interval = runner_beat_seconds()
         first = True
         while True:
             try:

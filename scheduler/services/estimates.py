@@ -47,6 +47,7 @@ from django.db import connection, transaction
 from django.db.models import Count, Max, Sum
 from django.utils import timezone
 
+from config.celery import task
 from governance.models import CapacityLimit, JobQueue, QueueCapacity
 from scheduler.adapters import (
     engine_id,
@@ -821,8 +822,6 @@ def request_estimates(queue_id: int, *, read: bool = False) -> None:
 
 
 def send_estimates(queue_id: int, *, read: bool = False, wait: float = 0.0) -> None:
-    from scheduler import tasks
-
     key = _key(queue_id) + ":asked"
     kind = "read" if read else "change"
     if not cache.add(key, kind, REQUEST_STALE):
@@ -835,7 +834,7 @@ def send_estimates(queue_id: int, *, read: bool = False, wait: float = 0.0) -> N
         _, _, finished, spent = header
         countdown = min(10.0, max(wait, finished + spent - time.time()))
     try:
-        tasks.estimate_queue.apply_async((queue_id,), countdown=countdown or None)
+        task("scheduler.estimate_queue").apply_async((queue_id,), countdown=countdown or None)
     except Exception:  # noqa: BLE001 - any broker failure: the next read asks again
         cache.delete(key)
         logger.exception("could not enqueue the estimates of queue %s", queue_id)

@@ -27,11 +27,11 @@ from django.utils import timezone
 from governance import rules
 from governance.errors import Conflict, InvalidInput
 from governance.models import InstanceType, JobQueue, QueueCapacity, QuotaShare, UrgencyDefinition
-from governance.services.locks import lock_queue
-from governance.services.priorities import job_priority_refusal
+from governance.policy.locks import lock_queue
+from governance.policy.priorities import job_priority_refusal
+from scheduler import work
 from scheduler.executors import executor_for
 from scheduler.models import Job, JobDecision, JobDefinition, JobDefinitionRevision, JobEvent
-from scheduler.services import work
 from scheduler.services.job_definitions import BOUNDS, parameters_resolve
 from scheduler.services.passes import finish_due, request_pass
 
@@ -40,14 +40,6 @@ MAX_BULK = 5000
 MAX_CLIENT_TOKEN = 64
 MAX_RETRIES = 10_000
 NON_FIELD = "non_field_errors"
-# Failures that need a person to decide what happens next (the "needs a decision" list).
-NEEDS_DECISION_CAUSES = (
-    "retries_exhausted",
-    "time_limit",
-    "exit_code",
-    "wall_clock_limit",
-    "runner_refused",
-)
 # A submission racing another with the same client token loses at the unique
 # constraint and, on its next try, finds the winner's job.
 TOKEN_TRIES = 3
@@ -601,7 +593,7 @@ def job_decide(
             .select_related("share__queue", "instance_type", "definition_revision__definition")
             .get(pk=job_id)
         )
-        if job.state != Job.State.FAILED or job.reason not in NEEDS_DECISION_CAUSES:
+        if job.state != Job.State.FAILED or job.reason not in Job.NEEDS_DECISION_CAUSES:
             raise JobError({NON_FIELD: ["only a failed job that needs a decision can have one"]})
         if JobDecision.objects.filter(job=job).exists():
             raise JobError({NON_FIELD: ["a decision on this job was already recorded"]})

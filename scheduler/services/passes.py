@@ -1,6 +1,6 @@
 """The scheduling pass of one queue: load state, run the engine, apply its decisions.
 
-One writer per queue: a pass holds the queue's row lock (governance.services.locks)
+One writer per queue: a pass holds the queue's row lock (governance.policy.locks)
 from reading the jobs to writing the decisions, so two passes never hand
 out the same capacity. Everything a pass changes is written in that one transaction:
 a pass that crashes halfway leaves the database as it was. Executors are told after
@@ -25,8 +25,10 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from config.celery import task
 from governance.models import JobQueue
-from governance.services.locks import lock_queue
+from governance.policy.locks import lock_queue
+from scheduler import work
 from scheduler.adapters import (
     PAGE,
     SETTLED_REASONS,
@@ -44,7 +46,6 @@ from scheduler.engine.scheduling import schedule_fed
 from scheduler.engine.types import BLOCKED_BEHIND_HEAD, MISCONFIGURATION_REASONS
 from scheduler.executors import executor_for
 from scheduler.models import Job, JobEvent, QueuePassState
-from scheduler.services import work
 
 logger = logging.getLogger(__name__)
 
@@ -123,12 +124,10 @@ def request_pass(queue_id: int) -> None:
 
 def send_pass(queue_id: int) -> None:
     """Enqueue a pass of the queue now, unless one is waiting already (see request_pass)."""
-    from scheduler import tasks
-
     if not claim_pass_request(queue_id):
         return
     try:
-        tasks.run_pass.delay(queue_id)
+        task("scheduler.run_pass").delay(queue_id)
     except Exception:  # noqa: BLE001 - any broker failure; the tick repairs it
         pass_request_taken(queue_id)
         logger.exception("could not enqueue a pass of queue %s", queue_id)

@@ -26,13 +26,13 @@ from django.db.models import Q
 from django.utils import timezone
 
 from governance.models import InstanceType, JobQueue
-from governance.services.locks import lock_queue
+from governance.policy.locks import lock_queue
+from scheduler import work
 from scheduler.executors import executor_for
+from scheduler.liveness import served_instance_types
 from scheduler.models import Job, JobEvent
-from scheduler.services import work
 from scheduler.services.jobs import locked_live_job
 from scheduler.services.passes import DECIDED_FIELDS, request_pass
-from scheduler.services.runners import served_instance_types
 
 # Causes a run ends with besides an exit code (FAILED) or that put it back (REQUEUED).
 WALL_CLOCK_LIMIT = "wall_clock_limit"  # FAILED: it ran longer than its definition allows

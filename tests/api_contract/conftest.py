@@ -16,7 +16,8 @@ from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 
 from governance.models import ExceptionRequest, KnowledgeArticle, QuotaShare, Team
-from governance.services.policy import share_data_from_document, share_document, share_update
+from governance.policy.selectors import share_document
+from governance.policy.services import share_data_from_document, share_update
 from tests.api_contract.summary import RESPONSES
 from tests.factories import JobFactory, UrgencyDefinitionFactory, UserFactory, aws_sample_queue
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.utils import timezone
 from playwright.sync_api import expect
 
@@ -28,15 +28,6 @@ document.addEventListener("securitypolicyviolation", (event) => {
   window.__cspViolations.push(event.violatedDirective + " " + event.blockedURI);
 });
 """
-
-
-@pytest.fixture(autouse=True)
-def full_urls():
-    for name in ("dashboard", "whatif-detail"):
-        try:
-            reverse(name, args=[1]) if name == "whatif-detail" else reverse(name)
-        except NoReverseMatch:
-            pytest.fail(f"the product's URLs have no {name!r}")
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
-from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from playwright.sync_api import expect
 
@@ -21,14 +20,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 PASSWORD = "pw-for-tests-1"
 CHARTS = ("capacity", "turnaround", "waiting", "lost", "recovery", "policy", "trend")
-
-
-@pytest.fixture(autouse=True)
-def dashboard_urls(settings):
-    try:
-        reverse("dashboard")
-    except NoReverseMatch:
-        settings.ROOT_URLCONF = "tests.governance.dashboards.urls"
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from demo.knowledge import seed_knowledge
+from governance.exceptions.services import exception_request_expire
 from governance.models import ExceptionOwner, ExceptionRequest, InstanceType, PolicyChange
-from governance.services.exceptions import exception_request_expire
 from scheduler.models import Job
 from tests.factories import JobFactory, UrgencyDefinitionFactory, aws_sample_queue
 

@@ -17,9 +17,9 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from demo.knowledge import seed_knowledge
+from governance.exceptions import services as exception_services
+from governance.knowledge.services import ArticleData, article_create
 from governance.models import ExceptionOwner, InstanceType, KnowledgeArticle, QuotaShare
-from governance.services import exceptions as exception_services
-from governance.services.knowledge import ArticleData, article_create
 from tests.browser.test_dashboard_journey import CHARTS, two_months  # noqa: F401
 from tests.factories import UrgencyDefinitionFactory, UserFactory, aws_sample_queue
 

@@ -12,7 +12,7 @@ import pytest
 from django.db import transaction
 from playwright.sync_api import expect
 
-from governance.celery import app
+from config.celery import app
 from governance.models import QuotaShare
 from scheduler.models import Job
 from scheduler.services.jobs import JobData, job_submit

@@ -5,25 +5,17 @@ reads the results and applies the draft. axe checks every page on the way."""
 from __future__ import annotations
 
 import pytest
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from playwright.sync_api import expect
 
 from governance.models import PolicyChange, QuotaShare, WhatIfComparison
 from governance.whatif import services, tasks
 from tests.factories import UserFactory, aws_sample_queue
-from tests.governance.whatif.conftest import WHATIF_URLS, record_jobs
+from tests.governance.whatif.conftest import record_jobs
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 PASSWORD = "pw-for-tests-1"
-
-
-@pytest.fixture(autouse=True)
-def whatif_urls(settings):
-    try:
-        reverse("whatif-list")
-    except NoReverseMatch:
-        settings.ROOT_URLCONF = WHATIF_URLS
 
 
 @pytest.fixture

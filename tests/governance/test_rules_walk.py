@@ -30,10 +30,11 @@ from rest_framework.test import APIClient
 
 from governance import rules
 from governance.dashboards.csv import DATASETS
+from governance.exceptions import services as exception_services
+from governance.knowledge.services import ArticleData, article_create
 from governance.models import ExceptionOwner, ExceptionRequest, InstanceType, PolicyChange
-from governance.services import exceptions as exception_services
-from governance.services.knowledge import ArticleData, article_create
-from governance.services.policy import share_data_from_document, share_document, share_update
+from governance.policy.selectors import share_document
+from governance.policy.services import share_data_from_document, share_update
 from governance.whatif import services as whatif_services
 from scheduler.models import Job
 from scheduler.services.job_definitions import DefinitionData, definition_register

@@ -10,6 +10,14 @@ from django.utils import timezone
 
 from governance import rules
 from governance.errors import InvalidInput, WrongState
+from governance.exceptions import services as exception_services
+from governance.knowledge.selectors import article_search
+from governance.knowledge.services import (
+    ArticleData,
+    article_create,
+    article_delete,
+    article_update,
+)
 from governance.models import (
     ExceptionOwner,
     ExceptionRequest,
@@ -19,25 +27,17 @@ from governance.models import (
     PolicyProposal,
     QuotaShare,
 )
-from governance.selectors.knowledge import article_search
-from governance.services import exceptions as exception_services
-from governance.services import proposals
-from governance.services.knowledge import (
-    ArticleData,
-    article_create,
-    article_delete,
-    article_update,
-)
-from governance.services.policy import (
+from governance.policy.priorities import job_priority_refusal
+from governance.policy.selectors import share_document
+from governance.policy.services import (
     PolicyError,
     policy_change_revert,
     queue_set_capacity,
     share_data_from_document,
-    share_document,
     share_update,
     urgency_save,
 )
-from governance.services.priorities import job_priority_refusal
+from governance.proposals import services as proposals
 from tests.factories import JobFactory, UrgencyDefinitionFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -119,7 +119,7 @@ def test_an_owner_outside_the_team_decides(filed, owner, lead_owner):
 
 
 def test_the_decision_queue_and_notices_leave_out_who_may_not_decide(filed, owner, lead_owner):
-    from governance.selectors.exceptions import decision_queue, request_owners
+    from governance.exceptions.selectors import decision_queue, request_owners
 
     assert list(decision_queue(user=lead_owner)) == []
     assert list(decision_queue(user=owner)) == [filed]

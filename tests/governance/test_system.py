@@ -38,7 +38,7 @@ def test_without_a_secret_key_a_random_one_is_kept_locally(tmp_path):
     env["VAR_DIR"] = str(tmp_path)
     code = "from django.conf import settings; print(settings.SECRET_KEY)"
     run = [sys.executable, "-c", f"import django; django.setup(); {code}"]
-    env["DJANGO_SETTINGS_MODULE"] = "governance.settings"
+    env["DJANGO_SETTINGS_MODULE"] = "config.settings"
     first = subprocess.run(run, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     second = subprocess.run(run, cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     assert first.stdout == second.stdout

@@ -57,7 +57,7 @@ def test_a_typed_window_is_read_in_the_users_zone(client_of):
     """The form parses in the active zone: 09:00 typed in Tokyo is 00:00 UTC."""
     from django.utils import timezone
 
-    from governance.forms_exceptions import StorableDateTimeField
+    from governance.exceptions.forms import StorableDateTimeField
 
     with timezone.override(zoneinfo.ZoneInfo("Asia/Tokyo")):
         moment = StorableDateTimeField().clean("2030-01-02T09:00")

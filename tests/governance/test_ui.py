@@ -12,8 +12,8 @@ from django.test import RequestFactory, override_settings
 from django.utils import timezone
 
 from governance import context_processors, glossary
+from governance.formatting import duration, gpu_hours, percent
 from governance.permissions import ADMINS, EXCEPTION_OWNERS, LEADERSHIP, TEAM_LEADS
-from governance.templatetags.ui import duration, gpu_hours, percent
 
 UI_URLS = "tests.governance.ui_urls"
 
@@ -128,6 +128,13 @@ def test_glossary_explains_every_term_the_pages_use():
 @pytest.mark.parametrize("spelling", ["Borrow limit", "borrow_limit", " borrow  limit "])
 def test_explain_matches_loosely(spelling):
     assert glossary.explain(spelling) == glossary.GLOSSARY["borrow limit"]
+
+
+def test_the_borrow_limit_is_explained_as_a_percent_of_the_limit():
+    # The engine's cap is floor(limit * borrow_limit / 100), -1 unlimited (engine/quota.py).
+    text = glossary.GLOSSARY["borrow limit"]
+    assert text.startswith("A percent of the share's own limit, not a number of instances")
+    assert "-1: unlimited" in text
 
 
 def test_explain_tells_lend_and_borrow_from_lend():

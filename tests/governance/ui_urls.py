@@ -1,7 +1,7 @@
 """A test URLconf for the UI shell: login/logout as in governance/urls.py, and
 stand-ins for the pages of the top bar.
 
-It does not include governance.urls, so the shell's tests neither depend on nor
+It does not include config.urls, so the shell's tests neither depend on nor
 change with the pages other work adds there. Every navigation URL name resolves here
 except `whatif-list`, so tests can see both a shown entry and an omitted one. Each
 stand-in renders one sample page that extends base.html and uses every shared

@@ -1,4 +1,4 @@
-"""Celery conventions, declared once in governance/celery.py: every periodic task in one
+"""Celery conventions, declared once in config/celery.py: every periodic task in one
 beat schedule, one retry policy, and no other module declaring either."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from celery.schedules import crontab
 from django.db import OperationalError
 
 import demo.tasks
-import governance.tasks
+import governance.dashboards.tasks
+import governance.exceptions.tasks
 import scheduler.tasks
-from governance.celery import app, beat_schedule, retry_policy
-from governance.services.policy import VersionConflict
+from config.celery import app, beat_schedule, retry_policy
+from governance.policy.services import VersionConflict
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("accounts", "demo", "governance", "scheduler")
@@ -54,17 +55,17 @@ def test_retrying_tasks_use_the_one_policy():
         scheduler.tasks.run_pass: fast,
         scheduler.tasks.estimate_queue: fast,
         scheduler.tasks.sweep: fast,
-        governance.tasks.activate_exception: retry_policy(VersionConflict),
-        governance.tasks.expire_exception: retry_policy(VersionConflict),
-        governance.tasks.sweep_exceptions: retry_policy(VersionConflict),
-        governance.tasks.dashboard_tasks.refresh_rollups: patient,
-        governance.tasks.dashboard_tasks.monthly_pack: patient,
+        governance.exceptions.tasks.activate_exception: retry_policy(VersionConflict),
+        governance.exceptions.tasks.expire_exception: retry_policy(VersionConflict),
+        governance.exceptions.tasks.sweep_exceptions: retry_policy(VersionConflict),
+        governance.dashboards.tasks.refresh_rollups: patient,
+        governance.dashboards.tasks.monthly_pack: patient,
     }
     for task, policy in tasks.items():
         for option, value in policy.items():
             assert getattr(task, option) == value, (task.name, option)
         assert OperationalError in task.autoretry_for
-    assert VersionConflict in governance.tasks.activate_exception.autoretry_for
+    assert VersionConflict in governance.exceptions.tasks.activate_exception.autoretry_for
     assert demo.tasks.demo_traffic.name == "scheduler.demo_traffic"
 
 
@@ -73,7 +74,7 @@ def test_no_other_module_declares_periodic_tasks_or_retry_options():
     offenders = []
     for package in SOURCES:
         for path in (ROOT / package).rglob("*.py"):
-            if path == ROOT / "governance" / "celery.py" or "migrations" in path.parts:
+            if path == ROOT / "config" / "celery.py" or "migrations" in path.parts:
                 continue
             tree = ast.parse(path.read_text(), filename=str(path))
             for node in ast.walk(tree):

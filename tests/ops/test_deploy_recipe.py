@@ -49,7 +49,7 @@ def test_env_example_lists_every_variable_settings_read():
     """style.md rule 8: .env.example lists them all (settings and gunicorn.conf.py)."""
     import re
 
-    source = (ROOT / "governance" / "settings.py").read_text()
+    source = (ROOT / "config" / "settings.py").read_text()
     source += (ROOT / "gunicorn.conf.py").read_text()
     read = set(re.findall(r'(?:env_\w+|_per_minute)\(\s*"([A-Z0-9_]+)"', source))
     listed = set(dotenv_values(ROOT / ".env.example"))
@@ -93,7 +93,7 @@ def test_empty_values_mean_the_defaults(tmp_path):
         DATABASE_CONN_MAX_AGE="",
         DJANGO_TIME_ZONE="",
         DATABASE_URL=f"postgres://postgres@127.0.0.1:5432/unused-{tmp_path.name}",
-        DJANGO_SETTINGS_MODULE="governance.settings",
+        DJANGO_SETTINGS_MODULE="config.settings",
     )
     result = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True

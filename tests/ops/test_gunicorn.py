@@ -133,7 +133,7 @@ def test_an_invalid_value_stops_start_up_naming_it():
             "-c",
             "gunicorn.conf.py",
             "--check-config",
-            "governance.wsgi",
+            "config.wsgi",
         ],
         cwd=ROOT,
         env=gunicorn_env(GUNICORN_THREADS="many"),

@@ -68,7 +68,7 @@ def test_the_browsable_api_is_on_when_debugging(tmp_path):
         "import django; django.setup(); from django.conf import settings; "
         "print(settings.REST_FRAMEWORK['DEFAULT_RENDERER_CLASSES'])"
     )
-    env = {**os.environ, "DJANGO_DEBUG": "1", "DJANGO_SETTINGS_MODULE": "governance.settings"}
+    env = {**os.environ, "DJANGO_DEBUG": "1", "DJANGO_SETTINGS_MODULE": "config.settings"}
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
@@ -92,7 +92,7 @@ def test_a_403_is_logged_as_one_line_without_a_traceback(client, outsider):
 
 
 def test_a_500_keeps_its_traceback():
-    from governance.logfilters import ClientErrorWithoutTraceback
+    from config.logfilters import ClientErrorWithoutTraceback
 
     try:
         raise RuntimeError("boom")

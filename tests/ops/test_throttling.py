@@ -24,7 +24,7 @@ def client_for(user) -> APIClient:
 
 
 def test_defaults_are_the_issue_s_figures(settings):
-    from governance.settings import REST_FRAMEWORK
+    from config.settings import REST_FRAMEWORK
 
     assert REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] == {
         "read": "1200/min",
@@ -74,7 +74,7 @@ def test_a_rate_of_none_turns_the_throttle_off(rates, team_lead):
 def test_the_redis_cache_shares_one_client_between_operations(settings):
     from django.core.cache import caches
 
-    assert settings.CACHES["default"]["BACKEND"] == "governance.cache.SharedClientRedisCache"
+    assert settings.CACHES["default"]["BACKEND"] == "config.cache.SharedClientRedisCache"
     cache = caches["default"]
     cache.set("ops-probe", {"n": 1}, 5)
     assert cache.get("ops-probe") == {"n": 1}

@@ -11,8 +11,8 @@ import pytest
 from django.utils import timezone
 
 from governance.models import QuotaShare
-from governance.services import impact
-from governance.services.policy import share_document
+from governance.policy import impact
+from governance.policy.selectors import share_document
 from governance.whatif import services as whatif
 from governance.whatif.compare import scenario_for
 from scheduler.adapters import BORROW_UNLIMITED, engine_id, queue_policy, queue_state

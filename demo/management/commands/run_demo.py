@@ -58,7 +58,7 @@ class Command(BaseCommand):
         env = {
             **os.environ,
             **mail,
-            "DJANGO_SETTINGS_MODULE": "governance.settings",
+            "DJANGO_SETTINGS_MODULE": "config.settings",
             # Beat keeps jobs flowing through aws-sample: borrowing, reclaim, recovery.
             "DEMO_TRAFFIC": os.environ.get("DEMO_TRAFFIC", "1"),
         }
@@ -66,7 +66,7 @@ class Command(BaseCommand):
         commands = {
             "web": [
                 str(bin_dir / "gunicorn"),
-                "governance.wsgi",
+                "config.wsgi",
                 "--bind",
                 f"{host}:{port}",
                 "--workers",
@@ -77,11 +77,11 @@ class Command(BaseCommand):
                 "-",
             ],
             # Work someone waits for (passes, what-if runs, exception activations) has
-            # a worker of its own; periodic and demo work another (governance.celery).
+            # a worker of its own; periodic and demo work another (config.celery).
             "worker": [
                 str(bin_dir / "celery"),
                 "-A",
-                "governance",
+                "config",
                 "worker",
                 "--hostname",
                 "scheduler@%h",
@@ -95,7 +95,7 @@ class Command(BaseCommand):
             "background": [
                 str(bin_dir / "celery"),
                 "-A",
-                "governance",
+                "config",
                 "worker",
                 "--hostname",
                 "background@%h",
@@ -112,7 +112,7 @@ class Command(BaseCommand):
             "runner": [
                 str(bin_dir / "celery"),
                 "-A",
-                "governance",
+                "config",
                 "worker",
                 "--hostname",
                 "runner@%h",
@@ -128,7 +128,7 @@ class Command(BaseCommand):
             "beat": [
                 str(bin_dir / "celery"),
                 "-A",
-                "governance",
+                "config",
                 "beat",
                 "--loglevel",
                 "INFO",

@@ -322,7 +322,7 @@ class Command(BaseCommand):
         if not getattr(settings, "REDIS_URL", ""):
             self.stdout.write("submission to start: skipped (needs REDIS_URL: real workers)")
             return
-        from governance.celery import app
+        from config.celery import app
 
         app.control.purge()
         revision = JobDefinition.objects.get(queues=queue).revisions.order_by("-revision").first()
@@ -353,9 +353,9 @@ class Command(BaseCommand):
                     proc.wait()
 
     def _start_workers(self, count: int) -> list[subprocess.Popen]:
-        from governance.celery import app
+        from config.celery import app
 
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "governance.settings"}
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"}
         procs, names = [], []
         for number in range(count):
             name = f"bench{number}-{uuid.uuid4().hex[:6]}"
@@ -367,7 +367,7 @@ class Command(BaseCommand):
                         "-m",
                         "celery",
                         "-A",
-                        "governance",
+                        "config",
                         "worker",
                         "--loglevel=WARNING",
                         "--concurrency=1",

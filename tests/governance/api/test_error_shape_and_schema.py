@@ -9,7 +9,7 @@ from drf_spectacular.generators import SchemaGenerator
 from governance.api.errors import exception_handler, server_error
 from governance.api.schema import CONFLICT_SCHEMA, ERROR_SCHEMA
 from governance.bounds import MAX_ID
-from governance.services.policy import BORROW_LIMIT_MAX
+from governance.policy.services import BORROW_LIMIT_MAX
 from tests.factories import InstanceTypeFactory, QueueCapacityFactory, UrgencyDefinitionFactory
 
 

@@ -8,7 +8,8 @@ admins and exception owners; anonymous clients get 401, users without a role
 import pytest
 
 from governance.models import PolicyChange, QuotaShare
-from governance.services.policy import share_data_from_document, share_document, share_update
+from governance.policy.selectors import share_document
+from governance.policy.services import share_data_from_document, share_update
 from tests.factories import InstanceTypeFactory, TeamFactory, UrgencyDefinitionFactory
 
 ROLES = ["admin", "team_lead", "exception_owner", "leadership", "outsider", "anonymous"]

@@ -6,7 +6,8 @@ page count, the rows, and one per prefetched relation.
 
 import pytest
 
-from governance.services.policy import share_data_from_document, share_document, share_update
+from governance.policy.selectors import share_document
+from governance.policy.services import share_data_from_document, share_update
 from tests.factories import (
     CapacityLimitFactory,
     InstanceTypeFactory,

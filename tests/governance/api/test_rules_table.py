@@ -8,6 +8,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from governance.exceptions import services as exception_services
 from governance.models import (
     ExceptionOwner,
     ExceptionRequest,
@@ -16,7 +17,6 @@ from governance.models import (
     PolicyChange,
     QuotaShare,
 )
-from governance.services import exceptions as exception_services
 from tests.factories import UrgencyDefinitionFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -1,5 +1,5 @@
 """Fixtures of the dashboard tests: a scenario simulated and loaded into the database
-with the loader the history replay uses, and the dashboard's URLs."""
+with the loader the history replay uses."""
 
 from __future__ import annotations
 
@@ -7,24 +7,12 @@ import datetime as dt
 import json
 from pathlib import Path
 
-import pytest
-from django.urls import NoReverseMatch, reverse
-
 from demo.history import queue_for_scenario, result_load
 from scheduler.engine import load_scenario, result_to_json, simulate
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"
 # A Monday: a short scenario stays within March 2025.
 ORIGIN = dt.datetime(2025, 3, 3, tzinfo=dt.UTC)
-
-
-@pytest.fixture(autouse=True)
-def dashboard_urls(settings):
-    """Serve the dashboard's URLs even before governance/urls.py includes them."""
-    try:
-        reverse("dashboard")
-    except NoReverseMatch:
-        settings.ROOT_URLCONF = "tests.governance.dashboards.urls"
 
 
 def scenario_document(name: str) -> dict:

@@ -18,11 +18,12 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 from pypdf import PdfReader
 
-from governance.celery import app
+from config.celery import app
 from governance.dashboards.csv import DATASETS
 from governance.dashboards.pack import pack_make, pack_send_once, packs_list
 from governance.dashboards.rollups import rollups_refresh
 from governance.dashboards.selectors import rollup_scope
+from governance.formatting import percent
 from governance.models import (
     ExceptionEvent,
     ExceptionRequest,
@@ -31,7 +32,6 @@ from governance.models import (
     PolicyProposal,
     QuotaShare,
 )
-from governance.templatetags.ui import percent
 from tests.factories import UrgencyDefinitionFactory, UserFactory
 from tests.governance.dashboards.conftest import load_into_db
 from tests.governance.dashboards.test_signals import A_ORIGIN, APRIL, LEND_BORROW, MARCH
@@ -187,8 +187,6 @@ def test_beat_emails_last_months_pack_to_leadership_once(april):
 
 
 def test_the_pack_is_scheduled_on_the_first_of_the_month():
-    import governance.tasks  # noqa: F401  (what Celery's autodiscovery loads)
-
     entry = app.conf.beat_schedule["dashboard-monthly-pack"]
     assert entry["task"] == "governance.dashboard.monthly_pack"
     assert entry["schedule"] == crontab(minute=0, hour=6, day_of_month=1)

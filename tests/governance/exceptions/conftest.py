@@ -9,8 +9,8 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from governance.exceptions.services import RequestData, exception_request_create
 from governance.models import ExceptionOwner, ExceptionRequest, InstanceType
-from governance.services.exceptions import RequestData, exception_request_create
 from scheduler.models import Job
 from tests.factories import JobFactory, UrgencyDefinitionFactory, UserFactory
 

@@ -11,10 +11,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from governance import tasks
-from governance.celery import app
+from config.celery import app
+from governance.exceptions import services, tasks
 from governance.models import ExceptionRequest
-from governance.services import exceptions as services
 from tests.scheduler.live.conftest import start_worker, wait_for, worker_env  # noqa: F401
 
 State = ExceptionRequest.State

@@ -5,10 +5,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from governance import tasks
+from governance.exceptions import services, tasks
 from governance.models import ExceptionRequest, PolicyChange
-from governance.services import exceptions as services
-from governance.services.policy import share_data_from_document, share_document, share_update
+from governance.policy.selectors import share_document
+from governance.policy.services import share_data_from_document, share_update
 from governance.signals import policy_changed
 from scheduler.models import Job
 
@@ -158,7 +158,7 @@ def test_expiry_takes_back_only_the_exceptions_delta(scene, admin):
 def test_an_exception_beyond_the_queue_capacity_cannot_take_effect(scene, admin):
     request = approved_capacity(scene, extra=2)  # 1 + 2 = 3: fits the queue's 3
     # The queue shrinks before the window starts.
-    from governance.services.policy import queue_set_capacity
+    from governance.policy.services import queue_set_capacity
 
     scene.queue.refresh_from_db()
     # Other shares keep their limit of 1 each, so the queue can go down to 2.
@@ -218,7 +218,7 @@ def test_protection_sets_protected_until_and_expiry_clears_it(scene):
 
 
 def test_the_beat_schedule_declares_the_sweep():
-    from governance.celery import app
+    from config.celery import app
 
     entry = app.conf.beat_schedule["exceptions-sweep"]
     assert entry["task"] == "governance.exceptions.sweep"

@@ -2,8 +2,8 @@
 
 import pytest
 
+from governance.exceptions.services import exception_impact
 from governance.models import ExceptionRequest
-from governance.services.exceptions import exception_impact
 from scheduler.models import Job
 from tests.factories import JobFactory
 

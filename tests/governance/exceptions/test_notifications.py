@@ -6,7 +6,7 @@ import pytest
 from django.core import mail
 
 from governance.errors import InvalidInput
-from governance.services import exceptions as services
+from governance.exceptions import services
 
 pytestmark = pytest.mark.django_db
 

@@ -6,8 +6,8 @@ from datetime import timedelta
 import pytest
 
 from governance.errors import InvalidInput, Refused
+from governance.exceptions import services
 from governance.models import ExceptionOwner, ExceptionRequest
-from governance.services import exceptions as services
 from tests.factories import UserFactory
 
 Kind = ExceptionRequest.Kind

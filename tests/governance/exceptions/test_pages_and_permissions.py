@@ -2,8 +2,8 @@
 
 import pytest
 
+from governance.exceptions import services
 from governance.models import ExceptionRequest
-from governance.services import exceptions as services
 
 pytestmark = pytest.mark.django_db
 ROLES = ["admin", "team_lead", "exception_owner", "leadership", "outsider"]

@@ -6,14 +6,14 @@ import pytest
 
 from governance.context_processors import nav_items_for
 from governance.errors import Refused
-from governance.models import ExceptionOwner
-from governance.selectors.exceptions import (
+from governance.exceptions import services
+from governance.exceptions.selectors import (
     decision_queue,
     decision_queue_count,
     request_owners,
     waiting_seconds,
 )
-from governance.services import exceptions as services
+from governance.models import ExceptionOwner
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -6,8 +6,8 @@ from datetime import timedelta
 import pytest
 
 from governance.errors import InvalidInput
+from governance.exceptions.services import request_validate
 from governance.models import ExceptionRequest
-from governance.services.exceptions import request_validate
 from tests.factories import JobFactory, TeamFactory, UrgencyDefinitionFactory
 
 Kind = ExceptionRequest.Kind

@@ -4,8 +4,8 @@ import pytest
 from django.core.management import call_command
 
 from demo.exceptions import seed_exceptions
+from governance.exceptions.selectors import decision_queue
 from governance.models import ExceptionRequest, KnowledgeArticle
-from governance.selectors.exceptions import decision_queue
 
 pytestmark = pytest.mark.django_db
 

@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 
 from governance.errors import InvalidInput
+from governance.exceptions import services
 from governance.models import ExceptionEvent, ExceptionRequest
-from governance.services import exceptions as services
 
 State = ExceptionRequest.State
 pytestmark = pytest.mark.django_db

@@ -7,13 +7,13 @@ import pytest
 from django.urls import reverse
 
 from governance.errors import Refused
-from governance.models import ExceptionEvent, ExceptionRequest
-from governance.services.exceptions import (
+from governance.exceptions.services import (
     TransitionRefused,
     exception_request_approve,
     exception_request_withdraw,
     request_validate,
 )
+from governance.models import ExceptionEvent, ExceptionRequest
 
 pytestmark = pytest.mark.django_db
 State = ExceptionRequest.State

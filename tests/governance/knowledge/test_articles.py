@@ -8,9 +8,9 @@ from rest_framework.test import APIClient
 from demo.knowledge import seed_knowledge
 from governance.errors import Refused
 from governance.glossary import GLOSSARY
+from governance.knowledge.services import ArticleData, article_create, article_update
 from governance.models import KnowledgeArticle
-from governance.services.knowledge import ArticleData, article_create, article_update
-from governance.services.policy import VersionConflict
+from governance.policy.services import VersionConflict
 
 pytestmark = pytest.mark.django_db
 
@@ -101,12 +101,12 @@ def test_a_decided_request_adds_a_decision_record(db, aws_queue, team_lead, exce
 
     from django.utils import timezone
 
-    from governance.models import ExceptionOwner, InstanceType
-    from governance.services.exceptions import (
+    from governance.exceptions.services import (
         RequestData,
         exception_request_create,
         exception_request_deny,
     )
+    from governance.models import ExceptionOwner, InstanceType
     from tests.factories import UrgencyDefinitionFactory
 
     qs1 = aws_queue.shares.get(name="qs1")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from governance.services.knowledge import ArticleData, article_create, render_markdown
+from governance.knowledge.services import ArticleData, article_create, render_markdown
 
 ATTACKS = [
     "<script>alert(1)</script>",

@@ -4,9 +4,9 @@ websearch) and SQLite (FTS5). Run the suite with DATABASE_URL=postgres://... for
 import pytest
 from django.db import connection
 
-from governance.search import fts5_query
-from governance.selectors import knowledge
-from governance.services.knowledge import ArticleData, article_create, article_update
+from governance.knowledge import selectors as knowledge
+from governance.knowledge.search import fts5_query
+from governance.knowledge.services import ArticleData, article_create, article_update
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,7 @@ from governance.models import (
     Team,
     UrgencyDefinition,
 )
-from governance.policy_code.live import history_document
-from governance.services.policy import (
+from governance.policy.services import (
     ShareData,
     queue_create,
     share_create,
@@ -20,6 +19,7 @@ from governance.services.policy import (
     share_update,
     urgency_save,
 )
+from governance.policy_code.live import history_document
 from scheduler.models import Job
 
 REASON = "Built for a policy-as-code test"

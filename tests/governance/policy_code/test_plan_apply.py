@@ -8,11 +8,11 @@ import yaml
 
 from demo.organisation import seed_aws_sample
 from governance.models import JobQueue, PolicyChange, QuotaShare, Team, UrgencyDefinition
+from governance.policy.services import ShareData, changed_fields, share_update
 from governance.policy_code import native, policy_export, policy_file_read
 from governance.policy_code.plan import PlanOutdated, policy_apply, policy_plan
 from governance.policy_code.source import PolicyFileError
 from governance.rules import Refused
-from governance.services.policy import ShareData, changed_fields, share_update
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -162,7 +162,7 @@ def test_shares_that_move_between_instance_types_get_the_capacity_in_two_steps(a
 def test_with_review_on_each_change_becomes_a_proposal_another_admin_approves(
     admin, varied_queue, settings
 ):
-    from governance.services.proposals import proposal_approve
+    from governance.proposals.services import proposal_approve
 
     settings.POLICY_CHANGES_NEED_REVIEW = True
     data = native_data(varied_queue)

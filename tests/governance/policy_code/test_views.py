@@ -11,8 +11,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from governance.models import PolicyChange, QuotaShare
+from governance.policy.services import ShareData, share_update
 from governance.policy_code import aws_sync, policy_export
-from governance.services.policy import ShareData, share_update
 
 pytestmark = pytest.mark.django_db
 

@@ -1,28 +1,16 @@
-"""Fixtures of the what-if tests: the what-if URLs, a comparison of the AWS sample
-queue with a small recorded workload, and a helper that runs it as the task does."""
+"""Fixtures of the what-if tests: a comparison of the AWS sample queue with a small
+recorded workload, and a helper that runs it as the task does."""
 
 from __future__ import annotations
 
 import datetime as dt
 
 import pytest
-from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
 from governance.models import QuotaShare, WhatIfComparison
 from governance.whatif import services
 from tests.factories import JobFactory
-
-WHATIF_URLS = "tests.governance.whatif.urls"
-
-
-@pytest.fixture(autouse=True)
-def whatif_urls(settings):
-    """Serve the what-if URLs even before governance/urls.py includes them."""
-    try:
-        reverse("whatif-list")
-    except NoReverseMatch:
-        settings.ROOT_URLCONF = WHATIF_URLS
 
 
 def record_jobs(queue, *, now: dt.datetime | None = None) -> list:

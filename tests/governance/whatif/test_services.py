@@ -6,8 +6,9 @@ import pytest
 
 from governance.errors import InvalidInput, WrongState
 from governance.models import PolicyChange, QuotaShare, WhatIfComparison, WhatIfReview
+from governance.policy.selectors import share_document
+from governance.policy.services import ShareData
 from governance.rules import Refused
-from governance.services.policy import ShareData, share_document
 from governance.whatif import services
 from tests.factories import UserFactory
 from tests.governance.whatif.conftest import lend_and_borrow_qs2, run_now

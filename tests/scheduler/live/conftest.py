@@ -105,7 +105,7 @@ def wait_for(predicate, *, timeout: float = 30, interval: float = 0.1, what: str
 
 
 class Worker:
-    """A `celery -A governance worker` subprocess on the test database."""
+    """A `celery -A config worker` subprocess on the test database."""
 
     def __init__(self, *, queues: str, tmp_path, name: str, concurrency: int = 4):
         self.queues = queues
@@ -127,7 +127,7 @@ class Worker:
                 "-m",
                 "celery",
                 "-A",
-                "governance",
+                "config",
                 "worker",
                 "--loglevel=INFO",
                 f"--queues={self.queues}",
@@ -148,7 +148,7 @@ class Worker:
     def wait_ready(self, timeout: float = 60) -> None:
         import socket
 
-        from governance.celery import app
+        from config.celery import app
 
         node = f"{self.name}@{socket.gethostname()}"
 
@@ -195,7 +195,7 @@ def worker_env(transactional_db, tmp_path):
 
     from django.db import connection
 
-    from governance.celery import app
+    from config.celery import app
 
     url = os.environ["DATABASE_URL"]
     base, _, _ = url.rpartition("/")

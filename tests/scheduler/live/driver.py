@@ -21,12 +21,12 @@ from governance.models import (
     QuotaShare,
     Team,
 )
-from governance.services.locks import lock_queue
+from governance.policy.locks import lock_queue
 from scheduler.engine.types import MISCONFIGURATION_REASONS
 from scheduler.models import Job, JobEvent
 from scheduler.services.jobs import JobData, job_set_priority, job_submit, job_terminate
 from scheduler.services.passes import finish_due, scheduling_pass
-from scheduler.services.work import finish_at
+from scheduler.work import finish_at
 from tests.factories import job_definition
 
 EPOCH = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from governance.celery import app
+from config.celery import app
 from scheduler import tasks
 from scheduler.models import Job, JobEvent
 from scheduler.services.jobs import job_set_priority
@@ -117,7 +117,8 @@ def test_passes_started_at_once_never_overcommit(start_worker, queue, submit):
 
 
 def test_a_policy_change_triggers_a_pass(start_worker, queue, submit, shares, admin):
-    from governance.services.policy import share_data_from_document, share_document, share_update
+    from governance.policy.selectors import share_document
+    from governance.policy.services import share_data_from_document, share_update
 
     start_worker()
     big = submit("qs2", "needs-two", instances=2, expected_duration=LONG, at=None)

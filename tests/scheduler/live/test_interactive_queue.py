@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from governance.celery import app
+from config.celery import app
 from scheduler.models import Job, JobEvent, QueuePassState
 from tests.scheduler.live.conftest import wait_for
 

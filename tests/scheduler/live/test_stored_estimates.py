@@ -13,7 +13,7 @@ from django.core.cache import cache
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from governance.celery import app
+from config.celery import app
 from governance.models import InstanceType
 from scheduler.models import Job
 from scheduler.services import estimates

@@ -2,7 +2,7 @@
 process executor's timings shortened so a test sees heartbeats, a stop and a lost
 worker within seconds. The database and broker come from the environment, as always."""
 
-from governance.settings import *  # noqa: F403
+from config.settings import *  # noqa: F403
 
 JOB_HEARTBEAT_SECONDS = 0.2
 JOB_STOP_GRACE_SECONDS = 2

@@ -10,15 +10,10 @@ import pytest
 from django.utils import timezone
 
 from scheduler import tasks
+from scheduler.liveness import TICK_KEY, tick_cache
 from scheduler.models import Job
-from scheduler.services.runners import (
-    TICK_KEY,
-    _tick_cache,
-    runner_beat,
-    runner_register,
-    runner_stopped,
-    runner_wait_reason,
-)
+from scheduler.selectors import runner_wait_reason
+from scheduler.services.runners import runner_beat, runner_register, runner_stopped
 
 pytestmark = pytest.mark.django_db
 
@@ -111,7 +106,7 @@ def test_degraded_when_the_scheduler_stopped_ticking(client, queue):
     assert health(client)["scheduler"] == {"status": "unknown", "last_tick_age_seconds": None}
     assert health(client)["status"] == "degraded"
 
-    _tick_cache().set(TICK_KEY, (timezone.now() - dt.timedelta(seconds=60)).timestamp())
+    tick_cache().set(TICK_KEY, (timezone.now() - dt.timedelta(seconds=60)).timestamp())
     scheduler = health(client)["scheduler"]
     assert scheduler["status"] == "late" and scheduler["last_tick_age_seconds"] >= 60
 

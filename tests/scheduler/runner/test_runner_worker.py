@@ -10,7 +10,7 @@ import signal
 import pytest
 
 from scheduler.models import Job, JobEvent, Runner
-from scheduler.services.runners import instance_types_without_runner, runner_wait_reason
+from scheduler.selectors import instance_types_without_runner, runner_wait_reason
 from tests.scheduler.live.conftest import Worker, checkpoint_root, wait_for
 from tests.scheduler.runner.conftest import AS_ROOT, python, train
 from tests.scheduler.runner.procs import processes_of

@@ -1,0 +1,132 @@
+"""The Celery app. Periodic tasks are declared here, in one place, and so are the
+queues every task goes to.
+
+- `interactive`: work someone waits for on a page: scheduling passes (a submission
+  starts within a second), what-if runs, exception activations and expiries. Nothing
+  periodic or bulky goes there, and passes coalesce (at most one waiting per job
+  queue), so it never holds a backlog.
+- `celery` (the default): periodic and background work: the scheduler's tick and
+  sweep, the exceptions sweep, start estimates of waiting jobs (scheduler.services.
+  estimates: pages show the last forecast "as of" its instant until the next is
+  stored), dashboard rollups and the monthly pack.
+- `demo`: the demo's traffic generator, bounded (its beat messages expire).
+- `instances.<type>`: runs of the process executor (scheduler.executors), one queue
+  per instance type, for the runner workers.
+
+Workers name the queues they consume (`--queues`); a worker started without names
+consumes `interactive`, `celery` and `demo`.
+
+Also declared here, once for every app: the retry policy of tasks (`retry_policy`) and
+the beat schedule (`beat_schedule`).
+"""
+
+import os
+
+from celery import Celery
+from celery.schedules import crontab
+from django.db import OperationalError
+from kombu import Queue
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+INTERACTIVE_QUEUE = "interactive"
+BACKGROUND_QUEUE = "celery"
+DEMO_QUEUE = "demo"
+
+app = Celery("governance")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+# The governance app keeps its tasks in its feature packages.
+app.autodiscover_tasks(["governance.exceptions", "governance.dashboards", "governance.whatif"])
+
+
+def task(name: str):
+    """The registered task called `name`. Code that enqueues a task (services, executors)
+    looks it up here instead of importing its module, which imports services in turn.
+    Every process imports the task modules at start (the apps' `ready()`; workers also
+    autodiscover them), and an eager test run still runs the task in-process."""
+    return app.tasks[name]
+
+
+app.conf.task_default_queue = BACKGROUND_QUEUE
+app.conf.task_queues = (Queue(INTERACTIVE_QUEUE), Queue(BACKGROUND_QUEUE), Queue(DEMO_QUEUE))
+app.conf.task_routes = {
+    "scheduler.run_pass": {"queue": INTERACTIVE_QUEUE},
+    # Start estimates of a big queue take a second or more: background work, so they
+    # never hold up a pass; pages show the last forecast "as of" its instant meanwhile.
+    "scheduler.estimate_queue": {"queue": BACKGROUND_QUEUE},
+    "governance.whatif.run": {"queue": INTERACTIVE_QUEUE},
+    "governance.exceptions.activate": {"queue": INTERACTIVE_QUEUE},
+    "governance.exceptions.expire": {"queue": INTERACTIVE_QUEUE},
+    "scheduler.demo_traffic": {"queue": DEMO_QUEUE},
+}
+
+# The exceptions sweep's period: a window starts or ends at most this late.
+EXCEPTIONS_SWEEP_SECONDS = 60.0
+
+
+def retry_policy(*transient: type[Exception], patient: bool = False) -> dict:
+    """The task options of the project's one retry policy: retry only transient errors
+    (the database was busy or dropped the connection, and whatever else the task names,
+    such as a version conflict), with exponential backoff and jitter, at most five times.
+    Anything else is a bug or a rule, and retrying would not help. Work someone waits for
+    retries within seconds; `patient` background work (rollups, the pack) waits minutes.
+    """
+    return {
+        "autoretry_for": (OperationalError, *transient),
+        "retry_backoff": 30 if patient else 2,
+        "retry_backoff_max": 600 if patient else 60,
+        "max_retries": 5,
+    }
+
+
+def beat_schedule(settings) -> dict:
+    """Every periodic task. Messages expire before the next one is due, so a busy or
+    stopped worker never finds a backlog of them."""
+    tick = float(settings.SCHEDULER_TICK_SECONDS)
+    sweep = float(settings.JOB_SWEEP_SECONDS)
+    schedule = {
+        # The scheduler: passes of queues with live jobs, and runs whose runner is gone.
+        "scheduler-tick": {
+            "task": "scheduler.tick",
+            "schedule": tick,
+            "options": {"expires": tick},
+        },
+        "scheduler-sweep": {
+            "task": "scheduler.sweep",
+            "schedule": sweep,
+            "options": {"expires": sweep},
+        },
+        # Every minute: an exception's window starts or ends at most a minute late.
+        "exceptions-sweep": {
+            "task": "governance.exceptions.sweep",
+            "schedule": EXCEPTIONS_SWEEP_SECONDS,
+            "options": {"expires": EXCEPTIONS_SWEEP_SECONDS - 5},
+        },
+        # Every 15 minutes: the dashboard's figures are at most a quarter of an hour old.
+        "dashboard-rollups": {
+            "task": "governance.dashboard.refresh_rollups",
+            "schedule": 15 * 60.0,
+            "options": {"expires": 14 * 60},
+        },
+        # The first of each month, 06:00 UTC: last month, with its late events counted.
+        "dashboard-monthly-pack": {
+            "task": "governance.dashboard.monthly_pack",
+            "schedule": crontab(minute=0, hour=6, day_of_month=1),
+        },
+    }
+    if settings.DEMO_TRAFFIC:
+        # The demo keeps jobs flowing through its sample queue (make demo turns it on).
+        schedule["demo-traffic"] = {
+            "task": "scheduler.demo_traffic",
+            "schedule": 10.0,
+            "options": {"expires": 9.0},
+        }
+    return schedule
+
+
+@app.on_after_configure.connect
+def _declare_beat_schedule(sender, **kwargs):
+    from django.conf import settings
+
+    sender.conf.beat_schedule = beat_schedule(settings)

@@ -1,0 +1,476 @@
+"""Settings, read from the environment with embedded defaults.
+
+With no environment at all the product runs on a bare machine: SQLite under
+var/, Celery on kombu's filesystem transport under var/, DEBUG off.
+Every variable is listed in .env.example.
+
+Every variable is read through one of the env_* helpers below: an unset or empty
+variable means the default (docker compose passes `NAME=` from .env as an empty
+string), and a value that is not of the variable's type stops start-up with
+ImproperlyConfigured naming the variable, rather than silently meaning something else
+(`DJANGO_SECURE=ture` must not turn transport security off).
+"""
+
+import json
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import dj_database_url
+from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _env(name: str) -> str | None:
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+def env_str(name: str, default: str) -> str:
+    return _env(name) or default
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = _env(name)
+    if value is None:
+        return default
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise ImproperlyConfigured(
+        f"{name}={value!r} is not a boolean: use 1 or 0 (true/false, yes/no, on/off)."
+    )
+
+
+def env_int(name: str, default: int, *, minimum: int | None = 0) -> int:
+    value = _env(name)
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a whole number.") from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name}={value!r} must be at least {minimum}.")
+    return number
+
+
+def env_float(name: str, default: float, *, minimum: float | None = 0) -> float:
+    value = _env(name)
+    if value is None:
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a number.") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ImproperlyConfigured(f"{name}={value!r} is not a finite number.")
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name}={value!r} must be at least {minimum}.")
+    return number
+
+
+def env_list(name: str, default: str) -> list[str]:
+    return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = env_str(name, default)
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={value!r} is not one of {', '.join(choices)}.")
+    return value
+
+
+def env_path(name: str, default: Path) -> Path:
+    value = _env(name)
+    return Path(value) if value else Path(default)
+
+
+VAR_DIR = env_path("VAR_DIR", BASE_DIR / "var")
+
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+
+
+def _local_secret_key() -> str:
+    """Without DJANGO_SECRET_KEY, a random key kept in VAR_DIR: never a known default."""
+    path = VAR_DIR / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        import secrets
+
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_urlsafe(50)
+        path.write_text(key)
+        path.chmod(0o600)
+        return key
+
+
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "") or _local_secret_key()
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost")
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
+
+# Transport security. On by default; the local demo and the tests serve plain
+# http on 127.0.0.1 and turn it off with DJANGO_SECURE=0.
+SECURE = env_bool("DJANGO_SECURE", True)
+SESSION_COOKIE_SECURE = SECURE
+CSRF_COOKIE_SECURE = SECURE
+SECURE_SSL_REDIRECT = SECURE and env_bool("DJANGO_SSL_REDIRECT", True)
+SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31536000) if SECURE else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE
+SECURE_HSTS_PRELOAD = SECURE
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_REDIRECT_EXEMPT = [r"^healthz/$"]
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+
+# Content-Security-Policy (django-csp): scripts and style sheets only from this site, so
+# an injected <script>, inline handler or <style> does not run. Every script of ours is
+# a static file (static/js/); chart data is JSON in <script type="application/json">,
+# which is never executed. Style *attributes* stay allowed: the usage bars pass their
+# figures to CSS as custom properties in style="", and plotly.js and Swagger UI set
+# style attributes as they draw; an attribute can restyle the page but not run code.
+# plotly.js's own rules go into one <style> element that chart pages provide with the
+# request's nonce (templates/components/plotly_style.html). No 'unsafe-eval': the
+# chart types we draw need none. data: images are the empty favicon and Swagger UI's icons.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, NONCE],
+        "style-src-elem": [SELF, NONCE],
+        "style-src-attr": [UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
+    "csp",
+    "axes",
+    "accounts",
+    "governance",
+    "scheduler",
+    "demo",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    # The user's time zone for reading and showing times (after authentication).
+    "accounts.timezones.TimezoneMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes requires: it turns a refused login into the lockout page.
+    "axes.middleware.AxesMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "governance.context_processors.navigation",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}"),
+        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"].setdefault("OPTIONS", {})
+    DATABASES["default"]["OPTIONS"].update(
+        {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+    )
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+AUTHENTICATION_BACKENDS = [
+    # First: refuses a locked-out username and address before the password is checked.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-gb"
+TIME_ZONE = env_str("DJANGO_TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = VAR_DIR / "static"
+# WhiteNoise warns about a missing STATIC_ROOT; collectstatic fills it for production.
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "config.staticfiles.PackageAssetFinder",
+]
+# Files the product makes (the monthly leadership packs), never served as static.
+MEDIA_ROOT = VAR_DIR / "media"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Hashed names and compressed copies once collected (config.staticfiles).
+    "staticfiles": {"BACKEND": "config.staticfiles.CollectedStaticFilesStorage"},
+}
+# Third-party browser assets are served from the installed packages, never a CDN.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+# The product's public address, for links in emails (no trailing slash).
+SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")
+EMAIL_BACKEND = env_str("DJANGO_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env_str("DJANGO_DEFAULT_FROM_EMAIL", "quota-governance@localhost")
+# Where the file-based e-mail backend writes (the demo's outbox: run_demo).
+EMAIL_FILE_PATH = env_str("DJANGO_EMAIL_FILE_PATH", str(VAR_DIR / "outbox"))
+
+
+def _per_minute(name: str, default: int) -> str | None:
+    """A DRF rate from a count per minute; 0 turns that throttle off."""
+    count = env_int(name, default)
+    return f"{count}/min" if count else None
+
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "accounts.authentication.ExpiringTokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "governance.api.errors.exception_handler",
+    # JSON only; the browsable API (HTML forms over every endpoint) only when debugging.
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        *(["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []),
+    ],
+    "DEFAULT_THROTTLE_CLASSES": [
+        "accounts.throttling.UserReadWriteThrottle",
+        "accounts.throttling.AnonymousThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "read": _per_minute("API_THROTTLE_READS_PER_MINUTE", 1200),
+        "write": _per_minute("API_THROTTLE_WRITES_PER_MINUTE", 120),
+        "anon": _per_minute("API_THROTTLE_ANONYMOUS_PER_MINUTE", 60),
+    },
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Quota governance API",
+    "DESCRIPTION": "Queues, quota shares, teams, instance types, urgency definitions "
+    "and the policy history of a shared GPU training fleet.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # No deep links: each operation's path is then plain text, not a link inside the
+    # operation's toggle button (axe: nested-interactive).
+    "SWAGGER_UI_SETTINGS": {"deepLinking": False},
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    # One documented error shape on every operation (governance.api.schema).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "governance.api.schema.document_errors",
+    ],
+    # Enums named by what they list, where one field name ("kind", "state") has two sets.
+    "ENUM_NAME_OVERRIDES": {
+        "ExceptionKindEnum": "governance.models.UrgencyDefinition.Kind",
+        "ArticleKindEnum": "governance.models.KnowledgeArticle.Kind",
+        "ShareStateEnum": "governance.models.QuotaShare.State",
+        "ExceptionStateEnum": "governance.models.ExceptionRequest.State",
+        "WorkloadKindEnum": "governance.models.WhatIfComparison.Workload",
+    },
+}
+
+# API tokens (accounts): lifetime when the client names none, and the longest allowed.
+API_TOKEN_DAYS = env_int("API_TOKEN_DAYS", 30, minimum=1)
+API_TOKEN_MAX_DAYS = env_int("API_TOKEN_MAX_DAYS", 365, minimum=API_TOKEN_DAYS)
+# How long a token's user, roles and teams are kept in the cache (accounts.identity);
+# any change to them takes effect at once anyway. 0 reads them on every request.
+API_IDENTITY_CACHE_SECONDS = env_int("API_IDENTITY_CACHE_SECONDS", 60, minimum=0)
+
+# Login lockouts (django-axes): after LOGIN_FAILURE_LIMIT failed logins for one username
+# from one address, that pair is refused for LOGIN_LOCKOUT_MINUTES, even with the right
+# password; each further try restarts the wait. Admins see and lift them at
+# /accounts/lockouts/. Behind a proxy every client has the proxy's address, so the
+# lockout is then per username.
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_float("LOGIN_LOCKOUT_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "accounts.views.locked_out"
+
+# Celery: Redis when REDIS_URL is set, otherwise kombu's filesystem transport
+# under var/, so the demo needs no server.
+REDIS_URL = env_str("REDIS_URL", "")
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_BROKER_TRANSPORT_OPTIONS = {}
+else:
+    _queue_dir = VAR_DIR / "celery"
+    CELERY_BROKER_URL = "filesystem://"
+    for _folder in ("queue", "processed", "control"):
+        (_queue_dir / _folder).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_queue_dir / "queue"),
+        "data_folder_out": str(_queue_dir / "queue"),
+        "processed_folder": str(_queue_dir / "processed"),
+        "control_folder": str(_queue_dir / "control"),
+        "store_processed": False,
+    }
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", REDIS_URL) or None
+
+# The cache holds the API throttles' counters: Redis when REDIS_URL is set, so every
+# web process counts against the same limits; otherwise this process's memory, which is
+# enough for the single-process demo.
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "config.cache.SharedClientRedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "qg",
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Liveness marks other processes read (the scheduler's last tick, for /healthz/): Redis
+# when set, otherwise files under VAR_DIR (the demo's processes share one machine).
+CACHES["liveness"] = (
+    {**CACHES["default"], "KEY_PREFIX": "qg-liveness"}
+    if REDIS_URL
+    else {
+        "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+        "LOCATION": str(VAR_DIR / "liveness"),
+    }
+)
+CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+
+LOG_LEVEL = env_choice(
+    "DJANGO_LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+)
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {
+        "no_client_error_traceback": {"()": "config.logfilters.ClientErrorWithoutTraceback"}
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["no_client_error_traceback"],
+        }
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+
+# The live scheduler.
+# Simulated executor: how many simulated seconds of work pass per real second.
+SIMULATED_SECONDS_PER_SECOND = env_int("SIMULATED_SECONDS_PER_SECOND", 60)
+SCHEDULER_TICK_SECONDS = env_int("SCHEDULER_TICK_SECONDS", 2)
+JOB_SWEEP_SECONDS = env_int("JOB_SWEEP_SECONDS", 15)
+JOB_HEARTBEAT_SECONDS = env_int("JOB_HEARTBEAT_SECONDS", 2)
+# A run's lease: its runner renews it with every heartbeat and stops the process when
+# it cannot; a run whose lease is older than this (at least its grace plus three
+# heartbeats), or that no runner claimed within it, is requeued.
+JOB_HEARTBEAT_TIMEOUT = env_int("JOB_HEARTBEAT_TIMEOUT", 30, minimum=1)
+# Stopping sends SIGTERM, then SIGKILL after the definition's grace (this one without).
+JOB_STOP_GRACE_SECONDS = env_int("JOB_STOP_GRACE_SECONDS", 10)
+JOB_CHECKPOINT_ROOT = env_path("JOB_CHECKPOINT_ROOT", VAR_DIR / "checkpoints")
+# Runners (workers of `process` queues). A root runner runs jobs as RUNNER_USER, an
+# unprivileged account, and refuses to run them as root unless RUNNER_ALLOW_ROOT (only
+# the local demo sets it). They report themselves alive every RUNNER_BEAT_SECONDS.
+RUNNER_USER = env_str("RUNNER_USER", "")
+RUNNER_ALLOW_ROOT = env_bool("RUNNER_ALLOW_ROOT", False)
+RUNNER_BEAT_SECONDS = env_int("RUNNER_BEAT_SECONDS", 5, minimum=1)
+
+# The demo keeps jobs flowing through its AWS sample queue (make demo turns it on).
+DEMO_TRAFFIC = env_bool("DEMO_TRAFFIC", False)
+
+# Product settings.
+# When true, a draft policy needs another admin's approval before it is applied.
+POLICY_CHANGES_NEED_REVIEW = env_bool("POLICY_CHANGES_NEED_REVIEW", False)
+
+
+def _aws_batch_queue_arns() -> dict[str, str]:
+    value = _env("AWS_BATCH_QUEUE_ARNS")
+    try:
+        arns = json.loads(value) if value else {}
+    except ValueError:
+        arns = None
+    if not isinstance(arns, dict) or not all(
+        isinstance(name, str) and isinstance(arn, str) for name, arn in arns.items()
+    ):
+        raise ImproperlyConfigured(
+            f"AWS_BATCH_QUEUE_ARNS={value!r} is not a JSON object of queue name to job queue "
+            'ARN, e.g. {"aws-sample": "arn:aws:batch:us-east-1:123456789012:job-queue/sample"}.'
+        )
+    return arns
+
+
+# Policy as code: after a policy file is applied, push each queue named in
+# AWS_BATCH_QUEUE_ARNS to that AWS Batch job queue (credentials from the usual AWS
+# environment), and show the drift on the queue's policy-as-code page.
+AWS_BATCH_SYNC = env_bool("AWS_BATCH_SYNC", False)
+AWS_BATCH_QUEUE_ARNS = _aws_batch_queue_arns()

@@ -1,0 +1,305 @@
+"""GET /api/v1/signals/?month=YYYY-MM&scope=...: every signal of one month and scope,
+in base units (hours, seconds, counts, fractions) with its n.
+
+Thin: the figures are the stored rollups (governance.dashboards), recomputed first when
+the month has none yet or an older version computed them. Readable by leadership and
+admins (the rules table's `dashboard.view`). The month rule and every definition are
+governance.dashboards.formulas'; the fields below quote them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.authentication import TokenAuthentication
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from governance.api.permissions import TableAccess
+from governance.dashboards import formulas as f
+from governance.dashboards.rollups import rollups_refresh
+from governance.dashboards.selectors import (
+    empty_signals,
+    month_start,
+    rollup_current,
+    rollup_scope,
+    scope_key,
+)
+from governance.models import JobQueue, QuotaShare, Team
+from governance.policy.serializers import ErrorSerializer
+
+FIRST_MONTH = dt.date(2000, 1, 1)
+SCOPE_HELP = "`all`, `queue:<queue name>`, `share:<queue name>/<share name>` or `team:<team name>`."
+D = f.DEFINITIONS
+
+
+class SignalsAccess(TableAccess):
+    rule_actions = {"read": "dashboard.view", "write": "dashboard.view"}
+
+
+# -- input --------------------------------------------------------------------------------
+
+
+class SignalsQuery(serializers.Serializer):
+    month = serializers.CharField(
+        max_length=7, help_text="The month, YYYY-MM (UTC), from 2000-01 to the current month."
+    )
+    scope = serializers.CharField(max_length=250, default="all", help_text=SCOPE_HELP)
+
+    def validate_month(self, value: str) -> dt.date:
+        if not re.fullmatch(r"\d{4}-\d{2}", value):
+            raise serializers.ValidationError("expected a month as YYYY-MM, such as 2025-03")
+        try:
+            month = dt.date(int(value[:4]), int(value[5:]), 1)
+        except ValueError:
+            raise serializers.ValidationError("no such month; expected YYYY-MM") from None
+        today = dt.datetime.now(dt.UTC).date()
+        if not FIRST_MONTH <= month <= month_start(today):
+            raise serializers.ValidationError(
+                f"must be from {FIRST_MONTH:%Y-%m} to the current month ({today:%Y-%m})"
+            )
+        return month
+
+    def validate_scope(self, value: str) -> dict:
+        kind, _, name = value.partition(":")
+        if value == "all":
+            return {"key": scope_key(), "kind": "all"}
+        if kind == "queue" and name:
+            queue = JobQueue.objects.filter(name=name).first()
+            if queue is None:
+                raise serializers.ValidationError(f"unknown queue '{name}'")
+            return {"key": scope_key(queue_id=queue.pk), "kind": "queue"}
+        if kind == "team" and name:
+            team = Team.objects.filter(name=name).first()
+            if team is None:
+                raise serializers.ValidationError(f"unknown team '{name}'")
+            return {"key": scope_key(team_id=team.pk), "kind": "team"}
+        if kind == "share" and "/" in name:
+            queue_name, _, share_name = name.partition("/")
+            share = QuotaShare.objects.filter(queue__name=queue_name, name=share_name).first()
+            if share is None:
+                raise serializers.ValidationError(
+                    f"unknown share '{share_name}' of queue '{queue_name}'"
+                )
+            return {
+                "key": scope_key(queue_id=share.queue_id, share_id=share.pk),
+                "kind": "share",
+                "parent": scope_key(queue_id=share.queue_id),
+            }
+        raise serializers.ValidationError(f"expected {SCOPE_HELP}")
+
+
+# -- output -------------------------------------------------------------------------------
+
+
+def _hours(help_text: str):
+    return serializers.FloatField(help_text=help_text)
+
+
+class CapacityHours(serializers.Serializer):
+    within_limit = _hours("Used by the share's own jobs within its limit.")
+    borrowed = _hours("Run beyond the running share's limit, on capacity lent by others.")
+    idle_lendable = _hours("Limit left unused by a lending share (LEND, LEND_AND_BORROW).")
+    idle_reserved = _hours("Limit left unused and held by a RESERVE share.")
+
+
+class LostHours(serializers.Serializer):
+    reclaim = _hours("Work redone after reclaims (cross-share preemption).")
+    priority = _hours("Work redone after in-share priority preemptions.")
+    capacity_change = _hours("Work redone after preemptions by a capacity change.")
+    terminated = _hours("Progress of jobs terminated in the month.")
+    failed = _hours("Progress of jobs that failed for another reason (retries exhausted, …).")
+    requeued = _hours("Work redone after a run was lost with its runner.")
+
+
+class Preemptions(serializers.Serializer):
+    reclaim = serializers.IntegerField(help_text="Reclaims: lending working as agreed.")
+    priority = serializers.IntegerField(help_text="In-share preemptions by priority.")
+    capacity_change = serializers.IntegerField(help_text="Preemptions by a capacity change.")
+
+
+class Percentiles(serializers.Serializer):
+    p50 = serializers.IntegerField(allow_null=True, help_text="Seconds; null when n is 0.")
+    p90 = serializers.IntegerField(allow_null=True, help_text="Seconds; null when n is 0.")
+    n = serializers.IntegerField(help_text="Observations.")
+
+
+class Fraction(serializers.Serializer):
+    fraction = serializers.FloatField(allow_null=True, help_text="0 to 1; null when n is 0.")
+    n = serializers.IntegerField(help_text="Observations.")
+
+
+class Waiting(serializers.Serializer):
+    n = serializers.IntegerField(help_text="Jobs runnable and not started at the month's end.")
+    age_p50_s = serializers.IntegerField(allow_null=True, help_text="Median age, seconds.")
+    age_p90_s = serializers.IntegerField(allow_null=True, help_text="p90 age, seconds.")
+    oldest_s = serializers.IntegerField(allow_null=True, help_text="Oldest age, seconds.")
+
+
+class Goodput(serializers.Serializer):
+    fraction = serializers.FloatField(allow_null=True, help_text=D["goodput"])
+    delivered_gpu_hours = serializers.FloatField(help_text="The denominator.")
+    n = serializers.IntegerField(help_text="Runs (start to stop on capacity) in the month.")
+
+
+class Fairness(serializers.Serializer):
+    delivered_gpu_hours = serializers.FloatField()
+    entitled_gpu_hours = serializers.FloatField()
+    delivered_fraction = serializers.FloatField(allow_null=True)
+    entitled_fraction = serializers.FloatField(allow_null=True)
+    ratio = serializers.FloatField(allow_null=True)
+
+
+class Exceptions(serializers.Serializer):
+    filed = serializers.IntegerField()
+    approved = serializers.IntegerField()
+    denied = serializers.IntegerField()
+    expired = serializers.IntegerField()
+    revoked = serializers.IntegerField()
+    active = serializers.IntegerField(help_text="Active at any time in the month.")
+
+
+class Window(serializers.Serializer):
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField(help_text="The month's end, or the time of computing.")
+
+
+class SignalsSerializer(serializers.Serializer):
+    month = serializers.CharField(help_text="YYYY-MM.")
+    scope = serializers.CharField(help_text=SCOPE_HELP)
+    month_rule = serializers.CharField(help_text="Which month each figure belongs to.")
+    window = Window()
+    computed_at = serializers.DateTimeField(allow_null=True)
+    instance_hours = CapacityHours(help_text=D["capacity"])
+    gpu_hours = CapacityHours(help_text="As instance_hours, times the GPUs per instance.")
+    entitlement_use = serializers.FloatField(allow_null=True, help_text=D["entitlement_use"])
+    runs = serializers.IntegerField(help_text="Runs (start to stop on capacity) in the month.")
+    lost_instance_hours = LostHours(help_text=D["lost"])
+    lost_gpu_hours = LostHours(help_text=D["lost"])
+    restart_overhead_instance_hours = serializers.FloatField()
+    restart_overhead_gpu_hours = serializers.FloatField()
+    preemptions = Preemptions()
+    jobs_started = serializers.IntegerField(help_text="Jobs that first started in the month.")
+    jobs_finished = serializers.IntegerField(help_text="Jobs that succeeded in the month.")
+    jobs_failed = serializers.IntegerField(help_text="Jobs that ended FAILED in the month.")
+    jobs_waiting_at_end = Waiting()
+    turnaround_s = Percentiles(help_text=D["turnaround"])
+    wait_s = Percentiles(help_text=D["wait"])
+    entitlement_honoured = Fraction(help_text=D["entitlement_honoured"])
+    time_to_reclaim_s = Percentiles(help_text=D["time_to_reclaim"])
+    goodput = Goodput()
+    completion_rate_preempted = Fraction(help_text=D["recovery"])
+    fairness = Fairness(allow_null=True, help_text=D["fairness"] + " Null for `all`.")
+    policy_edits = serializers.IntegerField(help_text=D["policy"])
+    exceptions = Exceptions()
+
+
+def _percentiles(stats: dict) -> dict:
+    return {"p50": stats.get("p50"), "p90": stats.get("p90"), "n": stats["n"]}
+
+
+def signals_document(*, month: dt.date, scope: str, data: dict, parent: dict | None, computed_at):
+    """The API's shape of one rollup (`parent`: the rollup fairness compares with)."""
+    return {
+        "month": f"{month:%Y-%m}",
+        "scope": scope,
+        "month_rule": f.MONTH_RULE,
+        "window": data["window"],
+        "computed_at": computed_at,
+        "instance_hours": data["instance_hours"],
+        "gpu_hours": data["gpu_hours"],
+        "entitlement_use": data["entitlement_use"],
+        "runs": data["runs"],
+        "lost_instance_hours": data["lost_instance_hours"],
+        "lost_gpu_hours": data["lost_gpu_hours"],
+        "restart_overhead_instance_hours": data["restart_overhead_instance_hours"],
+        "restart_overhead_gpu_hours": data["restart_overhead_gpu_hours"],
+        "preemptions": data["preemptions"],
+        "jobs_started": data["jobs_started"],
+        "jobs_finished": data["jobs_finished"],
+        "jobs_failed": data["jobs_failed"],
+        "jobs_waiting_at_end": data["jobs_waiting_at_end"],
+        "turnaround_s": _percentiles(data["turnaround_s"]),
+        "wait_s": _percentiles(data["wait_s"]),
+        "entitlement_honoured": {
+            "fraction": data["entitlement_honoured"]["fraction"],
+            "n": data["entitlement_honoured"]["n"],
+        },
+        "time_to_reclaim_s": _percentiles(data["time_to_reclaim_s"]),
+        "goodput": {
+            "fraction": data["goodput"],
+            "delivered_gpu_hours": data["delivered_gpu_hours"],
+            "n": data["runs"],
+        },
+        "completion_rate_preempted": {
+            "fraction": data["completion_rate_preempted"],
+            "n": data["preempted_ended"],
+        },
+        "fairness": None
+        if parent is None
+        else f.fairness(
+            delivered=data["delivered_gpu_hours"],
+            delivered_total=parent["delivered_gpu_hours"],
+            entitled=data["entitled_gpu_hours"],
+            entitled_total=parent["entitled_gpu_hours"],
+        ),
+        "policy_edits": data["policy_edits"],
+        "exceptions": data["exceptions"],
+    }
+
+
+def _stored(month: dt.date, key: str) -> tuple[dict | None, object]:
+    """The rollup row of `key`, computing the month first when it has none or an
+    older version's."""
+    if not rollup_current(month=month):
+        rollups_refresh(month=month)
+    return rollup_scope(month=month, scope=key) or (None, None)
+
+
+class SignalsView(APIView):
+    permission_classes = [SignalsAccess]
+
+    def get_authenticate_header(self, request):
+        # Anonymous requests get 401 with a challenge clients understand.
+        return TokenAuthentication().authenticate_header(request)
+
+    @extend_schema(
+        summary="The signals of one month and scope (leadership, admins)",
+        description=f.MONTH_RULE,
+        parameters=[
+            OpenApiParameter(
+                "month", OpenApiTypes.STR, required=True, description="YYYY-MM (UTC)."
+            ),
+            OpenApiParameter("scope", OpenApiTypes.STR, description=SCOPE_HELP),
+        ],
+        responses={
+            200: SignalsSerializer,
+            400: ErrorSerializer,
+            401: ErrorSerializer,
+            403: ErrorSerializer,
+        },
+    )
+    def get(self, request):
+        query = SignalsQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        month, scope = query.validated_data["month"], query.validated_data["scope"]
+        data, computed_at = _stored(month, scope["key"])
+        if data is None:
+            data = empty_signals(month=month)
+        parent = None
+        if scope["kind"] != "all":
+            parent_key = scope.get("parent", "all")
+            parent = (rollup_scope(month=month, scope=parent_key) or (None,))[0]
+            parent = parent or empty_signals(month=month)
+        document = signals_document(
+            month=month,
+            scope=request.query_params.get("scope", "all"),
+            data=data,
+            parent=parent,
+            computed_at=computed_at,
+        )
+        return Response(SignalsSerializer(document).data)

@@ -1,0 +1,401 @@
+"""The REST API (/api/v1/): thin viewsets over the policy services.
+
+Each action parses its input with an input serializer, calls one service
+function (which checks the rules and records the history), and answers with
+an output serializer. Errors have one shape (governance.api.errors), documented on
+every operation by governance.api.schema; list filters are governance.filters.
+"""
+
+from django.db.models import Prefetch
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from governance.api.base import BaseApiViewSet
+from governance.api.permissions import HistoryAccess, PolicyAccess
+from governance.filters import PolicyChangeFilter, ShareFilter
+from governance.models import (
+    CapacityLimit,
+    InstanceType,
+    JobQueue,
+    PolicyChange,
+    PolicyProposal,
+    QueueCapacity,
+    QuotaShare,
+    Team,
+    UrgencyDefinition,
+)
+from governance.policy import serializers as api
+from governance.policy.services import (
+    ShareData,
+    policy_change_revert,
+    queue_create,
+    queue_set_capacity,
+    share_create,
+    share_update,
+    urgency_document,
+    urgency_save,
+)
+from governance.proposals.api import proposed
+
+
+class ApiViewSet(BaseApiViewSet):
+    permission_classes = [PolicyAccess]
+
+    def fresh(self, obj):
+        """The object as the output serializer reads it, with its relations prefetched.
+        A write that became a proposal (changes need review) ends the action here: it
+        answers 202 with the proposal (see handle_exception)."""
+        if isinstance(obj, PolicyProposal):
+            raise Proposed(obj)
+        return self.get_queryset().get(pk=obj.pk)
+
+    def handle_exception(self, exc):
+        if isinstance(exc, Proposed):
+            return proposed(exc.proposal)
+        return super().handle_exception(exc)
+
+
+class Proposed(Exception):  # noqa: N818 - not an error: the write waits for a review
+    def __init__(self, proposal: PolicyProposal):
+        self.proposal = proposal
+
+
+# Instance types and teams: plain records without policy rules or history.
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List instance types"),
+    retrieve=extend_schema(summary="Get an instance type"),
+    create=extend_schema(summary="Create an instance type (admins)"),
+    update=extend_schema(summary="Replace an instance type (admins)"),
+    partial_update=extend_schema(summary="Change an instance type (admins)"),
+    destroy=extend_schema(summary="Delete an unused instance type (admins)"),
+)
+class InstanceTypeViewSet(viewsets.ModelViewSet, ApiViewSet):
+    queryset = InstanceType.objects.all()
+    serializer_class = api.InstanceTypeSerializer
+
+
+_TEAM = api.TeamOutputSerializer
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List teams", responses=_TEAM(many=True)),
+    retrieve=extend_schema(summary="Get a team", responses=_TEAM),
+    create=extend_schema(
+        summary="Create a team (admins)",
+        request=api.TeamInputSerializer,
+        responses={201: _TEAM},
+    ),
+    update=extend_schema(
+        summary="Replace a team (admins)", request=api.TeamInputSerializer, responses=_TEAM
+    ),
+    partial_update=extend_schema(
+        summary="Change a team (admins)", request=api.TeamInputSerializer, responses=_TEAM
+    ),
+    destroy=extend_schema(summary="Delete a team without shares (admins)", responses={204: None}),
+)
+class TeamViewSet(mixins.DestroyModelMixin, ApiViewSet):
+    queryset = Team.objects.prefetch_related("members", "leads")
+    serializer_class = api.TeamOutputSerializer
+
+    def list(self, request):
+        return self.paginated(self.get_queryset(), api.TeamOutputSerializer)
+
+    def retrieve(self, request, pk=None):
+        return Response(api.TeamOutputSerializer(self.get_object()).data)
+
+    def create(self, request):
+        serializer = api.TeamInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        team = serializer.save()
+        return Response(
+            api.TeamOutputSerializer(self.fresh(team)).data, status=status.HTTP_201_CREATED
+        )
+
+    def update(self, request, pk=None, partial=False):
+        team = self.get_object()
+        serializer = api.TeamInputSerializer(team, data=request.data, partial=partial)
+        serializer.is_valid(raise_exception=True)
+        serializer.save()
+        return Response(api.TeamOutputSerializer(self.fresh(team)).data)
+
+    def partial_update(self, request, pk=None):
+        return self.update(request, pk, partial=True)
+
+
+# Queues.
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List queues", responses=api.QueueOutputSerializer(many=True)),
+    retrieve=extend_schema(
+        summary="Get a queue with its capacity map", responses=api.QueueOutputSerializer
+    ),
+    create=extend_schema(
+        summary="Create a queue with its capacity (admins)",
+        request=api.QueueCreateSerializer,
+        responses={201: api.QueueOutputSerializer},
+    ),
+    partial_update=extend_schema(
+        summary="Replace a queue's capacity map (admins)",
+        description="Send the whole new `capacity` map, a `reason` and the `version` you read.",
+        request=api.QueueCapacitySerializer,
+        responses=api.QueueOutputSerializer,
+    ),
+)
+class QueueViewSet(ApiViewSet):
+    queryset = JobQueue.objects.prefetch_related(
+        Prefetch("capacities", queryset=QueueCapacity.objects.select_related("instance_type"))
+    )
+    serializer_class = api.QueueOutputSerializer
+
+    def list(self, request):
+        return self.paginated(self.get_queryset(), api.QueueOutputSerializer)
+
+    def retrieve(self, request, pk=None):
+        return Response(api.QueueOutputSerializer(self.get_object()).data)
+
+    def create(self, request):
+        data = self.parse(api.QueueCreateSerializer)
+        capacity = data.pop("capacity")
+        reason = data.pop("reason")
+        queue = queue_create(actor=request.user, capacity=capacity, reason=reason, **data)
+        return Response(
+            api.QueueOutputSerializer(self.fresh(queue)).data, status=status.HTTP_201_CREATED
+        )
+
+    def partial_update(self, request, pk=None):
+        queue = self.get_object()
+        data = self.parse(api.QueueCapacitySerializer)
+        queue = queue_set_capacity(
+            actor=request.user,
+            queue=queue,
+            capacity=data["capacity"],
+            reason=data["reason"],
+            expected_version=data["version"],
+        )
+        return Response(api.QueueOutputSerializer(self.fresh(queue)).data)
+
+
+# Quota shares.
+
+_SHARE_DEFAULTS = {
+    "name": "",
+    "team": None,
+    "strategy": QuotaShare.Strategy.LEND,
+    "borrow_limit": None,
+    "in_share_preemption": False,
+    "state": QuotaShare.State.ENABLED,
+    "capacity_limits": {},
+    "priority_ceiling": None,
+}
+
+
+def _share_data(values: dict, *, base: dict) -> ShareData:
+    """ShareData from parsed input; fields the client did not send come from `base`."""
+    return ShareData(**{name: values.get(name, default) for name, default in base.items()})
+
+
+def _share_base(share: QuotaShare) -> dict:
+    return {
+        "name": share.name,
+        "team": share.team,
+        "strategy": share.strategy,
+        "borrow_limit": share.borrow_limit,
+        "in_share_preemption": share.in_share_preemption,
+        "state": share.state,
+        "capacity_limits": {
+            limit.instance_type.name: limit.max_instances for limit in share.limits.all()
+        },
+        "priority_ceiling": share.priority_ceiling,
+    }
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List quota shares", responses=api.ShareOutputSerializer(many=True)),
+    retrieve=extend_schema(
+        summary="Get a quota share with its capacity limits", responses=api.ShareOutputSerializer
+    ),
+    create=extend_schema(
+        summary="Create a quota share (admins)",
+        request=api.ShareCreateSerializer,
+        responses={201: api.ShareOutputSerializer},
+    ),
+    update=extend_schema(
+        summary="Replace a quota share (admins)",
+        description="Fields left out take their defaults. Disable a share with "
+        '`"state": "DISABLED"`.',
+        request=api.ShareUpdateSerializer,
+        responses=api.ShareOutputSerializer,
+    ),
+    partial_update=extend_schema(
+        summary="Change a quota share (admins)",
+        description="Fields left out keep their current value. `capacity_limits` replaces "
+        "the whole map.",
+        request=api.ShareUpdateSerializer,
+        responses=api.ShareOutputSerializer,
+    ),
+)
+class ShareViewSet(ApiViewSet):
+    queryset = QuotaShare.objects.select_related("queue", "team").prefetch_related(
+        Prefetch("limits", queryset=CapacityLimit.objects.select_related("instance_type"))
+    )
+    serializer_class = api.ShareOutputSerializer
+    filterset_class = ShareFilter
+
+    def list(self, request):
+        shares = self.filter_queryset(self.get_queryset())
+        return self.paginated(shares, api.ShareOutputSerializer)
+
+    def retrieve(self, request, pk=None):
+        return Response(api.ShareOutputSerializer(self.get_object()).data)
+
+    def create(self, request):
+        values = self.parse(api.ShareCreateSerializer)
+        share = share_create(
+            actor=request.user,
+            queue=values["queue"],
+            data=_share_data(values, base=_SHARE_DEFAULTS),
+            reason=values["reason"],
+        )
+        return Response(
+            api.ShareOutputSerializer(self.fresh(share)).data, status=status.HTTP_201_CREATED
+        )
+
+    def update(self, request, pk=None, partial=False):
+        share = self.get_object()
+        values = self.parse(api.ShareUpdateSerializer)
+        base = _share_base(share) if partial else _SHARE_DEFAULTS
+        share = share_update(
+            actor=request.user,
+            share=share,
+            data=_share_data(values, base=base),
+            reason=values["reason"],
+            expected_version=values["version"],
+        )
+        return Response(api.ShareOutputSerializer(self.fresh(share)).data)
+
+    def partial_update(self, request, pk=None):
+        return self.update(request, pk, partial=True)
+
+
+# Urgency definitions.
+
+_URGENCY_FIELDS = (
+    "name",
+    "meaning",
+    "examples",
+    "priority",
+    "max_window_hours",
+    "allowed_kinds",
+    "invokers",
+)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List urgency definitions", responses=api.UrgencyOutputSerializer(many=True)
+    ),
+    retrieve=extend_schema(
+        summary="Get an urgency definition", responses=api.UrgencyOutputSerializer
+    ),
+    create=extend_schema(
+        summary="Create an urgency definition (admins)",
+        request=api.UrgencyCreateSerializer,
+        responses={201: api.UrgencyOutputSerializer},
+    ),
+    update=extend_schema(
+        summary="Replace an urgency definition (admins)",
+        request=api.UrgencyUpdateSerializer,
+        responses=api.UrgencyOutputSerializer,
+    ),
+    partial_update=extend_schema(
+        summary="Change an urgency definition (admins)",
+        description="Fields left out keep their current value.",
+        request=api.UrgencyUpdateSerializer,
+        responses=api.UrgencyOutputSerializer,
+    ),
+)
+class UrgencyDefinitionViewSet(ApiViewSet):
+    queryset = UrgencyDefinition.objects.prefetch_related("invokers")
+    serializer_class = api.UrgencyOutputSerializer
+
+    def list(self, request):
+        return self.paginated(self.get_queryset(), api.UrgencyOutputSerializer)
+
+    def retrieve(self, request, pk=None):
+        return Response(api.UrgencyOutputSerializer(self.get_object()).data)
+
+    def create(self, request):
+        values = self.parse(api.UrgencyCreateSerializer)
+        urgency = urgency_save(
+            actor=request.user,
+            data={name: values[name] for name in _URGENCY_FIELDS if name in values},
+            reason=values["reason"],
+        )
+        return Response(
+            api.UrgencyOutputSerializer(self.fresh(urgency)).data, status=status.HTTP_201_CREATED
+        )
+
+    def update(self, request, pk=None, partial=False):
+        urgency = self.get_object()
+        values = self.parse(api.UrgencyUpdateSerializer)
+        data = urgency_document(urgency) if partial else {"invokers": []}
+        data.update({name: values[name] for name in _URGENCY_FIELDS if name in values})
+        urgency = urgency_save(
+            actor=request.user,
+            data=data,
+            reason=values["reason"],
+            urgency=urgency,
+            expected_version=values["version"],
+        )
+        return Response(api.UrgencyOutputSerializer(self.fresh(urgency)).data)
+
+    def partial_update(self, request, pk=None):
+        return self.update(request, pk, partial=True)
+
+
+# Policy history.
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List policy changes, newest first",
+        responses=api.PolicyChangeOutputSerializer(many=True),
+    ),
+    retrieve=extend_schema(
+        summary="Get a policy change with its field-level diff",
+        responses=api.PolicyChangeOutputSerializer,
+    ),
+)
+class PolicyChangeViewSet(ApiViewSet):
+    queryset = PolicyChange.objects.select_related("actor")
+    serializer_class = api.PolicyChangeOutputSerializer
+    permission_classes = [HistoryAccess]
+    filterset_class = PolicyChangeFilter
+
+    def list(self, request):
+        changes = self.filter_queryset(self.get_queryset())
+        return self.paginated(changes, api.PolicyChangeOutputSerializer)
+
+    def retrieve(self, request, pk=None):
+        return Response(api.PolicyChangeOutputSerializer(self.get_object()).data)
+
+    @extend_schema(
+        summary="Revert a change (admins)",
+        description="Restores only the fields this change changed, as a new change.",
+        request=api.RevertSerializer,
+        responses={201: api.PolicyChangeOutputSerializer},
+    )
+    @action(detail=True, methods=["post"])
+    def revert(self, request, pk=None):
+        change = self.get_object()
+        values = self.parse(api.RevertSerializer)
+        revert = policy_change_revert(actor=request.user, change=change, reason=values["reason"])
+        return Response(
+            api.PolicyChangeOutputSerializer(self.fresh(revert)).data,
+            status=status.HTTP_201_CREATED,
+        )

@@ -1,0 +1,475 @@
+"""Forms of the policy pages: they collect input and call the services.
+
+A form here parses (a number is a number, a choice is one of the choices) and
+nothing more. Every rule, and its message, lives in governance.policy.services;
+a form calls the service and puts each `PolicyError` message next to the field
+it names, including `capacity_limits.<type>` on the row of that instance type.
+"""
+
+from __future__ import annotations
+
+from django import forms
+
+from governance.bounds import MAX_COUNT, MAX_ID, MAX_TEXT
+from governance.form_errors import apply_errors
+from governance.models import InstanceType, JobQueue, PolicyChange, QuotaShare, Team
+from governance.models import UrgencyDefinition as Urgency
+from governance.policy import services
+from governance.policy.services import PolicyError, ShareData
+
+REASON_LABEL = "Reason for this change"
+REASON_HELP = "Recorded in the policy history with your name. Say why, not what."
+
+
+class CheckedByService:
+    """A field shown as required whose "is it there?" rule, and message, belong to the
+    service: an empty value passes the form so every problem is reported in one pass."""
+
+    def validate(self, value):
+        if value in self.empty_values:
+            return
+        super().validate(value)
+
+
+class ServiceCharField(CheckedByService, forms.CharField):
+    pass
+
+
+class ServiceIntegerField(CheckedByService, forms.IntegerField):
+    pass
+
+
+class ServiceTeamField(CheckedByService, forms.ModelChoiceField):
+    pass
+
+
+def count_messages(maximum: int = MAX_COUNT) -> dict[str, str]:
+    return {"max_value": f"must be at most {maximum}"}
+
+
+class BoundedModelMultipleChoiceField(forms.ModelMultipleChoiceField):
+    """Objects by id, where an id outside 1..2^63-1 is an invalid choice before any query
+    (SQLite cannot even bind such a number)."""
+
+    def _check_values(self, value):
+        ids = forms.IntegerField(min_value=1, max_value=MAX_ID)
+        for pk in value:
+            try:
+                ids.clean(pk)
+            except forms.ValidationError:
+                raise forms.ValidationError(
+                    self.error_messages["invalid_pk_value"],
+                    code="invalid_pk_value",
+                    params={"pk": str(pk)[:30]},
+                ) from None
+        return super()._check_values(value)
+
+
+# The reason does not change the impact, so its keystrokes and its blur do not ask the
+# form for a new preview; a preview started by leaving the reason for the Save button
+# would only be cut off by the save itself. static/js/app.js reads the attribute: the
+# CSP forbids the eval that htmx's hx-on attributes would need.
+NO_PREVIEW = {"data-no-preview": ""}
+
+
+def _unbound(args, kwargs) -> bool:
+    return (args[0] if args else kwargs.get("data")) is None
+
+
+def _reason_field() -> ServiceCharField:
+    return ServiceCharField(
+        label=REASON_LABEL,
+        max_length=MAX_TEXT,
+        help_text=REASON_HELP,
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+
+
+class PolicyForm(forms.Form):
+    """Shared plumbing: no HTML `required` (htmx previews an incomplete form), and
+    service errors mapped onto fields, unknown field names onto the form itself."""
+
+    use_required_attribute = False
+
+    def apply_errors(self, errors: dict[str, list[str]]) -> None:
+        apply_errors(self, errors)
+
+
+# Share editor.
+
+
+class LimitRowForm(forms.Form):
+    """One row of the inline capacity limits table."""
+
+    use_required_attribute = False
+
+    instance_type = forms.ChoiceField(label="Instance type", required=False)
+    max_instances = forms.IntegerField(
+        label="Instances", required=False, max_value=MAX_COUNT, error_messages=count_messages()
+    )
+
+    def __init__(self, *args, type_choices: list[tuple[str, str]], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["instance_type"].choices = [("", "—")] + type_choices
+        self.fields["max_instances"].widget.attrs.update({"inputmode": "numeric"})
+
+    def clean(self):
+        data = super().clean()
+        type_name, instances = data.get("instance_type"), data.get("max_instances")
+        # Parsing only: a half-filled row cannot become an entry of the limits map.
+        if type_name and instances is None and "max_instances" not in self.errors:
+            self.add_error("max_instances", "enter the number of instances")
+        if instances is not None and not type_name:
+            self.add_error("instance_type", "choose the instance type of this limit")
+        return data
+
+    @property
+    def entry(self) -> tuple[str, int] | None:
+        data = getattr(self, "cleaned_data", {})
+        if data.get("instance_type") and data.get("max_instances") is not None:
+            return data["instance_type"], data["max_instances"]
+        return None
+
+
+class LimitRowsMixin:
+    """A form with an inline table of (instance type, instances) rows: `limit_rows`."""
+
+    limit_rows: list[LimitRowForm]
+    limit_errors: list[str]
+
+    def is_valid(self) -> bool:
+        rows_valid = all([row.is_valid() for row in self.limit_rows])
+        return super().is_valid() and rows_valid and not self._duplicate_types()
+
+    def _duplicate_types(self) -> bool:
+        seen: set[str] = set()
+        duplicate = False
+        for row in self.limit_rows:
+            entry = row.entry
+            if entry is None:
+                continue
+            if entry[0] in seen:
+                row.add_error("instance_type", "this instance type already has a row above")
+                duplicate = True
+            seen.add(entry[0])
+        return duplicate
+
+    def entries(self) -> dict[str, int]:
+        return dict(row.entry for row in self.limit_rows if row.entry)
+
+    def _limit_errors(self, key: str, messages: list[str]) -> None:
+        """`<map>.<type>` goes on that type's row; the map as a whole above the table."""
+        type_name = key.partition(".")[2]
+        row = next((r for r in self.limit_rows if r.entry and r.entry[0] == type_name), None)
+        for message in messages:
+            if row is None:
+                self.limit_errors.append(f"{type_name}: {message}" if type_name else message)
+            else:
+                row.add_error("max_instances", message)
+
+    @property
+    def has_limit_errors(self) -> bool:
+        return bool(self.limit_errors) or any(row.errors for row in self.limit_rows)
+
+
+class ShareForm(LimitRowsMixin, PolicyForm):
+    """Create or edit a quota share with its capacity limits (one row per queue type)."""
+
+    name = ServiceCharField(max_length=100, label="Name")
+    team = ServiceTeamField(queryset=Team.objects.all(), label="Owning team", empty_label="—")
+    strategy = forms.ChoiceField(
+        label="Strategy", choices=QuotaShare.Strategy.choices, widget=forms.RadioSelect
+    )
+    borrow_limit = forms.IntegerField(
+        label="Borrow limit (%)",
+        required=False,
+        help_text="Percent of the share's own limit it may borrow on top, per instance type: "
+        f"0 to {services.BORROW_LIMIT_MAX}; −1 or empty = unlimited. Only with LEND_AND_BORROW.",
+    )
+    in_share_preemption = forms.BooleanField(label="In-share preemption", required=False)
+    priority_ceiling = forms.IntegerField(
+        label="Priority ceiling",
+        required=False,
+        min_value=0,
+        max_value=9999,
+        help_text="The highest job priority the team's leads may set on their own; above it "
+        "a job needs an approved priority-raise exception or an urgency that names the team. "
+        "Empty keeps it as it is (new shares: 100).",
+    )
+    state = forms.ChoiceField(
+        label="State",
+        choices=QuotaShare.State.choices,
+        help_text="A disabled share keeps its history but accepts no new jobs.",
+    )
+    version = forms.IntegerField(widget=forms.HiddenInput, required=False)
+    reason = _reason_field()
+
+    def __init__(self, *args, queue: JobQueue, share: QuotaShare | None = None, **kwargs):
+        if share is not None and _unbound(args, kwargs):
+            kwargs.setdefault("initial", self.initial_for(share))
+        super().__init__(*args, **kwargs)
+        self.queue = queue
+        self.share = share
+        self.fields["borrow_limit"].widget.attrs.update({"inputmode": "numeric"})
+        self.fields["reason"].widget.attrs.update(NO_PREVIEW)
+        type_names = [cap.instance_type.name for cap in queue.capacities.all()]
+        choices = [(name, name) for name in type_names]
+        existing = []
+        if share is not None and not self.is_bound:
+            existing = [
+                {"instance_type": lim.instance_type.name, "max_instances": lim.max_instances}
+                for lim in share.limits.all()
+            ]
+        # One row per instance type of the queue: a share may name each type once.
+        rows = max(1, min(services.MAX_LIMITS_PER_SHARE, len(type_names)), len(existing))
+        self.limit_rows = [
+            LimitRowForm(
+                self.data if self.is_bound else None,
+                prefix=f"limit-{i}",
+                initial=existing[i] if i < len(existing) else None,
+                type_choices=choices,
+            )
+            for i in range(rows)
+        ]
+        self.limit_errors: list[str] = []
+
+    @staticmethod
+    def initial_for(share: QuotaShare) -> dict:
+        return {
+            "name": share.name,
+            "team": share.team_id,
+            "strategy": share.strategy,
+            "borrow_limit": share.borrow_limit,
+            "in_share_preemption": share.in_share_preemption,
+            "priority_ceiling": share.priority_ceiling,
+            "state": share.state,
+            "version": share.version,
+        }
+
+    def share_data(self) -> ShareData:
+        data = self.cleaned_data
+        return ShareData(
+            name=data.get("name") or "",
+            team=data.get("team"),
+            strategy=data["strategy"],
+            borrow_limit=data.get("borrow_limit"),
+            in_share_preemption=bool(data.get("in_share_preemption")),
+            state=data.get("state") or QuotaShare.State.ENABLED,
+            capacity_limits=self.entries(),
+            priority_ceiling=data.get("priority_ceiling"),
+        )
+
+    def apply_errors(self, errors: dict[str, list[str]]) -> None:
+        field_errors = {}
+        for key, messages in errors.items():
+            if key.startswith("capacity_limits"):
+                self._limit_errors(key, messages)
+            else:
+                field_errors[key] = messages
+        super().apply_errors(field_errors)
+
+    def save(self, *, actor) -> QuotaShare:
+        """Create or update through the services. Raises PolicyError (already mapped onto
+        the form) or VersionConflict."""
+        data = self.share_data()
+        reason = self.cleaned_data.get("reason") or ""
+        try:
+            if self.share is None:
+                return services.share_create(
+                    actor=actor, queue=self.queue, data=data, reason=reason
+                )
+            return services.share_update(
+                actor=actor,
+                share=self.share,
+                data=data,
+                reason=reason,
+                expected_version=self.cleaned_data.get("version") or self.share.version,
+            )
+        except PolicyError as error:
+            errors = dict(error.errors)
+            if set(errors) == {"reason"}:
+                # The reason is checked first; report the policy's own problems in the same pass.
+                errors.update(
+                    services.share_validate(queue=self.queue, data=data, share=self.share)
+                )
+            self.apply_errors(errors)
+            raise
+
+
+# Queue capacity editor.
+
+
+class CapacityForm(LimitRowsMixin, PolicyForm):
+    """A queue's capacity: instances per instance type, one to five rows."""
+
+    version = forms.IntegerField(widget=forms.HiddenInput, required=False)
+    reason = _reason_field()
+
+    def __init__(self, *args, queue: JobQueue, **kwargs):
+        if _unbound(args, kwargs):
+            kwargs.setdefault("initial", {"version": queue.version})
+        super().__init__(*args, **kwargs)
+        self.queue = queue
+        self.fields["reason"].widget.attrs.update(NO_PREVIEW)
+        choices = [(t.name, t.name) for t in InstanceType.objects.all()]
+        existing = [
+            {"instance_type": cap.instance_type.name, "max_instances": cap.instances}
+            for cap in queue.capacities.all()
+        ]
+        rows = max(1, min(services.MAX_LIMITS_PER_SHARE, len(choices)), len(existing))
+        self.limit_rows = [
+            LimitRowForm(
+                self.data if self.is_bound else None,
+                prefix=f"capacity-{i}",
+                initial=existing[i] if i < len(existing) and not self.is_bound else None,
+                type_choices=choices,
+            )
+            for i in range(rows)
+        ]
+        self.limit_errors: list[str] = []
+
+    def apply_errors(self, errors: dict[str, list[str]]) -> None:
+        field_errors = {}
+        for key, messages in errors.items():
+            if key.startswith("capacity"):
+                self._limit_errors(key, messages)
+            else:
+                field_errors[key] = messages
+        super().apply_errors(field_errors)
+
+    def save(self, *, actor) -> JobQueue:
+        try:
+            return services.queue_set_capacity(
+                actor=actor,
+                queue=self.queue,
+                capacity=self.entries(),
+                reason=self.cleaned_data.get("reason") or "",
+                expected_version=self.cleaned_data.get("version") or self.queue.version,
+            )
+        except PolicyError as error:
+            self.apply_errors(error.errors)
+            raise
+
+
+# Urgency definitions.
+
+
+class UrgencyForm(PolicyForm):
+    name = ServiceCharField(max_length=100, label="Name")
+    meaning = ServiceCharField(
+        label="Meaning",
+        max_length=MAX_TEXT,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="What this urgency means, in plain words.",
+    )
+    examples = forms.CharField(
+        label="Examples",
+        required=False,
+        max_length=MAX_TEXT,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Situations that qualify.",
+    )
+    priority = ServiceIntegerField(
+        label="Priority it grants", help_text="A job priority from 0 to 9999."
+    )
+    max_window_hours = ServiceIntegerField(
+        label="Longest window (hours)",
+        help_text="The longest exception window it allows.",
+        max_value=MAX_COUNT,
+        error_messages=count_messages(),
+    )
+    allowed_kinds = forms.MultipleChoiceField(
+        label="Allowed kinds",
+        choices=Urgency.Kind.choices,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+    )
+    invokers = BoundedModelMultipleChoiceField(
+        label="Teams that may invoke it",
+        queryset=Team.objects.all(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="None selected = every team.",
+    )
+    version = forms.IntegerField(widget=forms.HiddenInput, required=False)
+    reason = _reason_field()
+
+    def __init__(self, *args, urgency: Urgency | None = None, **kwargs):
+        if urgency is not None and _unbound(args, kwargs):
+            kwargs.setdefault(
+                "initial",
+                {
+                    "name": urgency.name,
+                    "meaning": urgency.meaning,
+                    "examples": urgency.examples,
+                    "priority": urgency.priority,
+                    "max_window_hours": urgency.max_window_hours,
+                    "allowed_kinds": urgency.allowed_kinds,
+                    "invokers": list(urgency.invokers.all()),
+                    "version": urgency.version,
+                },
+            )
+        super().__init__(*args, **kwargs)
+        self.urgency = urgency
+        for name in ("priority", "max_window_hours"):
+            self.fields[name].widget.attrs.update({"inputmode": "numeric"})
+
+    def save(self, *, actor) -> Urgency:
+        data = {key: self.cleaned_data.get(key) for key in services.URGENCY_FIELDS}
+        data["invokers"] = list(self.cleaned_data.get("invokers") or [])
+        try:
+            return services.urgency_save(
+                actor=actor,
+                data=data,
+                reason=self.cleaned_data.get("reason") or "",
+                urgency=self.urgency,
+                expected_version=self.cleaned_data.get("version") if self.urgency else None,
+            )
+        except PolicyError as error:
+            errors = dict(error.errors)
+            if set(errors) == {"reason"}:
+                errors.update(services.urgency_validate(data, urgency=self.urgency))
+            self.apply_errors(errors)
+            raise
+
+
+# History.
+
+
+class HistoryFilterForm(forms.Form):
+    """The history page's filters; they live in the query string."""
+
+    queue = forms.TypedChoiceField(label="Queue", required=False, coerce=int, empty_value=None)
+    share = forms.TypedChoiceField(label="Share", required=False, coerce=int, empty_value=None)
+    actor = forms.TypedChoiceField(label="Changed by", required=False, coerce=int, empty_value=None)
+    cause = forms.ChoiceField(
+        label="Cause", required=False, choices=[("", "Any cause"), *PolicyChange.Cause.choices]
+    )
+
+    def __init__(self, *args, queues, shares, actors, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["queue"].choices = [("", "Any queue")] + [(q.pk, q.name) for q in queues]
+        self.fields["share"].choices = [("", "Any share")] + [
+            (s.pk, f"{s.queue.name} / {s.name}") for s in shares
+        ]
+        self.fields["actor"].choices = [("", "Anyone")] + [
+            (u.pk, u.get_full_name() or u.get_username()) for u in actors
+        ]
+
+    def filters(self) -> dict:
+        if not self.is_valid():
+            return {}
+        return {key: value for key, value in self.cleaned_data.items() if value}
+
+
+class RevertForm(PolicyForm):
+    reason = _reason_field()
+
+    def save(self, *, actor, change: PolicyChange) -> PolicyChange:
+        try:
+            return services.policy_change_revert(
+                actor=actor, change=change, reason=self.cleaned_data.get("reason") or ""
+            )
+        except PolicyError as error:
+            self.apply_errors(error.errors)
+            raise

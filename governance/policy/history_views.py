@@ -1,0 +1,168 @@
+"""Policy history: the timeline of changes, its filters, and revert."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
+from django.utils.html import format_html
+from django.utils.http import urlencode
+from django.views.decorators.http import require_http_methods
+
+from governance import rules
+from governance.models import JobQueue, PolicyChange, PolicyProposal, QuotaShare
+from governance.policy.forms import HistoryFilterForm, RevertForm
+from governance.policy.selectors import policy_history
+from governance.policy.services import PolicyError, changed_fields
+from governance.proposals.messages import proposed_message
+from scheduler.adapters import BORROW_UNLIMITED
+
+PAGE_SIZE = 20
+
+FIELD_LABELS = {
+    "name": "Name",
+    "team": "Team",
+    "strategy": "Strategy",
+    "borrow_limit": "Borrow limit",
+    "in_share_preemption": "In-share preemption",
+    "state": "State",
+    "capacity_limits": "Capacity limits",
+    "capacity": "Capacity",
+    "meaning": "Meaning",
+    "examples": "Examples",
+    "priority": "Priority",
+    "max_window_hours": "Longest window (hours)",
+    "allowed_kinds": "Allowed kinds",
+    "invokers": "Invoking teams",
+}
+
+
+def fragment_or_page(request, page_template: str, fragment_template: str, context: dict):
+    """One URL serves a page or, to an htmx request, just the fragment it swaps."""
+    partial = request.htmx and not request.htmx.boosted
+    response = render(request, fragment_template if partial else page_template, context)
+    patch_vary_headers(response, ("HX-Request",))
+    return response
+
+
+def field_label(key: str) -> str:
+    return FIELD_LABELS.get(key, key.replace("_", " ").capitalize())
+
+
+def display_value(key: str, value) -> str:
+    """A recorded policy value as people read it."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if key == "borrow_limit":
+        return "unlimited" if value == BORROW_UNLIMITED else f"{value}%"
+    if isinstance(value, dict):
+        return ", ".join(f"{name} × {count}" for name, count in value.items()) or "none"
+    if isinstance(value, list):
+        return ", ".join(str(item) for item in value) or "none (every team)"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    field: str
+    label: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    change: PolicyChange
+    diff: list[DiffRow]
+
+    @property
+    def reverts_url(self) -> str:
+        return history_url_for(self.change.reverts) if self.change.reverts else ""
+
+
+def diff_rows(before, after) -> list[DiffRow]:
+    return [
+        DiffRow(key, field_label(key), display_value(key, old), display_value(key, new))
+        for key, old, new in changed_fields(before, after)
+    ]
+
+
+def _filter_form(request) -> HistoryFilterForm:
+    users = get_user_model().objects.filter(
+        pk__in=PolicyChange.objects.exclude(actor=None).values("actor")
+    )
+    return HistoryFilterForm(
+        request.GET or None,
+        queues=JobQueue.objects.only("pk", "name"),
+        shares=QuotaShare.objects.select_related("queue").order_by("queue__name", "name"),
+        actors=users.order_by("username"),
+    )
+
+
+def history(request):
+    rules.require(request.user, "history.view")
+    filter_form = _filter_form(request)
+    filters = filter_form.filters()
+    page = Paginator(policy_history(**filters), PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {
+        "filter_form": filter_form,
+        "filtered": bool(filters),
+        "page_obj": page,
+        "entries": [
+            HistoryEntry(change, diff_rows(change.before, change.after)) for change in page
+        ],
+    }
+    return fragment_or_page(
+        request, "governance/history/list.html", "governance/history/_list.html", context
+    )
+
+
+@require_http_methods(["GET", "POST"])
+def history_revert(request, pk: int):
+    rules.require(request.user, "policy.edit")
+    change = get_object_or_404(policy_history(), pk=pk)
+    form = RevertForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            revert = form.save(actor=request.user, change=change)
+        except PolicyError:
+            pass
+        else:
+            if isinstance(revert, PolicyProposal):
+                proposed_message(request, revert)
+                return redirect("proposal-list")
+            url = reverse("history") + "?" + urlencode(_scope(revert)) + f"#change-{revert.pk}"
+            messages.success(
+                request,
+                format_html(
+                    'Reverted change #{} of {}: <a href="{}">new change #{}</a>.',
+                    change.pk,
+                    change.object_repr,
+                    url,
+                    revert.pk,
+                ),
+            )
+            return redirect(url)
+    entry = HistoryEntry(change, diff_rows(change.before, change.after))
+    return render(request, "governance/history/revert.html", {"entry": entry, "form": form})
+
+
+def _scope(change: PolicyChange) -> dict:
+    """Filters that show `change` among its neighbours: its share, else its queue."""
+    if change.share_id:
+        return {"share": change.share_id}
+    if change.queue_id:
+        return {"queue": change.queue_id}
+    return {}
+
+
+def history_url_for(change: PolicyChange) -> str:
+    query = urlencode(_scope(change))
+    return reverse("history") + (f"?{query}" if query else "") + f"#change-{change.pk}"

@@ -1,0 +1,73 @@
+"""Impact previews: what a proposed policy change does now, computed by the engine.
+
+The engine answers on a snapshot of the queue's live jobs; this module only
+builds the proposed policy and turns job ids into job names for people.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from governance.models import JobQueue, QuotaShare
+from governance.policy.services import ShareData, _data_document
+from scheduler.adapters import queue_snapshot, share_spec_from_document
+from scheduler.engine import assess_policy_change
+from scheduler.models import Job
+
+
+@dataclass(frozen=True)
+class ImpactLine:
+    kind: str
+    text: str
+    jobs: tuple[str, ...]
+
+
+def _lines(impacts) -> list[ImpactLine]:
+    ids = {int(job) for impact in impacts for job in impact.jobs if str(job).isdigit()}
+    names = dict(Job.objects.filter(pk__in=ids).values_list("pk", "name")) if ids else {}
+    return [
+        ImpactLine(
+            kind=impact.kind,
+            text=impact.text,
+            jobs=tuple(
+                names.get(int(j), str(j)) if str(j).isdigit() else str(j) for j in impact.jobs
+            ),
+        )
+        for impact in impacts
+    ]
+
+
+def share_change_impact(
+    *, queue: JobQueue, data: ShareData, share: QuotaShare | None = None
+) -> list[ImpactLine]:
+    """The preview for saving `data` as `share` (or as a new share) in `queue`."""
+    snapshot, now = queue_snapshot(queue)
+    proposed = share_spec_from_document(_data_document(data))
+    shares = list(snapshot.shares)
+    if share is None:
+        shares.append(proposed)
+    else:
+        # Running jobs name the share as it is now; a rename must not hide them.
+        proposed = replace(proposed, name=share.name)
+        shares = [proposed if spec.name == share.name else spec for spec in shares]
+    return _lines(assess_policy_change(snapshot, shares=shares, now=now))
+
+
+def capacity_change_impact(*, queue: JobQueue, capacity: Mapping[str, int]) -> list[ImpactLine]:
+    snapshot, now = queue_snapshot(queue)
+    return _lines(assess_policy_change(snapshot, capacity=dict(capacity), now=now))
+
+
+def policy_impact(
+    *, queue: JobQueue, share_docs: list[dict], capacity: Mapping[str, int] | None = None
+) -> list[ImpactLine]:
+    """The preview for replacing the queue's whole policy at once (a policy file's plan):
+    `share_docs` are every share as it will be, by name, in entitlement order."""
+    snapshot, now = queue_snapshot(queue)
+    shares = [share_spec_from_document(doc) for doc in share_docs]
+    return _lines(
+        assess_policy_change(
+            snapshot, shares=shares, capacity=None if capacity is None else dict(capacity), now=now
+        )
+    )

@@ -1,0 +1,369 @@
+"""Input and output serializers of the API, per resource.
+
+Input serializers parse and bound: types, lookups by name, choices, and the ranges
+storage allows (governance.bounds) or the policy documents (a borrow limit up to
+BORROW_LIMIT_MAX, a priority up to 9999), so the OpenAPI schema states them and an
+out-of-range value is a field error. Every rule beyond that is checked by
+governance.policy.services, which the views call; where a bound repeats a rule, the
+serializer uses the service's message.
+"""
+
+from django.contrib.auth import get_user_model
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from governance.api.fields import (
+    BoundedPrimaryKeyRelatedField,
+    InstanceMapField,
+    NameRelatedField,
+    count_field,
+    text_field,
+)
+from governance.bounds import MAX_COUNT, MAX_SMALL
+from governance.models import (
+    InstanceType,
+    JobQueue,
+    PolicyChange,
+    QuotaShare,
+    Team,
+    UrgencyDefinition,
+)
+from governance.policy.services import BORROW_LIMIT_MAX, changed_fields
+
+User = get_user_model()
+
+INSTANCE_MAP = serializers.DictField(
+    child=serializers.IntegerField(),
+    help_text='Instance type name -> number of instances, e.g. {"ml.g5.xlarge": 3}.',
+)
+
+
+def _reason_field():
+    return text_field(
+        allow_blank=True,
+        default="",
+        help_text="Why this change is made; recorded in the policy history. Required.",
+    )
+
+
+def _version_field():
+    return count_field(
+        help_text="The version the client last read; a newer one on the server is a 409 conflict."
+    )
+
+
+def _team_field(**kwargs):
+    return NameRelatedField(
+        max_length=100,
+        slug_field="name",
+        queryset=Team.objects.all(),
+        error_messages={"does_not_exist": "unknown team '{value}'"},
+        **kwargs,
+    )
+
+
+def _user_field(**kwargs):
+    return NameRelatedField(
+        max_length=150,
+        slug_field="username",
+        queryset=User.objects.all(),
+        error_messages={"does_not_exist": "unknown user '{value}'"},
+        **kwargs,
+    )
+
+
+# Errors: the one shape (governance.api.errors), documented on every operation by
+# governance.api.schema; views may still name it in their own `responses`.
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="The first problem, as 'field: message'.")
+    errors = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="Field name -> messages.",
+    )
+
+
+# Instance types.
+
+
+class InstanceTypeSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = InstanceType
+        fields = ["id", "name", "gpu_count", "gpu_model"]
+        # The model's CheckConstraint instancetype_gpus_ge_1 and its column's range,
+        # stated here so the error names the field instead of failing at the database.
+        extra_kwargs = {"gpu_count": {"min_value": 1, "max_value": MAX_SMALL}}
+
+
+# Teams.
+
+
+class TeamOutputSerializer(serializers.ModelSerializer):
+    members = serializers.SlugRelatedField(slug_field="username", many=True, read_only=True)
+    leads = serializers.SlugRelatedField(slug_field="username", many=True, read_only=True)
+
+    class Meta:
+        model = Team
+        fields = ["id", "name", "description", "members", "leads"]
+
+
+class TeamInputSerializer(serializers.ModelSerializer):
+    description = text_field(allow_blank=True, required=False)
+    members = _user_field(many=True, required=False)
+    leads = _user_field(many=True, required=False)
+
+    class Meta:
+        model = Team
+        fields = ["name", "description", "members", "leads"]
+
+
+# Queues.
+
+
+class QueueOutputSerializer(serializers.ModelSerializer):
+    capacity = serializers.SerializerMethodField()
+
+    class Meta:
+        model = JobQueue
+        fields = [
+            "id",
+            "name",
+            "description",
+            "executor",
+            "default_preemption_retries",
+            "runnable_time_limit",
+            "capacity",
+            "version",
+        ]
+
+    @extend_schema_field(INSTANCE_MAP)
+    def get_capacity(self, queue) -> dict[str, int]:
+        return {cap.instance_type.name: cap.instances for cap in queue.capacities.all()}
+
+
+class QueueCreateSerializer(serializers.ModelSerializer):
+    description = text_field(allow_blank=True, required=False)
+    capacity = InstanceMapField(help_text="Instance type name -> instances (1 to 5 types, ≥ 1).")
+    reason = _reason_field()
+
+    class Meta:
+        model = JobQueue
+        fields = [
+            "name",
+            "description",
+            "executor",
+            "default_preemption_retries",
+            "runnable_time_limit",
+            "capacity",
+            "reason",
+        ]
+        # Stated for every database backend (SQLite reports no integer ranges).
+        extra_kwargs = {
+            "default_preemption_retries": {"min_value": 0, "max_value": MAX_COUNT},
+            "runnable_time_limit": {"min_value": 1, "max_value": MAX_COUNT},
+        }
+
+
+class QueueCapacitySerializer(serializers.Serializer):
+    capacity = InstanceMapField(help_text="The whole new capacity map (replaces the old one).")
+    reason = _reason_field()
+    version = _version_field()
+
+
+# Quota shares.
+
+
+class ShareOutputSerializer(serializers.ModelSerializer):
+    queue_name = serializers.CharField(source="queue.name", read_only=True)
+    team = serializers.CharField(source="team.name", read_only=True)
+    capacity_limits = serializers.SerializerMethodField()
+
+    class Meta:
+        model = QuotaShare
+        fields = [
+            "id",
+            "queue",
+            "queue_name",
+            "name",
+            "team",
+            "strategy",
+            "borrow_limit",
+            "in_share_preemption",
+            "priority_ceiling",
+            "state",
+            "position",
+            "capacity_limits",
+            "version",
+            "created_at",
+            "updated_at",
+        ]
+
+    @extend_schema_field(INSTANCE_MAP)
+    def get_capacity_limits(self, share) -> dict[str, int]:
+        return {limit.instance_type.name: limit.max_instances for limit in share.limits.all()}
+
+
+class _ShareFieldsSerializer(serializers.Serializer):
+    """The editable fields of a share. Missing ones are filled in by the view:
+    defaults on create and PUT, the current value on PATCH."""
+
+    name = serializers.CharField(max_length=100, allow_blank=True, required=False)
+    team = _team_field(required=False, allow_null=True, help_text="Team name.")
+    strategy = serializers.ChoiceField(
+        choices=QuotaShare.Strategy.choices,
+        required=False,
+        error_messages={"invalid_choice": "must be RESERVE, LEND or LEND_AND_BORROW"},
+    )
+    borrow_limit = serializers.IntegerField(
+        allow_null=True,
+        required=False,
+        min_value=-1,
+        max_value=BORROW_LIMIT_MAX,
+        error_messages={
+            "max_value": f"must be at most {BORROW_LIMIT_MAX} (percent of the share's own "
+            "limit), or -1 for unlimited",
+            "min_value": "must be -1 (unlimited) or a percent of at least 0",
+        },
+        help_text=f"Percent of the share's own limit it may borrow, 0 to {BORROW_LIMIT_MAX}; "
+        "-1 = unlimited. Only with LEND_AND_BORROW.",
+    )
+    in_share_preemption = serializers.BooleanField(required=False)
+    priority_ceiling = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=9999,
+        help_text="The highest job priority the team's leads may set without an exception "
+        "or an urgency that names the team (admins). Left out or null: kept as it is "
+        "(new shares: 100).",
+    )
+    state = serializers.ChoiceField(
+        choices=QuotaShare.State.choices,
+        required=False,
+        error_messages={"invalid_choice": "must be ENABLED or DISABLED"},
+    )
+    capacity_limits = InstanceMapField(
+        required=False, help_text="Instance type of the queue -> max instances (1 to 5 types)."
+    )
+    reason = _reason_field()
+
+
+class ShareCreateSerializer(_ShareFieldsSerializer):
+    queue = BoundedPrimaryKeyRelatedField(queryset=JobQueue.objects.all())
+
+
+class ShareUpdateSerializer(_ShareFieldsSerializer):
+    version = _version_field()
+
+
+# Urgency definitions.
+
+
+class UrgencyOutputSerializer(serializers.ModelSerializer):
+    allowed_kinds = serializers.ListField(child=serializers.CharField())
+    invokers = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
+
+    class Meta:
+        model = UrgencyDefinition
+        fields = [
+            "id",
+            "name",
+            "meaning",
+            "examples",
+            "priority",
+            "max_window_hours",
+            "allowed_kinds",
+            "invokers",
+            "version",
+        ]
+
+
+_PRIORITY_MESSAGE = "must be a whole number from 0 to 9999"
+_WINDOW_MESSAGE = "must be a whole number of hours, at least 1"
+
+
+class _UrgencyFieldsSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, allow_blank=True, required=False)
+    meaning = text_field(allow_blank=True, required=False)
+    examples = text_field(allow_blank=True, required=False)
+    priority = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=9999,
+        error_messages={"min_value": _PRIORITY_MESSAGE, "max_value": _PRIORITY_MESSAGE},
+        help_text="The job priority it grants, 0 to 9999.",
+    )
+    max_window_hours = count_field(
+        required=False,
+        error_messages={"min_value": _WINDOW_MESSAGE},
+        help_text="The longest exception window it allows, in hours (at least 1).",
+    )
+    allowed_kinds = serializers.ListField(
+        child=serializers.ChoiceField(
+            choices=UrgencyDefinition.Kind.choices,
+            error_messages={
+                "invalid_choice": "unknown kind '{input}'; choose from "
+                + ", ".join(sorted(UrgencyDefinition.Kind.values))
+            },
+        ),
+        required=False,
+        max_length=len(UrgencyDefinition.Kind.values),
+        help_text="The exception kinds it may be used for.",
+    )
+    invokers = _team_field(
+        many=True, required=False, help_text="Names of the teams that may invoke it; [] = all."
+    )
+    reason = _reason_field()
+
+
+class UrgencyCreateSerializer(_UrgencyFieldsSerializer):
+    pass
+
+
+class UrgencyUpdateSerializer(_UrgencyFieldsSerializer):
+    version = _version_field()
+
+
+# Policy history.
+
+
+class FieldChangeSerializer(serializers.Serializer):
+    field = serializers.CharField()
+    before = serializers.JSONField(allow_null=True)
+    after = serializers.JSONField(allow_null=True)
+
+
+class PolicyChangeOutputSerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor.username", read_only=True, allow_null=True)
+    changes = serializers.SerializerMethodField()
+
+    class Meta:
+        model = PolicyChange
+        fields = [
+            "id",
+            "created_at",
+            "actor",
+            "reason",
+            "cause",
+            "target",
+            "object_repr",
+            "queue",
+            "share",
+            "urgency",
+            "before",
+            "after",
+            "changes",
+            "reverts",
+        ]
+
+    @extend_schema_field(FieldChangeSerializer(many=True))
+    def get_changes(self, change) -> list[dict]:
+        return [
+            {"field": name, "before": old, "after": new}
+            for name, old, new in changed_fields(change.before, change.after)
+        ]
+
+
+class RevertSerializer(serializers.Serializer):
+    reason = _reason_field()

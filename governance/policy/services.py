@@ -1,0 +1,927 @@
+"""Writes to the share policy: shares, their limits, queue capacity, urgency definitions.
+
+Every rule of a share policy is checked once, by the engine's validate_policy
+(the scenario-format rules), on the whole queue document with the proposed
+change applied; the form, the API, import and exceptions all call these
+functions. Every change writes a PolicyChange (who, when, why, before, after)
+inside the same transaction, and one writer per queue holds the queue row lock.
+A write returns the entry it recorded: the object it saved carries it in
+`history_entry` (None when nothing changed; read it with `history_entry(result)`), and
+a revert returns the entry itself. Nothing looks history up afterwards.
+
+Every write checks its actor against governance.rules. With
+POLICY_CHANGES_NEED_REVIEW an edit or a revert does not apply: the write is run in a
+savepoint that is rolled back (so it is checked exactly as it would apply, and its
+diff is kept), and a PolicyProposal is returned instead, which applies only when
+another admin approves it (governance.proposals.services). Changes caused by an
+exception, and imports, apply at once: the exception was decided by its owner.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+
+from governance import rules
+from governance.errors import NON_FIELD, Conflict, InvalidInput
+from governance.models import (
+    CapacityLimit,
+    InstanceType,
+    JobQueue,
+    PolicyChange,
+    PolicyProposal,
+    QueueCapacity,
+    QuotaShare,
+    Team,
+    UrgencyDefinition,
+)
+from governance.policy.locks import lock_queue
+from governance.policy.selectors import queue_document, share_document
+from scheduler.adapters import (
+    BORROW_UNLIMITED,
+    engine_borrow_limit,
+    engine_share_document,
+    stored_borrow_limit,
+)
+from scheduler.engine import validate_policy
+
+MAX_LIMITS_PER_SHARE = 5
+# The largest borrow limit: a share may borrow up to 100 times its own limit. Beyond
+# that a number is a typo, not a policy; BORROW_UNLIMITED (-1) says "unlimited".
+BORROW_LIMIT_MAX = 10_000
+
+
+class PolicyError(InvalidInput):
+    """A proposed policy change breaks a rule. `errors` maps a field name to its messages."""
+
+
+class VersionConflict(Conflict):
+    """Someone saved the object after the editor loaded it."""
+
+    def __init__(self, *, current: dict, current_version: int, submitted: dict):
+        super().__init__(
+            {
+                "version": [
+                    f"this policy was changed by someone else (now version {current_version}); "
+                    "review their change and apply yours on top"
+                ]
+            },
+            current=current,
+            current_version=current_version,
+            submitted=submitted,
+        )
+
+
+@dataclass(frozen=True)
+class ShareData:
+    """A proposed share, as the editor, the API or an import gives it."""
+
+    name: str
+    team: Team | None
+    strategy: str
+    borrow_limit: int | None = None
+    in_share_preemption: bool = False
+    state: str = QuotaShare.State.ENABLED
+    capacity_limits: Mapping[str, int] = field(default_factory=dict)
+    # Not part of the scheduling policy (the engine never sees it): the highest priority
+    # a lead may give the share's jobs without an exception. None: keep it as it is.
+    priority_ceiling: int | None = None
+
+
+# Documents: the canonical JSON shape used for validation, history and revert (a saved
+# share's or queue's: governance.policy.selectors.share_document / queue_document).
+
+
+def _data_document(data: ShareData) -> dict:
+    doc = {
+        "name": data.name,
+        "team": data.team.name if data.team else None,
+        "strategy": data.strategy,
+        "in_share_preemption": data.in_share_preemption,
+        "state": data.state,
+        "capacity_limits": dict(sorted(data.capacity_limits.items())),
+    }
+    # A borrow limit given with another strategy is kept, for validation to refuse.
+    if data.borrow_limit is not None or data.strategy == QuotaShare.Strategy.LEND_AND_BORROW:
+        doc["borrow_limit"] = engine_borrow_limit(data.borrow_limit)
+    return doc
+
+
+_SHARE_PATH = re.compile(r"^shares\[(\d+)\](?:\.(\w+))?(?:\.(.+))?$")
+
+
+def _share_errors(problems, *, index: int) -> dict[str, list[str]]:
+    """Keep the problems of share `index` (and the queue-wide ones), keyed by field name."""
+    errors: dict[str, list[str]] = {}
+    for problem in problems:
+        match = _SHARE_PATH.match(problem.path)
+        if match is None:
+            key = NON_FIELD
+        elif int(match.group(1)) != index:
+            continue
+        else:
+            key = match.group(2) or NON_FIELD
+            if key == "capacity_limits" and match.group(3):
+                key = f"capacity_limits.{match.group(3)}"
+        errors.setdefault(key, []).append(problem.message)
+    return errors
+
+
+def share_validate_in_policy(
+    *, queue_doc: dict, share_docs: list[dict], index: int, data: ShareData
+) -> dict[str, list[str]]:
+    """Every problem with `data` as share `index` of a policy document (the queue and its
+    shares in the scenario format; `index == len(share_docs)` adds a share). The one path
+    by which the editor, the API, imports and what-if drafts check a share.
+
+    A capacity limit above the queue's capacity of that type is an error when it is set
+    or raised, since a share can never use more than the queue has. The limits of all
+    shares together may exceed the capacity (shares lend and borrow). A limit already
+    above capacity (the queue shrank since) may stay or be lowered, so unrelated edits
+    and an exception's expiry still save; an exception itself never raises a limit past
+    capacity (governance.exceptions.services checks that when it applies)."""
+    errors: dict[str, list[str]] = {}
+    if data.team is None:
+        errors["team"] = ["choose the team that owns this share"]
+    if not data.name.strip():
+        errors["name"] = ["give the share a name"]
+    borrow = data.borrow_limit
+    if isinstance(borrow, int) and not isinstance(borrow, bool) and borrow > BORROW_LIMIT_MAX:
+        errors["borrow_limit"] = [
+            f"must be at most {BORROW_LIMIT_MAX} (percent of the share's own limit), "
+            f"or {BORROW_UNLIMITED} for unlimited"
+        ]
+    ceiling = data.priority_ceiling
+    if ceiling is not None and (
+        not isinstance(ceiling, int) or isinstance(ceiling, bool) or not 0 <= ceiling <= 9999
+    ):
+        errors["priority_ceiling"] = ["must be a whole number from 0 to 9999"]
+    capacity = queue_doc.get("capacity") if isinstance(queue_doc.get("capacity"), dict) else {}
+    stored = share_docs[index].get("capacity_limits", {}) if index < len(share_docs) else {}
+    for type_name, limit in data.capacity_limits.items():
+        available = capacity.get(type_name)
+        if (
+            isinstance(limit, int)
+            and isinstance(available, int)
+            and limit > available
+            and limit > stored.get(type_name, 0)
+        ):
+            errors[f"capacity_limits.{type_name}"] = [
+                f"at most {available}: the queue has {available} {type_name}"
+            ]
+    docs = [engine_share_document(doc) for doc in share_docs]
+    proposed = engine_share_document(_data_document(data))
+    if index == len(docs):
+        docs.append(proposed)
+    else:
+        docs[index] = proposed
+    problems = validate_policy(queue_doc, docs)
+    for key, messages in _share_errors(problems, index=index).items():
+        errors.setdefault(key, []).extend(messages)
+    return errors
+
+
+def share_validate(
+    *, queue: JobQueue, data: ShareData, share: QuotaShare | None = None
+) -> dict[str, list[str]]:
+    """Every problem with `data` as the new state of `share` (or a new share) in `queue`."""
+    shares = list(queue.shares.select_related("team").prefetch_related("limits__instance_type"))
+    index = (
+        len(shares) if share is None else next(i for i, s in enumerate(shares) if s.pk == share.pk)
+    )
+    return share_validate_in_policy(
+        queue_doc=queue_document(queue),
+        share_docs=[share_document(s) for s in shares],
+        index=index,
+        data=data,
+    )
+
+
+def _check_actor(actor, *, cause: str, exception_request=None) -> None:
+    """Edits, imports and reverts are the table's "policy.edit" (admins). A change an
+    exception causes was allowed by the exception's own rules (its decider may be an
+    exception owner; its expiry has no actor), so it must name that request."""
+    if cause == PolicyChange.Cause.EXCEPTION:
+        if exception_request is None:
+            raise ValueError("a change caused by an exception must name its request")
+        return
+    rules.require(actor, "policy.edit")
+
+
+# Internal: the write is already reviewed (a dry run, or one step of a reviewed write).
+_REVIEWED = object()
+Kind = PolicyProposal.Kind
+
+
+def _approval_refusal(approved) -> str | None:
+    """None when `approved` (a proposal being approved, or an approved what-if draft)
+    carries another admin's approval; otherwise why it does not."""
+    from governance.models import WhatIfComparison
+
+    if isinstance(approved, PolicyProposal):
+        ok = approved.is_pending and approved.reviewer_id not in (None, approved.author_id)
+    elif isinstance(approved, WhatIfComparison):
+        ok = approved.review_state == WhatIfComparison.Review.APPROVED and (
+            approved.reviewer_id not in (None, approved.author_id)
+        )
+    else:
+        ok = False
+    return None if ok else "this change has not been approved by another admin"
+
+
+def _needs_proposal(actor, *, cause: str, approved, exception_request=None) -> bool:
+    """Check the actor; True when this write must wait for another admin's review."""
+    _check_actor(actor, cause=cause, exception_request=exception_request)
+    if approved is _REVIEWED:
+        return False
+    if approved is not None:
+        why = _approval_refusal(approved)
+        if why:
+            raise rules.Refused(why)
+        return False
+    if cause not in (PolicyChange.Cause.EDIT, PolicyChange.Cause.REVERT):
+        return False
+    return bool(settings.POLICY_CHANGES_NEED_REVIEW)
+
+
+def _propose(*, actor, kind: str, reason: str, write, payload: dict, **fields):
+    """Run `write` (the reviewed form of the same call) in a savepoint that is rolled back:
+    its problems are raised as the write would raise them, and the change it would record
+    is kept as the proposal's diff. None when it would change nothing."""
+    savepoint = transaction.savepoint()
+    try:
+        change = history_entry(write())
+        before = change.before if change else None
+        after = change.after if change else None
+        object_repr = change.object_repr if change else ""
+    finally:
+        transaction.savepoint_rollback(savepoint)
+    if change is None:
+        return None
+    return PolicyProposal.objects.create(
+        kind=kind,
+        author=actor,
+        reason=reason.strip(),
+        object_repr=object_repr,
+        before=before,
+        payload={**payload, "after": after},
+        **fields,
+    )
+
+
+def _require_reason(reason: str) -> str:
+    reason = (reason or "").strip()
+    if not reason:
+        raise PolicyError({"reason": ["say why this change is made"]})
+    return reason
+
+
+def _write_limits(share: QuotaShare, limits: Mapping[str, int]) -> None:
+    types = {t.name: t for t in InstanceType.objects.filter(name__in=list(limits))}
+    share.limits.exclude(instance_type__name__in=list(limits)).delete()
+    for type_name, instances in limits.items():
+        CapacityLimit.objects.update_or_create(
+            share=share, instance_type=types[type_name], defaults={"max_instances": instances}
+        )
+
+
+def _record(
+    *,
+    actor,
+    reason: str,
+    target: str,
+    object_repr: str,
+    before: dict | None,
+    after: dict | None,
+    cause: str = PolicyChange.Cause.EDIT,
+    queue: JobQueue | None = None,
+    share: QuotaShare | None = None,
+    urgency: UrgencyDefinition | None = None,
+    reverts: PolicyChange | None = None,
+    exception_request=None,
+) -> PolicyChange:
+    return PolicyChange.objects.create(
+        actor=actor,
+        reason=reason,
+        cause=cause,
+        target=target,
+        object_repr=object_repr[:200],
+        before=before,
+        after=after,
+        queue=queue,
+        share=share,
+        urgency=urgency,
+        reverts=reverts,
+        exception_request=exception_request,
+    )
+
+
+def _with_entry(obj, entry: PolicyChange | None):
+    """`obj` as a write returns it, carrying in `history_entry` the PolicyChange the write
+    recorded (None: nothing changed). Callers read it there, never look history up."""
+    obj.history_entry = entry
+    return obj
+
+
+def history_entry(result) -> PolicyChange | None:
+    """The history entry a policy write returned: a revert's change itself, else the
+    `history_entry` of the object it saved. A proposal records none."""
+    if isinstance(result, PolicyChange):
+        return result
+    if isinstance(result, PolicyProposal):
+        return None
+    return result.history_entry
+
+
+def _after_policy_change(queue: JobQueue) -> None:
+    """Hook for the live scheduler: a policy change triggers a scheduling pass after commit."""
+    from governance.signals import policy_changed
+
+    transaction.on_commit(lambda: policy_changed.send(sender=JobQueue, queue_id=queue.pk))
+
+
+@transaction.atomic
+def share_create(
+    *,
+    actor,
+    queue: JobQueue,
+    data: ShareData,
+    reason: str,
+    cause: str = PolicyChange.Cause.EDIT,
+    approved=None,
+) -> QuotaShare | PolicyProposal:
+    """A new share (or, when changes need review, the proposal of one)."""
+    if _needs_proposal(actor, cause=cause, approved=approved):
+        proposal = _propose(
+            actor=actor,
+            kind=Kind.SHARE_CREATE,
+            reason=reason,
+            payload={"data": _proposed_document(data)},
+            queue=queue,
+            write=lambda: share_create(
+                actor=actor, queue=queue, data=data, reason=reason, cause=cause, approved=_REVIEWED
+            ),
+        )
+        if proposal is not None:
+            return proposal
+    reason = _require_reason(reason)
+    queue = lock_queue(queue.pk)
+    errors = share_validate(queue=queue, data=data)
+    if errors:
+        raise PolicyError(errors)
+    position = queue.shares.order_by("-position").values_list("position", flat=True).first() or 0
+    share = QuotaShare.objects.create(
+        queue=queue,
+        team=data.team,
+        name=data.name.strip(),
+        strategy=data.strategy,
+        borrow_limit=stored_borrow_limit(data.strategy, data.borrow_limit),
+        in_share_preemption=data.in_share_preemption,
+        state=data.state,
+        position=position + 1,
+        **({} if data.priority_ceiling is None else {"priority_ceiling": data.priority_ceiling}),
+    )
+    _write_limits(share, data.capacity_limits)
+    entry = _record(
+        actor=actor,
+        reason=reason,
+        cause=cause,
+        target=PolicyChange.Target.SHARE,
+        object_repr=str(share),
+        before=None,
+        after=_history_document(share),
+        queue=queue,
+        share=share,
+    )
+    _after_policy_change(queue)
+    return _with_entry(share, entry)
+
+
+@transaction.atomic
+def share_update(
+    *,
+    actor,
+    share: QuotaShare,
+    data: ShareData,
+    reason: str,
+    expected_version: int,
+    cause: str = PolicyChange.Cause.EDIT,
+    reverts: PolicyChange | None = None,
+    exception_request=None,
+    approved=None,
+) -> QuotaShare | PolicyProposal:
+    """Apply `data` to `share` if nobody saved it since `expected_version` (or, when
+    changes need review, return the proposal of it). `exception_request` links the
+    recorded change to the exception that caused it; `approved` is the approved proposal
+    or what-if draft this write carries out."""
+    if _needs_proposal(actor, cause=cause, approved=approved, exception_request=exception_request):
+        proposal = _propose(
+            actor=actor,
+            kind=Kind.SHARE_UPDATE,
+            reason=reason,
+            payload={"data": _proposed_document(data)},
+            share=share,
+            queue=share.queue,
+            base_version=expected_version,
+            write=lambda: share_update(
+                actor=actor,
+                share=share,
+                data=data,
+                reason=reason,
+                expected_version=expected_version,
+                cause=cause,
+                approved=_REVIEWED,
+            ),
+        )
+        if proposal is not None:
+            return proposal
+    reason = _require_reason(reason)
+    queue = lock_queue(share.queue_id)
+    current = QuotaShare.objects.select_related("team", "queue").get(pk=share.pk)
+    before = _history_document(current)
+    if current.version != expected_version:
+        raise VersionConflict(
+            current=before, current_version=current.version, submitted=_data_document(data)
+        )
+    errors = share_validate(queue=queue, data=data, share=current)
+    if errors:
+        raise PolicyError(errors)
+    ceiling = current.priority_ceiling if data.priority_ceiling is None else data.priority_ceiling
+    if {**_data_document(data), "priority_ceiling": ceiling} == before:
+        return _with_entry(current, None)  # nothing changes: no new version, no history entry
+    current.team = data.team
+    current.name = data.name.strip()
+    current.strategy = data.strategy
+    current.borrow_limit = stored_borrow_limit(data.strategy, data.borrow_limit)
+    current.in_share_preemption = data.in_share_preemption
+    current.state = data.state
+    current.priority_ceiling = ceiling
+    current.version = F("version") + 1
+    current.save()
+    _write_limits(current, data.capacity_limits)
+    current.refresh_from_db()
+    after = _history_document(current)
+    entry = None
+    if after != before:
+        entry = _record(
+            actor=actor,
+            reason=reason,
+            cause=cause,
+            target=PolicyChange.Target.SHARE,
+            object_repr=str(current),
+            before=before,
+            after=after,
+            queue=queue,
+            share=current,
+            reverts=reverts,
+            exception_request=exception_request,
+        )
+        _after_policy_change(queue)
+    return _with_entry(current, entry)
+
+
+def share_data_from_document(doc: Mapping, *, team: Team | None = None) -> ShareData:
+    """ShareData from a history document (for revert and import)."""
+    if team is None and doc.get("team"):
+        team = Team.objects.filter(name=doc["team"]).first()
+    strategy = doc.get("strategy", QuotaShare.Strategy.LEND)
+    return ShareData(
+        name=doc["name"],
+        team=team,
+        strategy=strategy,
+        borrow_limit=doc.get("borrow_limit"),
+        in_share_preemption=bool(doc.get("in_share_preemption", False)),
+        state=doc.get("state", QuotaShare.State.ENABLED),
+        capacity_limits=dict(doc.get("capacity_limits", {})),
+        priority_ceiling=doc.get("priority_ceiling"),
+    )
+
+
+def _history_document(share: QuotaShare) -> dict:
+    """The share as a PolicyChange records it: its policy and its priority ceiling."""
+    return {**share_document(share), "priority_ceiling": share.priority_ceiling}
+
+
+def _proposed_document(data: ShareData) -> dict:
+    doc = _data_document(data)
+    if data.priority_ceiling is not None:
+        doc["priority_ceiling"] = data.priority_ceiling
+    return doc
+
+
+def queue_capacity_validate(
+    *, queue: JobQueue, capacity: Mapping[str, int]
+) -> dict[str, list[str]]:
+    """Every problem with `capacity` as the queue's new capacity map, changing nothing."""
+    errors: dict[str, list[str]] = {}
+    known = set(InstanceType.objects.filter(name__in=list(capacity)).values_list("name", flat=True))
+    for name in capacity:
+        if name not in known:
+            errors.setdefault(f"capacity.{name}", []).append(f"unknown instance type '{name}'")
+    if errors:
+        return errors
+    shares = [
+        engine_share_document(share_document(s))
+        for s in queue.shares.select_related("team").prefetch_related("limits__instance_type")
+    ]
+    proposed = {**queue_document(queue), "capacity": dict(capacity)}
+    for problem in validate_policy(proposed, shares):
+        if not shares and problem.path == "shares":
+            continue  # a new queue gets its capacity before its first share
+        key = problem.path.removeprefix("queue.")
+        errors.setdefault(key, []).append(
+            problem.message if key.startswith("capacity") else str(problem)
+        )
+    return errors
+
+
+@transaction.atomic
+def queue_set_capacity(
+    *,
+    actor,
+    queue: JobQueue,
+    capacity: Mapping[str, int],
+    reason: str,
+    expected_version: int,
+    cause: str = PolicyChange.Cause.EDIT,
+    reverts: PolicyChange | None = None,
+    approved=None,
+) -> JobQueue | PolicyProposal:
+    """Replace the queue's capacity map (instance type name -> instances)."""
+    if _needs_proposal(actor, cause=cause, approved=approved):
+        proposal = _propose(
+            actor=actor,
+            kind=Kind.QUEUE_CAPACITY,
+            reason=reason,
+            payload={"capacity": dict(capacity)},
+            queue=queue,
+            base_version=expected_version,
+            write=lambda: queue_set_capacity(
+                actor=actor,
+                queue=queue,
+                capacity=capacity,
+                reason=reason,
+                expected_version=expected_version,
+                cause=cause,
+                approved=_REVIEWED,
+            ),
+        )
+        if proposal is not None:
+            return proposal
+    reason = _require_reason(reason)
+    locked = lock_queue(queue.pk)
+    before = queue_document(locked)
+    if locked.version != expected_version:
+        raise VersionConflict(
+            current={"capacity": before["capacity"]},
+            current_version=locked.version,
+            submitted={"capacity": dict(capacity)},
+        )
+    errors = queue_capacity_validate(queue=locked, capacity=capacity)
+    if errors:
+        raise PolicyError(errors)
+    if dict(capacity) == before["capacity"]:
+        return _with_entry(locked, None)  # nothing changes: no new version, no history entry
+    types = {t.name: t for t in InstanceType.objects.filter(name__in=list(capacity))}
+    locked.capacities.exclude(instance_type__name__in=list(capacity)).delete()
+    for name, instances in capacity.items():
+        QueueCapacity.objects.update_or_create(
+            queue=locked, instance_type=types[name], defaults={"instances": instances}
+        )
+    JobQueue.objects.filter(pk=locked.pk).update(version=F("version") + 1)
+    locked.refresh_from_db()
+    after_capacity = queue_document(locked)["capacity"]
+    entry = None
+    if after_capacity != before["capacity"]:
+        entry = _record(
+            actor=actor,
+            reason=reason,
+            cause=cause,
+            target=PolicyChange.Target.QUEUE,
+            object_repr=str(locked),
+            before={"capacity": before["capacity"]},
+            after={"capacity": after_capacity},
+            queue=locked,
+            reverts=reverts,
+        )
+        _after_policy_change(locked)
+    return _with_entry(locked, entry)
+
+
+@transaction.atomic
+def queue_create(
+    *,
+    actor,
+    name: str,
+    capacity: Mapping[str, int],
+    reason: str,
+    description: str = "",
+    default_preemption_retries: int | None = None,
+    runnable_time_limit: int | None = None,
+    executor: str = JobQueue.Executor.SIMULATED,
+    cause: str = PolicyChange.Cause.EDIT,
+    approved=None,
+) -> JobQueue | PolicyProposal:
+    """A new queue with its first capacity, recorded as one change. Nothing is kept on error."""
+    fields = {
+        "name": name,
+        "capacity": dict(capacity),
+        "description": description,
+        "default_preemption_retries": default_preemption_retries,
+        "runnable_time_limit": runnable_time_limit,
+        "executor": executor,
+    }
+    if _needs_proposal(actor, cause=cause, approved=approved):
+        proposal = _propose(
+            actor=actor,
+            kind=Kind.QUEUE_CREATE,
+            reason=reason,
+            payload=fields,
+            write=lambda: queue_create(
+                actor=actor, reason=reason, cause=cause, approved=_REVIEWED, **fields
+            ),
+        )
+        if proposal is not None:
+            return proposal
+    reason = _require_reason(reason)
+    name = (name or "").strip()
+    if not name:
+        raise PolicyError({"name": ["give the queue a name"]})
+    if JobQueue.objects.filter(name=name).exists():
+        raise PolicyError({"name": [f"a queue named '{name}' already exists"]})
+    queue = JobQueue.objects.create(
+        name=name,
+        description=description,
+        default_preemption_retries=default_preemption_retries,
+        runnable_time_limit=runnable_time_limit,
+        executor=executor,
+    )
+    return queue_set_capacity(
+        actor=actor,
+        queue=queue,
+        capacity=capacity,
+        reason=reason,
+        expected_version=queue.version,
+        cause=cause,
+        approved=_REVIEWED,
+    )
+
+
+# Urgency definitions.
+
+URGENCY_FIELDS = ("name", "meaning", "examples", "priority", "max_window_hours", "allowed_kinds")
+
+
+def urgency_document(urgency: UrgencyDefinition) -> dict:
+    doc = {name: getattr(urgency, name) for name in URGENCY_FIELDS}
+    doc["invokers"] = sorted(team.name for team in urgency.invokers.all())
+    return doc
+
+
+def urgency_validate(data: Mapping, *, urgency: UrgencyDefinition | None = None) -> dict:
+    errors: dict[str, list[str]] = {}
+    name = (data.get("name") or "").strip()
+    if not name:
+        errors["name"] = ["give the urgency a name"]
+    elif (
+        UrgencyDefinition.objects.filter(name=name)
+        .exclude(pk=getattr(urgency, "pk", None))
+        .exists()
+    ):
+        errors["name"] = [f"an urgency definition named '{name}' already exists"]
+    if not (data.get("meaning") or "").strip():
+        errors["meaning"] = ["say what this urgency means"]
+    priority = data.get("priority")
+    if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 9999:
+        errors["priority"] = ["must be a whole number from 0 to 9999"]
+    window = data.get("max_window_hours")
+    if not isinstance(window, int) or isinstance(window, bool) or window < 1:
+        errors["max_window_hours"] = ["must be a whole number of hours, at least 1"]
+    unknown_teams = _teams(data.get("invokers") or [])[1]
+    if unknown_teams:
+        errors["invokers"] = [f"unknown team '{unknown_teams[0]}'"]
+    kinds = data.get("allowed_kinds") or []
+    valid = set(UrgencyDefinition.Kind.values)
+    bad = [kind for kind in kinds if kind not in valid]
+    if bad:
+        errors["allowed_kinds"] = [
+            f"unknown kind {bad[0]!r}; choose from {', '.join(sorted(valid))}"
+        ]
+    return errors
+
+
+@transaction.atomic
+def urgency_save(
+    *,
+    actor,
+    data: Mapping,
+    reason: str,
+    urgency: UrgencyDefinition | None = None,
+    expected_version: int | None = None,
+    cause: str = PolicyChange.Cause.EDIT,
+    reverts: PolicyChange | None = None,
+    approved=None,
+) -> UrgencyDefinition | PolicyProposal:
+    """Create (urgency=None) or update an urgency definition from URGENCY_FIELDS + invokers."""
+    if _needs_proposal(actor, cause=cause, approved=approved):
+        document = {key: data.get(key) for key in URGENCY_FIELDS}
+        if data.get("invokers") is not None:
+            document["invokers"] = [
+                team.name if isinstance(team, Team) else str(team) for team in data["invokers"]
+            ]
+        proposal = _propose(
+            actor=actor,
+            kind=Kind.URGENCY_CREATE if urgency is None else Kind.URGENCY_UPDATE,
+            reason=reason,
+            payload={"data": document},
+            urgency=urgency,
+            base_version=expected_version,
+            write=lambda: urgency_save(
+                actor=actor,
+                data=data,
+                reason=reason,
+                urgency=urgency,
+                expected_version=expected_version,
+                cause=cause,
+                approved=_REVIEWED,
+            ),
+        )
+        if proposal is not None:
+            return proposal
+    reason = _require_reason(reason)
+    before = None
+    if urgency is not None:
+        urgency = UrgencyDefinition.objects.select_for_update().get(pk=urgency.pk)
+        before = urgency_document(urgency)
+        if expected_version is not None and urgency.version != expected_version:
+            raise VersionConflict(
+                current=before, current_version=urgency.version, submitted=dict(data)
+            )
+    errors = urgency_validate(data, urgency=urgency)
+    if errors:
+        raise PolicyError(errors)
+    if before is not None and _urgency_proposal(data, before) == before:
+        return _with_entry(urgency, None)  # nothing changes: no new version, no history entry
+    if urgency is None:
+        urgency = UrgencyDefinition()
+    else:
+        urgency.version = F("version") + 1
+    urgency.name = data["name"].strip()
+    urgency.meaning = data["meaning"].strip()
+    urgency.examples = (data.get("examples") or "").strip()
+    urgency.priority = data["priority"]
+    urgency.max_window_hours = data["max_window_hours"]
+    urgency.allowed_kinds = list(data.get("allowed_kinds") or [])
+    urgency.save()
+    invokers = data.get("invokers")
+    if invokers is not None:
+        urgency.invokers.set(_teams(invokers)[0])
+    urgency.refresh_from_db()
+    after = urgency_document(urgency)
+    entry = None
+    if after != before:
+        entry = _record(
+            actor=actor,
+            reason=reason,
+            cause=cause,
+            target=PolicyChange.Target.URGENCY,
+            object_repr=urgency.name,
+            before=before,
+            after=after,
+            urgency=urgency,
+            reverts=reverts,
+        )
+    return _with_entry(urgency, entry)
+
+
+def _urgency_proposal(data: Mapping, before: dict) -> dict:
+    invokers = data.get("invokers")
+    return {
+        "name": data["name"].strip(),
+        "meaning": data["meaning"].strip(),
+        "examples": (data.get("examples") or "").strip(),
+        "priority": data["priority"],
+        "max_window_hours": data["max_window_hours"],
+        "allowed_kinds": list(data.get("allowed_kinds") or []),
+        "invokers": before["invokers"]
+        if invokers is None
+        else sorted(team.name for team in _teams(invokers)[0]),
+    }
+
+
+def _teams(values) -> tuple[list[Team], list[str]]:
+    """Teams named (or given) in `values`, and the names that match no team."""
+    teams, unknown = [], []
+    for value in values:
+        if isinstance(value, Team):
+            teams.append(value)
+            continue
+        team = Team.objects.filter(name=value).first()
+        if team is None and str(value).isdigit():
+            team = Team.objects.filter(pk=int(value)).first()
+        if team is None:
+            unknown.append(str(value))
+        else:
+            teams.append(team)
+    return teams, unknown
+
+
+# History.
+
+
+def changed_fields(
+    before: Mapping | None, after: Mapping | None
+) -> list[tuple[str, object, object]]:
+    """Field-level diff: (field, old, new) for the fields that differ, in a stable order."""
+    before = before or {}
+    after = after or {}
+    keys = sorted(set(before) | set(after))
+    return [
+        (key, before.get(key), after.get(key)) for key in keys if before.get(key) != after.get(key)
+    ]
+
+
+@transaction.atomic
+def policy_change_revert(
+    *, actor, change: PolicyChange, reason: str, approved=None
+) -> PolicyChange | PolicyProposal:
+    """Take back what `change` did, as a new change. Only the fields it changed are restored,
+    so later edits of other fields stay."""
+    if _needs_proposal(actor, cause=PolicyChange.Cause.REVERT, approved=approved):
+        proposal = _propose(
+            actor=actor,
+            kind=Kind.REVERT,
+            reason=reason,
+            payload={},
+            reverts=change,
+            queue=change.queue,
+            share=change.share,
+            urgency=change.urgency,
+            write=lambda: policy_change_revert(
+                actor=actor, change=change, reason=reason, approved=_REVIEWED
+            ),
+        )
+        if proposal is not None:
+            return proposal
+    reason = _require_reason(reason)
+    diff = changed_fields(change.before, change.after)
+    if change.target == PolicyChange.Target.SHARE:
+        if change.share is None:
+            raise PolicyError({NON_FIELD: ["the share of this change no longer exists"]})
+        share = QuotaShare.objects.select_related("team", "queue").get(pk=change.share_id)
+        current = share_document(share)
+        if change.before is None:
+            restored = {**current, "state": QuotaShare.State.DISABLED}
+        else:
+            restored = {**current}
+            for key, old, _new in diff:
+                if old is None:
+                    restored.pop(key, None)
+                else:
+                    restored[key] = old
+        written = share_update(
+            actor=actor,
+            share=share,
+            data=share_data_from_document(restored),
+            reason=reason,
+            expected_version=share.version,
+            cause=PolicyChange.Cause.REVERT,
+            reverts=change,
+            approved=_REVIEWED,
+        )
+    elif change.target == PolicyChange.Target.QUEUE:
+        if change.queue is None or change.before is None:
+            raise PolicyError({NON_FIELD: ["this change cannot be reverted"]})
+        written = queue_set_capacity(
+            actor=actor,
+            queue=change.queue,
+            capacity=change.before["capacity"],
+            reason=reason,
+            expected_version=JobQueue.objects.get(pk=change.queue_id).version,
+            cause=PolicyChange.Cause.REVERT,
+            reverts=change,
+            approved=_REVIEWED,
+        )
+    else:
+        if change.urgency is None or change.before is None:
+            raise PolicyError({NON_FIELD: ["this change cannot be reverted"]})
+        current = urgency_document(change.urgency)
+        restored = {**current, **{key: old for key, old, _new in diff}}
+        written = urgency_save(
+            actor=actor,
+            data=restored,
+            reason=reason,
+            urgency=change.urgency,
+            cause=PolicyChange.Cause.REVERT,
+            reverts=change,
+            approved=_REVIEWED,
+        )
+    entry = history_entry(written)
+    if entry is None:
+        raise PolicyError({NON_FIELD: ["nothing to revert: the current policy already matches"]})
+    return entry

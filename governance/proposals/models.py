@@ -1,0 +1,91 @@
+"""Policy proposals: with POLICY_CHANGES_NEED_REVIEW, an admin's policy write is kept
+here until another admin approves it; only then does it apply, through the same
+service, and the PolicyChange it made is linked back (`applied_change`).
+
+A proposal holds the write as data: what it changes (`kind` and the object), the
+proposed document in the history's format (`payload`), the version it was based on,
+and the reason. Every review step is recorded on the row itself, which then never
+changes again: approved, rejected and withdrawn proposals are the evidence.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+from governance.policy.models import JobQueue, PolicyChange, QuotaShare, UrgencyDefinition
+
+
+class PolicyProposal(models.Model):
+    class Kind(models.TextChoices):
+        SHARE_CREATE = "share_create", "New share"
+        SHARE_UPDATE = "share_update", "Change of a share"
+        QUEUE_CREATE = "queue_create", "New queue"
+        QUEUE_CAPACITY = "queue_capacity", "Change of a queue's capacity"
+        URGENCY_CREATE = "urgency_create", "New urgency definition"
+        URGENCY_UPDATE = "urgency_update", "Change of an urgency definition"
+        REVERT = "revert", "Revert of a change"
+
+    class State(models.TextChoices):
+        PENDING = "PENDING", "Waiting for another admin's review"
+        APPLIED = "APPLIED", "Approved and applied"
+        REJECTED = "REJECTED", "Rejected"
+        WITHDRAWN = "WITHDRAWN", "Withdrawn"
+
+    kind = models.CharField(max_length=16, choices=Kind)
+    state = models.CharField(max_length=10, choices=State, default=State.PENDING, db_index=True)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reason = models.TextField()
+    object_repr = models.CharField(max_length=200)
+    queue = models.ForeignKey(
+        JobQueue, null=True, blank=True, on_delete=models.CASCADE, related_name="proposals"
+    )
+    share = models.ForeignKey(
+        QuotaShare, null=True, blank=True, on_delete=models.CASCADE, related_name="proposals"
+    )
+    urgency = models.ForeignKey(
+        UrgencyDefinition,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="proposals",
+    )
+    reverts = models.ForeignKey(
+        PolicyChange, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    # The object as it was when proposed, and what the proposal would make it.
+    before = models.JSONField(null=True, blank=True)
+    payload = models.JSONField(default=dict)
+    base_version = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    review_note = models.TextField(blank=True)
+    applied_change = models.ForeignKey(
+        PolicyChange, null=True, blank=True, on_delete=models.SET_NULL, related_name="proposals"
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(reviewer__isnull=True)
+                | Q(author__isnull=True)
+                | ~Q(reviewer=F("author")),
+                name="proposal_reviewer_not_author",
+            ),
+        ]
+
+    def __str__(self):
+        return f"Proposal #{self.pk}: {self.get_kind_display()} {self.object_repr}"
+
+    @property
+    def is_pending(self) -> bool:
+        return self.state == self.State.PENDING

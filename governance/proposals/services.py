@@ -1,0 +1,118 @@
+"""Reviewing policy proposals: another admin approves (the write then applies, through
+the same policy service, as its author's change) or rejects; the author may withdraw.
+
+Each step is one conditional transition of a PENDING proposal under its row lock, so
+two admins clicking at once decide it once. See governance.policy.services for how a
+write becomes a proposal.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from governance import rules
+from governance.errors import NON_FIELD, InvalidInput, WrongState
+from governance.models import PolicyProposal
+from governance.policy import services as policy
+
+Kind = PolicyProposal.Kind
+State = PolicyProposal.State
+
+
+def _locked(proposal: PolicyProposal) -> PolicyProposal:
+    return PolicyProposal.objects.select_for_update().get(pk=proposal.pk)
+
+
+def _require_pending(proposal: PolicyProposal) -> None:
+    if not proposal.is_pending:
+        state = proposal.get_state_display().lower()
+        raise WrongState(f"this proposal is already {state}", field=NON_FIELD)
+
+
+def _apply(proposal: PolicyProposal):
+    """Carry out the proposed write as its author, with this approval."""
+    payload = proposal.payload
+    common = {"actor": proposal.author, "reason": proposal.reason, "approved": proposal}
+    if proposal.kind == Kind.SHARE_CREATE:
+        return policy.share_create(
+            queue=proposal.queue, data=policy.share_data_from_document(payload["data"]), **common
+        )
+    if proposal.kind == Kind.SHARE_UPDATE:
+        return policy.share_update(
+            share=proposal.share,
+            data=policy.share_data_from_document(payload["data"]),
+            expected_version=proposal.base_version,
+            **common,
+        )
+    if proposal.kind == Kind.QUEUE_CAPACITY:
+        return policy.queue_set_capacity(
+            queue=proposal.queue,
+            capacity=payload["capacity"],
+            expected_version=proposal.base_version,
+            **common,
+        )
+    if proposal.kind == Kind.QUEUE_CREATE:
+        fields = {key: value for key, value in payload.items() if key != "after"}
+        return policy.queue_create(**fields, **common)
+    if proposal.kind in (Kind.URGENCY_CREATE, Kind.URGENCY_UPDATE):
+        return policy.urgency_save(
+            data=payload["data"],
+            urgency=proposal.urgency,
+            expected_version=proposal.base_version,
+            **common,
+        )
+    return policy.policy_change_revert(change=proposal.reverts, **common)
+
+
+@transaction.atomic
+def proposal_approve(*, actor, proposal: PolicyProposal, note: str = "") -> PolicyProposal:
+    """Another admin approves: the write applies now, or nothing happens and the reason
+    is said (the policy moved on since it was proposed, a rule now refuses it)."""
+    proposal = _locked(proposal)
+    rules.require(actor, "proposal.review", proposal)
+    _require_pending(proposal)
+    proposal.reviewer = actor
+    proposal.reviewed_at = timezone.now()
+    proposal.review_note = (note or "").strip()
+    try:
+        written = _apply(proposal)
+    except policy.VersionConflict as conflict:
+        raise InvalidInput(
+            {
+                NON_FIELD: [
+                    f"{proposal.object_repr} was changed since this was proposed (now version "
+                    f"{conflict.current_version}): reject it, and propose again from the "
+                    "current policy"
+                ]
+            }
+        ) from conflict
+    proposal.state = State.APPLIED
+    proposal.applied_change = policy.history_entry(written)
+    proposal.save()
+    return proposal
+
+
+@transaction.atomic
+def proposal_reject(*, actor, proposal: PolicyProposal, note: str) -> PolicyProposal:
+    proposal = _locked(proposal)
+    rules.require(actor, "proposal.review", proposal)
+    _require_pending(proposal)
+    note = (note or "").strip()
+    if not note:
+        raise InvalidInput({"note": ["say why, so its author can act on it"]})
+    PolicyProposal.objects.filter(pk=proposal.pk).update(
+        state=State.REJECTED, reviewer=actor, reviewed_at=timezone.now(), review_note=note
+    )
+    proposal.refresh_from_db()
+    return proposal
+
+
+@transaction.atomic
+def proposal_withdraw(*, actor, proposal: PolicyProposal) -> PolicyProposal:
+    proposal = _locked(proposal)
+    rules.require(actor, "proposal.withdraw", proposal)
+    _require_pending(proposal)
+    PolicyProposal.objects.filter(pk=proposal.pk).update(state=State.WITHDRAWN)
+    proposal.refresh_from_db()
+    return proposal

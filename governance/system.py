@@ -1,0 +1,36 @@
+from django.contrib.auth.decorators import login_not_required
+from django.db import connection
+from django.http import JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET
+
+from governance import rules
+from governance.outbox import outbox_enabled, outbox_messages
+
+
+@login_not_required
+@require_GET
+def healthz(request):
+    """For load balancers and docker compose: 503 only when the database is down;
+    otherwise 200, "ok" or "degraded" (the scheduler is not ticking, or an instance
+    type of a process queue has no live runner), with the scheduler's and runners'
+    liveness."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except Exception as exc:  # noqa: BLE001 - any database failure means unhealthy
+        return JsonResponse({"status": "error", "database": str(exc)}, status=503)
+    from scheduler.selectors import system_health
+
+    return JsonResponse(system_health())
+
+
+def home(request):
+    return redirect("queue-list")
+
+
+def outbox(request):
+    """Admins, in the demo: the notification e-mails the product sent (kept as files)."""
+    rules.require(request.user, "outbox.view")
+    context = {"enabled": outbox_enabled(), "messages_sent": outbox_messages()}
+    return render(request, "governance/outbox.html", context)

@@ -1,0 +1,112 @@
+"""The what-if API (/api/v1/what-if/): create a comparison with draft edits and a
+workload in one request, then poll it. Thin: the draft edit, the workload period and
+every rule are governance.whatif.services'; errors have the API's one shape."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.authentication import TokenAuthentication
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from governance.api.fields import BoundedPrimaryKeyRelatedField, InstanceMapField
+from governance.api.permissions import WhatIfAccess
+from governance.models import ExceptionRequest, JobQueue, QuotaShare, WhatIfComparison
+from governance.policy.services import BORROW_LIMIT_MAX
+from governance.whatif import selectors, services
+from governance.whatif.forms import workload_start_problem
+
+
+class ApiView(APIView):
+    permission_classes = [WhatIfAccess]
+
+    def get_authenticate_header(self, request):
+        return TokenAuthentication().authenticate_header(request)
+
+
+class DraftShareInput(serializers.Serializer):
+    name = serializers.CharField(max_length=100, help_text="The share (its current name).")
+    new_name = serializers.CharField(max_length=100, required=False)
+    team = serializers.CharField(max_length=100, required=False)
+    strategy = serializers.ChoiceField(choices=QuotaShare.Strategy.choices, required=False)
+    borrow_limit = serializers.IntegerField(
+        required=False, allow_null=True, min_value=-1, max_value=BORROW_LIMIT_MAX
+    )
+    in_share_preemption = serializers.BooleanField(required=False)
+    state = serializers.ChoiceField(choices=QuotaShare.State.choices, required=False)
+    capacity_limits = InstanceMapField(required=False)
+
+
+class WorkloadInput(serializers.Serializer):
+    kind = serializers.ChoiceField(
+        choices=WhatIfComparison.Workload.choices,
+        error_messages={"invalid_choice": "must be RECORDED, PHILLY or UPLOAD"},
+    )
+    start = serializers.DateField(required=False)
+    days = serializers.FloatField(required=False, default=30, min_value=0.01, max_value=120)
+    scale = serializers.FloatField(required=False, default=1.0, min_value=0, max_value=100)
+    csv = serializers.CharField(required=False, help_text="The trace, for kind UPLOAD.")
+
+    def validate(self, data):
+        problem = workload_start_problem(data.get("start"), data.get("days"))
+        if problem:
+            raise serializers.ValidationError({"start": [problem]})
+        return data
+
+
+class CreateInput(serializers.Serializer):
+    queue = BoundedPrimaryKeyRelatedField(queryset=JobQueue.objects.all())
+    title = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
+    shares = DraftShareInput(many=True, required=False, default=list)
+    workload = WorkloadInput(required=False)
+    run = serializers.BooleanField(required=False, default=True)
+    exception_request = BoundedPrimaryKeyRelatedField(
+        queryset=ExceptionRequest.objects.all(), required=False, allow_null=True
+    )
+
+
+class WhatIfCreateApi(ApiView):
+    @extend_schema(request=CreateInput, responses={201: dict})
+    def post(self, request):
+        """Clone a queue's policy, apply the draft edits, choose the workload, and (by
+        default) queue the run. Poll GET /api/v1/what-if/{id}/ for progress and results."""
+        serializer = CreateInput(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        with transaction.atomic():  # nothing is kept when any part is refused
+            comparison = services.comparison_create(
+                actor=request.user,
+                queue=data["queue"],
+                title=data["title"],
+                exception_request=data.get("exception_request"),
+            )
+            for edit in data["shares"]:
+                services.draft_share_edit(actor=request.user, comparison=comparison, edit=edit)
+            workload = data.get("workload")
+            if workload:
+                services.comparison_choose_workload(
+                    actor=request.user,
+                    comparison=comparison,
+                    kind=workload["kind"],
+                    start_day=workload.get("start"),
+                    days=workload["days"],
+                    scale=workload["scale"],
+                    upload=workload.get("csv", "").encode() or None,
+                )
+            if data["run"]:
+                # The services stored the edits and the workload on their own copies:
+                # run the stored comparison, not this stale copy.
+                comparison.refresh_from_db()
+                services.comparison_run(actor=request.user, comparison=comparison)
+        comparison.refresh_from_db()
+        return Response(selectors.comparison_document(comparison), status=status.HTTP_201_CREATED)
+
+
+class WhatIfDetailApi(ApiView):
+    @extend_schema(responses={200: dict})
+    def get(self, request, pk: int):
+        comparison = get_object_or_404(WhatIfComparison.objects.select_related("author"), pk=pk)
+        return Response(selectors.comparison_document(comparison))
