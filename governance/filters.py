@@ -57,6 +57,36 @@ def choice_filter(field_name: str, choices, help_text: str) -> django_filters.Ch
     return django_filters.ChoiceFilter(field_name=field_name, choices=choices, help_text=help_text)
 
 
+class ModelChoiceFilter(django_filters.ModelChoiceFilter):
+    """A page's choice of one row from a list, labelled by `label_from_instance` when
+    given. The chosen row's id is what a selector gets (see `page_query`)."""
+
+    def __init__(self, *args, label_from_instance=None, **kwargs):
+        self.label_from_instance = label_from_instance
+        super().__init__(*args, **kwargs)
+
+    @property
+    def field(self):
+        field = super().field
+        if self.label_from_instance is not None:
+            field.label_from_instance = self.label_from_instance
+        return field
+
+
+def page_query(filterset: django_filters.FilterSet) -> dict:
+    """A page's filters, parsed and bounded, for a selector that filters by itself: the
+    given ones by name, a chosen row as its id. An invalid one is left out, and the form
+    (filterset.form) shows its error next to its field."""
+    if not filterset.is_bound:
+        return {}
+    filterset.is_valid()
+    return {
+        name: getattr(value, "pk", value)
+        for name, value in filterset.form.cleaned_data.items()
+        if value not in (None, "")
+    }
+
+
 def query_id(params, name: str) -> int | None:
     """One id from a page's query string, or None when it is absent or not a valid id."""
     field = forms.IntegerField(min_value=1, max_value=MAX_ID, required=False)

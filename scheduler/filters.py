@@ -11,7 +11,8 @@ from __future__ import annotations
 import django_filters
 from drf_spectacular.utils import extend_schema_field
 
-from governance.filters import choice_filter, id_filter
+from governance.filters import ModelChoiceFilter, choice_filter, id_filter
+from governance.models import JobQueue, QuotaShare, Team
 from scheduler.models import Job, JobDefinition
 
 
@@ -24,6 +25,29 @@ class JobFilter(django_filters.FilterSet):
     class Meta:
         model = Job
         fields = ["queue", "share", "team", "state"]
+
+
+class JobPageFilter(JobFilter):
+    """The jobs page's filters: JobFilter's parameters, chosen from lists. The selector
+    gets the same ids as from the API (governance.filters.page_query)."""
+
+    queue = ModelChoiceFilter(
+        queryset=JobQueue.objects.order_by("name"), label="Queue", empty_label="All queues"
+    )
+    share = ModelChoiceFilter(
+        queryset=QuotaShare.objects.select_related("queue", "team").order_by(
+            "queue__name", "position", "pk"
+        ),
+        label="Share",
+        empty_label="All shares",
+        label_from_instance=lambda share: f"{share.queue.name} / {share.name} ({share.team.name})",
+    )
+    team = ModelChoiceFilter(
+        queryset=Team.objects.order_by("name"), label="Team", empty_label="All teams"
+    )
+    state = django_filters.ChoiceFilter(
+        choices=Job.State.choices, label="State", empty_label="All states"
+    )
 
 
 DEFINITION_STATES = [("active", "active"), ("retired", "retired")]

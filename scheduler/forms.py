@@ -13,7 +13,7 @@ import re
 from django import forms
 from django.urls import reverse
 
-from governance.models import InstanceType, JobQueue, QuotaShare, Team, UrgencyDefinition
+from governance.models import InstanceType, JobQueue, QuotaShare, UrgencyDefinition
 from scheduler import selectors
 from scheduler.models import Job, JobDecision, JobDefinition, JobDefinitionRevision
 from scheduler.permissions import submittable_shares
@@ -232,30 +232,6 @@ class JobForm(forms.Form):
             restart_overhead=data["restart_overhead"],
             preemption_retries=data["preemption_retries"],
         )
-
-
-class JobFilterForm(forms.Form):
-    queue = forms.ModelChoiceField(
-        queryset=JobQueue.objects.order_by("name"), required=False, empty_label="All queues"
-    )
-    share = ShareChoiceField(
-        queryset=QuotaShare.objects.select_related("queue", "team").order_by(
-            "queue__name", "position", "pk"
-        ),
-        required=False,
-        empty_label="All shares",
-    )
-    team = forms.ModelChoiceField(
-        queryset=Team.objects.order_by("name"), required=False, empty_label="All teams"
-    )
-    state = forms.ChoiceField(choices=[("", "All states"), *Job.State.choices], required=False)
-
-    def filters(self) -> dict:
-        if not self.is_valid():
-            return {}
-        return {
-            key: getattr(value, "pk", value) for key, value in self.cleaned_data.items() if value
-        }
 
 
 class PriorityForm(forms.Form):

@@ -18,14 +18,15 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from governance import rules
+from governance.filters import page_query
 from governance.form_errors import apply_errors
 from governance.models import JobQueue
 from governance.permissions import is_admin
 from scheduler import permissions, selectors
+from scheduler.filters import JobPageFilter
 from scheduler.forms import (
     DecisionForm,
     DefinitionForm,
-    JobFilterForm,
     JobForm,
     ParameterForm,
     ParameterFormSet,
@@ -51,15 +52,15 @@ def _require(allowed: bool) -> None:
 
 def job_list(request):
     _require(permissions.can_view_jobs(request.user))
-    filter_form = JobFilterForm(request.GET or None)
-    jobs = selectors.job_list(filters=filter_form.filters() if request.GET else {})
+    filters = JobPageFilter(request.GET or None)
+    jobs = selectors.job_list(filters=page_query(filters))
     page = Paginator(jobs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
     # Where each waiting job of the page stands in its share's queue.
     places = estimates.job_positions(list(page.object_list))
     for job in page.object_list:
         job.place = places.get(job.pk)
     context = {
-        "filter_form": filter_form,
+        "filter_form": filters.form,
         "page_obj": page,
         "can_submit": permissions.can_submit_jobs(request.user),
         "decision_count": _decision_count(request.user),

@@ -8,7 +8,7 @@ import datetime as dt
 from django import forms
 from django.contrib.auth import get_user_model
 
-from governance.bounds import MAX_ARTICLE_BODY, MAX_COUNT, MAX_QUERY, MAX_TEXT
+from governance.bounds import MAX_ARTICLE_BODY, MAX_COUNT, MAX_TEXT
 from governance.exceptions.services import (
     RequestData,
     exception_owner_validate,
@@ -240,54 +240,7 @@ class RevokeForm(forms.Form):
     )
 
 
-class ExceptionFilterForm(forms.Form):
-    state = forms.ChoiceField(
-        label="State", required=False, choices=[("", "Any state"), *ExceptionRequest.State.choices]
-    )
-    kind = forms.ChoiceField(
-        label="Kind", required=False, choices=[("", "Any kind"), *ExceptionRequest.Kind.choices]
-    )
-    team = forms.ModelChoiceField(
-        label="Team", required=False, queryset=Team.objects.order_by("name"), empty_label="Any team"
-    )
-    urgency = forms.ModelChoiceField(
-        label="Urgency",
-        required=False,
-        queryset=UrgencyDefinition.objects.order_by("name"),
-        empty_label="Any urgency",
-    )
-
-
 # Knowledge base.
-
-
-class KnowledgeSearchForm(forms.Form):
-    q = forms.CharField(
-        label="Search the knowledge base",
-        required=False,
-        max_length=MAX_QUERY,
-        widget=forms.TextInput(
-            attrs={"type": "search", "placeholder": 'e.g. reclaim "borrow limit"'}
-        ),
-        help_text='All words must match; use "quotes" for a phrase, or between alternatives, '
-        "and -word to leave out.",
-    )
-    tag = forms.ChoiceField(label="Tag", required=False)
-    share = forms.ModelChoiceField(
-        label="Linked share",
-        required=False,
-        queryset=QuotaShare.objects.select_related("queue").order_by("queue__name", "name"),
-        empty_label="Any share",
-    )
-
-    def __init__(self, *args, tags: list[tuple[str, int]], **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["tag"].choices = [("", "Any tag")] + [
-            (name, f"{name} ({count})") for name, count in tags
-        ]
-        self.fields["share"].label_from_instance = (
-            lambda share: f"{share.queue.name} / {share.name}"
-        )
 
 
 class ArticleForm(forms.Form):

@@ -17,14 +17,14 @@ from django.views.decorators.http import require_GET, require_POST
 from governance import rules
 from governance.errors import DomainError, InvalidInput, Refused, WrongState
 from governance.exceptions import selectors, services
+from governance.exceptions.filters import ExceptionPageFilter
 from governance.exceptions.forms import (
     DecisionForm,
-    ExceptionFilterForm,
     ExceptionOwnerForm,
     ExceptionRequestForm,
     RevokeForm,
 )
-from governance.filters import query_id
+from governance.filters import page_query, query_id
 from governance.form_errors import apply_errors
 from governance.knowledge.selectors import articles_for_request
 from governance.models import ExceptionOwner, ExceptionRequest, UrgencyDefinition
@@ -44,21 +44,21 @@ def _visible_request(request, pk: int) -> ExceptionRequest:
 
 def exception_list(request):
     rules.require(request.user, "exception.list")
-    filters = ExceptionFilterForm(request.GET or None)
-    values = filters.cleaned_data if filters.is_valid() else {}
+    filters = ExceptionPageFilter(request.GET or None)
+    values = page_query(filters)
     requests = selectors.exception_request_list(
         user=request.user,
-        state=values.get("state") or None,
-        kind=values.get("kind") or None,
-        team_id=values["team"].pk if values.get("team") else None,
-        urgency_id=values["urgency"].pk if values.get("urgency") else None,
+        state=values.get("state"),
+        kind=values.get("kind"),
+        team_id=values.get("team"),
+        urgency_id=values.get("urgency"),
     )
     page = Paginator(requests, PER_PAGE).get_page(request.GET.get("page"))
     context = {
         "page_obj": page,
         "requests": list(page),
-        "filter_form": filters if request.GET else ExceptionFilterForm(),
-        "filtered": any(values.values()) if values else False,
+        "filter_form": filters.form,
+        "filtered": bool(values),
     }
     if request.htmx:
         return render(request, "governance/exceptions/_list.html", context)

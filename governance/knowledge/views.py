@@ -12,9 +12,11 @@ from django.shortcuts import redirect, render
 
 from governance import rules
 from governance.errors import InvalidInput
-from governance.exceptions.forms import ArticleForm, KnowledgeSearchForm
+from governance.exceptions.forms import ArticleForm
 from governance.exceptions.permissions import who_may_change
+from governance.filters import page_query
 from governance.form_errors import apply_errors
+from governance.knowledge.filters import KnowledgeSearchFilter
 from governance.knowledge.selectors import (
     article_get,
     article_history,
@@ -28,21 +30,20 @@ from governance.policy.services import VersionConflict
 
 def knowledge_search(request):
     rules.require(request.user, "knowledge.view")
-    form = KnowledgeSearchForm(request.GET or None, tags=tag_choices(user=request.user))
-    values = form.cleaned_data if form.is_valid() else {}
+    filters = KnowledgeSearchFilter(request.GET or None, tags=tag_choices(user=request.user))
+    values = page_query(filters)
     query = values.get("q", "")
-    share = values.get("share")
     hits = article_search(
         user=request.user,
         query=query,
-        tag=values.get("tag") or None,
-        share_id=share.pk if share else None,
+        tag=values.get("tag"),
+        share_id=values.get("share"),
     )
     context = {
-        "form": form if request.GET else KnowledgeSearchForm(tags=tag_choices(user=request.user)),
+        "form": filters.form,
         "hits": hits,
         "query": query,
-        "filtered": bool(values.get("tag") or share),
+        "filtered": bool(values.get("tag") or values.get("share")),
     }
     if request.htmx:
         return render(request, "governance/knowledge/_results.html", context)

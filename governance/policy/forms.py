@@ -433,35 +433,6 @@ class UrgencyForm(PolicyForm):
             raise
 
 
-# History.
-
-
-class HistoryFilterForm(forms.Form):
-    """The history page's filters; they live in the query string."""
-
-    queue = forms.TypedChoiceField(label="Queue", required=False, coerce=int, empty_value=None)
-    share = forms.TypedChoiceField(label="Share", required=False, coerce=int, empty_value=None)
-    actor = forms.TypedChoiceField(label="Changed by", required=False, coerce=int, empty_value=None)
-    cause = forms.ChoiceField(
-        label="Cause", required=False, choices=[("", "Any cause"), *PolicyChange.Cause.choices]
-    )
-
-    def __init__(self, *args, queues, shares, actors, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["queue"].choices = [("", "Any queue")] + [(q.pk, q.name) for q in queues]
-        self.fields["share"].choices = [("", "Any share")] + [
-            (s.pk, f"{s.queue.name} / {s.name}") for s in shares
-        ]
-        self.fields["actor"].choices = [("", "Anyone")] + [
-            (u.pk, u.get_full_name() or u.get_username()) for u in actors
-        ]
-
-    def filters(self) -> dict:
-        if not self.is_valid():
-            return {}
-        return {key: value for key, value in self.cleaned_data.items() if value}
-
-
 class RevertForm(PolicyForm):
     reason = _reason_field()
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -15,8 +14,10 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods
 
 from governance import rules
-from governance.models import JobQueue, PolicyChange, PolicyProposal, QuotaShare
-from governance.policy.forms import HistoryFilterForm, RevertForm
+from governance.filters import page_query
+from governance.models import PolicyChange, PolicyProposal
+from governance.policy.filters import HistoryFilter
+from governance.policy.forms import RevertForm
 from governance.policy.selectors import policy_history
 from governance.policy.services import PolicyError, changed_fields
 from governance.proposals.messages import proposed_message
@@ -94,26 +95,14 @@ def diff_rows(before, after) -> list[DiffRow]:
     ]
 
 
-def _filter_form(request) -> HistoryFilterForm:
-    users = get_user_model().objects.filter(
-        pk__in=PolicyChange.objects.exclude(actor=None).values("actor")
-    )
-    return HistoryFilterForm(
-        request.GET or None,
-        queues=JobQueue.objects.only("pk", "name"),
-        shares=QuotaShare.objects.select_related("queue").order_by("queue__name", "name"),
-        actors=users.order_by("username"),
-    )
-
-
 def history(request):
     rules.require(request.user, "history.view")
-    filter_form = _filter_form(request)
-    filters = filter_form.filters()
-    page = Paginator(policy_history(**filters), PAGE_SIZE).get_page(request.GET.get("page"))
+    filters = HistoryFilter(request.GET or None, request=request)
+    values = page_query(filters)
+    page = Paginator(policy_history(**values), PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
-        "filter_form": filter_form,
-        "filtered": bool(filters),
+        "filter_form": filters.form,
+        "filtered": bool(values),
         "page_obj": page,
         "entries": [
             HistoryEntry(change, diff_rows(change.before, change.after)) for change in page

@@ -116,6 +116,8 @@ def test_what_if_workload_refuses_a_date_that_overflows(admin_page, admin, aws_q
 
 
 QUERY_PAGES = [
+    ("job-list", "queue"),
+    ("job-list", "state"),
     ("exception-urgency-help", "urgency"),
     ("history", "queue"),
     ("history", "actor"),
@@ -134,6 +136,34 @@ def test_hostile_query_string_is_not_a_server_error(admin_page, aws_queue, url_n
     JobFactory(share=QuotaShare.objects.get(queue=aws_queue, name="qs1"))
     response = admin_page.get(reverse(url_name), {name: value})
     assert response.status_code in (200, 400), response.status_code
+
+
+@pytest.mark.parametrize(
+    ("url_name", "form", "bad", "good", "kept"),
+    [
+        ("job-list", "filter_form", {"queue": str(HUGE)}, {"state": "RUNNING"}, "RUNNING"),
+        (
+            "exception-list",
+            "filter_form",
+            {"team": "\x00"},
+            {"kind": "PRIORITY_RAISE"},
+            "PRIORITY_RAISE",
+        ),
+        ("history", "filter_form", {"actor": str(-HUGE)}, {"cause": "revert"}, "revert"),
+        ("knowledge-search", "form", {"share": str(HUGE)}, {"q": "reclaim"}, "reclaim"),
+    ],
+)
+def test_a_bad_page_filter_is_named_next_to_its_field_and_only_it_is_dropped(
+    admin_page, aws_queue, url_name, form, bad, good, kept
+):
+    response = admin_page.get(reverse(url_name), {**bad, **good})
+    assert response.status_code == 200
+    filters = response.context[form]
+    [name] = bad
+    assert filters.errors[name]
+    assert f'id="id_{name}_error"' in response.content.decode()
+    [other] = good
+    assert filters.cleaned_data[other] == kept
 
 
 def test_a_window_end_past_the_year_9999_in_utc_is_a_field_error(
