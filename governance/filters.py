@@ -2,9 +2,12 @@
 
 A filter parses and bounds its parameter: an id is a whole number from 1 to 2^63-1, a
 name fits its column and holds no NUL byte, a choice is one of the choices. Anything
-else is a 400 naming the parameter (the API) or a filter that is ignored (the pages),
-never a failed query. The OpenAPI schema takes each parameter's type, bounds and enum
-from here.
+else is a 400 naming the parameter (the API) or, on a page, a filter that is left out
+and named next to its field (`page_query`), never a failed query. The OpenAPI schema
+takes each parameter's type, bounds and enum from here. The pages' FilterSets live
+with their features (scheduler.filters, governance.<feature>.filters) and extend these
+where they take the same parameters, so that a page and the API give their selector
+the same values.
 """
 
 from __future__ import annotations
