@@ -113,10 +113,11 @@ def test_switching_a_share_to_lend_clears_its_borrow_limit(
     page.get_by_role("radio", name="LEND_AND_BORROW").check()
     expect(limit).to_be_enabled()
     expect(limit).to_have_value("200")
-    page.get_by_role("radio", name="LEND", exact=True).check()
     # The change asks for an impact preview: let it answer before saving, as a person
-    # reading it would (the save's navigation would abort it otherwise).
-    page.wait_for_load_state("networkidle")
+    # reading it would (the save's navigation would abort it otherwise). Waiting for
+    # "networkidle" is no wait at all once the page has been idle before.
+    with page.expect_response(lambda response: "/impact/" in response.url):
+        page.get_by_role("radio", name="LEND", exact=True).check()
     page.get_by_label("Reason").fill("qs1 lends only from now on.")
     page.get_by_role("button", name="Save").first.click()
     expect(page.get_by_role("status")).to_contain_text("qs1")

@@ -130,7 +130,8 @@ def test_glossary_terms_explain_themselves_on_focus_and_hover(page, live_server,
 
     page.get_by_role("heading", level=1).hover()
     page.locator(".term__label", has_text="borrow limit").hover()
-    expect(page.get_by_role("tooltip").filter(has_text="The most instances")).to_be_visible()
+    explained = page.get_by_role("tooltip").filter(has_text="A percent of the share's own limit")
+    expect(explained).to_be_visible()
 
 
 @pytest.mark.parametrize("browser_context_args", [{"timezone_id": "Asia/Tokyo"}])
