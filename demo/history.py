@@ -284,21 +284,30 @@ def result_load(
         # Under the queue's lock (taken by the callers): the queue's jobs above `before`
         # are the ones written here.
         before = Job.objects.filter(queue=queue).aggregate(last=Max("pk"))["last"] or 0
-        _insert(Job, jobs)
+        fields = [field for field in Job._meta.concrete_fields if not field.primary_key]
+        _insert(
+            Job,
+            [field.name for field in fields],
+            (tuple(getattr(job, field.attname) for field in fields) for job in jobs),
+        )
         named = Job.objects.filter(queue=queue, pk__gt=before).values_list("name", "pk")
         pks = {name[len(name_prefix) :]: pk for name, pk in named}
-        _insert_events(
+        _insert(
+            JobEvent,
+            ["job", "at", "type", "cause", "by", "borrowed", "attempt", "detail"],
             (
-                pks[job_id],
-                _instant(origin, t),
-                kind,
-                cause,
-                pks[by] if by is not None else None,
-                borrowed,
-                attempt,
-                detail,
-            )
-            for t, job_id, kind, cause, by, borrowed, attempt, detail in rows
+                (
+                    pks[job_id],
+                    _instant(origin, t),
+                    kind,
+                    cause,
+                    pks[by] if by is not None else None,
+                    borrowed,
+                    attempt,
+                    detail,
+                )
+                for t, job_id, kind, cause, by, borrowed, attempt, detail in rows
+            ),
         )
     summary.jobs = len(jobs)
     summary.events = len(rows)
@@ -306,61 +315,31 @@ def result_load(
     return summary
 
 
-def _insert(model, objects: list) -> None:
-    """`objects` written with the driver's executemany instead of bulk_create (see
-    _insert_events); their primary keys are not read back."""
-    fields = [field for field in model._meta.concrete_fields if not field.primary_key]
-    prepared = (models.DateTimeField, models.DateField, models.JSONField)
-    readers = [(field.attname, field if isinstance(field, prepared) else None) for field in fields]
+def _insert(model, names: list[str], rows: Iterable[tuple]) -> None:
+    """Rows of `model` (the values of its fields `names`, in that order) written with the
+    driver's executemany instead of bulk_create. A replay writes hundreds of thousands
+    of jobs and events, and bulk_create's per-value preparation of model instances was
+    most of `make demo`'s start; here only date-times and JSON are prepared, by their
+    own fields. Primary keys are not read back."""
+    fields = [model._meta.get_field(name) for name in names]
+    kinds = (models.DateTimeField, models.DateField, models.JSONField)
+    preparers = [
+        column.get_db_prep_save if isinstance(column, kinds) else None for column in fields
+    ]
     table = connection.ops.quote_name(model._meta.db_table)
-    columns = ", ".join(connection.ops.quote_name(field.column) for field in fields)
+    columns = ", ".join(connection.ops.quote_name(column.column) for column in fields)
     sql = f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
-    with connection.cursor() as cursor:
-        for start in range(0, len(objects), _BATCH):
-            cursor.executemany(
-                sql,
-                [
-                    tuple(
-                        getattr(obj, name)
-                        if field is None
-                        else field.get_db_prep_save(getattr(obj, name), connection)
-                        for name, field in readers
-                    )
-                    for obj in objects[start : start + _BATCH]
-                ],
-            )
-
-
-def _insert_events(rows: Iterable[tuple]) -> None:
-    """JobEvent rows (job, at, type, cause, by, borrowed, attempt, detail) written with
-    the driver's executemany. A replay writes hundreds of thousands of events, and
-    bulk_create's per-value preparation of model instances was most of `make demo`'s
-    start; only the two columns that need it are prepared here, by their own fields."""
-    fields = {name: JobEvent._meta.get_field(name) for name in ("at", "detail")}
-    columns = ["job_id", "at", "type", "cause", "by_id", "borrowed", "attempt", "detail"]
-    table = connection.ops.quote_name(JobEvent._meta.db_table)
-    sql = (
-        f"INSERT INTO {table} ({', '.join(map(connection.ops.quote_name, columns))}) "
-        f"VALUES ({', '.join(['%s'] * len(columns))})"
-    )
-    at, detail = fields["at"], fields["detail"]
     rows = iter(rows)
     with connection.cursor() as cursor:
         while batch := list(itertools.islice(rows, _BATCH)):
             cursor.executemany(
                 sql,
                 [
-                    (
-                        job,
-                        at.get_db_prep_save(when, connection),
-                        kind,
-                        cause,
-                        by,
-                        borrowed,
-                        attempt,
-                        detail.get_db_prep_save(data, connection),
+                    tuple(
+                        value if prep is None else prep(value, connection)
+                        for prep, value in zip(preparers, row, strict=True)
                     )
-                    for job, when, kind, cause, by, borrowed, attempt, data in batch
+                    for row in batch
                 ],
             )
 

@@ -142,8 +142,8 @@ def explain(snapshot: Snapshot, now: int) -> dict[str, Explanation]:
 
 class Explainer:
     """The board of a snapshot after the passes at `now`, and what it says about each
-    pending job (`explanations`) or about a job that would be submitted now (`extra`,
-    answered by its `standing`, which can be kept without the board)."""
+    pending job (`explanations`) or about a job that would be submitted now
+    (`if_submitted`, answered by its `standing`, which can be kept without the board)."""
 
     def __init__(self, snapshot: Snapshot, now: int) -> None:
         board, pending = board_from_snapshot(snapshot)
@@ -190,15 +190,15 @@ class Explainer:
             result.pop(job_id, None)
         self.explanations = result
 
-    def extra(self, job: PendingJob) -> Explanation:
-        return self.standing.extra(job)
+    def if_submitted(self, job: PendingJob) -> Explanation:
+        return self.standing.if_submitted(job)
 
 
 class Standing:
     """What the board at `now` says to a job that would be submitted then: the policy,
     the usage, each share's queue order and the blocker figures. While the board is
     attached it is read as needed; `detached()` keeps only those figures (every (share,
-    type) pair's), small enough to store and to answer `extra` without the board."""
+    type) pair's), small enough to store and to answer `if_submitted` without the board."""
 
     def __init__(self, board: Board, now: int, queues, borrow_heads, borrow_rank) -> None:
         self.board: Board | None = board
@@ -277,7 +277,7 @@ class Standing:
             else limit + policy.borrow_ceiling(rule.index, itype),
         )
 
-    def extra(self, job: PendingJob) -> Explanation:
+    def if_submitted(self, job: PendingJob) -> Explanation:
         """What the board says about `job` were it submitted now (it is not added): the
         engine's misconfiguration judgement, its place in its share's queue (the queue's
         own order: priority, submission, id), and the head's reason if it is first."""

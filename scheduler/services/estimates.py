@@ -981,7 +981,7 @@ def submission_estimate(*, data: JobData, now: dt.datetime | None = None) -> Sub
         r = Range(p50 if p90 is None else p90, None, borrowing)
     else:
         r = Range(min(p50, p90), max(p50, p90), borrowing)
-    e = whatif.standing.extra(new)
+    e = whatif.standing.if_submitted(new)
     code = e.code
     if r.p50 is not None and r.p50 <= now_q and not is_misconfigured(code):
         code = STARTS_NOW

@@ -331,7 +331,11 @@ def test_a_stored_standing_places_a_new_job_as_the_board_does(seed):
             for n in (1, 2, 3, 8):
                 for priority in (0, 1, 2, 3):
                     new = PendingJob("zzzz", share, priority, G, n, now)
-                    assert stored.extra(new) == explainer.extra(new), (share, n, priority)
+                    assert stored.if_submitted(new) == explainer.if_submitted(new), (
+                        share,
+                        n,
+                        priority,
+                    )
                     compared += 1
 
     capture(scenario, observe)
