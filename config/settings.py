@@ -221,12 +221,21 @@ DATABASES = {
         conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
     )
 }
+PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {})
     DATABASES["default"]["OPTIONS"].update(
         {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
     )
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+elif PREPARED_STATEMENTS and DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    # PostgreSQL: parameters bound by the server, and a statement run a few times on one
+    # connection prepared there, so that its plan is not made again for every request:
+    # planning the API's joins cost PostgreSQL more than running them. Turn off behind a
+    # pooler in transaction mode (PgBouncer's default), which cannot keep them.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        server_side_binding=True, prepare_threshold=5
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

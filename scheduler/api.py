@@ -81,6 +81,14 @@ class JobApiView(APIView):
             self.request.user, selectors.job_detail_queryset(), pk, manage=manage
         )
 
+    def job_output(self, pk: int) -> dict:
+        """The job as the API shows it, if the user may see it (404 otherwise): read as
+        one row of the columns the output needs, not as a model with its relations."""
+        rows = Job.objects.values(*JobOutputSerializer.columns())
+        return JobOutputSerializer(
+            permissions.get_job_for_user(self.request.user, rows, pk)
+        ).data
+
     def submit(self, items: list[dict], *, prefix: bool) -> list[Submitted]:
         """The outcome per item; raises TokenConflict for a token used with another body."""
         data = job_data_from_input(items, prefix=prefix)
@@ -115,9 +123,8 @@ class JobListCreate(FilteredQuery, generics.GenericAPIView, JobApiView):
         serializer = JobInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         (outcome,) = self.submit([serializer.validated_data], prefix=False)
-        row = Job.objects.filter(pk=outcome.job.pk).values(*JobOutputSerializer.columns()).get()
         return Response(
-            JobOutputSerializer(row).data,
+            self.job_output(outcome.job.pk),
             status=status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK,
         )
 
@@ -149,7 +156,7 @@ class JobBulkCreate(JobApiView):
 class JobDetail(JobApiView):
     @extend_schema(summary="Get a job", responses={200: JobOutputSerializer, **ERRORS})
     def get(self, request, pk: int):
-        return Response(JobOutputSerializer(self.job(pk)).data)
+        return Response(self.job_output(pk))
 
 
 class JobEvents(JobApiView):
@@ -174,7 +181,7 @@ class JobPriority(JobApiView):
         job_set_priority(
             job_id=job.pk, priority=serializer.validated_data["priority"], actor=request.user
         )
-        return Response(JobOutputSerializer(self.job(pk)).data)
+        return Response(self.job_output(pk))
 
 
 class JobTerminate(JobApiView):
@@ -184,7 +191,7 @@ class JobTerminate(JobApiView):
     def post(self, request, pk: int):
         job = self.job(pk, manage=True)
         job_terminate(job_id=job.pk, actor=request.user)
-        return Response(JobOutputSerializer(self.job(pk)).data)
+        return Response(self.job_output(pk))
 
 
 # Why jobs wait and when they start.

@@ -50,7 +50,9 @@ def decision_team_ids(user) -> frozenset[int]:
 
 
 def get_job_for_user(user, queryset: QuerySet[Job], pk: int, *, manage: bool = False) -> Job:
-    """The job if the user may see it (404 otherwise) and, with `manage`, change it (403)."""
+    """The job if the user may see it (404 otherwise) and, with `manage`, change it (403).
+    From a `values()` queryset, the job's row (not with `manage`, whose rule reads the
+    job)."""
     rules.require(user, "job.view")
     try:
         job = queryset.get(pk=pk)

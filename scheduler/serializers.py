@@ -307,9 +307,7 @@ class JobOutputSerializer(serializers.ModelSerializer):
         or a row of `Job.objects.values(*JobOutputSerializer.columns())` (the list, which
         then builds no model at all). Plain values are copied; date-times go through
         their own fields (test_job_output compares all three ways on jobs in every state)."""
-        plan = self.__dict__.get("_plan")
-        if plan is None:
-            plan = self._plan = [_read_plan(name, field) for name, field in self.fields.items()]
+        plan = self.read_plan()
         out = {}
         if isinstance(instance, Mapping):
             for name, path, convert in plan:
@@ -326,11 +324,21 @@ class JobOutputSerializer(serializers.ModelSerializer):
         return out
 
     @classmethod
+    def read_plan(cls) -> list[tuple[str, list[str], object]]:
+        """How each field is read, built once per class: building a ModelSerializer's
+        fields costs more than serialising a page of jobs, and these fields depend on
+        nothing of the request (the date-time fields read the active time zone when
+        they convert, not when they are built)."""
+        plan = cls.__dict__.get("_plan_cache")
+        if plan is None:
+            plan = [_read_plan(name, field) for name, field in cls().fields.items()]
+            cls._plan_cache = plan
+        return plan
+
+    @classmethod
     def columns(cls) -> list[str]:
         """The `values()` columns a row needs for `to_representation`."""
-        return [
-            "__".join(path) for _, path, _ in (_read_plan(n, f) for n, f in cls().fields.items())
-        ]
+        return ["__".join(path) for _, path, _ in cls.read_plan()]
 
 
 def _read_plan(name: str, field: serializers.Field) -> tuple[str, list[str], object]:
