@@ -76,6 +76,27 @@ class ModelChoiceFilter(django_filters.ModelChoiceFilter):
         return field
 
 
+class FilterSet(django_filters.FilterSet):
+    """A FilterSet whose form class is made once per class. django-filter makes a new
+    form class, with new fields, for every FilterSet it makes, which cost more than the
+    rest of a short list request. The fields depend only on the filters the class
+    declares, so one class serves every request; each form still gets its own copies
+    of the fields. A FilterSet whose instances change their filters (choices of the
+    user's) sets `shared_form = False`."""
+
+    shared_form = True
+
+    def get_form_class(self):
+        if not self.shared_form:
+            return super().get_form_class()
+        form_class = type(self).__dict__.get("_form_class")
+        if form_class is None:
+            form_class = super().get_form_class()
+            # Set on this very class: a subclass declares filters of its own.
+            type(self)._form_class = form_class
+        return form_class
+
+
 def page_query(filterset: django_filters.FilterSet) -> dict:
     """A page's filters, parsed and bounded, for a selector that filters by itself: the
     given ones by name, a chosen row as its id. An invalid one is left out, and the form
@@ -99,7 +120,7 @@ def query_id(params, name: str) -> int | None:
         return None
 
 
-class ShareFilter(django_filters.FilterSet):
+class ShareFilter(FilterSet):
     queue = id_filter("queue_id", "Only this queue's shares (id).")
     team = name_filter("team__name", "Only this team's shares (name).", max_length=100)
     state = choice_filter("state", QuotaShare.State.choices, "Only shares in this state.")
@@ -109,7 +130,7 @@ class ShareFilter(django_filters.FilterSet):
         fields = ["queue", "team", "state"]
 
 
-class PolicyChangeFilter(django_filters.FilterSet):
+class PolicyChangeFilter(FilterSet):
     queue = id_filter("queue_id", "Changes of this queue (id).")
     share = id_filter("share_id", "Changes of this share (id).")
     urgency = id_filter("urgency_id", "Changes of this urgency definition (id).")
@@ -122,7 +143,7 @@ class PolicyChangeFilter(django_filters.FilterSet):
         fields = ["queue", "share", "urgency", "actor", "cause", "target"]
 
 
-class ExceptionRequestFilter(django_filters.FilterSet):
+class ExceptionRequestFilter(FilterSet):
     """Parsed only: the selector applies them, with what the user may see."""
 
     state = choice_filter("state", ExceptionRequest.State.choices, "Only requests in this state.")
@@ -136,7 +157,7 @@ class ExceptionRequestFilter(django_filters.FilterSet):
         fields = ["state", "kind", "team", "urgency", "queue"]
 
 
-class ExceptionCountsFilter(django_filters.FilterSet):
+class ExceptionCountsFilter(FilterSet):
     queue = id_filter("queue_id", "Count only this queue's requests (id).")
 
     class Meta:
@@ -144,7 +165,7 @@ class ExceptionCountsFilter(django_filters.FilterSet):
         fields = ["queue"]
 
 
-class ArticleFilter(django_filters.FilterSet):
+class ArticleFilter(FilterSet):
     """Parsed only: the search ranks and filters (governance.knowledge.selectors)."""
 
     q = name_filter(

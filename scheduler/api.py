@@ -85,9 +85,7 @@ class JobApiView(APIView):
         """The job as the API shows it, if the user may see it (404 otherwise): read as
         one row of the columns the output needs, not as a model with its relations."""
         rows = Job.objects.values(*JobOutputSerializer.columns())
-        return JobOutputSerializer(
-            permissions.get_job_for_user(self.request.user, rows, pk)
-        ).data
+        return JobOutputSerializer(permissions.get_job_for_user(self.request.user, rows, pk)).data
 
     def submit(self, items: list[dict], *, prefix: bool) -> list[Submitted]:
         """The outcome per item; raises TokenConflict for a token used with another body."""

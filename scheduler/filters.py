@@ -11,12 +11,12 @@ from __future__ import annotations
 import django_filters
 from drf_spectacular.utils import extend_schema_field
 
-from governance.filters import ModelChoiceFilter, choice_filter, id_filter
+from governance.filters import FilterSet, ModelChoiceFilter, choice_filter, id_filter
 from governance.models import JobQueue, QuotaShare, Team
 from scheduler.models import Job, JobDefinition
 
 
-class JobFilter(django_filters.FilterSet):
+class JobFilter(FilterSet):
     queue = id_filter(None, "Only jobs of this queue (id).")
     share = id_filter(None, "Only jobs of this share (id).")
     team = id_filter(None, "Only jobs of this team (id).")
@@ -54,7 +54,7 @@ DEFINITION_STATES = [("active", "active"), ("retired", "retired")]
 STATE_HELP = "active: they take new jobs; retired: they do not."
 
 
-class JobDefinitionFilter(django_filters.FilterSet):
+class JobDefinitionFilter(FilterSet):
     queue = id_filter(None, "Only definitions this queue may run (id).")
     # Not a column (retired_at says it): the schema is stated here.
     state = extend_schema_field(

@@ -5,6 +5,7 @@ from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import viewsets
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import ValidationError
+from rest_framework.generics import get_object_or_404
 
 
 class FilteredQuery:
@@ -31,6 +32,15 @@ class BaseApiViewSet(FilteredQuery, viewsets.GenericViewSet):
     def get_authenticate_header(self, request):
         # Anonymous requests get 401 with a challenge clients understand.
         return TokenAuthentication().authenticate_header(request)
+
+    def get_object(self):
+        """The object the path names, found by its id alone. DRF's own passes the query
+        through the list's filters first, parsing a FilterSet for every read of one
+        object; query parameters filter lists, not objects."""
+        field = self.lookup_url_kwarg or self.lookup_field
+        obj = get_object_or_404(self.get_queryset(), **{self.lookup_field: self.kwargs[field]})
+        self.check_object_permissions(self.request, obj)
+        return obj
 
     def paginated(self, queryset, output_class):
         page = self.paginate_queryset(queryset)

@@ -32,6 +32,8 @@ class KnowledgeSearchFilter(ArticleFilter):
         label_from_instance=lambda share: f"{share.queue.name} / {share.name}",
     )
 
+    shared_form = False  # the tag choices are the user's
+
     def __init__(self, data=None, *args, tags: list[tuple[str, int]], **kwargs):
         super().__init__(data, *args, **kwargs)
         self.filters["tag"].extra["choices"] = [(name, f"{name} ({count})") for name, count in tags]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import django_filters
 from django.contrib.auth import get_user_model
 
-from governance.filters import ModelChoiceFilter
+from governance.filters import FilterSet, ModelChoiceFilter
 from governance.models import JobQueue, PolicyChange, QuotaShare
 
 
@@ -18,7 +18,7 @@ def _actors(request):
     )
 
 
-class HistoryFilter(django_filters.FilterSet):
+class HistoryFilter(FilterSet):
     """Parsed only: governance.policy.selectors.policy_history filters, with the ids
     (governance.filters.page_query). The actor is a user's id, chosen by name."""
 
