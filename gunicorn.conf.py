@@ -2,8 +2,11 @@
 web service, make bench-load). Every figure can be set from the environment (GUNICORN_*,
 listed in .env.example); an invalid value stops start-up naming the variable.
 
-Sizing: Django holds the GIL while it works, so one process per CPU does the computing
-and threads overlap the waits on PostgreSQL and Redis. Past `threads + queue` requests
+Sizing: Django holds the GIL while it works, so processes do the computing and a few
+threads each overlap the waits on PostgreSQL and Redis. More threads do not serve more:
+threads contending for one GIL cost CPU of their own, and on a 2-CPU machine with
+PostgreSQL beside it, 8 threads in each of 2 processes served 96 requests/s of
+`make bench-load`'s mix where 2 threads in each of 3 served 160. Past `threads + queue` requests
 in hand, or for one that waited past GUNICORN_MAX_WAIT, a worker answers 503 with
 Retry-After (config.gunicorn_worker) rather than letting clients queue until they
 time out.
@@ -15,8 +18,8 @@ from config.gunicorn_worker import SheddingThreadWorker
 from config.settings import env_float, env_int, env_str
 
 bind = env_str("GUNICORN_BIND", "0.0.0.0:8000")
-workers = env_int("GUNICORN_WORKERS", 0) or os.cpu_count() or 1
-threads = env_int("GUNICORN_THREADS", 8, minimum=1)
+workers = env_int("GUNICORN_WORKERS", 0) or (os.cpu_count() or 1) + 1
+threads = env_int("GUNICORN_THREADS", 2, minimum=1)
 # Requests a worker holds waiting for a thread, and how long one may wait: past either,
 # 503 with Retry-After (config.gunicorn_worker).
 worker_class = SheddingThreadWorker.with_limits(

@@ -121,8 +121,13 @@ class JobListCreate(FilteredQuery, generics.GenericAPIView, JobApiView):
         serializer = JobInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         (outcome,) = self.submit([serializer.validated_data], prefix=False)
+        # A job just created is answered as it was written, with the share, queue, type
+        # and definition it was made from: reading it back would be one more query,
+        # with every join of the output, for each submission.
         return Response(
-            self.job_output(outcome.job.pk),
+            JobOutputSerializer(outcome.job).data
+            if outcome.created
+            else self.job_output(outcome.job.pk),
             status=status.HTTP_201_CREATED if outcome.created else status.HTTP_200_OK,
         )
 

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from rest_framework import serializers
 
+from governance.api.serializers import OutputSerializer
 from governance.models import InstanceType, JobQueue, QuotaShare, UrgencyDefinition
 from governance.policy.serializers import ErrorSerializer
 from scheduler.models import Job, JobDefinition, JobDefinitionRevision, JobEvent
@@ -241,7 +242,10 @@ def job_data_from_input(items: Sequence[dict], *, prefix: bool) -> list[JobData]
     return out
 
 
-class JobOutputSerializer(serializers.ModelSerializer):
+class JobOutputSerializer(OutputSerializer):
+    """A job as the API shows it; the list reads rows of `values(*columns())`, not
+    models (governance.api.serializers)."""
+
     queue = serializers.CharField(source="queue.name")
     share = serializers.IntegerField(source="share_id")
     share_name = serializers.CharField(source="share.name")
@@ -300,64 +304,6 @@ class JobOutputSerializer(serializers.ModelSerializer):
             "exit_code",
         ]
         read_only_fields = fields
-
-    def to_representation(self, instance: Job | Mapping) -> dict:
-        """The same dictionary as ModelSerializer's, several times faster: a list of 50
-        jobs spent most of its time in the generic field machinery. `instance` is a Job,
-        or a row of `Job.objects.values(*JobOutputSerializer.columns())` (the list, which
-        then builds no model at all). Plain values are copied; date-times go through
-        their own fields (test_job_output compares all three ways on jobs in every state)."""
-        plan = self.read_plan()
-        out = {}
-        if isinstance(instance, Mapping):
-            for name, path, convert in plan:
-                value = instance["__".join(path)]
-                out[name] = value if value is None or convert is None else convert(value)
-            return out
-        for name, path, convert in plan:
-            value = instance
-            for attr in path:
-                value = getattr(value, attr)
-                if value is None:
-                    break
-            out[name] = value if value is None or convert is None else convert(value)
-        return out
-
-    @classmethod
-    def read_plan(cls) -> list[tuple[str, list[str], object]]:
-        """How each field is read, built once per class: building a ModelSerializer's
-        fields costs more than serialising a page of jobs, and these fields depend on
-        nothing of the request (the date-time fields read the active time zone when
-        they convert, not when they are built)."""
-        plan = cls.__dict__.get("_plan_cache")
-        if plan is None:
-            plan = [_read_plan(name, field) for name, field in cls().fields.items()]
-            cls._plan_cache = plan
-        return plan
-
-    @classmethod
-    def columns(cls) -> list[str]:
-        """The `values()` columns a row needs for `to_representation`."""
-        return ["__".join(path) for _, path, _ in cls.read_plan()]
-
-
-def _read_plan(name: str, field: serializers.Field) -> tuple[str, list[str], object]:
-    """How JobOutputSerializer reads one field: the attribute path and the conversion
-    (None where the model's value is already what the field would give)."""
-    if isinstance(field, serializers.PrimaryKeyRelatedField):
-        return name, [f"{field.source}_id"], None
-    plain = (
-        serializers.IntegerField,
-        serializers.CharField,
-        serializers.BooleanField,
-        serializers.ChoiceField,
-        serializers.DictField,
-    )
-    return (
-        name,
-        field.source.split("."),
-        None if isinstance(field, plain) else field.to_representation,
-    )
 
 
 class JobEventOutputSerializer(serializers.ModelSerializer):

@@ -19,7 +19,7 @@ from governance.api.fields import (
     count_field,
     text_field,
 )
-from governance.api.serializers import ModelSerializer
+from governance.api.serializers import OutputSerializer
 from governance.bounds import MAX_COUNT, MAX_SMALL
 from governance.models import (
     InstanceType,
@@ -122,7 +122,7 @@ class TeamInputSerializer(serializers.ModelSerializer):
 # Queues.
 
 
-class QueueOutputSerializer(ModelSerializer):
+class QueueOutputSerializer(OutputSerializer):
     capacity = serializers.SerializerMethodField()
 
     class Meta:
@@ -175,7 +175,7 @@ class QueueCapacitySerializer(serializers.Serializer):
 # Quota shares.
 
 
-class ShareOutputSerializer(ModelSerializer):
+class ShareOutputSerializer(OutputSerializer):
     queue_name = serializers.CharField(source="queue.name", read_only=True)
     team = serializers.CharField(source="team.name", read_only=True)
     capacity_limits = serializers.SerializerMethodField()

@@ -371,7 +371,7 @@ def _new_job(item: JobData, resolved: _Resolved, *, submitted_by, now, resubmitt
     if retries is None:
         retries = share.queue.default_preemption_retries
     return Job(
-        queue_id=share.queue_id,
+        queue=share.queue,
         share=share,
         name=item.name.strip(),
         priority=priority,

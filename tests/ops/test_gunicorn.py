@@ -118,7 +118,7 @@ def test_the_configuration_sizes_itself_from_the_cpus():
     workers, threads, queue, backlog, timeout, max_requests, jitter = map(
         int, result.stdout.split()
     )
-    assert workers == os.cpu_count()
+    assert workers == os.cpu_count() + 1
     assert threads >= 2 and queue >= 1
     assert 0 < backlog <= 1024
     assert timeout == 30 and max_requests > 0 and 0 < jitter < max_requests

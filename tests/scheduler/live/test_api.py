@@ -68,6 +68,33 @@ def test_submit_one_job(api_for, lead, shares, train):
     assert JobEvent.objects.filter(job_id=body["id"], type="SUBMITTED").count() == 1
 
 
+@pytest.mark.parametrize("share_state", ["ENABLED", "DISABLED"])
+def test_the_submission_reply_is_what_a_read_gives(api_for, lead, shares, train, share_state):
+    """The reply is made from the job as it was written, not read back: it must be what
+    the job's own read gives, field for field, RUNNABLE or FAILED at once."""
+    share = shares["qs1"]
+    share.state = share_state
+    share.save(update_fields=["state"])
+    client = api_for(lead)
+    reply = client.post(
+        "/api/v1/jobs/",
+        job_body(share, parameters={"steps": 250, "dataset": "coco"}, client_token="t-1"),
+        format="json",
+    )
+    assert reply.status_code == 201, reply.json()
+    body = reply.json()
+    assert body["state"] == ("RUNNABLE" if share_state == "ENABLED" else "FAILED")
+    assert client.get(f"/api/v1/jobs/{body['id']}/").json() == body
+    assert client.get(f"/api/v1/jobs/?share={share.pk}").json()["results"] == [body]
+    # A retry with the same token is read back, and gives the same.
+    retry = client.post(
+        "/api/v1/jobs/",
+        job_body(share, parameters={"steps": 250, "dataset": "coco"}, client_token="t-1"),
+        format="json",
+    )
+    assert (retry.status_code, retry.json()) == (200, body)
+
+
 def test_defaults_come_from_the_revision_and_a_submission_may_override_them(
     api_for, lead, shares, train
 ):
@@ -405,9 +432,14 @@ def test_list_filters_and_constant_queries(api_for, admin, queue, django_assert_
     JobFactory.create_batch(5, share=share, state=Job.State.SUCCEEDED)
     client = api_for(admin)
 
-    with django_assert_num_queries(3 + 2):  # session, user, roles; count, rows
+    # Session, user, roles; the rows (a first page shorter than a page needs no COUNT).
+    with django_assert_num_queries(3 + 1):
         response = client.get("/api/v1/jobs/", {"state": "SUCCEEDED"})
     assert response.json()["count"] == 5
+    JobFactory.create_batch(50, share=share, state=Job.State.SUCCEEDED)
+    with django_assert_num_queries(3 + 2):  # and a COUNT for a full one
+        response = client.get("/api/v1/jobs/", {"state": "SUCCEEDED"})
+    assert (response.json()["count"], len(response.json()["results"])) == (55, 50)
     assert client.get("/api/v1/jobs/", {"team": "x"}).status_code == 400
 
 
