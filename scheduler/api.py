@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 
 from governance import rules
 from governance.api.base import BaseApiViewSet, FilteredQuery
+from governance.api.pagination import CountedApart
 from governance.models import JobQueue
 from governance.policy.serializers import ErrorSerializer
 from scheduler import permissions, selectors
@@ -105,8 +106,9 @@ class JobListCreate(FilteredQuery, generics.GenericAPIView, JobApiView):
     def get(self, request):
         # Rows, not models: a page of 50 jobs with their queue, share, team, instance
         # type and definition would build 350 model instances only to read names.
-        jobs = selectors.job_list(filters=self.query()).values(*JobOutputSerializer.columns())
-        page = self.paginate_queryset(jobs)
+        jobs = selectors.job_list(filters=self.query())
+        rows = jobs.values(*JobOutputSerializer.columns())
+        page = self.paginate_queryset(CountedApart(rows, counted=jobs))
         return self.get_paginated_response(JobOutputSerializer(page, many=True).data)
 
     @extend_schema(

@@ -20,5 +20,24 @@ class FirstPageCountingPaginator(Paginator):
         return self._get_page(rows, 1, self)
 
 
+class CountedApart:
+    """Rows to page through (a `values()` queryset reading related names) counted by
+    another queryset of the same rows that needs none of those joins: the COUNT of a
+    `values()` queryset keeps every inner join its columns made, and on a share with
+    thousands of jobs that COUNT cost more than the page itself."""
+
+    ordered = True
+
+    def __init__(self, rows, *, counted):
+        self.rows = rows
+        self.counted = counted
+
+    def count(self) -> int:
+        return self.counted.count()
+
+    def __getitem__(self, index):
+        return self.rows[index]
+
+
 class PageNumberPagination(pagination.PageNumberPagination):
     django_paginator_class = FirstPageCountingPaginator
