@@ -164,14 +164,16 @@ class JobBulkInputSerializer(serializers.Serializer):
 
 
 def _definition_revisions(names: set[str]) -> tuple[dict, dict, dict]:
-    """Definitions by name, their revisions by (definition id, number), latest numbers."""
-    by_name = JobDefinition.objects.in_bulk(names, field_name="name")
+    """Definitions by name, their revisions by (definition id, number), latest numbers:
+    read in one query, since a definition is made with its first revision (in one
+    transaction) and so has at least one."""
+    by_name: dict[str, JobDefinition] = {}
     revisions: dict[tuple[int, int], JobDefinitionRevision] = {}
     latest: dict[int, int] = {}
-    ids = {definition.pk: definition for definition in by_name.values()}
-    rows = JobDefinitionRevision.objects.filter(definition_id__in=ids)
-    for revision in rows.select_related("instance_type").order_by():
-        revision.definition = ids[revision.definition_id]
+    rows = JobDefinitionRevision.objects.filter(definition__name__in=names)
+    for revision in rows.select_related("definition", "instance_type").order_by():
+        # One definition object for all its revisions.
+        revision.definition = by_name.setdefault(revision.definition.name, revision.definition)
         revisions[revision.definition_id, revision.revision] = revision
         latest[revision.definition_id] = max(
             latest.get(revision.definition_id, 0), revision.revision

@@ -137,6 +137,8 @@ def _queue_types(queue_ids: set[int]) -> dict[int, set[int]]:
 
 def _urgency_teams(urgencies: set[UrgencyDefinition]) -> dict[int, set[int]]:
     teams: dict[int, set[int]] = {u.pk: set() for u in urgencies}
+    if not teams:
+        return teams  # most submissions invoke none: no query to build
     through = UrgencyDefinition.invokers.through
     for urgency_id, team_id in through.objects.filter(urgencydefinition_id__in=teams).values_list(
         "urgencydefinition_id", "team_id"

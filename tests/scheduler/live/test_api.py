@@ -285,9 +285,9 @@ def test_bulk_submission_reads_do_not_grow_with_the_jobs(api_for, admin, shares,
         response = client.post("/api/v1/jobs/bulk/", {"jobs": jobs}, format="json")
     assert response.status_code == 201
     reads = [q for q in captured.captured_queries if q["sql"].startswith("SELECT")]
-    # session, user, roles; shares, definitions, revisions (no instance type named:
-    # the definition's); queue capacities, the definitions' queues
-    assert len(reads) == 3 + 3 + 2
+    # session, user, roles; shares, the definitions with their revisions (no instance
+    # type named: the definition's); queue capacities, the definitions' queues
+    assert len(reads) == 3 + 2 + 2
 
 
 def test_unknown_share_and_type_are_reported_by_name(api_for, admin, shares, train):
