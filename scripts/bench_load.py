@@ -2,14 +2,15 @@
 
 Starts the app under gunicorn (gunicorn.conf.py) on 127.0.0.1 against PostgreSQL and
 Redis, with the demo organisation seeded plus one team lead per client, then runs each
-phase of concurrent clients (default 200, then 400) for --duration seconds. A client
-loops: think (1 s), then one request with its own API token:
+phase of concurrent clients (default 200, then 400) for --duration seconds. Clients
+arrive evenly over the first --ramp seconds (10), as users do, not all in one second.
+A client loops: think (1 s), then one request with its own API token:
   - client 0 is an admin editing a share (read it, then PATCH its in-share preemption);
-  - the others read (queues, shares of a queue, jobs of their share, one job), and one
-    request in REQUEST_MIX is a job submission to their team's share.
+  - the others read (the queues, their share, their share's jobs, one of the jobs they
+    submitted), and one request in eight (SUBMIT_SHARE) submits a job to their share.
 Every request has a client timeout (--timeout, 10 s). Each phase prints throughput,
-latency percentiles, responses by status, and timeouts. Traffic goes to 127.0.0.1 only,
-and every phase ends after its duration.
+latency percentiles, responses by status, when the refusals (503/429) came, and
+timeouts. Traffic goes to 127.0.0.1 only, and every phase ends after its duration.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ def parse_args() -> argparse.Namespace:
         "--clients", default="200,400", help="comma-separated client counts, one phase each"
     )
     parser.add_argument("--think", type=float, default=1.0, help="seconds between requests")
+    parser.add_argument(
+        "--ramp", type=float, default=10.0, help="seconds over which the clients arrive"
+    )
     parser.add_argument("--timeout", type=float, default=10.0, help="client timeout (s)")
     parser.add_argument("--port", type=int, default=0, help="default: a free port")
     parser.add_argument(
@@ -225,6 +229,8 @@ class Results:
     by_kind: Counter = field(default_factory=Counter)
     statuses: Counter = field(default_factory=Counter)
     slow_refusals: int = 0  # 503/429 answered after more than a second
+    refused_at: list[float] = field(default_factory=list)  # when each 503/429 came
+    started: float = 0.0
     timeouts: int = 0
     failures: Counter = field(default_factory=Counter)  # connection errors by kind
     elapsed: float = 0.0
@@ -259,8 +265,10 @@ class Client:
         results.latencies.append(elapsed)
         results.by_kind[kind] += 1
         results.statuses[status] += 1
-        if status in (429, 503) and elapsed > 1:
-            results.slow_refusals += 1
+        if status in (429, 503):
+            results.refused_at.append(time.monotonic())
+            if elapsed > 1:
+                results.slow_refusals += 1
         if status < 300 and body:
             return json.loads(body)
         return None
@@ -344,13 +352,13 @@ async def run_phase(args, seeded: dict, clients: int) -> Results:
         deadline = time.monotonic() + args.duration
 
         async def loop(client: Client) -> None:
-            # Spread the first requests over one think time, as users arrive.
-            await asyncio.sleep(client.rng.random() * args.think)
+            # Clients arrive evenly over the ramp (at least one think time).
+            await asyncio.sleep(client.rng.random() * max(args.ramp, args.think))
             while time.monotonic() < deadline:
                 await client.step(results)
                 await asyncio.sleep(args.think)
 
-        started = time.monotonic()
+        started = results.started = time.monotonic()
         await asyncio.gather(*(loop(client) for client in population))
         results.elapsed = time.monotonic() - started
     return results
@@ -360,7 +368,10 @@ def report(clients: int, args, results: Results) -> None:
     answered = len(results.latencies)
     server_errors = sum(n for status, n in results.statuses.items() if status >= 500)
     refused = results.statuses.get(503, 0) + results.statuses.get(429, 0)
-    print(f"\n== {clients} clients, {args.think:g} s think time, {args.duration:g} s ==")
+    print(
+        f"\n== {clients} clients arriving over {max(args.ramp, args.think):g} s, "
+        f"{args.think:g} s think time, {args.duration:g} s =="
+    )
     print(
         f"requests answered: {answered} in {results.elapsed:.1f} s = "
         f"{answered / results.elapsed:.1f} req/s "
@@ -383,6 +394,15 @@ def report(clients: int, args, results: Results) -> None:
         f"server errors (5xx): {server_errors}; refused fast (503/429): {refused}, "
         f"of which slower than 1 s: {results.slow_refusals}"
     )
+    if results.refused_at:
+        step = 30 if args.duration > 60 else 10 if args.duration > 20 else 1
+        spans = Counter(int((at - results.started) // step) for at in results.refused_at)
+        print(
+            f"503/429 by {step} s of the phase: "
+            + ", ".join(
+                f"{n * step}-{(n + 1) * step} s: {spans.get(n, 0)}" for n in range(max(spans) + 1)
+            )
+        )
     failures = ", ".join(f"{name}: {n}" for name, n in results.failures.items()) or "none"
     print(f"timeouts (> {args.timeout:g} s): {results.timeouts}; connection failures: {failures}")
 
