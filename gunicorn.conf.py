@@ -37,9 +37,12 @@ graceful_timeout = env_int("GUNICORN_GRACEFUL_TIMEOUT", 30, minimum=1)
 keepalive = env_int("GUNICORN_KEEPALIVE", 5, minimum=1)
 # Replace each worker after this many requests (the jitter spreads the restarts), so a
 # slow leak cannot grow without bound; the app is loaded before forking, so a restart
-# costs a fork, not an import of Django.
-max_requests = env_int("GUNICORN_MAX_REQUESTS", 5000)
-max_requests_jitter = env_int("GUNICORN_MAX_REQUESTS_JITTER", 500)
+# costs a fork, not an import of Django. Not much more often than every quarter of an
+# hour at full load: a restart closes the worker's keep-alive connections and starts
+# it cold, and at 5,000 requests `make bench-load` saw one a minute, each with a burst
+# of 503s and reset connections.
+max_requests = env_int("GUNICORN_MAX_REQUESTS", 50000)
+max_requests_jitter = env_int("GUNICORN_MAX_REQUESTS_JITTER", 5000)
 preload_app = True
 # Off by default: the proxy in front logs requests; "-" logs them to stdout.
 accesslog = env_str("GUNICORN_ACCESS_LOG", "") or None
