@@ -40,7 +40,7 @@ bench-policy: $(STAMP)
 # needs PostgreSQL and Redis (BENCH_DATABASE_URL, BENCH_REDIS_URL; see --help), and
 # takes about 7 minutes; BENCH_LOAD_ARGS="--duration 30" for a short run.
 bench-load: $(STAMP)
-	$(PY) -c "import aiohttp" 2>/dev/null || $(PY) -m pip install --quiet -e '.[test,bench]'
+	$(PY) -c "import aiohttp, uvloop" 2>/dev/null || $(PY) -m pip install --quiet -e '.[test,bench]'
 	$(PY) scripts/bench_load.py $(BENCH_LOAD_ARGS)
 
 clean:

@@ -58,7 +58,7 @@ def answer_busy(sock: socket.socket) -> None:
 class SheddingThreadWorker(ThreadWorker):
     # Both set by gunicorn.conf.py through with_limits().
     queue_limit = 16
-    max_wait = 0.5
+    max_wait = 0.75
 
     @classmethod
     def with_limits(cls, *, queue: int, max_wait: float) -> type[SheddingThreadWorker]:
