@@ -30,11 +30,11 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix . && $(VENV)/bin/ruff format .
 
 bench: $(STAMP)
-	$(PY) -m scheduler.engine.bench
+	$(PY) -m engine.bench
 
 # 20,000 pending jobs replayed with 0, 250 and 500 update_share/set_capacity actions.
 bench-policy: $(STAMP)
-	$(PY) -m scheduler.engine.bench_policy
+	$(PY) -m engine.bench_policy
 
 # The web tier under gunicorn with 200 then 400 API clients (scripts/bench_load.py):
 # needs PostgreSQL and Redis (BENCH_DATABASE_URL, BENCH_REDIS_URL; see --help), and

@@ -28,6 +28,10 @@ from django.db import connection, models, transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from engine import SimulationResult, load_scenario, simulate
+from engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
+from engine.types import Scenario, SetCapacity, SetPriority, UpdateShare
+from engine.work import checkpointed, run_progress
 from governance.models import (
     CapacityLimit,
     ExceptionEvent,
@@ -41,10 +45,6 @@ from governance.models import (
     UrgencyDefinition,
 )
 from governance.policy.locks import lock_queues_named
-from scheduler.engine import SimulationResult, load_scenario, simulate
-from scheduler.engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
-from scheduler.engine.types import Scenario, SetCapacity, SetPriority, UpdateShare
-from scheduler.engine.work import checkpointed, run_progress
 from scheduler.models import Job, JobEvent
 
 HISTORY_PREFIX = "philly-"

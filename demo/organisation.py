@@ -28,7 +28,7 @@ from governance.policy.services import (
 from scheduler.models import Job
 from scheduler.services.job_definitions import parameters_resolve
 
-TRACE_DIR = Path(__file__).resolve().parent.parent / "scheduler" / "data" / "traces"
+TRACE_DIR = Path(__file__).resolve().parent.parent / "engine" / "data" / "traces"
 DEFAULT_DEMO_PASSWORD = "quota-demo-2026"
 GPUS_PER_NODE = 8
 # The four tiny Philly VCs have no size in philly_vc.csv; they share one small share.

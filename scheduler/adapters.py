@@ -30,10 +30,10 @@ from django.db import connection
 from django.db.models import F, FloatField, Func, Q
 from django.utils import timezone
 
+from engine import PendingJob, QueueSpec, RunningJob, ShareSpec, Snapshot
+from engine.scheduling import LAST_ID
+from engine.types import BLOCKED_BEHIND_HEAD, MISCONFIGURATION_REASONS
 from governance.models import CapacityLimit, InstanceType, JobQueue, QueueCapacity, QuotaShare
-from scheduler.engine import PendingJob, QueueSpec, RunningJob, ShareSpec, Snapshot
-from scheduler.engine.scheduling import LAST_ID
-from scheduler.engine.types import BLOCKED_BEHIND_HEAD, MISCONFIGURATION_REASONS
 from scheduler.models import Job
 
 ENGINE_ID_WIDTH = 12

@@ -13,10 +13,7 @@ from django.conf import settings
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
 
-from governance.formatting import duration
-from governance.models import JobQueue, QueueCapacity, QuotaShare
-from governance.policy.selectors import QueueUsage, ShareUsage, queue_list, queue_usage
-from scheduler.engine.types import (
+from engine.types import (
     BLOCKED_BEHIND_HEAD,
     BORROW_LIMIT_REACHED,
     BORROWABLE_CAPACITY_EXCEEDED,
@@ -25,7 +22,10 @@ from scheduler.engine.types import (
     SHARE_LIMIT_REACHED,
     WAITING_FOR_CAPACITY,
 )
-from scheduler.engine.work import checkpointed
+from engine.work import checkpointed
+from governance.formatting import duration
+from governance.models import JobQueue, QueueCapacity, QuotaShare
+from governance.policy.selectors import QueueUsage, ShareUsage, queue_list, queue_usage
 from scheduler.executors import executor_for
 from scheduler.liveness import TICK_KEY, live_runners, served_instance_types, tick_cache
 from scheduler.models import Job, JobDecision, JobDefinition, JobDefinitionRevision, JobEvent

@@ -3,7 +3,7 @@
 A started job progresses one compute second per compute second, after its restart
 overhead when it is a restart; progress is saved at each multiple of its checkpoint
 interval; a preemption loses what was done since the last save. The formulas are the
-engine's (scheduler.engine.work), shared with the simulator, so the live scheduler and
+engine's (engine.work), shared with the simulator, so the live scheduler and
 `simulate` agree on every figure.
 
 `speed` is how many compute seconds pass per real second: the simulated executor's
@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 
-from scheduler.engine.work import checkpointed, overhead_spent, run_length, run_progress
+from engine.work import checkpointed, overhead_spent, run_length, run_progress
 from scheduler.models import Job
 
 

@@ -380,7 +380,7 @@ def report(clients: int, args, results: Results) -> None:
     )
     if answered:
         sys.path.insert(0, str(ROOT))
-        from scheduler.engine.stats import percentile  # the project's one percentile
+        from engine.stats import percentile  # the project's one percentile
 
         lat = results.latencies
         print(

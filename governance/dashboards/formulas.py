@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from scheduler.engine.stats import quartiles
+from engine.stats import quartiles
 
 # Below this many observations in either month, a change is shown without an arrow or
 # a "better / worse" word: a handful of jobs moves a median or a fraction by chance.

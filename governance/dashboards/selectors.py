@@ -22,6 +22,7 @@ from collections import defaultdict
 from django.db.models import Min, Q
 from django.utils import timezone
 
+from engine.stats import nearest_rank
 from governance.dashboards import formulas as f
 from governance.dashboards.timeline import LOOKBACK, Event, MonthSweep, SharePolicy
 from governance.dashboards.timeline import Job as SweepJob
@@ -40,7 +41,6 @@ from governance.models import (
 )
 from governance.policy.selectors import queue_document, share_document
 from scheduler.adapters import engine_borrow_limit
-from scheduler.engine.stats import nearest_rank
 from scheduler.executors import simulated_speed
 from scheduler.models import Job, JobEvent
 

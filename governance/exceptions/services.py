@@ -746,8 +746,8 @@ def _capacity_impact(request: ExceptionRequest) -> list[ImpactLine]:
 
 
 def _jobs_impact(request: ExceptionRequest, *, now: datetime | None) -> list[ImpactLine]:
+    from engine import Preempt, Start, schedule
     from scheduler.adapters import epoch_seconds, queue_snapshot
-    from scheduler.engine import Preempt, Start, schedule
 
     snapshot, now_s = queue_snapshot(request.queue, now=now)
     # Engine ids are the jobs' primary keys as text (zero-padded): compare as numbers.

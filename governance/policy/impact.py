@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from engine import assess_policy_change
 from governance.models import JobQueue, QuotaShare
 from governance.policy.services import ShareData, _data_document
 from scheduler.adapters import queue_snapshot, share_spec_from_document
-from scheduler.engine import assess_policy_change
 from scheduler.models import Job
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count, Prefetch, Q, QuerySet, Sum
 
+from engine import share_usage
 from governance.models import (
     CapacityLimit,
     JobQueue,
@@ -15,7 +16,6 @@ from governance.models import (
     UrgencyDefinition,
 )
 from scheduler.adapters import queue_scenario, share_scenario, share_spec
-from scheduler.engine import share_usage
 from scheduler.models import Job
 
 # Documents: the canonical JSON shape used for validation, history and revert (the

@@ -27,6 +27,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
+from engine import validate_policy
 from governance import rules
 from governance.errors import NON_FIELD, Conflict, InvalidInput
 from governance.models import (
@@ -48,7 +49,6 @@ from scheduler.adapters import (
     engine_share_document,
     stored_borrow_limit,
 )
-from scheduler.engine import validate_policy
 
 MAX_LIMITS_PER_SHARE = 5
 # The largest borrow limit: a share may borrow up to 100 times its own limit. Beyond

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import transaction
 
+from engine import validate_policy
 from governance import rules
 from governance.errors import Conflict
 from governance.models import (
@@ -59,7 +60,6 @@ from governance.policy_code import aws_sync
 from governance.policy_code.live import LiveQueue, live_queue
 from governance.policy_code.model import KEEP, PolicyFile, QueueSpec, ShareSpec, TeamSpec
 from governance.policy_code.source import FileProblem, Lines, PolicyFileError, Problems
-from scheduler.engine import validate_policy
 
 ADDED, CHANGED, REMOVED = "added", "changed", "removed"
 

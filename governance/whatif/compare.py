@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from engine import result_to_json, simulate
 from governance.whatif.metrics import differences, run_metrics
 from scheduler.adapters import engine_share_document
-from scheduler.engine import result_to_json, simulate
 
 PHASES = (("current", "current policy"), ("draft", "draft policy"))
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from scheduler.engine.stats import nearest_rank, quartiles
+from engine.stats import nearest_rank, quartiles
 
 OVERALL = "__all__"
 TIMELINE_BINS = 48

@@ -21,6 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from config.celery import task
+from engine import ScenarioError
 from governance import rules
 from governance.errors import InvalidInput, WrongState
 from governance.models import (
@@ -47,7 +48,6 @@ from governance.policy.services import (
 )
 from governance.whatif import workloads
 from governance.whatif.compare import compare_policies
-from scheduler.engine import ScenarioError
 
 Status = WhatIfComparison.Status
 Review = WhatIfComparison.Review

@@ -27,9 +27,9 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from engine.trace import DEFAULT_TRACE, TIMESTAMP_FORMAT, TraceRow, read_trace
 from governance.errors import InvalidInput
 from scheduler.adapters import recorded_jobs
-from scheduler.engine.trace import DEFAULT_TRACE, TIMESTAMP_FORMAT, TraceRow, read_trace
 
 DEFAULT_DAYS = 30
 PHILLY_DEFAULT_START = dt.date(2017, 10, 1)

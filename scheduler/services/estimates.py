@@ -2,7 +2,7 @@
 
 Reads a queue's live snapshot (through `scheduler.adapters`, the one bridge to the
 engine) and the work figures of its live jobs, and hands them to the engine
-(`scheduler.engine.explain`, `scheduler.engine.eta`): positions and blockers come
+(`engine.explain`, `engine.eta`): positions and blockers come
 from the same Board the live pass uses, estimates from a forward simulation of the
 snapshot with each job's declared duration corrected by history (how long finished
 jobs of the same definition, else the same share, else the queue, really ran against
@@ -48,6 +48,29 @@ from django.db.models import Count, Max, Sum
 from django.utils import timezone
 
 from config.celery import task
+from engine import PendingJob, RunningJob, Snapshot
+from engine.eta import (
+    Correction,
+    Range,
+    correction_of,
+    estimate_range,
+    pick_correction,
+)
+from engine.explain import (
+    STARTS_NOW,
+    Explainer,
+    Forecast,
+    Standing,
+    Work,
+    describe,
+    dispatch_order,
+    extra_start,
+    is_misconfigured,
+    ready_at,
+)
+from engine.quota import Policy
+from engine.simulator import _cyclic_gc_paused
+from engine.types import SERVICE_ENVIRONMENT_MAX_RESOURCE
 from governance.models import CapacityLimit, JobQueue, QueueCapacity
 from scheduler.adapters import (
     engine_id,
@@ -61,29 +84,6 @@ from scheduler.adapters import (
     seconds_of,
     share_spec,
 )
-from scheduler.engine import PendingJob, RunningJob, Snapshot
-from scheduler.engine.eta import (
-    Correction,
-    Range,
-    correction_of,
-    estimate_range,
-    pick_correction,
-)
-from scheduler.engine.explain import (
-    STARTS_NOW,
-    Explainer,
-    Forecast,
-    Standing,
-    Work,
-    describe,
-    dispatch_order,
-    extra_start,
-    is_misconfigured,
-    ready_at,
-)
-from scheduler.engine.quota import Policy
-from scheduler.engine.simulator import _cyclic_gc_paused
-from scheduler.engine.types import SERVICE_ENVIRONMENT_MAX_RESOURCE
 from scheduler.executors import executor_for
 from scheduler.models import Job, JobEvent
 from scheduler.services.jobs import JobData, JobError, job_preview

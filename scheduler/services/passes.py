@@ -26,6 +26,10 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from config.celery import task
+from engine import Fail, PassResult, Preempt, Start, schedule
+from engine.quota import Policy
+from engine.scheduling import schedule_fed
+from engine.types import BLOCKED_BEHIND_HEAD, MISCONFIGURATION_REASONS
 from governance.models import JobQueue
 from governance.policy.locks import lock_queue
 from scheduler import work
@@ -40,10 +44,6 @@ from scheduler.adapters import (
     queue_policy,
     queue_state,
 )
-from scheduler.engine import Fail, PassResult, Preempt, Start, schedule
-from scheduler.engine.quota import Policy
-from scheduler.engine.scheduling import schedule_fed
-from scheduler.engine.types import BLOCKED_BEHIND_HEAD, MISCONFIGURATION_REASONS
 from scheduler.executors import executor_for
 from scheduler.models import Job, JobEvent, QueuePassState
 

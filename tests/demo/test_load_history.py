@@ -12,9 +12,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from engine import load_scenario, result_to_json, simulate
 from governance.dashboards.selectors import rollup_scope
 from governance.models import JobQueue, PolicyChange, QuotaShare
-from scheduler.engine import load_scenario, result_to_json, simulate
 from scheduler.models import Job
 from tests.governance.dashboards.conftest import scenario_document
 

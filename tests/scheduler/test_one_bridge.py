@@ -10,13 +10,13 @@ from unittest import mock
 import pytest
 from django.utils import timezone
 
+from engine import assess_policy_change, load_scenario
 from governance.models import QuotaShare
 from governance.policy import impact
 from governance.policy.selectors import share_document
 from governance.whatif import services as whatif
 from governance.whatif.compare import scenario_for
 from scheduler.adapters import BORROW_UNLIMITED, engine_id, queue_policy, queue_state
-from scheduler.engine import assess_policy_change, load_scenario
 from tests.factories import (
     CapacityLimitFactory,
     InstanceTypeFactory,

@@ -84,11 +84,11 @@ class Command(BaseCommand):
         from django.db import transaction
 
         from demo.history import queue_for_scenario, result_load
+        from engine import load_scenario, simulate
+        from engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
         from governance.dashboards.rollups import rollups_refresh
         from governance.dashboards.selectors import next_month
         from governance.models import JobQueue, MonthlyRollup, Team
-        from scheduler.engine import load_scenario, simulate
-        from scheduler.engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
         from scheduler.models import Job
 
         started = time.perf_counter()

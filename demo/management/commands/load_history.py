@@ -14,8 +14,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from demo.history import HistoryLoadError, history_load
+from engine import ScenarioError, load_scenario
 from governance.dashboards.selectors import last_full_month
-from scheduler.engine import ScenarioError, load_scenario
 from scheduler.management.commands.simulate import read_document
 
 

@@ -20,11 +20,11 @@ import time
 
 from django.core.management.base import BaseCommand
 
+from engine.trace import TraceOptions, build_scenario, read_vc_sizes
 from governance.models import WhatIfComparison
 from governance.whatif import workloads
 from governance.whatif.compare import compare_policies
 from governance.whatif.selectors import results_view
-from scheduler.engine.trace import TraceOptions, build_scenario, read_vc_sizes
 
 TARGET_SECONDS = 15.0
 

@@ -44,10 +44,10 @@ from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
+from engine.eta import replay_accuracy, score
+from engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
+from engine.validation import load_scenario
 from governance.models import CapacityLimit, InstanceType, JobQueue, QueueCapacity, QuotaShare, Team
-from scheduler.engine.eta import replay_accuracy, score
-from scheduler.engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
-from scheduler.engine.validation import load_scenario
 from scheduler.models import Job, JobDefinition, JobEvent
 from scheduler.services import estimates
 from scheduler.services.job_definitions import DefinitionData, definition_register

@@ -40,8 +40,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection, transaction
 from django.utils import timezone
 
+from engine.stats import percentile
 from governance.models import CapacityLimit, InstanceType, JobQueue, QueueCapacity, QuotaShare, Team
-from scheduler.engine.stats import percentile
 from scheduler.models import Job, JobDefinition, JobEvent
 from scheduler.services import jobs as job_services
 from scheduler.services.job_definitions import DefinitionData, definition_register

@@ -1,6 +1,6 @@
 """`manage.py simulate FILE`: replay a scenario and print the result document.
 
-A thin wrapper: parsing, validating and simulating live in `scheduler.engine`. Any
+A thin wrapper: parsing, validating and simulating live in `engine`. Any
 unusable input (missing file, bad UTF-8 or JSON, a document breaking the format)
 exits with status 2 and a message naming the problem on stderr. The bytes are read
 as they are, from stdin too, so that their encoding is judged in one place.
@@ -10,8 +10,8 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from scheduler.engine import ScenarioError, dump_result, load_scenario, parse_json, simulate
-from scheduler.engine.results import format_summary
+from engine import ScenarioError, dump_result, load_scenario, parse_json, simulate
+from engine.results import format_summary
 
 
 def read_document(path: str):

@@ -1,6 +1,6 @@
 """`manage.py trace_to_scenario`: build a scenario from a trace in the Philly format.
 
-The conversion lives in `scheduler.engine.trace` (see its docstring for the mapping);
+The conversion lives in `engine.trace` (see its docstring for the mapping);
 this command only parses options and writes the document.
 """
 
@@ -9,8 +9,8 @@ from datetime import datetime
 
 from django.core.management.base import BaseCommand, CommandError
 
-from scheduler.engine import ScenarioError, load_scenario
-from scheduler.engine.trace import (
+from engine import ScenarioError, load_scenario
+from engine.trace import (
     DEFAULT_TRACE,
     DEFAULT_VC_SIZES,
     TraceOptions,

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from demo.history import queue_for_scenario, result_load
-from scheduler.engine import load_scenario, result_to_json, simulate
+from engine import load_scenario, result_to_json, simulate
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"
 # A Monday: a short scenario stays within March 2025.

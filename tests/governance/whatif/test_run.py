@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from engine import result_to_json, simulate
 from governance.errors import InvalidInput
 from governance.models import WhatIfComparison
 from governance.whatif import services, tasks
-from scheduler.engine import result_to_json, simulate
 from tests.governance.whatif.conftest import lend_and_borrow_qs2, run_now
 
 pytestmark = pytest.mark.django_db

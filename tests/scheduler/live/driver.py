@@ -13,6 +13,7 @@ import datetime as dt
 
 from django.db import transaction
 
+from engine.types import MISCONFIGURATION_REASONS
 from governance.models import (
     CapacityLimit,
     InstanceType,
@@ -22,7 +23,6 @@ from governance.models import (
     Team,
 )
 from governance.policy.locks import lock_queue
-from scheduler.engine.types import MISCONFIGURATION_REASONS
 from scheduler.models import Job, JobEvent
 from scheduler.services.jobs import JobData, job_set_priority, job_submit, job_terminate
 from scheduler.services.passes import finish_due, scheduling_pass

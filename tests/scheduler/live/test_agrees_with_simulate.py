@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.engine import result_to_json, simulate
+from engine import result_to_json, simulate
 from tests.scheduler.live.driver import live_events, replay, seconds, simulated_events
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"

@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from scheduler.engine.types import BLOCKED_BEHIND_HEAD, WAITING_FOR_CAPACITY
+from engine.types import BLOCKED_BEHIND_HEAD, WAITING_FOR_CAPACITY
 from scheduler.models import Job, JobEvent
 from scheduler.services import estimates
 from scheduler.services.jobs import JobData, JobError

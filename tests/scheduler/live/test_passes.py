@@ -7,7 +7,7 @@ in-share preemption on), qs2 LEND, qs3 RESERVE; one instance each.
 import pytest
 from django.db import transaction
 
-from scheduler.engine.types import SHARE_LIMIT_REACHED
+from engine.types import SHARE_LIMIT_REACHED
 from scheduler.models import Job, JobEvent
 from scheduler.services import passes
 from scheduler.services.jobs import job_set_priority, job_terminate

@@ -6,8 +6,8 @@ restarted at the same instant (a regression once measured such a run from its re
 
 import datetime as dt
 
-from scheduler.engine import result_to_json, simulate
-from scheduler.engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
+from engine import result_to_json, simulate
+from engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
 
 
 def test_run_time_is_duration_plus_lost_work_plus_overhead():

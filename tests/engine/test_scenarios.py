@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from scheduler.engine import load_scenario, result_to_json, simulate
+from engine import load_scenario, result_to_json, simulate
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "scenarios"
 SCENARIOS = sorted(FIXTURES.glob("*.json"))
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "traces"
+DATA_DIR = Path(__file__).resolve().parent / "data" / "traces"
 DEFAULT_TRACE = DATA_DIR / "philly.csv.gz"
 DEFAULT_VC_SIZES = DATA_DIR / "philly_vc.csv"
 GPUS_PER_NODE = 8

@@ -1,10 +1,10 @@
-"""Positions, blockers and start forecasts (`scheduler.engine.explain`)."""
+"""Positions, blockers and start forecasts (`engine.explain`)."""
 
 import random
 
 import pytest
 
-from scheduler.engine import (
+from engine import (
     PendingJob,
     QueueSpec,
     RunningJob,
@@ -14,7 +14,7 @@ from scheduler.engine import (
     schedule,
     simulate,
 )
-from scheduler.engine.explain import (
+from engine.explain import (
     STARTS_NOW,
     Work,
     capture,
@@ -25,7 +25,7 @@ from scheduler.engine.explain import (
     forecast,
     ready_at,
 )
-from scheduler.engine.types import (
+from engine.types import (
     BLOCKED_BEHIND_HEAD,
     SERVICE_ENVIRONMENT_MAX_RESOURCE,
     SHARE_LIMIT_REACHED,
@@ -313,7 +313,7 @@ def test_a_stored_standing_places_a_new_job_as_the_board_does(seed):
     share, size and priority."""
     import pickle
 
-    from scheduler.engine.explain import Explainer
+    from engine.explain import Explainer
 
     scenario = load_scenario(_random_scenario(seed))
     middle = sorted(job.submit_at for job in scenario.jobs)[25]

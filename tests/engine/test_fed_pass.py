@@ -18,10 +18,10 @@ import random
 
 import pytest
 
-from scheduler.engine import PendingJob, QueueSpec, RunningJob, ShareSpec, Snapshot, schedule
-from scheduler.engine.quota import Policy
-from scheduler.engine.scheduling import LAST_ID, schedule_fed
-from scheduler.engine.types import BLOCKED_BEHIND_HEAD, MISCONFIGURATION_REASONS
+from engine import PendingJob, QueueSpec, RunningJob, ShareSpec, Snapshot, schedule
+from engine.quota import Policy
+from engine.scheduling import LAST_ID, schedule_fed
+from engine.types import BLOCKED_BEHIND_HEAD, MISCONFIGURATION_REASONS
 
 TYPES = ("g5", "p4")
 NOW = 10_000

@@ -2,8 +2,8 @@
 
 from datetime import datetime
 
-from scheduler.engine import load_scenario
-from scheduler.engine.trace import TraceOptions, TraceRow, build_scenario, read_trace, read_vc_sizes
+from engine import load_scenario
+from engine.trace import TraceOptions, TraceRow, build_scenario, read_trace, read_vc_sizes
 
 T0 = datetime(2017, 10, 1, 12, 0, 0)
 SIZES = {"aaa": 2, "bbb": 1}

@@ -1,4 +1,4 @@
-"""Benchmark: `python -m scheduler.engine.bench [--quick]`.
+"""Benchmark: `python -m engine.bench [--quick]`.
 
 Prints, in order:
 

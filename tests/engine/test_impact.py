@@ -2,7 +2,7 @@
 
 import pytest
 
-from scheduler.engine import (
+from engine import (
     PendingJob,
     QueueSpec,
     RunningJob,

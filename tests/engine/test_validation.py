@@ -2,7 +2,7 @@
 
 import pytest
 
-from scheduler.engine import Problem, ScenarioError, load_scenario, parse_json, validate_policy
+from engine import Problem, ScenarioError, load_scenario, parse_json, validate_policy
 
 QUEUE = {"capacity": {"ml.g5.xlarge": 4}}
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from scheduler.engine.stats import nearest_rank, percentile, quantile, quartiles
+from engine.stats import nearest_rank, percentile, quantile, quartiles
 
 
 def test_nothing_to_summarise_gives_none_not_an_error():

@@ -1,4 +1,4 @@
-"""Benchmark: `python -m scheduler.engine.bench_policy [--save DIR]`.
+"""Benchmark: `python -m engine.bench_policy [--save DIR]`.
 
 Policy actions against a deep queue. 20,000 jobs (12 shares of all three strategies,
 two instance types, 1 to 8 instances, priorities 0-9) are submitted in the first 200

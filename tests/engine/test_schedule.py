@@ -1,6 +1,6 @@
 """`schedule(snapshot, now)`: the live scheduler's entry point, decisions and reasons."""
 
-from scheduler.engine import (
+from engine import (
     Fail,
     PendingJob,
     Preempt,
@@ -143,7 +143,7 @@ def test_snapshot_and_specs_are_frozen_and_hashable():
 
 def test_a_preempted_job_rejoins_its_queue_at_its_submission_time():
     """A pass victim queues by when it was submitted, not when it last started."""
-    from scheduler.engine import PendingJob, QueueSpec, RunningJob, ShareSpec, Snapshot, schedule
+    from engine import PendingJob, QueueSpec, RunningJob, ShareSpec, Snapshot, schedule
 
     snapshot = Snapshot(
         queue=QueueSpec(capacity={"gpu": 1}),

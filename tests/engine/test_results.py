@@ -3,10 +3,10 @@
 import json
 from pathlib import Path
 
-from scheduler.engine import dump_result, load_scenario, result_to_json, simulate
-from scheduler.engine.results import format_seconds, format_summary
+from engine import dump_result, load_scenario, result_to_json, simulate
+from engine.results import format_seconds, format_summary
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "scenarios"
 
 
 def scenario(name):

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from scheduler.engine import (
+from engine import (
     PendingJob,
     QueueSpec,
     RunningJob,
