@@ -16,8 +16,8 @@ from rest_framework.response import Response
 
 from accounts import tokens
 from accounts.models import ApiToken
-from governance.api.base import BaseApiViewSet
-from governance.policy.serializers import ErrorSerializer
+from core.api.base import BaseApiViewSet
+from core.api.serializers import ErrorSerializer
 
 ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 404)}
 

@@ -26,7 +26,7 @@ class AccountsConfig(AppConfig):
         from accounts.models import ApiToken
 
         user_model = get_user_model()
-        team = apps.get_model("governance", "Team")
+        team = apps.get_model("fleet", "Team")
         for model in (user_model, Group, team, ApiToken):
             for signal in (post_save, post_delete):
                 signal.connect(forget_everyone, sender=model, dispatch_uid=f"identity.{model}")

@@ -58,12 +58,13 @@ def remember(token: ApiToken, generation: str) -> None:
     roles and teams computed, so a cached request asks nothing more of the database."""
     if not _seconds() or not generation:
         return
-    from governance import permissions, rules
+    from core import permissions
+    from fleet import teams
 
     user = token.user
     permissions.user_roles(user)
-    rules.led_team_ids(user)
-    rules.member_team_ids(user)
+    teams.led_team_ids(user)
+    teams.member_team_ids(user)
     cache.set(_entry_key(token.digest), (generation, token), timeout=_seconds())
 
 

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.lockouts import lockout_clear, lockout_list
 from accounts.timezones import SESSION_KEY, time_zone_of, time_zone_set, zone_names
-from governance import rules
+from core import rules
 
 
 def locked_out(request, original_response=None, credentials=None):

@@ -173,6 +173,7 @@ INSTALLED_APPS = [
     "csp",
     "axes",
     "accounts",
+    "fleet",
     "governance",
     "scheduler",
     "demo",
@@ -300,9 +301,9 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "governance.api.pagination.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "core.api.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
-    "EXCEPTION_HANDLER": "governance.api.errors.exception_handler",
+    "EXCEPTION_HANDLER": "core.api.errors.exception_handler",
     # JSON only; the browsable API (HTML forms over every endpoint) only when debugging.
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
@@ -331,10 +332,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_SETTINGS": {"deepLinking": False},
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
-    # One documented error shape on every operation (governance.api.schema).
+    # One documented error shape on every operation (core.api.schema).
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "governance.api.schema.document_errors",
+        "core.api.schema.document_errors",
     ],
     # Enums named by what they list, where one field name ("kind", "state") has two sets.
     "ENUM_NAME_OVERRIDES": {

@@ -2,8 +2,8 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path, re_path
 
+from core.api import errors as api_errors
 from governance import system
-from governance.api import errors as api_errors
 
 urlpatterns = [
     path("healthz/", system.healthz, name="healthz"),
@@ -24,4 +24,4 @@ urlpatterns = [
     # Last: an /api/ path that no operation above matched is a JSON 404, not a page.
     re_path(r"^api/", api_errors.not_found, name="api-not-found"),
 ]
-handler500 = "governance.api.errors.server_error"
+handler500 = "core.api.errors.server_error"

@@ -7,14 +7,14 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
+from fleet.models import Job, JobQueue, Team, UrgencyDefinition
 from governance.exceptions.services import (
     RequestData,
     exception_owner_add,
     exception_request_create,
     exception_request_deny,
 )
-from governance.models import ExceptionRequest, JobQueue, Team, UrgencyDefinition
-from scheduler.models import Job
+from governance.models import ExceptionRequest
 
 Kind = ExceptionRequest.Kind
 

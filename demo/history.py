@@ -32,20 +32,19 @@ from engine import SimulationResult, load_scenario, simulate
 from engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
 from engine.types import Scenario, SetCapacity, SetPriority, UpdateShare
 from engine.work import checkpointed, run_progress
-from governance.models import (
+from fleet.locks import lock_queues_named
+from fleet.models import (
     CapacityLimit,
-    ExceptionEvent,
-    ExceptionRequest,
     InstanceType,
+    Job,
+    JobEvent,
     JobQueue,
-    PolicyChange,
     QueueCapacity,
     QuotaShare,
     Team,
     UrgencyDefinition,
 )
-from governance.policy.locks import lock_queues_named
-from scheduler.models import Job, JobEvent
+from governance.models import ExceptionEvent, ExceptionRequest, PolicyChange
 
 HISTORY_PREFIX = "philly-"
 HISTORY_REASON = "Recorded history (demo replay of the Philly trace)"
@@ -550,7 +549,7 @@ def _existing_queue(scenario: Scenario, queue: JobQueue, summary: HistoryLoadSum
 def _history_policy(scenario, queue, shares, start, end, policy_in_force):
     """The PolicyChange rows (unsaved, with their instants) that make the policy record
     say what the scenario's policy was during its history."""
-    from governance.policy.selectors import queue_document, share_document
+    from fleet.selectors import queue_document, share_document
 
     reason = LOAD_REASON.format(name=scenario.name)
 

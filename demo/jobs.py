@@ -21,9 +21,16 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from governance.models import InstanceType, JobQueue, QuotaShare, Team
+from fleet.models import (
+    InstanceType,
+    Job,
+    JobDefinition,
+    JobDefinitionRevision,
+    JobQueue,
+    QuotaShare,
+    Team,
+)
 from governance.policy.services import ShareData, queue_create, share_create
-from scheduler.models import Job, JobDefinition, JobDefinitionRevision
 from scheduler.services.job_definitions import DefinitionData, definition_register
 from scheduler.services.jobs import JobData, jobs_submit
 

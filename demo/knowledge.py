@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from fleet.models import QuotaShare, UrgencyDefinition
 from governance.glossary import GLOSSARY
 from governance.knowledge.services import ArticleData, article_create, article_update
-from governance.models import KnowledgeArticle, QuotaShare, UrgencyDefinition
+from governance.models import KnowledgeArticle
 
 GLOSSARY_SLUG = "glossary"
 

@@ -13,19 +13,19 @@ from django.contrib.auth.models import Group, User
 from django.db import transaction
 from django.utils import timezone
 
+from core import permissions
 from demo.exceptions import seed_exceptions
 from demo.history import seed_history
 from demo.jobs import SAMPLE_DEFINITIONS, seed_definitions, seed_process_demo
 from demo.knowledge import seed_knowledge
-from governance import permissions
-from governance.models import InstanceType, JobQueue, PolicyChange, QuotaShare, Team
+from fleet.models import InstanceType, Job, JobQueue, QuotaShare, Team
+from governance.models import PolicyChange
 from governance.policy.services import (
     ShareData,
     queue_create,
     share_create,
     urgency_save,
 )
-from scheduler.models import Job
 from scheduler.services.job_definitions import parameters_resolve
 
 TRACE_DIR = Path(__file__).resolve().parent.parent / "engine" / "data" / "traces"
@@ -301,6 +301,6 @@ def seed_demo_with_history(*, months: int = 3) -> dict[str, User]:
 
 
 def urgency_exists(name: str) -> bool:
-    from governance.models import UrgencyDefinition
+    from fleet.models import UrgencyDefinition
 
     return UrgencyDefinition.objects.filter(name=name).exists()

@@ -7,6 +7,9 @@ class GovernanceConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
+        from governance.exceptions import scopes
+
+        scopes.register()
         # Register the feature packages' tasks in every process (web, worker, tests), so
         # services enqueue them by name (config.celery.task) without importing them, and
         # eager runs (CELERY_TASK_ALWAYS_EAGER) find them.

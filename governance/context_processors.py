@@ -1,6 +1,6 @@
 """The top bar's navigation, by role (pages.md, "Navigation by role").
 
-Each entry names the action of governance.rules that opens its page, so the bar and
+Each entry names the action of core.rules that opens its page, so the bar and
 the page ask the same table. An entry is shown only when its URL name resolves, so a
 page that has not landed yet, or was removed, never becomes a link to a 404; and only
 when the table allows its action, so no link answers 403.
@@ -14,14 +14,14 @@ from django.urls import NoReverseMatch, reverse
 from django.utils.functional import SimpleLazyObject
 from django.utils.module_loading import import_string
 
-from governance import permissions, rules
+from core import permissions, rules
 
 
 @dataclass(frozen=True)
 class NavEntry:
     label: str
     url_name: str
-    action: str  # the governance.rules action that opens the page
+    action: str  # the core.rules action that opens the page
     # Dotted path to `f(*, user) -> int` giving the badge count. Imported and called
     # only when the entry is shown, so no count query runs for a page that is absent.
     badge: str = ""

@@ -4,7 +4,7 @@ from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
-from governance import rules
+from core import rules
 from governance.outbox import outbox_enabled, outbox_messages
 
 

@@ -1,7 +1,7 @@
 """The jobs API (/api/v1/jobs/) and the job definitions API (/api/v1/job-definitions/),
 thin over scheduler.services.
 
-Errors have the project's one shape (governance.api.errors, which maps the services'
+Errors have the project's one shape (core.api.errors, which maps the services'
 domain errors): a JobError or DefinitionError is a 400 with the same field keys the
 pages use; a client token used for another body (TokenConflict), or a revision made on
 a stale one (RevisionConflict), is a 409 in the same shape with the ids of what it
@@ -19,14 +19,13 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance import rules
-from governance.api.base import BaseApiViewSet, FilteredQuery
-from governance.api.pagination import CountedApart
-from governance.models import JobQueue
-from governance.policy.serializers import ErrorSerializer
+from core import rules
+from core.api.base import BaseApiViewSet, FilteredQuery
+from core.api.pagination import CountedApart
+from core.api.serializers import ErrorSerializer
+from fleet.models import Job, JobDefinition, JobQueue
 from scheduler import permissions, selectors
 from scheduler.filters import JobDefinitionFilter, JobFilter
-from scheduler.models import Job, JobDefinition
 from scheduler.serializers import (
     BulkResultSerializer,
     JobBulkInputSerializer,

@@ -7,7 +7,7 @@ class SchedulerConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from governance.signals import policy_changed
+        from core.signals import policy_changed
         from scheduler import tasks  # noqa: F401  (registers the tasks and beat entries)
         from scheduler.executors import runner  # noqa: F401  (a runner worker's signals)
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 import django_filters
 from drf_spectacular.utils import extend_schema_field
 
-from governance.filters import FilterSet, ModelChoiceFilter, choice_filter, id_filter
-from governance.models import JobQueue, QuotaShare, Team
-from scheduler.models import Job, JobDefinition
+from core.filters import FilterSet, ModelChoiceFilter, choice_filter, id_filter
+from fleet.models import Job, JobDefinition, JobQueue, QuotaShare, Team
 
 
 class JobFilter(FilterSet):

@@ -13,9 +13,17 @@ import re
 from django import forms
 from django.urls import reverse
 
-from governance.models import InstanceType, JobQueue, QuotaShare, UrgencyDefinition
+from fleet.models import (
+    InstanceType,
+    Job,
+    JobDefinition,
+    JobDefinitionRevision,
+    JobQueue,
+    QuotaShare,
+    UrgencyDefinition,
+)
 from scheduler import selectors
-from scheduler.models import Job, JobDecision, JobDefinition, JobDefinitionRevision
+from scheduler.models import JobDecision
 from scheduler.permissions import submittable_shares
 from scheduler.services import job_definitions as definitions
 from scheduler.services.jobs import JobData

@@ -1,107 +1,11 @@
-"""Jobs, their append-only events, and the decisions people take on failed jobs.
-
-States and event types follow the scenario format (shared with the engine): a job is
-RUNNABLE until dispatched, RUNNING while it holds capacity, and ends SUCCEEDED or
-FAILED. The engine decides; `scheduler.services` writes these rows, always under the
-queue's row lock, so the database is the truth of who holds what.
-
-Times are real instants. Work figures (`progress`, `checkpointed`, `lost_work`,
-`restart_overhead_spent`, `waiting_time`) are compute seconds of the job itself: on a
-simulated queue one real second is `SIMULATED_SECONDS_PER_SECOND` of them.
-"""
+"""What the scheduler keeps besides the fleet's jobs: runner workers, each queue's pass
+state, and the decisions people take on failed jobs (the jobs and their events are
+fleet.models)."""
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
 
-
-class JobDefinition(models.Model):
-    """A registered kind of job (AWS Batch's job definition, a Kubernetes pod template).
-
-    Jobs run a definition, never a free-form command: admins register and revise it,
-    team leads choose one and give values for its typed parameters. The content lives
-    in append-only revisions; retiring a definition refuses new submissions.
-    """
-
-    name = models.CharField(max_length=128, unique=True)
-    description = models.TextField(blank=True)
-    queues = models.ManyToManyField(
-        "governance.JobQueue",
-        related_name="job_definitions",
-        help_text="The queues whose jobs may run this definition.",
-    )
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    created_at = models.DateTimeField()
-    retired_at = models.DateTimeField(null=True, blank=True)
-    retired_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    retire_reason = models.TextField(blank=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self):
-        return self.name
-
-
-class JobDefinitionRevision(models.Model):
-    """One version of a definition. Append-only: a change is a new revision.
-
-    `command` is an argument vector (never a shell string); an element may hold
-    `{name}` placeholders of declared `parameters`, each a dict with `name`, `type`
-    (`integer`, `choice`, `pattern`), `description`, `default` (absent = required),
-    and `min`/`max` (integer), `choices` (choice) or `pattern` (pattern, a full
-    match). `environment` is the job's whole environment besides `PATH`, `HOME`,
-    `LANG` and its own `JOB_*` variables: literal values, never the application's.
-    """
-
-    definition = models.ForeignKey(
-        JobDefinition, on_delete=models.CASCADE, related_name="revisions"
-    )
-    revision = models.PositiveIntegerField()
-    # The definition's queues when this revision was made: the history shows who could
-    # run it; which queues may run it now is `definition.queues`.
-    queue_names = models.JSONField(default=list, blank=True)
-    command = models.JSONField(default=list)
-    parameters = models.JSONField(default=list, blank=True)
-    environment = models.JSONField(default=dict, blank=True)
-    # Defaults a submission may override.
-    instance_type = models.ForeignKey(
-        "governance.InstanceType", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    instances = models.PositiveIntegerField(default=1)
-    expected_duration = models.PositiveIntegerField(null=True, blank=True)
-    checkpoint_interval = models.PositiveIntegerField(null=True, blank=True)
-    restart_overhead = models.PositiveIntegerField(default=0)
-    # How the runner treats the process.
-    stop_grace_seconds = models.PositiveIntegerField(default=10)
-    wall_clock_limit = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Seconds a run may last; empty = no limit."
-    )
-    max_address_space_mb = models.PositiveIntegerField(null=True, blank=True)
-    max_cpu_seconds = models.PositiveIntegerField(null=True, blank=True)
-    reason = models.TextField(blank=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    created_at = models.DateTimeField()
-
-    class Meta:
-        ordering = ["definition", "-revision"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["definition", "revision"], name="jobdefrevision_unique_revision"
-            ),
-            models.CheckConstraint(
-                condition=Q(revision__gte=1), name="jobdefrevision_revision_ge_1"
-            ),
-        ]
-
-    def __str__(self):
-        return f"{self.definition.name}:{self.revision}"
+from fleet.models import Job
 
 
 class Runner(models.Model):
@@ -126,173 +30,6 @@ class Runner(models.Model):
         return self.name
 
 
-class Job(models.Model):
-    class State(models.TextChoices):
-        RUNNABLE = "RUNNABLE", "Runnable"
-        RUNNING = "RUNNING", "Running"
-        SUCCEEDED = "SUCCEEDED", "Succeeded"
-        FAILED = "FAILED", "Failed"
-
-    LIVE_STATES = (State.RUNNABLE, State.RUNNING)
-    # Failures that need a person to decide what happens next (the "needs a decision"
-    # list): the decision service accepts only these, the selectors list them.
-    NEEDS_DECISION_CAUSES = (
-        "retries_exhausted",
-        "time_limit",
-        "exit_code",
-        "wall_clock_limit",
-        "runner_refused",
-    )
-
-    queue = models.ForeignKey("governance.JobQueue", on_delete=models.PROTECT, related_name="jobs")
-    share = models.ForeignKey(
-        "governance.QuotaShare", on_delete=models.PROTECT, related_name="jobs"
-    )
-    name = models.CharField(max_length=200)
-    priority = models.PositiveIntegerField(default=0)
-    urgency = models.ForeignKey(
-        "governance.UrgencyDefinition",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="jobs",
-        help_text="The urgency definition that granted the job's priority, if any.",
-    )
-    instance_type = models.ForeignKey(
-        "governance.InstanceType", on_delete=models.PROTECT, related_name="+"
-    )
-    instances = models.PositiveIntegerField(default=1)
-    expected_duration = models.PositiveIntegerField(
-        help_text="Compute seconds when never interrupted."
-    )
-    checkpoint_interval = models.PositiveIntegerField(null=True, blank=True)
-    restart_overhead = models.PositiveIntegerField(default=0)
-    preemption_retries = models.PositiveIntegerField(null=True, blank=True)
-    protected_until = models.DateTimeField(null=True, blank=True)
-    definition_revision = models.ForeignKey(
-        JobDefinitionRevision,
-        null=True,
-        blank=True,
-        on_delete=models.PROTECT,
-        related_name="jobs",
-        help_text="The registered definition (and revision) the job runs.",
-    )
-    parameters = models.JSONField(
-        default=dict, blank=True, help_text="The submitter's validated parameter values."
-    )
-    # The argument vector the runner executes: the revision's command with the
-    # parameters substituted element by element (never through a shell).
-    argv = models.JSONField(default=list, blank=True)
-    # Idempotent submission (AWS clientToken): unique per submitter; the fingerprint
-    # of the request body tells a retry (same body) from a conflict (another body).
-    client_token = models.CharField(max_length=64, blank=True)
-    request_fingerprint = models.CharField(max_length=64, blank=True)
-
-    state = models.CharField(max_length=10, choices=State, default=State.RUNNABLE, db_index=True)
-    # RUNNABLE: the engine's reason code for the wait; FAILED: the cause.
-    reason = models.CharField(max_length=64, blank=True)
-    submitted_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    submitted_at = models.DateTimeField(db_index=True)
-    resubmitted_from = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="resubmissions"
-    )
-    runnable_since = models.DateTimeField(null=True, blank=True)
-    misconfigured_since = models.DateTimeField(null=True, blank=True)
-    first_started_at = models.DateTimeField(null=True, blank=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    # Orders jobs started at the same instant: the victim-order tie-break.
-    start_seq = models.BigIntegerField(default=0)
-    borrowed = models.BooleanField(default=False)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    # Starts so far; a process executor's run carries it, so a stale run knows to stop.
-    attempt = models.PositiveIntegerField(default=0)
-    # Compute seconds of restart overhead of the current run (0 for a first start).
-    run_overhead = models.PositiveIntegerField(default=0)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
-    worker = models.CharField(max_length=200, blank=True)
-    # The current attempt's lease: only the runner holding this token may report for
-    # the run, and only until `lease_expires_at` (renewed by its heartbeat). The
-    # recovery sweep requeues a run only once its lease expired.
-    lease_token = models.CharField(max_length=64, blank=True)
-    lease_expires_at = models.DateTimeField(null=True, blank=True)
-    exit_code = models.IntegerField(null=True, blank=True)
-
-    progress = models.PositiveIntegerField(default=0, help_text="Compute seconds done.")
-    checkpointed = models.PositiveIntegerField(default=0)
-    preemptions = models.PositiveIntegerField(default=0)
-    # Runs lost to a dead worker and put back in the queue (not preemptions).
-    requeues = models.PositiveIntegerField(default=0)
-    lost_work = models.PositiveIntegerField(default=0)
-    restart_overhead_spent = models.PositiveIntegerField(default=0)
-    waiting_time = models.PositiveIntegerField(default=0)
-    ran_borrowed = models.BooleanField(default=False)
-
-    class Meta:
-        ordering = ["-submitted_at", "-id"]
-        indexes = [
-            models.Index(fields=["queue", "state"]),
-            models.Index(fields=["share", "state"], name="job_share_state_idx"),
-            # A share's jobs, newest first (the jobs list a team lead reads most): with
-            # it, one plan serves every share, and PostgreSQL keeps the prepared plan
-            # instead of planning the list's joins again for each request.
-            models.Index(fields=["share", "-submitted_at", "-id"], name="job_share_newest_idx"),
-            # The live pass reads each share's well-configured waiting jobs a page at a
-            # time in dispatch order (scheduler.adapters.ShareFeed) ...
-            models.Index(
-                fields=["queue", "share", "-priority", "submitted_at", "id"],
-                name="job_dispatch_order_idx",
-                condition=Q(state="RUNNABLE", misconfigured_since__isnull=True),
-            ),
-            # ... and the few others it must see: new ones (no reason yet) and the
-            # heads of the last pass (reason neither "behind the head" nor a
-            # misconfiguration) ...
-            models.Index(
-                fields=["queue"],
-                name="job_pass_attention_idx",
-                condition=Q(state="RUNNABLE")
-                & ~Q(
-                    reason__in=[
-                        "BLOCKED_BEHIND_HEAD",
-                        "SERVICE_ENVIRONMENT_MAX_RESOURCE",
-                        "QUOTA_MANAGEMENT_LIMIT_EXCEEDED",
-                        "BORROWABLE_CAPACITY_EXCEEDED",
-                    ]
-                ),
-            ),
-            # ... and misconfigured ones once their runnable_time_limit is due.
-            models.Index(
-                fields=["queue", "misconfigured_since"],
-                name="job_misconfigured_idx",
-                condition=Q(state="RUNNABLE", misconfigured_since__isnull=False),
-            ),
-        ]
-        constraints = [
-            models.CheckConstraint(condition=Q(instances__gte=1), name="job_instances_ge_1"),
-            models.CheckConstraint(condition=Q(priority__lte=9999), name="job_priority_le_9999"),
-            models.CheckConstraint(
-                condition=Q(expected_duration__gte=1), name="job_expected_duration_ge_1"
-            ),
-            models.CheckConstraint(
-                condition=~Q(state="RUNNING") | Q(started_at__isnull=False),
-                name="job_running_has_started_at",
-            ),
-            models.UniqueConstraint(
-                fields=["submitted_by", "client_token"],
-                condition=~Q(client_token=""),
-                name="job_unique_client_token_per_submitter",
-            ),
-        ]
-
-    def __str__(self):
-        return self.name
-
-    @property
-    def is_live(self) -> bool:
-        return self.state in self.LIVE_STATES
-
-
 class QueuePassState(models.Model):
     """What the live pass of a queue remembers between passes: the policy (queue
     capacity and shares) under which its waiting jobs were last all judged, and whether
@@ -301,7 +38,7 @@ class QueuePassState(models.Model):
     job once (scheduler.services.passes)."""
 
     queue = models.OneToOneField(
-        "governance.JobQueue", on_delete=models.CASCADE, primary_key=True, related_name="+"
+        "fleet.JobQueue", on_delete=models.CASCADE, primary_key=True, related_name="+"
     )
     policy_key = models.CharField(max_length=64)
     judged_at = models.DateTimeField()
@@ -311,42 +48,6 @@ class QueuePassState(models.Model):
 
     def __str__(self):
         return f"pass state of queue {self.queue_id}"
-
-
-class JobEvent(models.Model):
-    """One thing that happened to a job. Append-only: rows are never changed."""
-
-    class Type(models.TextChoices):
-        SUBMITTED = "SUBMITTED"
-        STARTED = "STARTED"
-        PREEMPTED = "PREEMPTED"
-        SUCCEEDED = "SUCCEEDED"
-        FAILED = "FAILED"
-        PRIORITY_CHANGED = "PRIORITY_CHANGED", "Priority changed"
-        REQUEUED = "REQUEUED", "Requeued"
-
-    # The lifecycle events of the scenario format; the others are notes on the timeline.
-    LIFECYCLE = (Type.SUBMITTED, Type.STARTED, Type.PREEMPTED, Type.SUCCEEDED, Type.FAILED)
-
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
-    at = models.DateTimeField(db_index=True)
-    type = models.CharField(max_length=16, choices=Type)
-    cause = models.CharField(max_length=32, blank=True)
-    by = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    borrowed = models.BooleanField(default=False)
-    attempt = models.PositiveIntegerField(default=0)
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    # Figures of the moment: lost work of a preemption, an exit code, old and new priority.
-    detail = models.JSONField(default=dict, blank=True)
-
-    class Meta:
-        ordering = ["at", "id"]
-        indexes = [models.Index(fields=["job", "at"], name="jobevent_job_at_idx")]
-
-    def __str__(self):
-        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.type} {self.job_id}"
 
 
 class JobDecision(models.Model):

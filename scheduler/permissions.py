@@ -1,4 +1,4 @@
-"""Who may see and change which jobs, as governance.rules (the one table) says, under
+"""Who may see and change which jobs, as core.rules (the one table) says, under
 the names the job pages and the jobs API use: admins manage every job; a team lead
 submits into the shares of the teams they lead and manages those teams' jobs. Team
 leads and admins see every job (a queue is shared: who holds what, and why, is the
@@ -10,9 +10,9 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from django.http import Http404
 
-from governance import rules
-from governance.models import QuotaShare, Team
-from scheduler.models import Job
+from core import rules
+from fleet import teams
+from fleet.models import Job, QuotaShare, Team
 
 
 def can_view_jobs(user) -> bool:
@@ -24,7 +24,7 @@ def can_submit_jobs(user) -> bool:
 
 
 def led_team_ids(user) -> frozenset[int]:
-    return rules.led_team_ids(user)
+    return teams.led_team_ids(user)
 
 
 def submittable_shares(user) -> QuerySet[QuotaShare]:
@@ -45,8 +45,8 @@ def can_manage_job(user, job: Job) -> bool:
 
 def decision_team_ids(user) -> frozenset[int]:
     """The teams whose failed jobs `user` decides on."""
-    teams = rules.visible(user, "job.manage", Team.objects.all())
-    return frozenset(teams.values_list("pk", flat=True))
+    decided = rules.visible(user, "job.manage", Team.objects.all())
+    return frozenset(decided.values_list("pk", flat=True))
 
 
 def get_job_for_user(user, queryset: QuerySet[Job], pk: int, *, manage: bool = False) -> Job:

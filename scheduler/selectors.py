@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
 
+from core.formatting import duration
 from engine.types import (
     BLOCKED_BEHIND_HEAD,
     BORROW_LIMIT_REACHED,
@@ -23,12 +24,19 @@ from engine.types import (
     WAITING_FOR_CAPACITY,
 )
 from engine.work import checkpointed
-from governance.formatting import duration
-from governance.models import JobQueue, QueueCapacity, QuotaShare
-from governance.policy.selectors import QueueUsage, ShareUsage, queue_list, queue_usage
+from fleet.models import (
+    Job,
+    JobDefinition,
+    JobDefinitionRevision,
+    JobEvent,
+    JobQueue,
+    QueueCapacity,
+    QuotaShare,
+)
+from fleet.selectors import QueueUsage, ShareUsage, queue_list, queue_usage
 from scheduler.executors import executor_for
 from scheduler.liveness import TICK_KEY, live_runners, served_instance_types, tick_cache
-from scheduler.models import Job, JobDecision, JobDefinition, JobDefinitionRevision, JobEvent
+from scheduler.models import JobDecision
 from scheduler.work import compute_seconds
 
 logger = logging.getLogger(__name__)

@@ -14,10 +14,17 @@ from dataclasses import replace
 
 from rest_framework import serializers
 
-from governance.api.serializers import OutputSerializer
-from governance.models import InstanceType, JobQueue, QuotaShare, UrgencyDefinition
-from governance.policy.serializers import ErrorSerializer
-from scheduler.models import Job, JobDefinition, JobDefinitionRevision, JobEvent
+from core.api.serializers import ErrorSerializer, OutputSerializer
+from fleet.models import (
+    InstanceType,
+    Job,
+    JobDefinition,
+    JobDefinitionRevision,
+    JobEvent,
+    JobQueue,
+    QuotaShare,
+    UrgencyDefinition,
+)
 from scheduler.services import job_definitions as definitions
 from scheduler.services.jobs import (
     MAX_CLIENT_TOKEN,
@@ -246,7 +253,7 @@ def job_data_from_input(items: Sequence[dict], *, prefix: bool) -> list[JobData]
 
 class JobOutputSerializer(OutputSerializer):
     """A job as the API shows it; the list reads rows of `values(*columns())`, not
-    models (governance.api.serializers)."""
+    models (core.api.serializers)."""
 
     queue = serializers.CharField(source="queue.name")
     share = serializers.IntegerField(source="share_id")

@@ -28,8 +28,7 @@ from celery import shared_task
 from django.conf import settings
 
 from config.celery import retry_policy
-from governance.models import JobQueue
-from scheduler.models import Job
+from fleet.models import Job, JobQueue
 
 RETRY = retry_policy()
 

@@ -17,11 +17,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from governance import rules
-from governance.filters import page_query
-from governance.form_errors import apply_errors
-from governance.models import JobQueue
-from governance.permissions import is_admin
+from core import rules
+from core.filters import page_query
+from core.form_errors import apply_errors
+from core.permissions import is_admin
+from fleet.models import Job, JobDefinition, JobQueue
 from scheduler import permissions, selectors
 from scheduler.filters import JobPageFilter
 from scheduler.forms import (
@@ -34,7 +34,7 @@ from scheduler.forms import (
     RetireForm,
     apply_definition_errors,
 )
-from scheduler.models import Job, JobDecision, JobDefinition
+from scheduler.models import JobDecision
 from scheduler.services import estimates
 from scheduler.services import job_definitions as definition_services
 from scheduler.services.jobs import JobError, job_decide, job_set_priority, job_submit

@@ -20,7 +20,7 @@ import datetime as dt
 import math
 
 from engine.work import checkpointed, overhead_spent, run_length, run_progress
-from scheduler.models import Job
+from fleet.models import Job
 
 
 def compute_seconds(start: dt.datetime, end: dt.datetime, speed: float) -> int:

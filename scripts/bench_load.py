@@ -132,9 +132,8 @@ def seed_clients(count: int) -> None:
     from django.contrib.auth.models import Group, User
 
     from accounts.tokens import token_issue
-    from governance.models import JobQueue, QueueCapacity, QuotaShare
-    from governance.permissions import ADMINS, TEAM_LEADS
-    from scheduler.models import JobDefinition
+    from core.permissions import ADMINS, TEAM_LEADS
+    from fleet.models import JobDefinition, JobQueue, QueueCapacity, QuotaShare
 
     # Simulated queues only: a process queue would run real programs for the submissions.
     shares = list(

@@ -5,16 +5,18 @@ import factory
 from django.contrib.auth.models import Group, User
 from django.utils import timezone
 
-from governance.models import (
+from fleet.models import (
     CapacityLimit,
     InstanceType,
+    Job,
+    JobDefinition,
+    JobDefinitionRevision,
     JobQueue,
     QueueCapacity,
     QuotaShare,
     Team,
     UrgencyDefinition,
 )
-from scheduler.models import Job, JobDefinition, JobDefinitionRevision
 
 
 class UserFactory(factory.django.DjangoModelFactory):

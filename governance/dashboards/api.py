@@ -19,7 +19,9 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.api.permissions import TableAccess
+from core.api.permissions import TableAccess
+from core.api.serializers import ErrorSerializer
+from fleet.models import JobQueue, QuotaShare, Team
 from governance.dashboards import formulas as f
 from governance.dashboards.rollups import rollups_refresh
 from governance.dashboards.selectors import (
@@ -29,8 +31,6 @@ from governance.dashboards.selectors import (
     rollup_scope,
     scope_key,
 )
-from governance.models import JobQueue, QuotaShare, Team
-from governance.policy.serializers import ErrorSerializer
 
 FIRST_MONTH = dt.date(2000, 1, 1)
 SCOPE_HELP = "`all`, `queue:<queue name>`, `share:<queue name>/<share name>` or `team:<team name>`."

@@ -16,17 +16,17 @@ class MonthlyRollup(models.Model):
     month = models.DateField(help_text="The first day of the month (UTC).")
     scope = models.CharField(max_length=64)
     queue = models.ForeignKey(
-        "governance.JobQueue", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+        "fleet.JobQueue", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
     share = models.ForeignKey(
-        "governance.QuotaShare",
+        "fleet.QuotaShare",
         null=True,
         blank=True,
         on_delete=models.CASCADE,
         related_name="+",
     )
     team = models.ForeignKey(
-        "governance.Team", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+        "fleet.Team", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
     data = models.JSONField(default=dict)
     version = models.PositiveSmallIntegerField(

@@ -47,7 +47,7 @@ from reportlab.platypus import (
     TableStyle,
 )
 
-from governance import permissions
+from core import permissions
 from governance.dashboards import figures
 from governance.dashboards import formulas as f
 from governance.dashboards.csv import DATASETS, csv_filename, table_csv

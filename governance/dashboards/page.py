@@ -12,10 +12,10 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from core.formatting import duration, percent
 from governance.dashboards import figures
 from governance.dashboards import formulas as f
 from governance.dashboards.selectors import previous_month
-from governance.formatting import duration, percent
 
 LOWER, HIGHER = "lower", "higher"
 NO_DIRECTION = None

@@ -23,26 +23,29 @@ from django.db.models import Min, Q
 from django.utils import timezone
 
 from engine.stats import nearest_rank
+from fleet.bridge import engine_borrow_limit
+from fleet.models import (
+    CapacityLimit,
+    InstanceType,
+    Job,
+    JobEvent,
+    JobQueue,
+    QueueCapacity,
+    QuotaShare,
+    Team,
+)
+from fleet.selectors import queue_document, share_document
 from governance.dashboards import formulas as f
 from governance.dashboards.timeline import LOOKBACK, Event, MonthSweep, SharePolicy
 from governance.dashboards.timeline import Job as SweepJob
 from governance.models import (
-    CapacityLimit,
     ExceptionEvent,
     ExceptionRequest,
-    InstanceType,
-    JobQueue,
     MonthlyRollup,
     PolicyChange,
-    QueueCapacity,
-    QuotaShare,
-    Team,
     WhatIfReview,
 )
-from governance.policy.selectors import queue_document, share_document
-from scheduler.adapters import engine_borrow_limit
 from scheduler.executors import simulated_speed
-from scheduler.models import Job, JobEvent
 
 # Stored rollups carry the version that computed them (MonthlyRollup.version); older
 # ones are recomputed when read. Raise it whenever a figure is added, removed or redefined.

@@ -19,14 +19,14 @@ from django.utils import timezone
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from governance import rules
+from core import rules
+from fleet.models import JobQueue, Team
 from governance.dashboards.csv import DATASETS, csv_filename, csv_response
 from governance.dashboards.formulas import DEFINITIONS, MIN_SAMPLE, MONTH_RULE
 from governance.dashboards.pack import pack_file, pack_make, packs_list
 from governance.dashboards.page import charts, dashboard_view
 from governance.dashboards.rollups import rollups_read, rollups_refresh
 from governance.dashboards.selectors import last_full_month, rollup_months
-from governance.models import JobQueue, Team
 
 YIELDERS_SHOWN = 20
 

@@ -1,9 +1,9 @@
 """API v1 for exception requests and the knowledge base: serializers and thin viewsets.
 
 Same rules and messages as the pages: the serializers parse and bound (ids, lengths,
-choices: governance.api.fields), the services decide (governance.exceptions.services /
+choices: core.api.fields), the services decide (governance.exceptions.services /
 .knowledge), refusals carry the sentence of governance.exceptions.permissions, and errors
-have the project's one shape, documented on every operation by governance.api.schema.
+have the project's one shape, documented on every operation by core.api.schema.
 """
 
 from __future__ import annotations
@@ -15,15 +15,11 @@ from rest_framework.decorators import action
 from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 
-from governance import rules as table
-from governance.api.base import BaseApiViewSet
-from governance.api.fields import (
-    BoundedPrimaryKeyRelatedField,
-    NameRelatedField,
-    count_field,
-    text_field,
-)
-from governance.bounds import MAX_ARTICLE_BODY
+from core import rules as table
+from core.api.base import BaseApiViewSet
+from core.api.fields import BoundedPrimaryKeyRelatedField, NameRelatedField, count_field, text_field
+from core.bounds import MAX_ARTICLE_BODY
+from fleet.models import InstanceType, Job, QuotaShare, Team, UrgencyDefinition
 from governance.exceptions import permissions as rules
 from governance.exceptions import selectors, services
 from governance.filters import ArticleFilter, ExceptionCountsFilter, ExceptionRequestFilter
@@ -35,15 +31,7 @@ from governance.knowledge.services import (
     article_delete,
     article_update,
 )
-from governance.models import (
-    ExceptionRequest,
-    InstanceType,
-    KnowledgeArticle,
-    QuotaShare,
-    Team,
-    UrgencyDefinition,
-)
-from scheduler.models import Job
+from governance.models import ExceptionRequest, KnowledgeArticle
 
 MAX_JOBS_PER_REQUEST = 100
 MAX_LINKS = 100

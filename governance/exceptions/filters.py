@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import django_filters
 
-from governance.filters import ExceptionRequestFilter, ModelChoiceFilter
-from governance.models import ExceptionRequest, Team, UrgencyDefinition
+from core.filters import ModelChoiceFilter
+from fleet.models import Team, UrgencyDefinition
+from governance.filters import ExceptionRequestFilter
+from governance.models import ExceptionRequest
 
 
 class ExceptionPageFilter(ExceptionRequestFilter):

@@ -8,26 +8,18 @@ import datetime as dt
 from django import forms
 from django.contrib.auth import get_user_model
 
-from governance.bounds import MAX_ARTICLE_BODY, MAX_COUNT, MAX_TEXT
+from core.bounds import MAX_ARTICLE_BODY, MAX_COUNT, MAX_TEXT
+from core.form_errors import apply_errors
+from core.permissions import ADMINS, EXCEPTION_OWNERS, TEAM_LEADS, is_admin
+from fleet.models import InstanceType, Job, JobQueue, QuotaShare, Team, UrgencyDefinition
 from governance.exceptions.services import (
     RequestData,
     exception_owner_validate,
     request_validate,
 )
-from governance.form_errors import apply_errors
 from governance.knowledge.services import ArticleData, article_validate
-from governance.models import (
-    ExceptionRequest,
-    InstanceType,
-    JobQueue,
-    KnowledgeArticle,
-    QuotaShare,
-    Team,
-    UrgencyDefinition,
-)
-from governance.permissions import ADMINS, EXCEPTION_OWNERS, TEAM_LEADS, is_admin
+from governance.models import ExceptionRequest, KnowledgeArticle
 from governance.policy.forms import BoundedModelMultipleChoiceField, count_messages
-from scheduler.models import Job
 
 DATETIME_FORMAT = "%Y-%m-%dT%H:%M"
 

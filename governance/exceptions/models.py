@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from governance.policy.models import InstanceType, JobQueue, QuotaShare, Team, UrgencyDefinition
+from fleet.models import InstanceType, JobQueue, QuotaShare, Team, UrgencyDefinition
 
 
 class ExceptionOwner(models.Model):
@@ -77,7 +77,7 @@ class ExceptionRequest(models.Model):
         on_delete=models.PROTECT,
         related_name="exception_requests",
     )
-    jobs = models.ManyToManyField("scheduler.Job", blank=True, related_name="exception_requests")
+    jobs = models.ManyToManyField("fleet.Job", blank=True, related_name="exception_requests")
     instance_type = models.ForeignKey(
         InstanceType, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )

@@ -1,12 +1,12 @@
 """The rules of exception requests and knowledge articles, under the names pages and
-the API already use. Each is the answer of governance.rules, the one table; the
+the API already use. Each is the answer of core.rules, the one table; the
 `*_refusal` functions return None when the action is allowed and otherwise the
 sentence that tells the user why not.
 """
 
 from __future__ import annotations
 
-from governance import rules
+from core import rules
 
 
 def can_view_exceptions(user) -> bool:

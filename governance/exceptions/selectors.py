@@ -9,10 +9,10 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
 from django.utils import timezone
 
-from governance import rules
+from core import rules
+from core.permissions import EXCEPTION_OWNERS
+from fleet.models import Job
 from governance.models import ExceptionEvent, ExceptionOwner, ExceptionRequest, PolicyChange
-from governance.permissions import EXCEPTION_OWNERS
-from scheduler.models import Job
 
 State = ExceptionRequest.State
 

@@ -32,25 +32,23 @@ from django.db import transaction
 from django.utils import timezone
 
 from config.celery import task
-from governance import notifications, rules
-from governance.errors import Conflict, DomainError, InvalidInput, WrongState
-from governance.models import (
-    ExceptionEvent,
-    ExceptionOwner,
-    ExceptionRequest,
+from core import rules
+from core.errors import Conflict, DomainError, InvalidInput, WrongState
+from fleet.locks import lock_queue
+from fleet.models import (
     InstanceType,
+    Job,
     JobQueue,
-    PolicyChange,
     QueueCapacity,
     QuotaShare,
     Team,
     UrgencyDefinition,
 )
+from fleet.selectors import share_document
+from governance import notifications
+from governance.models import ExceptionEvent, ExceptionOwner, ExceptionRequest, PolicyChange
 from governance.policy.impact import ImpactLine, share_change_impact
-from governance.policy.locks import lock_queue
-from governance.policy.selectors import share_document
 from governance.policy.services import NON_FIELD, share_data_from_document, share_update
-from scheduler.models import Job
 
 logger = logging.getLogger(__name__)
 
@@ -652,7 +650,7 @@ def _apply_jobs(request: ExceptionRequest) -> dict:
 
 
 def _schedule_pass(queue_id: int) -> None:
-    from governance.signals import policy_changed
+    from core.signals import policy_changed
 
     transaction.on_commit(lambda: policy_changed.send(sender=JobQueue, queue_id=queue_id))
 
@@ -747,7 +745,7 @@ def _capacity_impact(request: ExceptionRequest) -> list[ImpactLine]:
 
 def _jobs_impact(request: ExceptionRequest, *, now: datetime | None) -> list[ImpactLine]:
     from engine import Preempt, Start, schedule
-    from scheduler.adapters import epoch_seconds, queue_snapshot
+    from fleet.bridge import epoch_seconds, queue_snapshot
 
     snapshot, now_s = queue_snapshot(request.queue, now=now)
     # Engine ids are the jobs' primary keys as text (zero-padded): compare as numbers.
@@ -838,7 +836,7 @@ def exception_owner_add(
     owner, _ = ExceptionOwner.objects.get_or_create(user=user, queue=queue, share=share)
     from django.contrib.auth.models import Group
 
-    from governance.permissions import EXCEPTION_OWNERS
+    from core.permissions import EXCEPTION_OWNERS
 
     user.groups.add(Group.objects.get_or_create(name=EXCEPTION_OWNERS)[0])
     return owner
@@ -848,7 +846,7 @@ def exception_owner_validate(
     *, user, queue: JobQueue | None = None, share: QuotaShare | None = None
 ) -> dict:
     """Every problem with appointing `user` to `queue` or `share`, keyed by field name."""
-    from governance.permissions import EXCEPTION_OWNERS, has_role
+    from core.permissions import EXCEPTION_OWNERS, has_role
 
     errors: dict[str, list[str]] = {}
     if user is None:

@@ -1,5 +1,5 @@
 """Exception pages: the list, filing a request, one request (with deciding), the
-decision queue and the counts. Thin: permission questions go to governance.rules,
+decision queue and the counts. Thin: permission questions go to core.rules,
 reads to the selectors, writes to the services."""
 
 from __future__ import annotations
@@ -14,8 +14,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from governance import rules
-from governance.errors import DomainError, InvalidInput, Refused, WrongState
+from core import rules
+from core.errors import DomainError, InvalidInput, Refused, WrongState
+from core.filters import page_query, query_id
+from core.form_errors import apply_errors
+from fleet.models import UrgencyDefinition
 from governance.exceptions import selectors, services
 from governance.exceptions.filters import ExceptionPageFilter
 from governance.exceptions.forms import (
@@ -24,10 +27,8 @@ from governance.exceptions.forms import (
     ExceptionRequestForm,
     RevokeForm,
 )
-from governance.filters import page_query, query_id
-from governance.form_errors import apply_errors
 from governance.knowledge.selectors import articles_for_request
-from governance.models import ExceptionOwner, ExceptionRequest, UrgencyDefinition
+from governance.models import ExceptionOwner, ExceptionRequest
 from governance.policy.history_views import diff_rows
 
 PER_PAGE = 20

@@ -5,9 +5,10 @@ from __future__ import annotations
 import django_filters
 from django import forms
 
-from governance.bounds import MAX_QUERY
-from governance.filters import ArticleFilter, ModelChoiceFilter
-from governance.models import QuotaShare
+from core.bounds import MAX_QUERY
+from core.filters import ModelChoiceFilter
+from fleet.models import QuotaShare
+from governance.filters import ArticleFilter
 
 
 class KnowledgeSearchFilter(ArticleFilter):

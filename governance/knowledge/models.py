@@ -10,8 +10,8 @@ both created by migration 0004.
 from django.conf import settings
 from django.db import models
 
+from fleet.models import QuotaShare, UrgencyDefinition
 from governance.exceptions.models import ExceptionRequest
-from governance.policy.models import QuotaShare, UrgencyDefinition
 
 
 class Tag(models.Model):
@@ -59,7 +59,7 @@ class KnowledgeArticle(models.Model):
         ExceptionRequest, blank=True, related_name="articles"
     )
     # Set on the decision record of a decided request: append-only, and seen only by
-    # those who may see the request (governance.rules, "article.view").
+    # those who may see the request (core.rules, "article.view").
     decision_for = models.OneToOneField(
         ExceptionRequest,
         null=True,

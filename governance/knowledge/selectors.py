@@ -8,14 +8,10 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from governance import rules
+from core import rules
+from fleet.models import QuotaShare
 from governance.knowledge import search
-from governance.models import (
-    ArticleRevision,
-    KnowledgeArticle,
-    QuotaShare,
-    Tag,
-)
+from governance.models import ArticleRevision, KnowledgeArticle, Tag
 
 MAX_RESULTS = 50
 PREVIEW_CHARS = 220

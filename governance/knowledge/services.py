@@ -18,16 +18,10 @@ from django.db import transaction
 from django.db.models import F
 from django.utils.text import slugify
 
-from governance import rules
-from governance.errors import InvalidInput
-from governance.models import (
-    ArticleRevision,
-    ExceptionRequest,
-    KnowledgeArticle,
-    QuotaShare,
-    Tag,
-    UrgencyDefinition,
-)
+from core import rules
+from core.errors import InvalidInput
+from fleet.models import QuotaShare, UrgencyDefinition
+from governance.models import ArticleRevision, ExceptionRequest, KnowledgeArticle, Tag
 from governance.policy.services import VersionConflict
 
 ALLOWED_TAGS = {
@@ -236,7 +230,7 @@ def article_delete(*, actor, article: KnowledgeArticle) -> None:
 
 def article_record_decision(*, request: ExceptionRequest) -> KnowledgeArticle:
     """The decision record of a decided exception request (one per request): append-only
-    (governance.rules refuses every change), seen only by who may see the request."""
+    (core.rules refuses every change), seen only by who may see the request."""
     slug = f"exception-{request.pk}-decision"
     existing = KnowledgeArticle.objects.filter(decision_for=request).first()
     if existing is not None:

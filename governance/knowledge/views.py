@@ -1,5 +1,5 @@
 """Knowledge base pages: search (one box, filters, ranked results), an article with its
-history, and the editor. Thin: rules in governance.rules and the knowledge services;
+history, and the editor. Thin: rules in core.rules and the knowledge services;
 reads through governance.knowledge.selectors."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from django.contrib import messages
 from django.http import Http404
 from django.shortcuts import redirect, render
 
-from governance import rules
-from governance.errors import InvalidInput
+from core import rules
+from core.errors import InvalidInput
+from core.filters import page_query
+from core.form_errors import apply_errors
 from governance.exceptions.forms import ArticleForm
 from governance.exceptions.permissions import who_may_change
-from governance.filters import page_query
-from governance.form_errors import apply_errors
 from governance.knowledge.filters import KnowledgeSearchFilter
 from governance.knowledge.selectors import (
     article_get,

@@ -2,8 +2,8 @@
 
 Each action parses its input with an input serializer, calls one service
 function (which checks the rules and records the history), and answers with
-an output serializer. Errors have one shape (governance.api.errors), documented on
-every operation by governance.api.schema; list filters are governance.filters.
+an output serializer. Errors have one shape (core.api.errors), documented on
+every operation by core.api.schema; list filters are governance.filters.
 """
 
 from django.db.models import Prefetch
@@ -12,20 +12,19 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from governance.api.base import BaseApiViewSet
-from governance.api.permissions import HistoryAccess, PolicyAccess
-from governance.filters import PolicyChangeFilter, ShareFilter
-from governance.models import (
+from core.api.base import BaseApiViewSet
+from core.api.permissions import HistoryAccess, PolicyAccess
+from fleet.models import (
     CapacityLimit,
     InstanceType,
     JobQueue,
-    PolicyChange,
-    PolicyProposal,
     QueueCapacity,
     QuotaShare,
     Team,
     UrgencyDefinition,
 )
+from governance.filters import PolicyChangeFilter, ShareFilter
+from governance.models import PolicyChange, PolicyProposal
 from governance.policy import serializers as api
 from governance.policy.services import (
     ShareData,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import django_filters
 from django.contrib.auth import get_user_model
 
-from governance.filters import FilterSet, ModelChoiceFilter
-from governance.models import JobQueue, PolicyChange, QuotaShare
+from core.filters import FilterSet, ModelChoiceFilter
+from fleet.models import JobQueue, QuotaShare
+from governance.models import PolicyChange
 
 
 def _actors(request):

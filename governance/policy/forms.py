@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from django import forms
 
-from governance.bounds import MAX_COUNT, MAX_ID, MAX_TEXT
-from governance.form_errors import apply_errors
-from governance.models import InstanceType, JobQueue, PolicyChange, QuotaShare, Team
-from governance.models import UrgencyDefinition as Urgency
+from core.bounds import MAX_COUNT, MAX_ID, MAX_TEXT
+from core.form_errors import apply_errors
+from fleet.models import InstanceType, JobQueue, QuotaShare, Team
+from fleet.models import UrgencyDefinition as Urgency
+from governance.models import PolicyChange
 from governance.policy import services
 from governance.policy.services import PolicyError, ShareData
 

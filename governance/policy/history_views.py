@@ -13,15 +13,15 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods
 
-from governance import rules
-from governance.filters import page_query
+from core import rules
+from core.filters import page_query
+from fleet.bridge import BORROW_UNLIMITED
 from governance.models import PolicyChange, PolicyProposal
 from governance.policy.filters import HistoryFilter
 from governance.policy.forms import RevertForm
 from governance.policy.selectors import policy_history
 from governance.policy.services import PolicyError, changed_fields
 from governance.proposals.messages import proposed_message
-from scheduler.adapters import BORROW_UNLIMITED
 
 PAGE_SIZE = 20
 

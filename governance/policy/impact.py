@@ -10,10 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from engine import assess_policy_change
-from governance.models import JobQueue, QuotaShare
+from fleet.bridge import queue_snapshot, share_spec_from_document
+from fleet.models import Job, JobQueue, QuotaShare
 from governance.policy.services import ShareData, _data_document
-from scheduler.adapters import queue_snapshot, share_spec_from_document
-from scheduler.models import Job
 
 
 @dataclass(frozen=True)

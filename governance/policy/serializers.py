@@ -1,7 +1,7 @@
 """Input and output serializers of the API, per resource.
 
 Input serializers parse and bound: types, lookups by name, choices, and the ranges
-storage allows (governance.bounds) or the policy documents (a borrow limit up to
+storage allows (core.bounds) or the policy documents (a borrow limit up to
 BORROW_LIMIT_MAX, a priority up to 9999), so the OpenAPI schema states them and an
 out-of-range value is a field error. Every rule beyond that is checked by
 governance.policy.services, which the views call; where a bound repeats a rule, the
@@ -12,23 +12,17 @@ from django.contrib.auth import get_user_model
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from governance.api.fields import (
+from core.api.fields import (
     BoundedPrimaryKeyRelatedField,
     InstanceMapField,
     NameRelatedField,
     count_field,
     text_field,
 )
-from governance.api.serializers import OutputSerializer
-from governance.bounds import MAX_COUNT, MAX_SMALL
-from governance.models import (
-    InstanceType,
-    JobQueue,
-    PolicyChange,
-    QuotaShare,
-    Team,
-    UrgencyDefinition,
-)
+from core.api.serializers import OutputSerializer
+from core.bounds import MAX_COUNT, MAX_SMALL
+from fleet.models import InstanceType, JobQueue, QuotaShare, Team, UrgencyDefinition
+from governance.models import PolicyChange
 from governance.policy.services import BORROW_LIMIT_MAX, changed_fields
 
 User = get_user_model()
@@ -73,16 +67,8 @@ def _user_field(**kwargs):
     )
 
 
-# Errors: the one shape (governance.api.errors), documented on every operation by
-# governance.api.schema; views may still name it in their own `responses`.
-
-
-class ErrorSerializer(serializers.Serializer):
-    detail = serializers.CharField(help_text="The first problem, as 'field: message'.")
-    errors = serializers.DictField(
-        child=serializers.ListField(child=serializers.CharField()),
-        help_text="Field name -> messages.",
-    )
+# Errors: the one shape (core.api.errors), documented on every operation by
+# core.api.schema; views may still name it in their own `responses`.
 
 
 # Instance types.

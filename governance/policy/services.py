@@ -9,7 +9,7 @@ A write returns the entry it recorded: the object it saved carries it in
 `history_entry` (None when nothing changed; read it with `history_entry(result)`), and
 a revert returns the entry itself. Nothing looks history up afterwards.
 
-Every write checks its actor against governance.rules. With
+Every write checks its actor against core.rules. With
 POLICY_CHANGES_NEED_REVIEW an edit or a revert does not apply: the write is run in a
 savepoint that is rolled back (so it is checked exactly as it would apply, and its
 diff is kept), and a PolicyProposal is returned instead, which applies only when
@@ -27,28 +27,27 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
+from core import rules
+from core.errors import NON_FIELD, Conflict, InvalidInput
 from engine import validate_policy
-from governance import rules
-from governance.errors import NON_FIELD, Conflict, InvalidInput
-from governance.models import (
-    CapacityLimit,
-    InstanceType,
-    JobQueue,
-    PolicyChange,
-    PolicyProposal,
-    QueueCapacity,
-    QuotaShare,
-    Team,
-    UrgencyDefinition,
-)
-from governance.policy.locks import lock_queue
-from governance.policy.selectors import queue_document, share_document
-from scheduler.adapters import (
+from fleet.bridge import (
     BORROW_UNLIMITED,
     engine_borrow_limit,
     engine_share_document,
     stored_borrow_limit,
 )
+from fleet.locks import lock_queue
+from fleet.models import (
+    CapacityLimit,
+    InstanceType,
+    JobQueue,
+    QueueCapacity,
+    QuotaShare,
+    Team,
+    UrgencyDefinition,
+)
+from fleet.selectors import queue_document, share_document
+from governance.models import PolicyChange, PolicyProposal
 
 MAX_LIMITS_PER_SHARE = 5
 # The largest borrow limit: a share may borrow up to 100 times its own limit. Beyond
@@ -340,7 +339,7 @@ def history_entry(result) -> PolicyChange | None:
 
 def _after_policy_change(queue: JobQueue) -> None:
     """Hook for the live scheduler: a policy change triggers a scheduling pass after commit."""
-    from governance.signals import policy_changed
+    from core.signals import policy_changed
 
     transaction.on_commit(lambda: policy_changed.send(sender=JobQueue, queue_id=queue.pk))
 

@@ -8,11 +8,12 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_http_methods
 
-from governance import rules
-from governance.models import PolicyProposal, UrgencyDefinition
+from core import rules
+from fleet.models import UrgencyDefinition
+from fleet.selectors import urgency_list
+from governance.models import PolicyProposal
 from governance.policy.forms import UrgencyForm
 from governance.policy.history_views import history_url_for
-from governance.policy.selectors import urgency_list
 from governance.policy.services import PolicyError, VersionConflict, history_entry
 from governance.policy.views import conflict_context, rebound_with_version
 from governance.proposals.messages import proposed_message

@@ -1,6 +1,6 @@
 """Queue overview, the admins' policy index, the share editor and the capacity editor.
 
-Views are thin: permissions ask governance.rules, reads go through the
+Views are thin: permissions ask core.rules, reads go through the
 selectors, writes through the forms (which call the services), and the impact
 preview is the engine's own sentences (governance.policy.impact).
 """
@@ -17,14 +17,16 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_http_methods, require_POST
 
-from governance import glossary, rules
+from core import rules
+from fleet.models import QuotaShare
+from fleet.selectors import queue_list, queue_usage, share_get
+from governance import glossary
 from governance.exceptions.selectors import active_exceptions
 from governance.knowledge.selectors import articles_by_share
-from governance.models import PolicyProposal, QuotaShare
+from governance.models import PolicyProposal
 from governance.policy.forms import CapacityForm, ShareForm
 from governance.policy.history_views import display_value, field_label, history_url_for
 from governance.policy.impact import capacity_change_impact, share_change_impact
-from governance.policy.selectors import queue_list, queue_usage, share_get
 from governance.policy.services import (
     PolicyError,
     VersionConflict,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from governance.models import JobQueue
+from fleet.models import JobQueue
 from governance.policy_code import aws_batch, cloudformation, kueue, native
 from governance.policy_code.model import Export, PolicyFile
 from governance.policy_code.source import FileProblem, PolicyFileError, decode

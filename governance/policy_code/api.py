@@ -20,10 +20,10 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.api.permissions import TableAccess
-from governance.errors import InvalidInput
-from governance.models import JobQueue
-from governance.policy.serializers import ErrorSerializer
+from core.api.permissions import TableAccess
+from core.api.serializers import ErrorSerializer
+from core.errors import InvalidInput
+from fleet.models import JobQueue
 from governance.policy_code import (
     FORMATS,
     IMPORT_FORMATS,

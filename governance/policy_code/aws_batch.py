@@ -43,8 +43,8 @@ import re
 
 from django.conf import settings
 
-from governance.models import JobQueue, QuotaShare
-from governance.policy.models import DEFAULT_PRIORITY_CEILING, MAX_PRIORITY
+from fleet.bridge import BORROW_UNLIMITED, stored_borrow_limit
+from fleet.models import DEFAULT_PRIORITY_CEILING, MAX_PRIORITY, JobQueue, QuotaShare
 from governance.policy_code import source as read
 from governance.policy_code.live import LiveQueue, live_queue
 from governance.policy_code.model import (
@@ -55,7 +55,6 @@ from governance.policy_code.model import (
     ShareSpec,
 )
 from governance.policy_code.source import Problems, child
-from scheduler.adapters import BORROW_UNLIMITED, stored_borrow_limit
 
 FORMAT = "aws-batch"
 AWS_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from governance.models import JobQueue
+from fleet.models import JobQueue
 from governance.policy_code.aws_batch import queue_arns, quota_share_requests
 from governance.policy_code.live import live_queue
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 
-from governance.models import JobQueue
+from fleet.models import JobQueue
 from governance.policy_code.aws_batch import aws_name, job_queue_reference, quota_share_requests
 from governance.policy_code.live import live_queue
 from governance.policy_code.model import Export

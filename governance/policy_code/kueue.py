@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from governance.models import InstanceType, JobQueue, QuotaShare
+from fleet.models import InstanceType, JobQueue, QuotaShare
 from governance.policy_code import source as read
 from governance.policy_code.live import LiveQueue, live_queue
 from governance.policy_code.model import (

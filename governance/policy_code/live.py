@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from django.db.models import Prefetch
 
-from governance.models import (
+from fleet.models import (
     CapacityLimit,
     InstanceType,
     JobQueue,
@@ -15,7 +15,7 @@ from governance.models import (
     Team,
     UrgencyDefinition,
 )
-from governance.policy.selectors import share_document
+from fleet.selectors import share_document
 from governance.policy.services import urgency_document
 
 

@@ -45,8 +45,14 @@ from __future__ import annotations
 
 import yaml
 
-from governance.models import JobQueue, QuotaShare, UrgencyDefinition
-from governance.policy.models import DEFAULT_PRIORITY_CEILING, MAX_PRIORITY
+from fleet.bridge import BORROW_UNLIMITED
+from fleet.models import (
+    DEFAULT_PRIORITY_CEILING,
+    MAX_PRIORITY,
+    JobQueue,
+    QuotaShare,
+    UrgencyDefinition,
+)
 from governance.policy_code import source as read
 from governance.policy_code.live import live_queue, live_urgencies, teams_named
 from governance.policy_code.model import (
@@ -60,7 +66,6 @@ from governance.policy_code.model import (
     UrgencySpec,
 )
 from governance.policy_code.source import Problems, child
-from scheduler.adapters import BORROW_UNLIMITED
 
 FORMAT = "native"
 VERSION = 1

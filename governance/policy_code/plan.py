@@ -26,21 +26,20 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import transaction
 
+from core import rules
+from core.errors import Conflict
 from engine import validate_policy
-from governance import rules
-from governance.errors import Conflict
-from governance.models import (
+from fleet.locks import lock_queues_named
+from fleet.models import (
+    DEFAULT_PRIORITY_CEILING,
     InstanceType,
     JobQueue,
-    PolicyChange,
-    PolicyProposal,
     QuotaShare,
     Team,
     UrgencyDefinition,
 )
+from governance.models import PolicyChange, PolicyProposal
 from governance.policy.impact import ImpactLine, policy_impact
-from governance.policy.locks import lock_queues_named
-from governance.policy.models import DEFAULT_PRIORITY_CEILING
 from governance.policy.services import (
     NON_FIELD,
     PolicyError,

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from governance.errors import InvalidInput
+from core.errors import InvalidInput
 
 MAX_FILE_BYTES = 1_000_000
 

@@ -14,8 +14,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from governance import rules
-from governance.models import JobQueue
+from core import rules
+from fleet.models import JobQueue
 from governance.policy_code import FORMATS, aws_sync, policy_export, policy_file_read
 from governance.policy_code.forms import ApplyForm, UploadForm
 from governance.policy_code.plan import PlanOutdated, policy_apply, policy_plan

@@ -3,7 +3,7 @@ withdraw; and the 202 answer of a policy write that became a proposal.
 
 With POLICY_CHANGES_NEED_REVIEW a write (share, queue, urgency definition, revert)
 answers 202 Accepted with the proposal: nothing applies until another admin approves
-it here. Who may do what is governance.rules.
+it here. Who may do what is core.rules.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from governance import rules
-from governance.api.base import BaseApiViewSet
-from governance.api.permissions import TableAccess
+from core import rules
+from core.api.base import BaseApiViewSet
+from core.api.permissions import TableAccess
 from governance.models import PolicyProposal
 from governance.proposals import services
 from governance.proposals.selectors import proposal_list

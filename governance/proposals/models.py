@@ -12,7 +12,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from governance.policy.models import JobQueue, PolicyChange, QuotaShare, UrgencyDefinition
+from fleet.models import JobQueue, QuotaShare, UrgencyDefinition
+from governance.policy.models import PolicyChange
 
 
 class PolicyProposal(models.Model):

@@ -11,8 +11,8 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from governance import rules
-from governance.errors import NON_FIELD, InvalidInput, WrongState
+from core import rules
+from core.errors import NON_FIELD, InvalidInput, WrongState
 from governance.models import PolicyProposal
 from governance.policy import services as policy
 

@@ -1,6 +1,6 @@
 """Policy proposals: what waits for another admin's review, and the review itself.
 
-Thin: who may do what is governance.rules; writes are governance.proposals.services.
+Thin: who may do what is core.rules; writes are governance.proposals.services.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
-from governance import rules
-from governance.errors import InvalidInput, WrongState
+from core import rules
+from core.errors import InvalidInput, WrongState
 from governance.models import PolicyProposal
 from governance.policy.history_views import diff_rows, history_url_for
 from governance.proposals import services

@@ -1,7 +1,7 @@
 """Template tags and filters of the one visual language (`{% load ui %}`).
 
 Numbers follow pages.md: instances as integers, GPU-hours with one decimal,
-durations as `2 h 05 m`, percentages without false precision (governance.formatting),
+durations as `2 h 05 m`, percentages without false precision (core.formatting),
 times in the active time zone with UTC on hover. A missing value is shown as an em dash.
 """
 
@@ -16,8 +16,9 @@ from django.utils.dateformat import format as format_date
 from django.utils.html import format_html
 from django.utils.text import slugify
 
-from governance import glossary, rules
-from governance.formatting import MISSING, duration, gpu_hours, is_missing, percent
+from core import rules
+from core.formatting import MISSING, duration, gpu_hours, is_missing, percent
+from governance import glossary
 
 register = template.Library()
 
@@ -25,7 +26,7 @@ register = template.Library()
 _term_ids = itertools.count(1)
 
 
-# The number formats are plain functions (governance.formatting), shared with code that
+# The number formats are plain functions (core.formatting), shared with code that
 # formats outside templates; here they become the filters `duration`, `gpu_hours`, `percent`.
 register.filter("duration", duration)
 register.filter("gpu_hours", gpu_hours)

@@ -12,9 +12,10 @@ from rest_framework.authentication import TokenAuthentication
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from governance.api.fields import BoundedPrimaryKeyRelatedField, InstanceMapField
-from governance.api.permissions import WhatIfAccess
-from governance.models import ExceptionRequest, JobQueue, QuotaShare, WhatIfComparison
+from core.api.fields import BoundedPrimaryKeyRelatedField, InstanceMapField
+from core.api.permissions import WhatIfAccess
+from fleet.models import JobQueue, QuotaShare
+from governance.models import ExceptionRequest, WhatIfComparison
 from governance.policy.services import BORROW_LIMIT_MAX
 from governance.whatif import selectors, services
 from governance.whatif.forms import workload_start_problem

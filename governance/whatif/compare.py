@@ -12,8 +12,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from engine import result_to_json, simulate
+from fleet.bridge import engine_share_document
 from governance.whatif.metrics import differences, run_metrics
-from scheduler.adapters import engine_share_document
 
 PHASES = (("current", "current policy"), ("draft", "draft policy"))
 

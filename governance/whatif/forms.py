@@ -10,15 +10,9 @@ import datetime as dt
 
 from django import forms
 
-from governance.bounds import MAX_TEXT
-from governance.models import (
-    ExceptionRequest,
-    JobQueue,
-    KnowledgeArticle,
-    QuotaShare,
-    Team,
-    WhatIfComparison,
-)
+from core.bounds import MAX_TEXT
+from fleet.models import JobQueue, QuotaShare, Team
+from governance.models import ExceptionRequest, KnowledgeArticle, WhatIfComparison
 from governance.policy.forms import BoundedModelMultipleChoiceField, ShareForm
 from governance.whatif import workloads
 

@@ -12,9 +12,10 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from fleet.models import JobQueue
 from governance.exceptions.models import ExceptionRequest
 from governance.knowledge.models import KnowledgeArticle
-from governance.policy.models import JobQueue, PolicyChange
+from governance.policy.models import PolicyChange
 
 
 class WhatIfComparison(models.Model):

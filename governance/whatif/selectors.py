@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 from django.db.models import QuerySet
 
-from governance.formatting import duration, gpu_hours, percent
+from core.formatting import duration, gpu_hours, percent
+from fleet.bridge import BORROW_UNLIMITED
 from governance.models import WhatIfComparison
 from governance.whatif import figures
-from scheduler.adapters import BORROW_UNLIMITED
 
 POLICY_FIELDS = (
     ("team", "Team"),

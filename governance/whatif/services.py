@@ -21,21 +21,18 @@ from django.urls import reverse
 from django.utils import timezone
 
 from config.celery import task
+from core import rules
+from core.errors import InvalidInput, WrongState
 from engine import ScenarioError
-from governance import rules
-from governance.errors import InvalidInput, WrongState
+from fleet.models import InstanceType, JobQueue, QuotaShare, Team
+from fleet.selectors import queue_document, share_document
 from governance.models import (
     ExceptionRequest,
-    InstanceType,
-    JobQueue,
     KnowledgeArticle,
     PolicyChange,
-    QuotaShare,
-    Team,
     WhatIfComparison,
     WhatIfReview,
 )
-from governance.policy.selectors import queue_document, share_document
 from governance.policy.services import (
     NON_FIELD,
     ShareData,

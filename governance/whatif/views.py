@@ -2,7 +2,7 @@
 run both policies (a Celery task, polled with htmx), read the comparison, save, review,
 apply.
 
-Thin views: admins only (governance.rules, "whatif.use"); reads through
+Thin views: admins only (core.rules, "whatif.use"); reads through
 governance.whatif.selectors, writes through governance.whatif.services, which also say
 which steps the draft allows now (the page's buttons). The API is governance.whatif.api.
 """
@@ -16,9 +16,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRefresh
 
-from governance import glossary, rules
-from governance.errors import DomainError, InvalidInput, WrongState
-from governance.filters import query_id
+from core import rules
+from core.errors import DomainError, InvalidInput, WrongState
+from core.filters import query_id
+from governance import glossary
 from governance.models import WhatIfComparison
 from governance.whatif import selectors, services, workloads
 from governance.whatif.forms import (

@@ -27,9 +27,9 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from core.errors import InvalidInput
 from engine.trace import DEFAULT_TRACE, TIMESTAMP_FORMAT, TraceRow, read_trace
-from governance.errors import InvalidInput
-from scheduler.adapters import recorded_jobs
+from fleet.bridge import recorded_jobs
 
 DEFAULT_DAYS = 30
 PHILLY_DEFAULT_START = dt.date(2017, 10, 1)
@@ -64,7 +64,7 @@ def recorded_workload(
     """The queue's jobs submitted in [start, end), as they were submitted (the engine
     replays them from their submission; what happened to them live does not matter),
     the replay's time 0 being the first submission, through the live scheduler's
-    adapter (`scheduler.adapters.recorded_jobs`: the same job ids and seconds).
+    adapter (`fleet.bridge.recorded_jobs`: the same job ids and seconds).
     Jobs of a share or an instance type the policy no longer has are left out."""
     if end <= start:
         raise WorkloadError(["the period must end after it starts"])

@@ -20,9 +20,8 @@ import datetime as dt
 from django.conf import settings
 
 from config.celery import task
-from governance.models import JobQueue
-from scheduler.adapters import epoch_column, fetch_rows, seconds_of
-from scheduler.models import Job
+from fleet.bridge import epoch_column, fetch_rows, seconds_of
+from fleet.models import Job, JobQueue
 from scheduler.work import finish_at, modelled_progress, saved_progress
 
 

@@ -68,8 +68,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 
+from fleet.models import Job
 from scheduler.executors.watchdog import Watchdog
-from scheduler.models import Job
 from scheduler.services import runs
 
 logger = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Why a job waits, where it stands, and when it should start: the database side.
 
-Reads a queue's live snapshot (through `scheduler.adapters`, the one bridge to the
+Reads a queue's live snapshot (through `fleet.bridge`, the one bridge to the
 engine) and the work figures of its live jobs, and hands them to the engine
 (`engine.explain`, `engine.eta`): positions and blockers come
 from the same Board the live pass uses, estimates from a forward simulation of the
@@ -71,8 +71,7 @@ from engine.explain import (
 from engine.quota import Policy
 from engine.simulator import _cyclic_gc_paused
 from engine.types import SERVICE_ENVIRONMENT_MAX_RESOURCE
-from governance.models import CapacityLimit, JobQueue, QueueCapacity
-from scheduler.adapters import (
+from fleet.bridge import (
     engine_id,
     epoch_column,
     epoch_seconds,
@@ -84,8 +83,8 @@ from scheduler.adapters import (
     seconds_of,
     share_spec,
 )
+from fleet.models import CapacityLimit, Job, JobEvent, JobQueue, QueueCapacity
 from scheduler.executors import executor_for
-from scheduler.models import Job, JobEvent
 from scheduler.services.jobs import JobData, JobError, job_preview
 
 logger = logging.getLogger(__name__)

@@ -27,10 +27,9 @@ import re2
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from governance import rules
-from governance.errors import Conflict, InvalidInput
-from governance.models import InstanceType, JobQueue, QueueCapacity
-from scheduler.models import JobDefinition, JobDefinitionRevision
+from core import rules
+from core.errors import Conflict, InvalidInput
+from fleet.models import InstanceType, JobDefinition, JobDefinitionRevision, JobQueue, QueueCapacity
 
 NON_FIELD = "non_field_errors"
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")

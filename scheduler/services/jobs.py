@@ -24,14 +24,24 @@ from dataclasses import dataclass, field, replace
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from governance import rules
-from governance.errors import Conflict, InvalidInput
-from governance.models import InstanceType, JobQueue, QueueCapacity, QuotaShare, UrgencyDefinition
-from governance.policy.locks import lock_queue
-from governance.policy.priorities import job_priority_refusal
+from core import rules
+from core.errors import Conflict, InvalidInput
+from fleet.locks import lock_queue
+from fleet.models import (
+    InstanceType,
+    Job,
+    JobDefinition,
+    JobDefinitionRevision,
+    JobEvent,
+    JobQueue,
+    QueueCapacity,
+    QuotaShare,
+    UrgencyDefinition,
+)
 from scheduler import work
 from scheduler.executors import executor_for
-from scheduler.models import Job, JobDecision, JobDefinition, JobDefinitionRevision, JobEvent
+from scheduler.models import JobDecision
+from scheduler.priorities import job_priority_refusal
 from scheduler.services.job_definitions import BOUNDS, parameters_resolve
 from scheduler.services.passes import finish_due, request_pass
 

@@ -1,6 +1,6 @@
 """The scheduling pass of one queue: load state, run the engine, apply its decisions.
 
-One writer per queue: a pass holds the queue's row lock (governance.policy.locks)
+One writer per queue: a pass holds the queue's row lock (fleet.locks)
 from reading the jobs to writing the decisions, so two passes never hand
 out the same capacity. Everything a pass changes is written in that one transaction:
 a pass that crashes halfway leaves the database as it was. Executors are told after
@@ -30,10 +30,7 @@ from engine import Fail, PassResult, Preempt, Start, schedule
 from engine.quota import Policy
 from engine.scheduling import schedule_fed
 from engine.types import BLOCKED_BEHIND_HEAD, MISCONFIGURATION_REASONS
-from governance.models import JobQueue
-from governance.policy.locks import lock_queue
-from scheduler import work
-from scheduler.adapters import (
+from fleet.bridge import (
     PAGE,
     SETTLED_REASONS,
     FedState,
@@ -44,8 +41,11 @@ from scheduler.adapters import (
     queue_policy,
     queue_state,
 )
+from fleet.locks import lock_queue
+from fleet.models import Job, JobEvent, JobQueue
+from scheduler import work
 from scheduler.executors import executor_for
-from scheduler.models import Job, JobEvent, QueuePassState
+from scheduler.models import QueuePassState
 
 logger = logging.getLogger(__name__)
 

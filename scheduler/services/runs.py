@@ -25,12 +25,11 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from governance.models import InstanceType, JobQueue
-from governance.policy.locks import lock_queue
+from fleet.locks import lock_queue
+from fleet.models import InstanceType, Job, JobEvent, JobQueue
 from scheduler import work
 from scheduler.executors import executor_for
 from scheduler.liveness import served_instance_types
-from scheduler.models import Job, JobEvent
 from scheduler.services.jobs import locked_live_job
 from scheduler.services.passes import DECIDED_FIELDS, request_pass
 

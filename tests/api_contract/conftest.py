@@ -15,8 +15,9 @@ from django.test import Client
 from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 
-from governance.models import ExceptionRequest, KnowledgeArticle, QuotaShare, Team
-from governance.policy.selectors import share_document
+from fleet.models import QuotaShare, Team
+from fleet.selectors import share_document
+from governance.models import ExceptionRequest, KnowledgeArticle
 from governance.policy.services import share_data_from_document, share_update
 from tests.api_contract.summary import RESPONSES
 from tests.factories import JobFactory, UrgencyDefinitionFactory, UserFactory, aws_sample_queue

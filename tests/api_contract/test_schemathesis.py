@@ -38,17 +38,17 @@ EXCLUDED: dict[str, str] = {}
 
 # The resource a path's {id} names, so that most generated ids are real ones.
 RESOURCES = {
-    "queues": "governance.JobQueue",
-    "shares": "governance.QuotaShare",
-    "teams": "governance.Team",
-    "instance-types": "governance.InstanceType",
-    "urgency-definitions": "governance.UrgencyDefinition",
+    "queues": "fleet.JobQueue",
+    "shares": "fleet.QuotaShare",
+    "teams": "fleet.Team",
+    "instance-types": "fleet.InstanceType",
+    "urgency-definitions": "fleet.UrgencyDefinition",
     "policy-changes": "governance.PolicyChange",
     "exception-requests": "governance.ExceptionRequest",
     "knowledge": "governance.KnowledgeArticle",
     "what-if": "governance.WhatIfComparison",
-    "jobs": "scheduler.Job",
-    "job-definitions": "scheduler.JobDefinition",
+    "jobs": "fleet.Job",
+    "job-definitions": "fleet.JobDefinition",
     "tokens": "accounts.ApiToken",
 }
 

@@ -15,7 +15,7 @@ from django.contrib.auth.models import Group, User
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from governance.models import CapacityLimit
+from fleet.models import CapacityLimit
 from tests.factories import JobFactory, aws_sample_queue
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -19,7 +19,8 @@ from django.urls import reverse
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from governance.models import ExceptionRequest, InstanceType, WhatIfComparison
+from fleet.models import InstanceType
+from governance.models import ExceptionRequest, WhatIfComparison
 from governance.whatif import tasks
 from tests.factories import UrgencyDefinitionFactory, UserFactory, aws_sample_queue
 

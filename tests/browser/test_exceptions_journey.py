@@ -12,9 +12,9 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from demo.knowledge import seed_knowledge
+from fleet.models import InstanceType, Job
 from governance.exceptions.services import exception_request_expire
-from governance.models import ExceptionOwner, ExceptionRequest, InstanceType, PolicyChange
-from scheduler.models import Job
+from governance.models import ExceptionOwner, ExceptionRequest, PolicyChange
 from tests.factories import JobFactory, UrgencyDefinitionFactory, aws_sample_queue
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

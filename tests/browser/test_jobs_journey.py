@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from config.celery import app
-from governance.models import QuotaShare
+from fleet.models import QuotaShare
 from scheduler.services.jobs import JobData, job_submit
 from scheduler.services.passes import scheduling_pass
 from tests.factories import UserFactory, aws_sample_queue, job_definition

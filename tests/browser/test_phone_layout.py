@@ -9,8 +9,8 @@ import pytest
 from playwright.sync_api import expect
 
 from demo.organisation import seed_demo
-from governance.models import ExceptionRequest, JobQueue, KnowledgeArticle, QuotaShare
-from scheduler.models import Job
+from fleet.models import Job, JobQueue, QuotaShare
+from governance.models import ExceptionRequest, KnowledgeArticle
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 PASSWORD = "phone-layout-pw-1"

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from governance.models import QuotaShare
+from fleet.models import QuotaShare
 from tests.factories import JobFactory, UserFactory, aws_sample_queue
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

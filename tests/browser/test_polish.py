@@ -17,9 +17,10 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from demo.knowledge import seed_knowledge
+from fleet.models import InstanceType, QuotaShare
 from governance.exceptions import services as exception_services
 from governance.knowledge.services import ArticleData, article_create
-from governance.models import ExceptionOwner, InstanceType, KnowledgeArticle, QuotaShare
+from governance.models import ExceptionOwner, KnowledgeArticle
 from tests.browser.test_dashboard_journey import CHARTS, two_months  # noqa: F401
 from tests.factories import UrgencyDefinitionFactory, UserFactory, aws_sample_queue
 

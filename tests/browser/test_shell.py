@@ -8,7 +8,7 @@ from django.contrib.auth.models import Group, User
 from django.test import override_settings
 from playwright.sync_api import expect
 
-from governance.permissions import ADMINS
+from core.permissions import ADMINS
 
 pytestmark = [
     pytest.mark.browser,

@@ -17,7 +17,8 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from accounts.models import Profile
-from governance.models import ExceptionRequest, InstanceType
+from fleet.models import InstanceType
+from governance.models import ExceptionRequest
 from tests.factories import UrgencyDefinitionFactory, aws_sample_queue
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -13,8 +13,7 @@ from django.db import transaction
 from playwright.sync_api import expect
 
 from config.celery import app
-from governance.models import QuotaShare
-from scheduler.models import Job
+from fleet.models import Job, QuotaShare
 from scheduler.services.jobs import JobData, job_submit
 from scheduler.services.passes import scheduling_pass
 from tests.factories import UserFactory, aws_sample_queue, job_definition

@@ -8,7 +8,8 @@ import pytest
 from django.urls import reverse
 from playwright.sync_api import expect
 
-from governance.models import PolicyChange, QuotaShare, WhatIfComparison
+from fleet.models import QuotaShare
+from governance.models import PolicyChange, WhatIfComparison
 from governance.whatif import services, tasks
 from tests.factories import UserFactory, aws_sample_queue
 from tests.governance.whatif.conftest import record_jobs

@@ -8,9 +8,9 @@ import pytest
 
 from demo.history import HISTORY_PREFIX, seed_history
 from demo.organisation import seed_demo
+from fleet.models import Job, JobEvent
 from governance.dashboards.selectors import dashboard_rollups
 from governance.models import ExceptionRequest, MonthlyRollup, PolicyChange
-from scheduler.models import Job, JobEvent
 
 END = dt.datetime(2025, 6, 15, tzinfo=dt.UTC)
 

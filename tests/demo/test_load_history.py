@@ -13,9 +13,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from engine import load_scenario, result_to_json, simulate
+from fleet.models import Job, JobQueue, QuotaShare
 from governance.dashboards.selectors import rollup_scope
-from governance.models import JobQueue, PolicyChange, QuotaShare
-from scheduler.models import Job
+from governance.models import PolicyChange
 from tests.governance.dashboards.conftest import scenario_document
 
 START = "2025-03-03T00:00:00Z"

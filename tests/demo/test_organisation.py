@@ -2,15 +2,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from demo.organisation import demo_password, seed_demo
-from governance.models import (
-    ExceptionRequest,
-    JobQueue,
-    KnowledgeArticle,
-    PolicyChange,
-    QuotaShare,
-    Team,
-)
-from scheduler.models import Job
+from fleet.models import Job, JobQueue, QuotaShare, Team
+from governance.models import ExceptionRequest, KnowledgeArticle, PolicyChange
 
 pytestmark = pytest.mark.django_db
 

@@ -28,7 +28,7 @@ NOW = 10_000
 
 
 class ListFeed:
-    """A share's left-out jobs served as `scheduler.adapters.ShareFeed` serves rows:
+    """A share's left-out jobs served as `fleet.bridge.ShareFeed` serves rows:
     pages of whole (priority, second) groups, or of one group in id order when a page
     holds nothing else."""
 

@@ -6,7 +6,7 @@ the OpenAPI schema, so a page or an operation added without a line here fails
 anonymous visitor, an admin, a lead of team A, a lead of another team, a lead of team
 A who is also an exception owner of its queue, an exception owner, leadership, and a
 signed-in user without a role) with an empty body, each request in a savepoint that is
-rolled back. What the table (governance.rules) says decides the expected class:
+rolled back. What the table (core.rules) says decides the expected class:
 
 - allowed: 2xx, a redirect that is not to the login page, or a 4xx that judges the
   input (400, 405 is never expected, 409);
@@ -28,15 +28,15 @@ from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
-from governance import rules
+from core import rules
+from fleet.models import InstanceType, Job
+from fleet.selectors import share_document
 from governance.dashboards.csv import DATASETS
 from governance.exceptions import services as exception_services
 from governance.knowledge.services import ArticleData, article_create
-from governance.models import ExceptionOwner, ExceptionRequest, InstanceType, PolicyChange
-from governance.policy.selectors import share_document
+from governance.models import ExceptionOwner, ExceptionRequest, PolicyChange
 from governance.policy.services import share_data_from_document, share_update
 from governance.whatif import services as whatif_services
-from scheduler.models import Job
 from scheduler.services.job_definitions import DefinitionData, definition_register
 from tests.factories import JobFactory, TeamFactory, UrgencyDefinitionFactory, UserFactory
 

@@ -8,8 +8,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from governance import rules
-from governance.errors import InvalidInput, WrongState
+from core import rules
+from core.errors import InvalidInput, WrongState
+from fleet.models import InstanceType, QuotaShare
+from fleet.selectors import share_document
 from governance.exceptions import services as exception_services
 from governance.knowledge.selectors import article_search
 from governance.knowledge.services import (
@@ -21,14 +23,10 @@ from governance.knowledge.services import (
 from governance.models import (
     ExceptionOwner,
     ExceptionRequest,
-    InstanceType,
     KnowledgeArticle,
     PolicyChange,
     PolicyProposal,
-    QuotaShare,
 )
-from governance.policy.priorities import job_priority_refusal
-from governance.policy.selectors import share_document
 from governance.policy.services import (
     PolicyError,
     policy_change_revert,
@@ -38,6 +36,7 @@ from governance.policy.services import (
     urgency_save,
 )
 from governance.proposals import services as proposals
+from scheduler.priorities import job_priority_refusal
 from tests.factories import JobFactory, UrgencyDefinitionFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

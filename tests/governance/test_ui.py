@@ -11,9 +11,9 @@ from django.template import Context, Template
 from django.test import RequestFactory, override_settings
 from django.utils import timezone
 
+from core.formatting import duration, gpu_hours, percent
+from core.permissions import ADMINS, EXCEPTION_OWNERS, LEADERSHIP, TEAM_LEADS
 from governance import context_processors, glossary
-from governance.formatting import duration, gpu_hours, percent
-from governance.permissions import ADMINS, EXCEPTION_OWNERS, LEADERSHIP, TEAM_LEADS
 
 UI_URLS = "tests.governance.ui_urls"
 

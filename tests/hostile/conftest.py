@@ -7,19 +7,16 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from governance.models import (
+from fleet.models import (
     CapacityLimit,
-    ExceptionRequest,
     InstanceType,
     JobQueue,
-    KnowledgeArticle,
-    PolicyChange,
     QueueCapacity,
     QuotaShare,
     Team,
     UrgencyDefinition,
-    WhatIfComparison,
 )
+from governance.models import ExceptionRequest, KnowledgeArticle, PolicyChange, WhatIfComparison
 
 HUGE = 2**64  # beyond every 64-bit column
 MODELS = [

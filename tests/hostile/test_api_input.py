@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from governance.models import QuotaShare
+from fleet.models import QuotaShare
 from governance.policy.services import BORROW_LIMIT_MAX
 from tests.factories import JobFactory, UrgencyDefinitionFactory
 from tests.hostile.conftest import HUGE

@@ -4,7 +4,7 @@ nothing; hostile query strings are ignored, never a server error."""
 import pytest
 from django.urls import reverse
 
-from governance.models import QuotaShare
+from fleet.models import QuotaShare
 from tests.factories import JobFactory, UrgencyDefinitionFactory
 from tests.hostile.conftest import HUGE
 

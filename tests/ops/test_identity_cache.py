@@ -8,7 +8,7 @@ from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from accounts.tokens import token_issue, token_revoke
-from governance.permissions import TEAM_LEADS
+from core.permissions import TEAM_LEADS
 from tests.factories import UserFactory, aws_sample_queue
 
 pytestmark = pytest.mark.django_db

@@ -6,8 +6,7 @@ import datetime as dt
 import pytest
 from rest_framework import serializers
 
-from governance.models import QuotaShare
-from scheduler.models import Job
+from fleet.models import Job, QuotaShare
 from scheduler.selectors import job_list
 from scheduler.serializers import JobOutputSerializer
 from tests.factories import JobFactory, UrgencyDefinitionFactory, aws_sample_queue, job_definition

@@ -1,6 +1,6 @@
 """One bridge from the database to the engine: for the same rows, the live pass, the
 impact preview and the what-if replay give the engine the same shares, capacity, job
-ids and job order (scheduler.adapters is the only module that translates them)."""
+ids and job order (fleet.bridge is the only module that translates them)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import pytest
 from django.utils import timezone
 
 from engine import assess_policy_change, load_scenario
-from governance.models import QuotaShare
+from fleet.bridge import BORROW_UNLIMITED, engine_id, queue_policy, queue_state
+from fleet.models import QuotaShare
+from fleet.selectors import share_document
 from governance.policy import impact
-from governance.policy.selectors import share_document
 from governance.whatif import services as whatif
 from governance.whatif.compare import scenario_for
-from scheduler.adapters import BORROW_UNLIMITED, engine_id, queue_policy, queue_state
 from tests.factories import (
     CapacityLimitFactory,
     InstanceTypeFactory,

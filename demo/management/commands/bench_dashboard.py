@@ -71,7 +71,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"created database {name}")
 
     def _run(self, regenerate: bool) -> None:
-        from scheduler.models import JobEvent
+        from fleet.models import JobEvent
 
         call_command("migrate", verbosity=0)
         events = JobEvent.objects.count()
@@ -86,10 +86,10 @@ class Command(BaseCommand):
         from demo.history import queue_for_scenario, result_load
         from engine import load_scenario, simulate
         from engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
+        from fleet.models import Job, JobQueue, Team
         from governance.dashboards.rollups import rollups_refresh
         from governance.dashboards.selectors import next_month
-        from governance.models import JobQueue, MonthlyRollup, Team
-        from scheduler.models import Job
+        from governance.models import MonthlyRollup
 
         started = time.perf_counter()
         with transaction.atomic():
@@ -187,8 +187,8 @@ class Command(BaseCommand):
 
 
 def _month_events(month: dt.date) -> int:
+    from fleet.models import JobEvent
     from governance.dashboards.selectors import month_bounds
-    from scheduler.models import JobEvent
 
     start, end = month_bounds(month)
     return JobEvent.objects.filter(at__gte=start, at__lt=end).count()

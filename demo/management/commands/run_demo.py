@@ -21,7 +21,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from demo.organisation import DEMO_USERS, demo_password
-from governance.models import InstanceType
+from fleet.models import InstanceType
 from scheduler.executors import instances_queue
 
 

@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
-from governance.models import JobQueue
+from fleet.models import JobQueue
 from governance.policy_code import (
     FORMATS,
     IMPORT_FORMATS,

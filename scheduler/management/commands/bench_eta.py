@@ -47,8 +47,17 @@ from django.utils import timezone
 from engine.eta import replay_accuracy, score
 from engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
 from engine.validation import load_scenario
-from governance.models import CapacityLimit, InstanceType, JobQueue, QueueCapacity, QuotaShare, Team
-from scheduler.models import Job, JobDefinition, JobEvent
+from fleet.models import (
+    CapacityLimit,
+    InstanceType,
+    Job,
+    JobDefinition,
+    JobEvent,
+    JobQueue,
+    QueueCapacity,
+    QuotaShare,
+    Team,
+)
 from scheduler.services import estimates
 from scheduler.services.job_definitions import DefinitionData, definition_register
 from scheduler.services.jobs import JobData

@@ -41,8 +41,17 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from engine.stats import percentile
-from governance.models import CapacityLimit, InstanceType, JobQueue, QueueCapacity, QuotaShare, Team
-from scheduler.models import Job, JobDefinition, JobEvent
+from fleet.models import (
+    CapacityLimit,
+    InstanceType,
+    Job,
+    JobDefinition,
+    JobEvent,
+    JobQueue,
+    QueueCapacity,
+    QuotaShare,
+    Team,
+)
 from scheduler.services import jobs as job_services
 from scheduler.services.job_definitions import DefinitionData, definition_register
 from scheduler.services.passes import scheduling_pass

@@ -3,16 +3,16 @@
 import pytest
 from rest_framework.test import APIClient
 
-from governance.models import (
+from fleet.models import (
     CapacityLimit,
     InstanceType,
     JobQueue,
-    PolicyChange,
     QueueCapacity,
     QuotaShare,
     Team,
     UrgencyDefinition,
 )
+from governance.models import PolicyChange
 
 
 @pytest.fixture(autouse=True)

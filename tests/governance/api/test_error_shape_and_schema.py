@@ -6,9 +6,9 @@ import json
 import pytest
 from drf_spectacular.generators import SchemaGenerator
 
-from governance.api.errors import exception_handler, server_error
-from governance.api.schema import CONFLICT_SCHEMA, ERROR_SCHEMA
-from governance.bounds import MAX_ID
+from core.api.errors import exception_handler, server_error
+from core.api.schema import CONFLICT_SCHEMA, ERROR_SCHEMA
+from core.bounds import MAX_ID
 from governance.policy.services import BORROW_LIMIT_MAX
 from tests.factories import InstanceTypeFactory, QueueCapacityFactory, UrgencyDefinitionFactory
 

@@ -1,12 +1,12 @@
-"""The output serializers' read plans (governance.api.serializers) give exactly what
+"""The output serializers' read plans (core.api.serializers) give exactly what
 DRF's generic representation gives, field for field, for every output serializer in the
 API, in a time zone other than UTC."""
 
 import pytest
 from rest_framework import serializers
 
-from governance.api.serializers import OutputSerializer
-from governance.models import JobQueue, QuotaShare
+from core.api.serializers import OutputSerializer
+from fleet.models import JobQueue, QuotaShare
 from governance.policy.serializers import QueueOutputSerializer, ShareOutputSerializer
 from governance.policy.services import queue_set_capacity
 from scheduler.serializers import JobOutputSerializer

@@ -7,8 +7,9 @@ admins and exception owners; anonymous clients get 401, users without a role
 
 import pytest
 
-from governance.models import PolicyChange, QuotaShare
-from governance.policy.selectors import share_document
+from fleet.models import QuotaShare
+from fleet.selectors import share_document
+from governance.models import PolicyChange
 from governance.policy.services import share_data_from_document, share_update
 from tests.factories import InstanceTypeFactory, TeamFactory, UrgencyDefinitionFactory
 

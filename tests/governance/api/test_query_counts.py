@@ -7,7 +7,7 @@ page is the whole list).
 
 import pytest
 
-from governance.policy.selectors import share_document
+from fleet.selectors import share_document
 from governance.policy.services import share_data_from_document, share_update
 from tests.factories import (
     CapacityLimitFactory,

@@ -2,7 +2,8 @@
 
 import pytest
 
-from governance.models import JobQueue, PolicyChange
+from fleet.models import JobQueue
+from governance.models import PolicyChange
 from tests.factories import InstanceTypeFactory
 
 XL = "ml.g5.xlarge"

@@ -8,15 +8,9 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from fleet.models import InstanceType, QuotaShare
 from governance.exceptions import services as exception_services
-from governance.models import (
-    ExceptionOwner,
-    ExceptionRequest,
-    InstanceType,
-    KnowledgeArticle,
-    PolicyChange,
-    QuotaShare,
-)
+from governance.models import ExceptionOwner, ExceptionRequest, KnowledgeArticle, PolicyChange
 from tests.factories import UrgencyDefinitionFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

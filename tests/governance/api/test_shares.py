@@ -6,7 +6,8 @@ rejected write leaves the policy and its history untouched.
 
 import pytest
 
-from governance.models import PolicyChange, QuotaShare
+from fleet.models import QuotaShare
+from governance.models import PolicyChange
 from tests.factories import (
     CapacityLimitFactory,
     InstanceTypeFactory,

@@ -2,7 +2,8 @@
 
 import pytest
 
-from governance.models import PolicyChange, UrgencyDefinition
+from fleet.models import UrgencyDefinition
+from governance.models import PolicyChange
 from tests.factories import TeamFactory, UrgencyDefinitionFactory
 
 VALID = {

@@ -19,19 +19,13 @@ from django.urls import reverse
 from pypdf import PdfReader
 
 from config.celery import app
+from core.formatting import percent
+from fleet.models import InstanceType, QuotaShare
 from governance.dashboards.csv import DATASETS
 from governance.dashboards.pack import pack_make, pack_send_once, packs_list
 from governance.dashboards.rollups import rollups_refresh
 from governance.dashboards.selectors import rollup_scope
-from governance.formatting import percent
-from governance.models import (
-    ExceptionEvent,
-    ExceptionRequest,
-    InstanceType,
-    PolicyChange,
-    PolicyProposal,
-    QuotaShare,
-)
+from governance.models import ExceptionEvent, ExceptionRequest, PolicyChange, PolicyProposal
 from tests.factories import UrgencyDefinitionFactory, UserFactory
 from tests.governance.dashboards.conftest import load_into_db
 from tests.governance.dashboards.test_signals import A_ORIGIN, APRIL, LEND_BORROW, MARCH

@@ -13,10 +13,9 @@ import datetime as dt
 
 import pytest
 
+from fleet.models import Job, QuotaShare, Team
 from governance.dashboards.rollups import rollups_refresh
 from governance.dashboards.selectors import rollup_scope
-from governance.models import QuotaShare, Team
-from scheduler.models import Job
 from tests.governance.dashboards.conftest import load_into_db
 
 HOUR = 3600

@@ -12,8 +12,9 @@ import pytest
 from django.urls import reverse
 from drf_spectacular.generators import SchemaGenerator
 
+from fleet.models import Team
 from governance.dashboards.rollups import rollups_refresh
-from governance.models import MonthlyRollup, Team
+from governance.models import MonthlyRollup
 from tests.governance.dashboards.conftest import load_into_db
 from tests.governance.dashboards.test_signals import A_ORIGIN, APRIL, LEND_BORROW, MARCH
 

@@ -179,7 +179,7 @@ def test_key_figures_csv_holds_raw_values_in_base_units(client, leadership, marc
 
 
 def test_team_picker_shows_one_team(client, leadership, march):
-    from governance.models import Team
+    from fleet.models import Team
 
     team = Team.objects.get(name__endswith="-qs2")
     client.force_login(leadership)

@@ -9,9 +9,9 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from fleet.models import InstanceType, Job
 from governance.exceptions.services import RequestData, exception_request_create
-from governance.models import ExceptionOwner, ExceptionRequest, InstanceType
-from scheduler.models import Job
+from governance.models import ExceptionOwner, ExceptionRequest
 from tests.factories import JobFactory, UrgencyDefinitionFactory, UserFactory
 
 

@@ -5,12 +5,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from core.signals import policy_changed
+from fleet.models import Job
+from fleet.selectors import share_document
 from governance.exceptions import services, tasks
 from governance.models import ExceptionRequest, PolicyChange
-from governance.policy.selectors import share_document
 from governance.policy.services import share_data_from_document, share_update
-from governance.signals import policy_changed
-from scheduler.models import Job
 
 State = ExceptionRequest.State
 pytestmark = pytest.mark.django_db

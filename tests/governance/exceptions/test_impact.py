@@ -2,9 +2,9 @@
 
 import pytest
 
+from fleet.models import Job
 from governance.exceptions.services import exception_impact
 from governance.models import ExceptionRequest
-from scheduler.models import Job
 from tests.factories import JobFactory
 
 pytestmark = pytest.mark.django_db

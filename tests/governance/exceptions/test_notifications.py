@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.core import mail
 
-from governance.errors import InvalidInput
+from core.errors import InvalidInput
 from governance.exceptions import services
 
 pytestmark = pytest.mark.django_db

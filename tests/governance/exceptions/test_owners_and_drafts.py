@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from governance.errors import InvalidInput, Refused
+from core.errors import InvalidInput, Refused
 from governance.exceptions import services
 from governance.models import ExceptionOwner, ExceptionRequest
 from tests.factories import UserFactory

@@ -4,8 +4,8 @@ from datetime import timedelta
 
 import pytest
 
+from core.errors import Refused
 from governance.context_processors import nav_items_for
-from governance.errors import Refused
 from governance.exceptions import services
 from governance.exceptions.selectors import (
     decision_queue,

@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from governance.errors import InvalidInput
+from core.errors import InvalidInput
 from governance.exceptions.services import request_validate
 from governance.models import ExceptionRequest
 from tests.factories import JobFactory, TeamFactory, UrgencyDefinitionFactory

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import pytest
 
-from governance.errors import InvalidInput
+from core.errors import InvalidInput
 from governance.exceptions import services
 from governance.models import ExceptionEvent, ExceptionRequest
 

@@ -1,7 +1,7 @@
 def test_the_filing_form_can_arrive_with_the_jobs_chosen(client, db):
     from django.contrib.auth.models import Group
 
-    from governance.models import InstanceType
+    from fleet.models import InstanceType
     from tests.factories import JobFactory, UserFactory, aws_sample_queue
 
     queue = aws_sample_queue("prefill")

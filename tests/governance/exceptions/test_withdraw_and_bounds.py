@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from governance.errors import Refused
+from core.errors import Refused
 from governance.exceptions.services import (
     TransitionRefused,
     exception_request_approve,

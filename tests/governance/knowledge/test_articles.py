@@ -5,8 +5,8 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
+from core.errors import Refused
 from demo.knowledge import seed_knowledge
-from governance.errors import Refused
 from governance.glossary import GLOSSARY
 from governance.knowledge.services import ArticleData, article_create, article_update
 from governance.models import KnowledgeArticle
@@ -101,12 +101,13 @@ def test_a_decided_request_adds_a_decision_record(db, aws_queue, team_lead, exce
 
     from django.utils import timezone
 
+    from fleet.models import InstanceType
     from governance.exceptions.services import (
         RequestData,
         exception_request_create,
         exception_request_deny,
     )
-    from governance.models import ExceptionOwner, InstanceType
+    from governance.models import ExceptionOwner
     from tests.factories import UrgencyDefinitionFactory
 
     qs1 = aws_queue.shares.get(name="qs1")

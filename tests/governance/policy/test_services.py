@@ -2,7 +2,8 @@
 
 import pytest
 
-from governance.models import CapacityLimit, PolicyChange, QuotaShare, UrgencyDefinition
+from fleet.models import CapacityLimit, QuotaShare, UrgencyDefinition
+from governance.models import PolicyChange
 from governance.policy.services import (
     PolicyError,
     ShareData,

@@ -3,14 +3,8 @@ make), and helpers to empty the database between an export and its import."""
 
 import pytest
 
-from governance.models import (
-    InstanceType,
-    JobQueue,
-    PolicyChange,
-    QuotaShare,
-    Team,
-    UrgencyDefinition,
-)
+from fleet.models import InstanceType, Job, JobQueue, QuotaShare, Team, UrgencyDefinition
+from governance.models import PolicyChange
 from governance.policy.services import (
     ShareData,
     queue_create,
@@ -20,7 +14,6 @@ from governance.policy.services import (
     urgency_save,
 )
 from governance.policy_code.live import history_document
-from scheduler.models import Job
 
 REASON = "Built for a policy-as-code test"
 

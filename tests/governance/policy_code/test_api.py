@@ -6,7 +6,8 @@ import pytest
 import yaml
 from rest_framework.test import APIClient
 
-from governance.models import PolicyChange, QuotaShare
+from fleet.models import QuotaShare
+from governance.models import PolicyChange
 from governance.policy_code import policy_export
 
 pytestmark = pytest.mark.django_db

@@ -9,7 +9,7 @@ import pytest
 from botocore.validate import ParamValidator
 
 from demo.organisation import seed_aws_sample, seed_philly
-from governance.models import JobQueue
+from fleet.models import JobQueue
 from governance.policy_code import policy_export
 from governance.policy_code.aws_batch import AWS_NAME, aws_name
 from tests.factories import UserFactory

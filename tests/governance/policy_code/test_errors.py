@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from governance.models import InstanceType, PolicyChange, QuotaShare, Team
+from fleet.models import InstanceType, QuotaShare, Team
+from governance.models import PolicyChange
 from governance.policy_code import policy_export, policy_file_read
 from governance.policy_code.plan import policy_apply
 from governance.policy_code.source import PolicyFileError

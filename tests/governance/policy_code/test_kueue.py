@@ -7,7 +7,7 @@ import textwrap
 import pytest
 import yaml
 
-from governance.models import QuotaShare
+from fleet.models import QuotaShare
 from governance.policy_code import policy_export, policy_file_read
 from governance.policy_code.plan import policy_plan
 from governance.policy_code.source import PolicyFileError

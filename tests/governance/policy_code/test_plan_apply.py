@@ -6,13 +6,14 @@ import json
 import pytest
 import yaml
 
+from core.rules import Refused
 from demo.organisation import seed_aws_sample
-from governance.models import JobQueue, PolicyChange, QuotaShare, Team, UrgencyDefinition
+from fleet.models import JobQueue, QuotaShare, Team, UrgencyDefinition
+from governance.models import PolicyChange
 from governance.policy.services import ShareData, changed_fields, share_update
 from governance.policy_code import native, policy_export, policy_file_read
 from governance.policy_code.plan import PlanOutdated, policy_apply, policy_plan
 from governance.policy_code.source import PolicyFileError
-from governance.rules import Refused
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db

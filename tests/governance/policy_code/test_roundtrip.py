@@ -2,7 +2,8 @@
 
 import pytest
 
-from governance.models import JobQueue, PolicyChange, QuotaShare, Team
+from fleet.models import JobQueue, QuotaShare, Team
+from governance.models import PolicyChange
 from governance.policy_code import IMPORT_FORMATS, policy_export, policy_file_read
 from governance.policy_code.plan import policy_apply, policy_plan
 from tests.governance.policy_code.conftest import build_queue, empty_database

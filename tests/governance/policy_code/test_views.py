@@ -10,7 +10,8 @@ from botocore.stub import Stubber
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from governance.models import PolicyChange, QuotaShare
+from fleet.models import QuotaShare
+from governance.models import PolicyChange
 from governance.policy.services import ShareData, share_update
 from governance.policy_code import aws_sync, policy_export
 

@@ -8,7 +8,8 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
-from governance.models import QuotaShare, WhatIfComparison
+from fleet.models import QuotaShare
+from governance.models import WhatIfComparison
 from governance.whatif import services
 from tests.factories import JobFactory
 

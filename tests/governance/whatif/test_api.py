@@ -6,7 +6,8 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from governance.models import QuotaShare, WhatIfComparison
+from fleet.models import QuotaShare
+from governance.models import WhatIfComparison
 from governance.whatif import services
 
 pytestmark = pytest.mark.django_db

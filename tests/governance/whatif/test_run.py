@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from core.errors import InvalidInput
 from engine import result_to_json, simulate
-from governance.errors import InvalidInput
 from governance.models import WhatIfComparison
 from governance.whatif import services, tasks
 from tests.governance.whatif.conftest import lend_and_borrow_qs2, run_now

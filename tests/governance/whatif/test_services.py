@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from governance.errors import InvalidInput, WrongState
-from governance.models import PolicyChange, QuotaShare, WhatIfComparison, WhatIfReview
-from governance.policy.selectors import share_document
+from core.errors import InvalidInput, WrongState
+from core.rules import Refused
+from fleet.models import QuotaShare
+from fleet.selectors import share_document
+from governance.models import PolicyChange, WhatIfComparison, WhatIfReview
 from governance.policy.services import ShareData
-from governance.rules import Refused
 from governance.whatif import services
 from tests.factories import UserFactory
 from tests.governance.whatif.conftest import lend_and_borrow_qs2, run_now

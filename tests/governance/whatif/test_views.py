@@ -8,7 +8,8 @@ import re
 import pytest
 from django.urls import reverse
 
-from governance.models import QuotaShare, WhatIfComparison
+from fleet.models import QuotaShare
+from governance.models import WhatIfComparison
 from governance.whatif import services
 from tests.governance.whatif.conftest import run_now
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from governance.models import InstanceType, QuotaShare
+from fleet.models import InstanceType, QuotaShare
 from scheduler.services.jobs import JobData, job_submit
 from tests.factories import job_definition
 

@@ -14,16 +14,17 @@ import datetime as dt
 from django.db import transaction
 
 from engine.types import MISCONFIGURATION_REASONS
-from governance.models import (
+from fleet.locks import lock_queue
+from fleet.models import (
     CapacityLimit,
     InstanceType,
+    Job,
+    JobEvent,
     JobQueue,
     QueueCapacity,
     QuotaShare,
     Team,
 )
-from governance.policy.locks import lock_queue
-from scheduler.models import Job, JobEvent
 from scheduler.services.jobs import JobData, job_set_priority, job_submit, job_terminate
 from scheduler.services.passes import finish_due, scheduling_pass
 from scheduler.work import finish_at

@@ -5,8 +5,7 @@ and termination."""
 import pytest
 from rest_framework.test import APIClient
 
-from governance.models import InstanceType
-from scheduler.models import Job, JobEvent
+from fleet.models import InstanceType, Job, JobEvent
 from tests.factories import JobFactory, QuotaShareFactory, job_definition
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from config.celery import app
+from fleet.models import Job, JobEvent
 from scheduler import tasks
-from scheduler.models import Job, JobEvent
 from scheduler.services.jobs import job_set_priority
 from tests.scheduler.live.conftest import wait_for
 
@@ -117,7 +117,7 @@ def test_passes_started_at_once_never_overcommit(start_worker, queue, submit):
 
 
 def test_a_policy_change_triggers_a_pass(start_worker, queue, submit, shares, admin):
-    from governance.policy.selectors import share_document
+    from fleet.selectors import share_document
     from governance.policy.services import share_data_from_document, share_update
 
     start_worker()

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection, connections, transaction
 from rest_framework.test import APIClient
 
-from scheduler.models import Job
+from fleet.models import Job
 from scheduler.services.jobs import JobData, jobs_submit_outcomes, request_fingerprint
 from tests.factories import job_definition
 

@@ -4,7 +4,7 @@ register, revise and retire for admins, with each service message next to its fi
 import pytest
 from django.urls import reverse
 
-from scheduler.models import JobDefinition
+from fleet.models import JobDefinition
 from tests.factories import job_definition
 
 pytestmark = pytest.mark.django_db

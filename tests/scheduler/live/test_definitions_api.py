@@ -4,7 +4,7 @@ error shape, revisions with a stale-revision conflict, retirement, and the schem
 import pytest
 from rest_framework.test import APIClient
 
-from scheduler.models import Job, JobDefinition
+from fleet.models import Job, JobDefinition
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db

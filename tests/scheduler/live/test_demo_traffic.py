@@ -4,7 +4,7 @@ job runs one of the demo's job definitions."""
 import pytest
 
 from demo.jobs import SAMPLE_DEFINITIONS, demo_traffic, seed_definitions
-from scheduler.models import Job, JobEvent
+from fleet.models import Job, JobEvent
 from scheduler.services.passes import scheduling_pass
 
 pytestmark = pytest.mark.django_db

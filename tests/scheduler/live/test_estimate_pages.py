@@ -10,8 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from governance.models import InstanceType, JobQueue
-from scheduler.models import Job, JobEvent
+from fleet.models import InstanceType, Job, JobEvent, JobQueue
 from scheduler.services import estimates
 from scheduler.services.passes import scheduling_pass
 from tests.factories import job_definition

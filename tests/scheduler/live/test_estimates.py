@@ -8,7 +8,7 @@ import datetime as dt
 import pytest
 
 from engine.types import BLOCKED_BEHIND_HEAD, WAITING_FOR_CAPACITY
-from scheduler.models import Job, JobEvent
+from fleet.models import Job, JobEvent
 from scheduler.services import estimates
 from scheduler.services.jobs import JobData, JobError
 from scheduler.services.passes import scheduling_pass
@@ -99,7 +99,7 @@ def test_if_you_submit_this_now_stores_nothing(queue, submit, clock, shares):
     scheduling_pass(queue_id=queue.pk, now=clock(0))
     before = everything()
     revision = job_definition(queue)
-    from governance.models import InstanceType
+    from fleet.models import InstanceType
 
     itype = InstanceType.objects.get(name="ml.g5.xlarge")
     data = JobData(

@@ -1,4 +1,4 @@
-"""The live pass reads only what it can decide on (scheduler.adapters.fed_queue_state)
+"""The live pass reads only what it can decide on (fleet.bridge.fed_queue_state)
 and decides what the pass over every waiting job decides (`full=True`).
 
 Random queues evolve over a dozen instants (submissions with ties within a second,
@@ -15,8 +15,8 @@ import random
 import pytest
 from django.db import transaction
 
-from governance.models import CapacityLimit, InstanceType, QueueCapacity, QuotaShare
-from scheduler.models import Job, JobEvent, QueuePassState
+from fleet.models import CapacityLimit, InstanceType, Job, JobEvent, QueueCapacity, QuotaShare
+from scheduler.models import QueuePassState
 from scheduler.services.jobs import job_set_priority
 from scheduler.services.passes import DECIDED_FIELDS, scheduling_pass
 

@@ -13,7 +13,8 @@ import time
 import pytest
 
 from config.celery import app
-from scheduler.models import Job, JobEvent, QueuePassState
+from fleet.models import Job, JobEvent
+from scheduler.models import QueuePassState
 from tests.scheduler.live.conftest import wait_for
 
 LONG = 36_000

@@ -9,9 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from governance.models import InstanceType, JobQueue
-from governance.rules import Refused
-from scheduler.models import JobDefinition, JobDefinitionRevision
+from core.rules import Refused
+from fleet.models import InstanceType, JobDefinition, JobDefinitionRevision, JobQueue
 from scheduler.services.job_definitions import (
     DefinitionData,
     DefinitionError,

@@ -8,7 +8,7 @@ import pytest
 from django.db import transaction
 
 from engine.types import SHARE_LIMIT_REACHED
-from scheduler.models import Job, JobEvent
+from fleet.models import Job, JobEvent
 from scheduler.services import passes
 from scheduler.services.jobs import job_set_priority, job_terminate
 from scheduler.services.passes import scheduling_pass

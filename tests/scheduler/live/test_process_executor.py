@@ -9,8 +9,7 @@ import re
 import pytest
 from django.conf import settings
 
-from governance.models import JobQueue
-from scheduler.models import Job, JobEvent
+from fleet.models import Job, JobEvent, JobQueue
 from scheduler.services.runs import jobs_requeue_lost
 from tests.factories import job_definition
 from tests.scheduler.live.conftest import checkpoint_root, wait_for

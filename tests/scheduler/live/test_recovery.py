@@ -8,10 +8,9 @@ from unittest import mock
 
 import pytest
 
-from governance.models import JobQueue
-from governance.signals import policy_changed
+from core.signals import policy_changed
+from fleet.models import Job, JobEvent, JobQueue
 from scheduler import tasks
-from scheduler.models import Job, JobEvent
 from scheduler.services.passes import scheduling_pass
 from scheduler.services.runners import runner_register
 from scheduler.services.runs import (

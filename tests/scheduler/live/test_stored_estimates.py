@@ -14,8 +14,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from config.celery import app
-from governance.models import InstanceType
-from scheduler.models import Job
+from fleet.models import InstanceType, Job
 from scheduler.services import estimates
 from scheduler.services.jobs import JobData
 from scheduler.services.passes import scheduling_pass

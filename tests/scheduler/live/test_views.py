@@ -3,7 +3,8 @@
 import pytest
 from django.urls import reverse
 
-from scheduler.models import Job, JobDecision
+from fleet.models import Job
+from scheduler.models import JobDecision
 from scheduler.services.passes import scheduling_pass
 from tests.factories import JobFactory, QuotaShareFactory, job_definition
 

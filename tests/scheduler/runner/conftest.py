@@ -19,7 +19,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from governance.models import JobQueue
+from fleet.models import JobQueue
 from scheduler.services.passes import scheduling_pass
 from tests.factories import job_definition
 from tests.scheduler.live import conftest as live

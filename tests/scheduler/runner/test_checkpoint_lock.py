@@ -15,8 +15,8 @@ import time
 
 import pytest
 
+from fleet.models import Job, JobEvent
 from scheduler.executors.process import RunPaths, run_job
-from scheduler.models import Job, JobEvent
 from tests.scheduler.runner.conftest import job_files, python
 
 pytestmark = pytest.mark.django_db

@@ -20,7 +20,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from scheduler.models import Job, JobEvent
+from fleet.models import Job, JobEvent
 from scheduler.services.jobs import job_terminate
 from scheduler.services.runs import jobs_requeue_lost
 from tests.scheduler.live.conftest import checkpoint_root, wait_for

@@ -9,9 +9,9 @@ import uuid
 import pytest
 from django.utils import timezone
 
+from fleet.models import Job
 from scheduler import tasks
 from scheduler.liveness import TICK_KEY, tick_cache
-from scheduler.models import Job
 from scheduler.selectors import runner_wait_reason
 from scheduler.services.runners import runner_beat, runner_register, runner_stopped
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.utils import timezone
 
-from scheduler.models import Job
+from fleet.models import Job
 from scheduler.selectors import current_reason, job_timeline
 from scheduler.services.passes import scheduling_pass
 from scheduler.services.runners import runner_register

@@ -9,7 +9,8 @@ import signal
 
 import pytest
 
-from scheduler.models import Job, JobEvent, Runner
+from fleet.models import Job, JobEvent
+from scheduler.models import Runner
 from scheduler.selectors import instance_types_without_runner, runner_wait_reason
 from tests.scheduler.live.conftest import Worker, checkpoint_root, wait_for
 from tests.scheduler.runner.conftest import AS_ROOT, python, train

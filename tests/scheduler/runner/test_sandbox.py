@@ -16,8 +16,8 @@ import time
 
 import pytest
 
+from fleet.models import Job, JobEvent
 from scheduler.executors.process import run_job
-from scheduler.models import Job, JobEvent
 from tests.scheduler.live.conftest import wait_for
 from tests.scheduler.runner.conftest import AS_ROOT, JOB_USER, job_files, python
 from tests.scheduler.runner.procs import processes_of
@@ -275,7 +275,7 @@ def test_the_demos_example_definition_runs_in_the_sandbox_as_make_demo_runs_it(
     from django.utils import timezone
 
     from demo.jobs import seed_process_demo
-    from scheduler.models import JobDefinition
+    from fleet.models import JobDefinition
     from scheduler.services.jobs import JobData, job_submit
     from scheduler.services.passes import scheduling_pass
 

@@ -3,7 +3,8 @@
 import pytest
 from django.urls import reverse
 
-from governance.models import JobQueue, PolicyChange
+from fleet.models import JobQueue
+from governance.models import PolicyChange
 from governance.policy.services import queue_set_capacity
 from tests.factories import InstanceTypeFactory
 

@@ -5,8 +5,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from governance.models import PolicyChange, QuotaShare
-from governance.policy.selectors import share_document
+from fleet.models import QuotaShare
+from fleet.selectors import share_document
+from governance.models import PolicyChange
 from governance.policy.services import share_data_from_document, share_update
 from tests.factories import UserFactory
 

@@ -7,7 +7,8 @@ Refused: 403. Anonymous visitors are sent to the login page.
 import pytest
 from django.urls import reverse
 
-from governance.models import PolicyChange, QuotaShare
+from fleet.models import QuotaShare
+from governance.models import PolicyChange
 from tests.factories import UrgencyDefinitionFactory
 
 ROLES = ["admin", "team_lead", "exception_owner", "leadership", "outsider"]

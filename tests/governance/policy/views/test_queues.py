@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from governance.models import CapacityLimit, QuotaShare
+from fleet.models import CapacityLimit, QuotaShare
 from tests.factories import (
     InstanceTypeFactory,
     JobFactory,

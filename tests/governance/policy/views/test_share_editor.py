@@ -7,9 +7,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
-from governance.models import CapacityLimit, PolicyChange, QuotaShare
+from fleet.models import CapacityLimit, QuotaShare
+from fleet.selectors import share_document
+from governance.models import PolicyChange
 from governance.policy.impact import share_change_impact
-from governance.policy.selectors import share_document
 from tests.factories import (
     InstanceTypeFactory,
     JobFactory,

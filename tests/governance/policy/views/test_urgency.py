@@ -3,7 +3,8 @@
 import pytest
 from django.urls import reverse
 
-from governance.models import PolicyChange, UrgencyDefinition
+from fleet.models import UrgencyDefinition
+from governance.models import PolicyChange
 from tests.factories import TeamFactory, UrgencyDefinitionFactory
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from governance.bounds import MAX_COUNT, MAX_ID, MAX_TEXT
+from core.bounds import MAX_COUNT, MAX_ID, MAX_TEXT
 
 NUL_MESSAGE = "must not contain NUL (\\x00) characters"
 

@@ -89,3 +89,11 @@ class OutputSerializer(serializers.ModelSerializer):
                     break
             out[name] = value if value is None or convert is None else convert(value)
         return out
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="The first problem, as 'field: message'.")
+    errors = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        help_text="Field name -> messages.",
+    )

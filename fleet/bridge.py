@@ -33,8 +33,7 @@ from django.utils import timezone
 from engine import PendingJob, QueueSpec, RunningJob, ShareSpec, Snapshot
 from engine.scheduling import LAST_ID
 from engine.types import BLOCKED_BEHIND_HEAD, MISCONFIGURATION_REASONS
-from governance.models import CapacityLimit, InstanceType, JobQueue, QueueCapacity, QuotaShare
-from scheduler.models import Job
+from fleet.models import CapacityLimit, InstanceType, Job, JobQueue, QueueCapacity, QuotaShare
 
 ENGINE_ID_WIDTH = 12
 # Stored reasons of waiting jobs a lazily fed pass need not read again (see fed_queue_state).

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from governance.models import JobQueue
+from fleet.models import JobQueue
 
 
 def lock_queue(queue_id: int) -> JobQueue:

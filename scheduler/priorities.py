@@ -10,9 +10,19 @@ through an exception request: otherwise the owner's decision would be pointless.
 
 from __future__ import annotations
 
-from django.db.models import Max
+from collections.abc import Callable
 
-from governance.models import ExceptionRequest, QuotaShare, UrgencyDefinition
+from fleet.models import QuotaShare, UrgencyDefinition
+
+# What lifts a job's ceiling besides its urgency: each grant takes a saved job and gives
+# the highest priority it allows the job (None: none). Governance's exceptions register
+# theirs (governance.exceptions.scopes), so the scheduler asks without importing them.
+PRIORITY_GRANTS: list[Callable[[object], int | None]] = []
+
+
+def register_priority_grant(grant: Callable[[object], int | None]) -> None:
+    if grant not in PRIORITY_GRANTS:
+        PRIORITY_GRANTS.append(grant)
 
 
 def job_priority_refusal(
@@ -33,13 +43,10 @@ def job_priority_refusal(
     ):
         return None
     if job is not None and job.pk is not None:
-        granted = ExceptionRequest.objects.filter(
-            state=ExceptionRequest.State.ACTIVE,
-            kind=ExceptionRequest.Kind.PRIORITY_RAISE,
-            jobs=job,
-        ).aggregate(granted=Max("urgency__priority"))["granted"]
-        if granted is not None and priority <= granted:
-            return None
+        for grant in PRIORITY_GRANTS:
+            granted = grant(job)
+            if granted is not None and priority <= granted:
+                return None
     return (
         f"priority {priority} is above the ceiling of share {share.name} ({share.priority_ceiling})"
         ": file a priority-raise exception request for the job, or use an urgency definition "

@@ -1,4 +1,4 @@
-"""DRF permission classes that ask governance.rules, the one table.
+"""DRF permission classes that ask core.rules, the one table.
 
 Each class names the table's action for each operation in `rule_actions` (a view's
 own `rule_actions` comes first): keys are viewset actions ("list", "revert"), else
@@ -8,7 +8,7 @@ table's sentence; anonymous clients get 401.
 
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 
-from governance import rules
+from core import rules
 
 
 class TableAccess(BasePermission):

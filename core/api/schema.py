@@ -1,4 +1,4 @@
-"""The OpenAPI schema's error documentation: one shape (governance.api.errors), stated once
+"""The OpenAPI schema's error documentation: one shape (core.api.errors), stated once
 as components and referenced by every operation, so no view has to repeat it.
 
 Every operation may answer 400 (a field or query parameter is wrong, or the body does not

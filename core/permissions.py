@@ -1,4 +1,4 @@
-"""Roles: who a user is. What each role may do is governance.rules, the one table.
+"""Roles: who a user is. What each role may do is core.rules, the one table.
 
 Roles are Django groups; a superuser is an admin.
 """

@@ -4,7 +4,7 @@
 "jobs[0].share") to its messages; it is empty when no field is at fault (401, 403, 404,
 405, 415, 429). Validation problems come from two places and look the same: the
 serializers and filters (parsing and storage bounds) and the services (the rules,
-raised as the domain errors of governance.errors, mapped here and nowhere else:
+raised as the domain errors of core.errors, mapped here and nowhere else:
 InvalidInput and WrongState 400, Refused 403 with the rules table's sentence, NotFound
 404, Conflict 409). A 409 adds what the conflict's `details()` carries: for a policy
 version conflict `current`, `current_version`, `submitted` and `submitted_version`, both
@@ -31,7 +31,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
-from governance.errors import NON_FIELD, Conflict, DomainError
+from core.errors import NON_FIELD, Conflict, DomainError
 
 logger = logging.getLogger("django.request")
 

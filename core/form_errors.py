@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from django import forms
 
-from governance.errors import NON_FIELD, DomainError
+from core.errors import NON_FIELD, DomainError
 
 
 def apply_errors(

@@ -4,7 +4,7 @@ Every action is declared once in RULES, as data: the roles that may take it, eac
 within a scope (anything, the teams they lead, the requests they filed, ...), the
 sentence that says why not, and the separations of duty that refuse it even to a
 role that holds it ("nobody decides a request of a team they lead"). Pages, the API
-(governance.api.permissions), templates (`{% allowed %}`), services and selectors
+(core.api.permissions), templates (`{% allowed %}`), services and selectors
 all ask this module, so no entry point decides on its own:
 
 - `allowed(user, action, obj=None)` and `refusal(...)` (None, or the sentence why not);
@@ -14,7 +14,7 @@ all ask this module, so no entry point decides on its own:
 - `visible(user, action, queryset)` keeps the rows the user may take the action on
   (lists, search, counts), with the same scopes expressed as queries.
 
-Roles are Django groups (governance.permissions.user_roles); SIGNED_IN is every
+Roles are Django groups (core.permissions.user_roles); SIGNED_IN is every
 signed-in user. Anonymous users may do nothing.
 """
 
@@ -23,16 +23,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Q, QuerySet
 
-from governance.errors import Refused
-from governance.permissions import (
-    ADMINS,
-    EXCEPTION_OWNERS,
-    LEADERSHIP,
-    TEAM_LEADS,
-    user_roles,
-)
+from core.errors import Refused
+from core.permissions import ADMINS, EXCEPTION_OWNERS, LEADERSHIP, TEAM_LEADS, user_roles
 
 SIGNED_IN = "signed_in"
 WRITERS = (ADMINS, TEAM_LEADS, EXCEPTION_OWNERS)  # the roles that write knowledge
@@ -223,93 +217,8 @@ RULES: dict[str, Rule] = {
 # Scopes: whether a grant covers one object, and the same as a query over a model.
 
 
-def led_team_ids(user) -> frozenset[int]:
-    """The teams `user` leads as a team lead (cached on the user for the request)."""
-    if TEAM_LEADS not in user_roles(user):
-        return frozenset()
-    cached = getattr(user, "_rules_led_teams", None)
-    if cached is None:
-        from governance.models import Team
-
-        cached = frozenset(Team.objects.filter(leads=user).values_list("pk", flat=True))
-        user._rules_led_teams = cached
-    return cached
-
-
-def member_team_ids(user) -> frozenset[int]:
-    """The teams `user` belongs to or leads, whatever their role (separation of duties)."""
-    if not user.is_authenticated:
-        return frozenset()
-    cached = getattr(user, "_rules_member_teams", None)
-    if cached is None:
-        from governance.models import Team
-
-        cached = frozenset(
-            Team.objects.filter(Q(members=user) | Q(leads=user)).values_list("pk", flat=True)
-        )
-        user._rules_member_teams = cached
-    return cached
-
-
-def _team_id(obj) -> int | None:
-    from governance.models import Team
-
-    if isinstance(obj, Team):
-        return obj.pk
-    if hasattr(obj, "team_id"):
-        return obj.team_id
-    share = getattr(obj, "share", None)
-    return share.team_id if share is not None else None
-
-
-def _team_path(model) -> str:
-    from governance.models import Team
-
-    if model is Team:
-        return "pk"
-    if any(field.name == "team" for field in model._meta.get_fields()):
-        return "team_id"
-    return "share__team_id"
-
-
-def _owns_scope(user, obj) -> bool:
-    if obj is None:
-        return True
-    from governance.models import ExceptionOwner
-
-    scope = Q(queue_id=obj.queue_id)
-    if obj.share_id is not None:
-        scope |= Q(share_id=obj.share_id)
-    return ExceptionOwner.objects.filter(scope, user=user).exists()
-
-
-def _owner_scope_query(user, model) -> Q:
-    from governance.models import ExceptionOwner
-
-    return Q(
-        Exists(
-            ExceptionOwner.objects.filter(user=user).filter(
-                Q(queue=OuterRef("queue")) | Q(share=OuterRef("share"))
-            )
-        )
-    )
-
-
 def _editor(user, article) -> bool:
     return any(editor.pk == user.pk for editor in article.editors.all())
-
-
-def _record_visible(user, article) -> bool:
-    if article is None or getattr(article, "decision_for_id", None) is None:
-        return True
-    return allowed(user, "exception.view", article.decision_for)
-
-
-def _record_visible_query(user, model) -> Q:
-    from governance.models import ExceptionRequest
-
-    seen = visible(user, "exception.view", ExceptionRequest.objects.all())
-    return Q(decision_for__isnull=True) | Q(decision_for__in=seen.values("pk"))
 
 
 @dataclass(frozen=True)
@@ -324,17 +233,6 @@ EVERYTHING = Q()
 
 SCOPES: dict[str, Scope] = {
     "any": Scope(lambda user, obj: True, lambda user, model: EVERYTHING),
-    "led_team": Scope(
-        lambda user, obj: (
-            bool(led_team_ids(user)) if obj is None else _team_id(obj) in led_team_ids(user)
-        ),
-        lambda user, model: Q(**{f"{_team_path(model)}__in": led_team_ids(user)}),
-    ),
-    "team_member": Scope(
-        lambda user, obj: obj is not None and _team_id(obj) in member_team_ids(user),
-        lambda user, model: Q(**{f"{_team_path(model)}__in": member_team_ids(user)}),
-    ),
-    "owner_scope": Scope(_owns_scope, _owner_scope_query),
     "requester": Scope(
         lambda user, obj: obj is None or obj.requested_by_id == user.pk,
         lambda user, model: Q(requested_by=user),
@@ -342,9 +240,30 @@ SCOPES: dict[str, Scope] = {
     "author": Scope(lambda user, obj: obj is None or obj.author_id == user.pk),
     "article_owner": Scope(lambda user, obj: obj is None or obj.owner_id == user.pk),
     "article_editor": Scope(lambda user, obj: obj is None or _editor(user, obj)),
-    "record_visible": Scope(_record_visible, _record_visible_query),
     "decision_record": Scope(lambda user, obj: getattr(obj, "decision_for_id", None) is not None),
 }
+
+# Words a refusal may name ("you do not lead {team}"): word -> (obj -> text or None).
+WORDS: dict[str, Callable] = {}
+
+
+def register_scope(name: str, scope: Scope) -> None:
+    """A scope that needs the data of a higher layer: the team scopes come from
+    fleet.teams, the exception owners' from governance.exceptions.scopes, each
+    registered when its app is ready. (This module sits below them all.)"""
+    SCOPES[name] = scope
+
+
+def register_word(name: str, describe: Callable) -> None:
+    """What `{name}` in a refusal says of an object (None: "it")."""
+    WORDS[name] = describe
+
+
+def unknown_scopes() -> set[str]:
+    """Scopes that RULES name and nothing registered: empty once the apps are ready."""
+    named = {grant.scope for rule in RULES.values() for grant in rule.grants}
+    named |= {scope for rule in RULES.values() for scope, _sentence in rule.unless}
+    return named - SCOPES.keys()
 
 
 # Asking the table.
@@ -358,13 +277,10 @@ class _Words(dict):
 def _say(sentence: str, obj) -> str:
     words = _Words()
     if obj is not None:
-        from governance.models import Team
-
-        team = obj if isinstance(obj, Team) else getattr(obj, "team", None)
-        if team is None and getattr(obj, "share", None) is not None:
-            team = obj.share.team
-        if team is not None:
-            words["team"] = team.name
+        for name, describe in WORDS.items():
+            text = describe(obj)
+            if text is not None:
+                words[name] = text
     return sentence.format_map(words)
 
 

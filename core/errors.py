@@ -1,8 +1,8 @@
 """The domain's errors: one hierarchy, raised by services, mapped once.
 
 Every error carries `errors`, a field name -> messages mapping (NON_FIELD when no
-field is at fault), so a page puts them on its form (governance.form_errors.apply_errors)
-and the API answers them in its one shape (governance.api.errors.exception_handler)
+field is at fault), so a page puts them on its form (core.form_errors.apply_errors)
+and the API answers them in its one shape (core.api.errors.exception_handler)
 without reading the text. The kinds and their HTTP statuses:
 
 - InvalidInput, 400: the input breaks a rule; the fields say which.

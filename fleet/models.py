@@ -1,0 +1,521 @@
+"""The fleet's shared data: who owns which capacity, and the jobs that use it.
+
+Teams, instance types, job queues and their capacity, quota shares and their limits,
+urgency definitions, job definitions and their revisions, jobs and their append-only
+events. The scheduler writes jobs and events (always under the queue's row lock,
+fleet.locks, so the database is the truth of who holds what); governance writes the
+policy rows through its services, which record every change. Rules that span several
+rows (a share's limits must name the queue's types, at most 20 shares per queue, ...)
+are checked once, through the engine's validate_policy; rules that one row can state
+are also database constraints.
+
+Job states and event types follow the scenario format (shared with the engine): a job
+is RUNNABLE until dispatched, RUNNING while it holds capacity, and ends SUCCEEDED or
+FAILED. Times are real instants. Work figures (`progress`, `checkpointed`,
+`lost_work`, `restart_overhead_spent`, `waiting_time`) are compute seconds of the job
+itself: on a simulated queue one real second is `SIMULATED_SECONDS_PER_SECOND` of them.
+
+The models came from the governance and scheduler apps and keep their tables.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Team(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="teams", blank=True)
+    leads = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="led_teams", blank=True)
+
+    class Meta:
+        # The table keeps the name of the app the model came from (fleet/migrations/0001).
+        db_table = "governance_team"
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class InstanceType(models.Model):
+    name = models.CharField(max_length=64, unique=True, help_text="e.g. ml.g5.xlarge")
+    gpu_count = models.PositiveSmallIntegerField(default=1)
+    gpu_model = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        # The table keeps the name of the app the model came from (fleet/migrations/0001).
+        db_table = "governance_instancetype"
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(gpu_count__gte=1), name="instancetype_gpus_ge_1")
+        ]
+
+    def __str__(self):
+        return self.name
+
+
+class JobQueue(models.Model):
+    class Executor(models.TextChoices):
+        SIMULATED = "simulated", "Simulated (accelerated clock)"
+        PROCESS = "process", "Process (real subprocess)"
+
+    name = models.CharField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    default_preemption_retries = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Applied to jobs without their own retry bound; empty = unbounded.",
+    )
+    runnable_time_limit = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Seconds a misconfigured job may stay RUNNABLE before it fails; empty = never.",
+    )
+    executor = models.CharField(max_length=16, choices=Executor, default=Executor.SIMULATED)
+    version = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        # The table keeps the name of the app the model came from (fleet/migrations/0001).
+        db_table = "governance_jobqueue"
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class QueueCapacity(models.Model):
+    queue = models.ForeignKey(JobQueue, on_delete=models.CASCADE, related_name="capacities")
+    instance_type = models.ForeignKey(InstanceType, on_delete=models.PROTECT, related_name="+")
+    instances = models.PositiveIntegerField()
+
+    class Meta:
+        # The table keeps the name of the app the model came from (fleet/migrations/0001).
+        db_table = "governance_queuecapacity"
+        ordering = ["instance_type__name"]
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "instance_type"], name="queuecapacity_unique"),
+            models.CheckConstraint(condition=Q(instances__gte=1), name="queuecapacity_ge_1"),
+        ]
+
+    def __str__(self):
+        return f"{self.queue}: {self.instances} × {self.instance_type}"
+
+
+DEFAULT_PRIORITY_CEILING = 100
+MAX_PRIORITY = 9999
+
+
+class QuotaShare(models.Model):
+    class Strategy(models.TextChoices):
+        RESERVE = "RESERVE", "RESERVE"
+        LEND = "LEND", "LEND"
+        LEND_AND_BORROW = "LEND_AND_BORROW", "LEND_AND_BORROW"
+
+    class State(models.TextChoices):
+        ENABLED = "ENABLED", "Enabled"
+        DISABLED = "DISABLED", "Disabled"
+
+    queue = models.ForeignKey(JobQueue, on_delete=models.CASCADE, related_name="shares")
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="shares")
+    name = models.CharField(max_length=100)
+    strategy = models.CharField(max_length=16, choices=Strategy, default=Strategy.LEND)
+    borrow_limit = models.IntegerField(
+        null=True,
+        blank=True,
+        help_text="Percent of the share's own limit it may borrow on top; -1 = unlimited. "
+        "Only with LEND_AND_BORROW.",
+    )
+    in_share_preemption = models.BooleanField(default=False)
+    state = models.CharField(max_length=8, choices=State, default=State.ENABLED)
+    priority_ceiling = models.PositiveIntegerField(
+        default=DEFAULT_PRIORITY_CEILING,
+        help_text="The highest job priority a team lead may give without an active "
+        "priority-raise exception or an urgency that names the team (0–9999).",
+    )
+    # Position in the queue: entitlement is granted in this order (the spec's listed order).
+    position = models.PositiveIntegerField(default=0)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        # The table keeps the name of the app the model came from (fleet/migrations/0001).
+        db_table = "governance_quotashare"
+        ordering = ["queue_id", "position", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["queue", "name"], name="quotashare_unique_name"),
+            models.CheckConstraint(
+                condition=Q(priority_ceiling__lte=MAX_PRIORITY),
+                name="quotashare_priority_ceiling_le_9999",
+            ),
+            models.CheckConstraint(
+                condition=(Q(strategy="LEND_AND_BORROW") & Q(borrow_limit__gte=-1))
+                | (~Q(strategy="LEND_AND_BORROW") & Q(borrow_limit__isnull=True)),
+                name="quotashare_borrow_limit_only_lend_and_borrow",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.queue} / {self.name}"
+
+    @property
+    def enabled(self) -> bool:
+        return self.state == self.State.ENABLED
+
+
+class CapacityLimit(models.Model):
+    share = models.ForeignKey(QuotaShare, on_delete=models.CASCADE, related_name="limits")
+    instance_type = models.ForeignKey(InstanceType, on_delete=models.PROTECT, related_name="+")
+    max_instances = models.PositiveIntegerField()
+
+    class Meta:
+        # The table keeps the name of the app the model came from (fleet/migrations/0001).
+        db_table = "governance_capacitylimit"
+        ordering = ["instance_type__name"]
+        constraints = [
+            models.UniqueConstraint(fields=["share", "instance_type"], name="capacitylimit_unique"),
+            models.CheckConstraint(condition=Q(max_instances__gte=1), name="capacitylimit_ge_1"),
+        ]
+
+    def __str__(self):
+        return f"{self.share}: {self.max_instances} × {self.instance_type}"
+
+
+class UrgencyDefinition(models.Model):
+    class Kind(models.TextChoices):
+        PRIORITY_RAISE = "PRIORITY_RAISE", "Priority raise"
+        TEMPORARY_CAPACITY = "TEMPORARY_CAPACITY", "Temporary capacity"
+        PREEMPTION_PROTECTION = "PREEMPTION_PROTECTION", "Preemption protection"
+
+    name = models.CharField(max_length=100, unique=True)
+    meaning = models.TextField(help_text="What this urgency means, in plain words.")
+    examples = models.TextField(blank=True, help_text="Situations that qualify.")
+    priority = models.PositiveIntegerField(help_text="The job priority it grants (0–9999).")
+    max_window_hours = models.PositiveIntegerField(
+        help_text="The longest exception window it allows, in hours."
+    )
+    allowed_kinds = models.JSONField(
+        default=list, blank=True, help_text="Exception kinds it may be used for."
+    )
+    invokers = models.ManyToManyField(
+        Team,
+        blank=True,
+        related_name="urgencies",
+        help_text="Teams that may invoke it; none selected = every team.",
+    )
+    version = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        # The table keeps the name of the app the model came from (fleet/migrations/0001).
+        db_table = "governance_urgencydefinition"
+        ordering = ["-priority", "name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(priority__lte=9999), name="urgency_priority_le_9999"
+            ),
+            models.CheckConstraint(
+                condition=Q(max_window_hours__gte=1), name="urgency_window_ge_1"
+            ),
+        ]
+
+    def __str__(self):
+        return self.name
+
+
+class JobDefinition(models.Model):
+    """A registered kind of job (AWS Batch's job definition, a Kubernetes pod template).
+
+    Jobs run a definition, never a free-form command: admins register and revise it,
+    team leads choose one and give values for its typed parameters. The content lives
+    in append-only revisions; retiring a definition refuses new submissions.
+    """
+
+    name = models.CharField(max_length=128, unique=True)
+    description = models.TextField(blank=True)
+    queues = models.ManyToManyField(
+        "fleet.JobQueue",
+        related_name="job_definitions",
+        help_text="The queues whose jobs may run this definition.",
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField()
+    retired_at = models.DateTimeField(null=True, blank=True)
+    retired_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    retire_reason = models.TextField(blank=True)
+
+    class Meta:
+        # The table keeps the name of the app the model came from (fleet/migrations/0001).
+        db_table = "scheduler_jobdefinition"
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class JobDefinitionRevision(models.Model):
+    """One version of a definition. Append-only: a change is a new revision.
+
+    `command` is an argument vector (never a shell string); an element may hold
+    `{name}` placeholders of declared `parameters`, each a dict with `name`, `type`
+    (`integer`, `choice`, `pattern`), `description`, `default` (absent = required),
+    and `min`/`max` (integer), `choices` (choice) or `pattern` (pattern, a full
+    match). `environment` is the job's whole environment besides `PATH`, `HOME`,
+    `LANG` and its own `JOB_*` variables: literal values, never the application's.
+    """
+
+    definition = models.ForeignKey(
+        JobDefinition, on_delete=models.CASCADE, related_name="revisions"
+    )
+    revision = models.PositiveIntegerField()
+    # The definition's queues when this revision was made: the history shows who could
+    # run it; which queues may run it now is `definition.queues`.
+    queue_names = models.JSONField(default=list, blank=True)
+    command = models.JSONField(default=list)
+    parameters = models.JSONField(default=list, blank=True)
+    environment = models.JSONField(default=dict, blank=True)
+    # Defaults a submission may override.
+    instance_type = models.ForeignKey(
+        "fleet.InstanceType", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    instances = models.PositiveIntegerField(default=1)
+    expected_duration = models.PositiveIntegerField(null=True, blank=True)
+    checkpoint_interval = models.PositiveIntegerField(null=True, blank=True)
+    restart_overhead = models.PositiveIntegerField(default=0)
+    # How the runner treats the process.
+    stop_grace_seconds = models.PositiveIntegerField(default=10)
+    wall_clock_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Seconds a run may last; empty = no limit."
+    )
+    max_address_space_mb = models.PositiveIntegerField(null=True, blank=True)
+    max_cpu_seconds = models.PositiveIntegerField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField()
+
+    class Meta:
+        # The table keeps the name of the app the model came from (fleet/migrations/0001).
+        db_table = "scheduler_jobdefinitionrevision"
+        ordering = ["definition", "-revision"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["definition", "revision"], name="jobdefrevision_unique_revision"
+            ),
+            models.CheckConstraint(
+                condition=Q(revision__gte=1), name="jobdefrevision_revision_ge_1"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.definition.name}:{self.revision}"
+
+
+class Job(models.Model):
+    class State(models.TextChoices):
+        RUNNABLE = "RUNNABLE", "Runnable"
+        RUNNING = "RUNNING", "Running"
+        SUCCEEDED = "SUCCEEDED", "Succeeded"
+        FAILED = "FAILED", "Failed"
+
+    LIVE_STATES = (State.RUNNABLE, State.RUNNING)
+    # Failures that need a person to decide what happens next (the "needs a decision"
+    # list): the decision service accepts only these, the selectors list them.
+    NEEDS_DECISION_CAUSES = (
+        "retries_exhausted",
+        "time_limit",
+        "exit_code",
+        "wall_clock_limit",
+        "runner_refused",
+    )
+
+    queue = models.ForeignKey("fleet.JobQueue", on_delete=models.PROTECT, related_name="jobs")
+    share = models.ForeignKey("fleet.QuotaShare", on_delete=models.PROTECT, related_name="jobs")
+    name = models.CharField(max_length=200)
+    priority = models.PositiveIntegerField(default=0)
+    urgency = models.ForeignKey(
+        "fleet.UrgencyDefinition",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="jobs",
+        help_text="The urgency definition that granted the job's priority, if any.",
+    )
+    instance_type = models.ForeignKey(
+        "fleet.InstanceType", on_delete=models.PROTECT, related_name="+"
+    )
+    instances = models.PositiveIntegerField(default=1)
+    expected_duration = models.PositiveIntegerField(
+        help_text="Compute seconds when never interrupted."
+    )
+    checkpoint_interval = models.PositiveIntegerField(null=True, blank=True)
+    restart_overhead = models.PositiveIntegerField(default=0)
+    preemption_retries = models.PositiveIntegerField(null=True, blank=True)
+    protected_until = models.DateTimeField(null=True, blank=True)
+    definition_revision = models.ForeignKey(
+        JobDefinitionRevision,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="jobs",
+        help_text="The registered definition (and revision) the job runs.",
+    )
+    parameters = models.JSONField(
+        default=dict, blank=True, help_text="The submitter's validated parameter values."
+    )
+    # The argument vector the runner executes: the revision's command with the
+    # parameters substituted element by element (never through a shell).
+    argv = models.JSONField(default=list, blank=True)
+    # Idempotent submission (AWS clientToken): unique per submitter; the fingerprint
+    # of the request body tells a retry (same body) from a conflict (another body).
+    client_token = models.CharField(max_length=64, blank=True)
+    request_fingerprint = models.CharField(max_length=64, blank=True)
+
+    state = models.CharField(max_length=10, choices=State, default=State.RUNNABLE, db_index=True)
+    # RUNNABLE: the engine's reason code for the wait; FAILED: the cause.
+    reason = models.CharField(max_length=64, blank=True)
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    submitted_at = models.DateTimeField(db_index=True)
+    resubmitted_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="resubmissions"
+    )
+    runnable_since = models.DateTimeField(null=True, blank=True)
+    misconfigured_since = models.DateTimeField(null=True, blank=True)
+    first_started_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    # Orders jobs started at the same instant: the victim-order tie-break.
+    start_seq = models.BigIntegerField(default=0)
+    borrowed = models.BooleanField(default=False)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # Starts so far; a process executor's run carries it, so a stale run knows to stop.
+    attempt = models.PositiveIntegerField(default=0)
+    # Compute seconds of restart overhead of the current run (0 for a first start).
+    run_overhead = models.PositiveIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True)
+    # The current attempt's lease: only the runner holding this token may report for
+    # the run, and only until `lease_expires_at` (renewed by its heartbeat). The
+    # recovery sweep requeues a run only once its lease expired.
+    lease_token = models.CharField(max_length=64, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+
+    progress = models.PositiveIntegerField(default=0, help_text="Compute seconds done.")
+    checkpointed = models.PositiveIntegerField(default=0)
+    preemptions = models.PositiveIntegerField(default=0)
+    # Runs lost to a dead worker and put back in the queue (not preemptions).
+    requeues = models.PositiveIntegerField(default=0)
+    lost_work = models.PositiveIntegerField(default=0)
+    restart_overhead_spent = models.PositiveIntegerField(default=0)
+    waiting_time = models.PositiveIntegerField(default=0)
+    ran_borrowed = models.BooleanField(default=False)
+
+    class Meta:
+        # The table keeps the name of the app the model came from (fleet/migrations/0001).
+        db_table = "scheduler_job"
+        ordering = ["-submitted_at", "-id"]
+        indexes = [
+            models.Index(fields=["queue", "state"]),
+            models.Index(fields=["share", "state"], name="job_share_state_idx"),
+            # A share's jobs, newest first (the jobs list a team lead reads most): with
+            # it, one plan serves every share, and PostgreSQL keeps the prepared plan
+            # instead of planning the list's joins again for each request.
+            models.Index(fields=["share", "-submitted_at", "-id"], name="job_share_newest_idx"),
+            # The live pass reads each share's well-configured waiting jobs a page at a
+            # time in dispatch order (fleet.bridge.ShareFeed) ...
+            models.Index(
+                fields=["queue", "share", "-priority", "submitted_at", "id"],
+                name="job_dispatch_order_idx",
+                condition=Q(state="RUNNABLE", misconfigured_since__isnull=True),
+            ),
+            # ... and the few others it must see: new ones (no reason yet) and the
+            # heads of the last pass (reason neither "behind the head" nor a
+            # misconfiguration) ...
+            models.Index(
+                fields=["queue"],
+                name="job_pass_attention_idx",
+                condition=Q(state="RUNNABLE")
+                & ~Q(
+                    reason__in=[
+                        "BLOCKED_BEHIND_HEAD",
+                        "SERVICE_ENVIRONMENT_MAX_RESOURCE",
+                        "QUOTA_MANAGEMENT_LIMIT_EXCEEDED",
+                        "BORROWABLE_CAPACITY_EXCEEDED",
+                    ]
+                ),
+            ),
+            # ... and misconfigured ones once their runnable_time_limit is due.
+            models.Index(
+                fields=["queue", "misconfigured_since"],
+                name="job_misconfigured_idx",
+                condition=Q(state="RUNNABLE", misconfigured_since__isnull=False),
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(instances__gte=1), name="job_instances_ge_1"),
+            models.CheckConstraint(condition=Q(priority__lte=9999), name="job_priority_le_9999"),
+            models.CheckConstraint(
+                condition=Q(expected_duration__gte=1), name="job_expected_duration_ge_1"
+            ),
+            models.CheckConstraint(
+                condition=~Q(state="RUNNING") | Q(started_at__isnull=False),
+                name="job_running_has_started_at",
+            ),
+            models.UniqueConstraint(
+                fields=["submitted_by", "client_token"],
+                condition=~Q(client_token=""),
+                name="job_unique_client_token_per_submitter",
+            ),
+        ]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def is_live(self) -> bool:
+        return self.state in self.LIVE_STATES
+
+
+class JobEvent(models.Model):
+    """One thing that happened to a job. Append-only: rows are never changed."""
+
+    class Type(models.TextChoices):
+        SUBMITTED = "SUBMITTED"
+        STARTED = "STARTED"
+        PREEMPTED = "PREEMPTED"
+        SUCCEEDED = "SUCCEEDED"
+        FAILED = "FAILED"
+        PRIORITY_CHANGED = "PRIORITY_CHANGED", "Priority changed"
+        REQUEUED = "REQUEUED", "Requeued"
+
+    # The lifecycle events of the scenario format; the others are notes on the timeline.
+    LIFECYCLE = (Type.SUBMITTED, Type.STARTED, Type.PREEMPTED, Type.SUCCEEDED, Type.FAILED)
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(db_index=True)
+    type = models.CharField(max_length=16, choices=Type)
+    cause = models.CharField(max_length=32, blank=True)
+    by = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    borrowed = models.BooleanField(default=False)
+    attempt = models.PositiveIntegerField(default=0)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Figures of the moment: lost work of a preemption, an exit code, old and new priority.
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        # The table keeps the name of the app the model came from (fleet/migrations/0001).
+        db_table = "scheduler_jobevent"
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["job", "at"], name="jobevent_job_at_idx")]
+
+    def __str__(self):
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.type} {self.job_id}"

@@ -1,0 +1,215 @@
+"""Reads of the fleet's policy (queues, shares, limits, urgency definitions) and its use,
+shaped for pages and the API: the scheduler's pages and governance's both read them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db.models import Count, Prefetch, QuerySet, Sum
+
+from engine import share_usage
+from fleet.bridge import queue_scenario, share_scenario, share_spec
+from fleet.models import (
+    CapacityLimit,
+    Job,
+    JobQueue,
+    QueueCapacity,
+    QuotaShare,
+    UrgencyDefinition,
+)
+
+# Documents: the canonical JSON shape used for validation, history and revert (the
+# writes in governance.policy.services record them; the dashboards read them back).
+
+
+def share_document(share: QuotaShare) -> dict:
+    """The share as recorded in history: the engine's scenario format of it (from the
+    one bridge, fleet.bridge) and its team."""
+    scenario = share_scenario(share)
+    return {"name": scenario["name"], "team": share.team.name, **scenario}
+
+
+def queue_document(queue: JobQueue) -> dict:
+    return queue_scenario(queue)
+
+
+def queue_list() -> QuerySet[JobQueue]:
+    return JobQueue.objects.prefetch_related(
+        Prefetch("capacities", queryset=QueueCapacity.objects.select_related("instance_type")),
+        Prefetch(
+            "shares",
+            queryset=QuotaShare.objects.select_related("team").prefetch_related(
+                Prefetch("limits", queryset=CapacityLimit.objects.select_related("instance_type"))
+            ),
+        ),
+    ).annotate(share_count=Count("shares", distinct=True))
+
+
+def share_get(*, pk: int) -> QuotaShare:
+    return (
+        QuotaShare.objects.select_related("team", "queue")
+        .prefetch_related(
+            Prefetch("limits", queryset=CapacityLimit.objects.select_related("instance_type")),
+            Prefetch(
+                "queue__capacities", queryset=QueueCapacity.objects.select_related("instance_type")
+            ),
+        )
+        .get(pk=pk)
+    )
+
+
+@dataclass(frozen=True)
+class UsageBar:
+    """One share × instance type, ready for the stacked bar."""
+
+    instance_type: str
+    limit: int
+    within: int
+    borrowed: int
+    idle: int  # idle instances of its limit that are free in the queue now (never more)
+    reserved: bool
+    borrow_cap: int | None  # instances it may borrow on top of its limit; None = unlimited
+    scale: int  # the bar's full width in instances (the queue's capacity of the type)
+    # The part of its idle limit the queue cannot give now: other shares use it, or the
+    # share limits add up to more than the queue holds.
+    unavailable: int = 0
+
+
+@dataclass(frozen=True)
+class ShareUsage:
+    share: QuotaShare
+    bars: list[UsageBar]
+
+
+@dataclass(frozen=True)
+class Oversubscription:
+    """An instance type whose share limits add up to more than the queue holds."""
+
+    instance_type: str
+    limits: int
+    capacity: int
+    free: int = 0  # instances of the type no job uses now
+
+    @property
+    def excess(self) -> int:
+        return self.limits - self.capacity
+
+    def __str__(self) -> str:
+        return (
+            f"{self.instance_type} is over-subscribed: the share limits add up to "
+            f"{self.limits}, {self.excess} more than the queue's {self.capacity}, so not "
+            "every share can reach its limit at once"
+        )
+
+
+@dataclass(frozen=True)
+class QueueUsage:
+    queue: JobQueue
+    capacity: dict[str, int]
+    shares: list[ShareUsage]
+    summary: str
+    free: dict[str, int] = field(default_factory=dict)  # instances no job uses, per type
+    oversubscribed: list[Oversubscription] = field(default_factory=list)
+
+
+def _running_usage(queue: JobQueue) -> dict[tuple[int, str], int]:
+    rows = (
+        Job.objects.filter(queue=queue, state=Job.State.RUNNING)
+        .values("share_id", "instance_type__name")
+        .annotate(used=Sum("instances"))
+    )
+    return {(row["share_id"], row["instance_type__name"]): row["used"] for row in rows}
+
+
+def _count_verb(shares: int, verb: str) -> str:
+    """'1 share lends', '3 shares lend'."""
+    return f"1 share {verb}s" if shares == 1 else f"{shares} shares {verb}"
+
+
+def queue_usage(queue: JobQueue) -> QueueUsage:
+    """Each share's use of each instance type: within limit, borrowed, idle (lendable or held).
+
+    Idle is what the queue could really give: a share's unused limit counts as idle only
+    as far as instances of the type are free (not used by any job). Limits may add up to
+    more than the queue holds (an approved extra-capacity exception does that); such a
+    type is listed in `oversubscribed`, with the figures.
+    """
+    capacity = {cap.instance_type.name: cap.instances for cap in queue.capacities.all()}
+    used = _running_usage(queue)
+    in_use: dict[str, int] = {}
+    for (_share, type_name), count in used.items():
+        in_use[type_name] = in_use.get(type_name, 0) + count
+    free = {name: max(0, instances - in_use.get(name, 0)) for name, instances in capacity.items()}
+    shares = list(queue.shares.all())
+    specs = {share.pk: share_spec(share) for share in shares}
+    limits: dict[str, int] = {}
+    for share in shares:
+        if share.enabled:
+            for type_name, limit in specs[share.pk].capacity_limits.items():
+                limits[type_name] = limits.get(type_name, 0) + limit
+    rows: list[ShareUsage] = []
+    lenders: dict[str, set[int]] = {}
+    lent: dict[str, int] = {}
+    borrowers: dict[str, set[int]] = {}
+    borrowed_total: dict[str, int] = {}
+    for share in shares:
+        spec = specs[share.pk]
+        bars = []
+        for type_name in sorted(
+            set(spec.capacity_limits) | {t for (s, t) in used if s == share.pk}
+        ):
+            usage = share_usage(spec, type_name, used.get((share.pk, type_name), 0))
+            idle = min(usage.idle, free.get(type_name, 0))
+            bars.append(
+                UsageBar(
+                    instance_type=type_name,
+                    limit=usage.limit,
+                    within=usage.within,
+                    borrowed=usage.over,
+                    idle=idle,
+                    reserved=usage.reserved,
+                    borrow_cap=usage.borrow_cap,
+                    scale=max(capacity.get(type_name, 0), usage.usage, 1),
+                    unavailable=usage.idle - idle,
+                )
+            )
+            if idle and usage.lendable:
+                lenders.setdefault(type_name, set()).add(share.pk)
+                lent[type_name] = lent.get(type_name, 0) + idle
+            if usage.over:
+                borrowers.setdefault(type_name, set()).add(share.pk)
+                borrowed_total[type_name] = borrowed_total.get(type_name, 0) + usage.over
+        rows.append(ShareUsage(share=share, bars=bars))
+    oversubscribed = [
+        Oversubscription(
+            type_name, limits[type_name], capacity.get(type_name, 0), free.get(type_name, 0)
+        )
+        for type_name in sorted(limits)
+        if limits[type_name] > capacity.get(type_name, 0)
+    ]
+    parts = []
+    for type_name in sorted(capacity):
+        if type_name in lenders:
+            # Two shares idle on the same free instance lend it once.
+            total = min(lent[type_name], free[type_name])
+            parts.append(f"{_count_verb(len(lenders[type_name]), 'lend')} {total} idle {type_name}")
+        if type_name in borrowers:
+            parts.append(
+                f"{_count_verb(len(borrowers[type_name]), 'borrow')} "
+                f"{borrowed_total[type_name]} {type_name}"
+            )
+        if capacity[type_name] and not free[type_name] and type_name in limits:
+            parts.append(f"no {type_name} free")
+    summary = "; ".join(parts) if parts else "No capacity is lent or borrowed right now."
+    return QueueUsage(
+        queue=queue,
+        capacity=capacity,
+        shares=rows,
+        summary=summary,
+        free=free,
+        oversubscribed=oversubscribed,
+    )
+
+
+def urgency_list() -> QuerySet[UrgencyDefinition]:
+    return UrgencyDefinition.objects.prefetch_related("invokers")
