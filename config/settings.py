@@ -339,9 +339,9 @@ SPECTACULAR_SETTINGS = {
     ],
     # Enums named by what they list, where one field name ("kind", "state") has two sets.
     "ENUM_NAME_OVERRIDES": {
-        "ExceptionKindEnum": "governance.models.UrgencyDefinition.Kind",
+        "ExceptionKindEnum": "fleet.models.UrgencyDefinition.Kind",
         "ArticleKindEnum": "governance.models.KnowledgeArticle.Kind",
-        "ShareStateEnum": "governance.models.QuotaShare.State",
+        "ShareStateEnum": "fleet.models.QuotaShare.State",
         "ExceptionStateEnum": "governance.models.ExceptionRequest.State",
         "WorkloadKindEnum": "governance.models.WhatIfComparison.Workload",
     },
