@@ -189,7 +189,7 @@ def seed_process_demo(*, actor, lead=None) -> JobQueue:
         capacity={"ml.g5.xlarge": 2},
         reason=reason,
         description="Runs the example training script as real processes.",
-        executor=JobQueue.Executor.PROCESS,
+        executor="process",
     )
     shares = {}
     for name, strategy, borrow in (

@@ -22,6 +22,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from fleet.executors import DEFAULT_EXECUTOR, executor_choices
+
 
 class Team(models.Model):
     name = models.CharField(max_length=100, unique=True)
@@ -56,10 +58,6 @@ class InstanceType(models.Model):
 
 
 class JobQueue(models.Model):
-    class Executor(models.TextChoices):
-        SIMULATED = "simulated", "Simulated (accelerated clock)"
-        PROCESS = "process", "Process (real subprocess)"
-
     name = models.CharField(max_length=100, unique=True)
     description = models.TextField(blank=True)
     default_preemption_retries = models.PositiveIntegerField(
@@ -72,7 +70,9 @@ class JobQueue(models.Model):
         blank=True,
         help_text="Seconds a misconfigured job may stay RUNNABLE before it fails; empty = never.",
     )
-    executor = models.CharField(max_length=16, choices=Executor, default=Executor.SIMULATED)
+    # Which executor runs the queue's jobs: one of scheduler.executors' registry (the
+    # choices are read from it at run time, fleet.executors).
+    executor = models.CharField(max_length=16, choices=executor_choices, default=DEFAULT_EXECUTOR)
     version = models.PositiveIntegerField(default=1)
 
     class Meta:

@@ -8,7 +8,10 @@ class SchedulerConfig(AppConfig):
 
     def ready(self):
         from core.signals import policy_changed
-        from scheduler import tasks  # noqa: F401  (registers the tasks and beat entries)
+        from scheduler import (  # noqa: F401  (the executors' registry; the tasks and beat entries)
+            executors,
+            tasks,
+        )
         from scheduler.executors import runner  # noqa: F401  (a runner worker's signals)
 
         policy_changed.connect(_pass_after_policy_change, dispatch_uid="scheduler-policy-pass")

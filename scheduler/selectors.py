@@ -34,7 +34,7 @@ from fleet.models import (
     QuotaShare,
 )
 from fleet.selectors import QueueUsage, ShareUsage, queue_list, queue_usage
-from scheduler.executors import executor_for
+from scheduler.executors import executor_for, executor_names
 from scheduler.liveness import TICK_KEY, live_runners, served_instance_types, tick_cache
 from scheduler.models import JobDecision
 from scheduler.work import compute_seconds
@@ -222,7 +222,7 @@ def current_reason(job: Job) -> str:
     if job.state == Job.State.RUNNABLE:
         return _with_runner(job, waiting_reason(job))
     if job.state == Job.State.RUNNING:
-        if not job.worker and job.queue.executor == JobQueue.Executor.PROCESS:
+        if not job.worker and executor_for(job.queue).capabilities.needs_runner:
             # A simulated job has no runner: it runs from the moment it starts.
             return _with_runner(job, "started, waiting for a runner to take it")
         where = "on borrowed capacity" if job.borrowed else "within its share's limit"
@@ -309,8 +309,9 @@ def job_timeline(job: Job) -> list[TimelineEntry]:
     """The job's events; on a simulated-clock queue each also says when it happened in
     the queue's clock (seconds since submission), the clock its durations are in."""
     events = job.events.select_related("by__share__team", "actor").order_by("at", "pk")
-    simulated = job.queue.executor == JobQueue.Executor.SIMULATED
-    speed = executor_for(job.queue).speed
+    executor = executor_for(job.queue)
+    simulated = executor.capabilities.modelled_clock
+    speed = executor.speed
     return [
         TimelineEntry(
             event,
@@ -340,8 +341,9 @@ class QueueClock:
 
 
 def queue_clock(queue: JobQueue) -> QueueClock:
-    simulated = queue.executor == JobQueue.Executor.SIMULATED
-    return QueueClock(simulated, executor_for(queue).speed if simulated else 1.0)
+    executor = executor_for(queue)
+    simulated = executor.capabilities.modelled_clock
+    return QueueClock(simulated, executor.speed if simulated else 1.0)
 
 
 def job_last_checkpoint(job: Job, progress: int) -> int | None:
@@ -350,7 +352,7 @@ def job_last_checkpoint(job: Job, progress: int) -> int | None:
     finishes), a process job what it reported."""
     if not job.checkpoint_interval:
         return None
-    if job.queue.executor != JobQueue.Executor.SIMULATED:
+    if executor_for(job.queue).capabilities.reports_progress:
         return job.checkpointed
     return max(job.checkpointed, checkpointed(progress, job.checkpoint_interval))
 
@@ -617,7 +619,7 @@ def instance_types_without_runner(*, now: dt.datetime | None = None) -> list[str
     """Instance types some `process` queue has capacity of and no live runner serves."""
     needed = set(
         QueueCapacity.objects.filter(
-            queue__executor=JobQueue.Executor.PROCESS, instances__gt=0
+            queue__executor__in=executor_names(needs_runner=True), instances__gt=0
         ).values_list("instance_type__name", flat=True)
     )
     return sorted(needed - served_instance_types(now=now))
@@ -629,7 +631,7 @@ def runner_wait_reason(job: Job, *, now: dt.datetime | None = None) -> str:
     Such a job waits in the broker (or for its turn) until a runner for its instance
     type starts; the job's page says so instead of waiting silently.
     """
-    if not job.is_live or job.queue.executor != JobQueue.Executor.PROCESS:
+    if not job.is_live or not executor_for(job.queue).capabilities.needs_runner:
         return ""
     itype = job.instance_type.name
     if itype in served_instance_types(now=now):

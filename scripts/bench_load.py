@@ -133,12 +133,13 @@ def seed_clients(count: int) -> None:
 
     from accounts.tokens import token_issue
     from core.permissions import ADMINS, TEAM_LEADS
-    from fleet.models import JobDefinition, JobQueue, QueueCapacity, QuotaShare
+    from fleet.models import JobDefinition, QueueCapacity, QuotaShare
+    from scheduler.executors import executor_names
 
     # Simulated queues only: a process queue would run real programs for the submissions.
     shares = list(
         QuotaShare.objects.select_related("team", "queue")
-        .filter(queue__executor=JobQueue.Executor.SIMULATED)
+        .filter(queue__executor__in=executor_names(modelled_clock=True))
         .order_by("queue_id", "pk")
     )
     instance_type = {

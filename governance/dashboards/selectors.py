@@ -45,7 +45,7 @@ from governance.models import (
     PolicyChange,
     WhatIfReview,
 )
-from scheduler.executors import simulated_speed
+from scheduler.executors import executor_named, simulated_speed
 
 # Stored rollups carry the version that computed them (MonthlyRollup.version); older
 # ones are recomputed when read. Raise it whenever a figure is added, removed or redefined.
@@ -590,7 +590,8 @@ def _sweep(start, stop, weeks, share_rows) -> dict:
     ) in job_rows:
         if share_id not in share_rows:
             continue
-        speed = 1.0 if pk in replayed or executor != JobQueue.Executor.SIMULATED else live_speed
+        modelled = executor_named(executor).capabilities.modelled_clock
+        speed = live_speed if modelled and pk not in replayed else 1.0
         initial = first_priority.get(pk)
         jobs.append(
             SweepJob(

@@ -36,6 +36,7 @@ from fleet.bridge import (
     engine_share_document,
     stored_borrow_limit,
 )
+from fleet.executors import DEFAULT_EXECUTOR
 from fleet.locks import lock_queue
 from fleet.models import (
     CapacityLimit,
@@ -622,7 +623,7 @@ def queue_create(
     description: str = "",
     default_preemption_retries: int | None = None,
     runnable_time_limit: int | None = None,
-    executor: str = JobQueue.Executor.SIMULATED,
+    executor: str = DEFAULT_EXECUTOR,
     cause: str = PolicyChange.Cause.EDIT,
     approved=None,
 ) -> JobQueue | PolicyProposal:

@@ -46,6 +46,7 @@ from __future__ import annotations
 import yaml
 
 from fleet.bridge import BORROW_UNLIMITED
+from fleet.executors import executor_choices
 from fleet.models import (
     DEFAULT_PRIORITY_CEILING,
     MAX_PRIORITY,
@@ -351,7 +352,10 @@ def _queue(problems: Problems, entry, path: str) -> QueueSpec | None:
         queue.description = KEEP if description is None else description
     if "executor" in entry:
         executor = read.choice(
-            problems, entry["executor"], child(path, "executor"), JobQueue.Executor.values
+            problems,
+            entry["executor"],
+            child(path, "executor"),
+            [name for name, _label in executor_choices()],
         )
         queue.executor = KEEP if executor is None else executor
     queue.default_preemption_retries = _optional_whole(

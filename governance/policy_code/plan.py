@@ -29,6 +29,7 @@ from django.db import transaction
 from core import rules
 from core.errors import Conflict
 from engine import validate_policy
+from fleet.executors import DEFAULT_EXECUTOR
 from fleet.locks import lock_queues_named
 from fleet.models import (
     DEFAULT_PRIORITY_CEILING,
@@ -658,7 +659,7 @@ class _Writer:
                 description="" if spec.description is KEEP else spec.description,
                 default_preemption_retries=_setting(spec, None, "default_preemption_retries"),
                 runnable_time_limit=_setting(spec, None, "runnable_time_limit"),
-                executor=JobQueue.Executor.SIMULATED if spec.executor is KEEP else spec.executor,
+                executor=DEFAULT_EXECUTOR if spec.executor is KEEP else spec.executor,
             )
         else:
             for capacity in plan.capacity_before_shares:

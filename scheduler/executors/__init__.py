@@ -11,16 +11,23 @@
 
 Executors are told after commit, with ids: the database is the truth, a message is
 only a nudge.
+
+This module is the registry: each executor declares what it can do (`Capabilities`),
+and callers ask that (`executor_for(queue).capabilities.runs_programs`,
+`executor_names(runs_programs=True)` for a query), never an executor's name. Adding one
+(Slurm is next) is a new class registered here with `register`, and its tests.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass, fields
 
 from django.conf import settings
 
 from config.celery import task
 from fleet.bridge import epoch_column, fetch_rows, seconds_of
+from fleet.executors import register_executor_name
 from fleet.models import Job, JobQueue
 from scheduler.work import finish_at, modelled_progress, saved_progress
 
@@ -34,8 +41,41 @@ def instances_queue(instance_type: str) -> str:
     return f"instances.{instance_type}"
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What an executor does with a decision, as the rest of the product asks it."""
+
+    # Start launches the job definition's argument vector as a real program, so a job
+    # of its queues needs a definition with a command.
+    runs_programs: bool
+    # A stop sends the program SIGTERM and, at the end of its grace, SIGKILL.
+    stops_with_notice: bool
+    # Progress and checkpoints are what the running program reports (heartbeats), not
+    # the model of scheduler.work.
+    reports_progress: bool
+    # What really runs is compared with the database (leases, the recovery sweep), and
+    # runs lost with their worker are put back in the queue.
+    reconciles: bool
+    # A runner worker serving the job's instance type takes each run: without one, a
+    # started job waits for it.
+    needs_runner: bool
+    # The work follows the model on an accelerated clock (`speed` compute seconds a
+    # second); the queue's pages say its durations are in that clock. A pass finishes
+    # the jobs whose modelled work is done (`due_finishes`).
+    modelled_clock: bool
+
+
 class SimulatedExecutor:
-    name = JobQueue.Executor.SIMULATED
+    name = "simulated"
+    label = "Simulated (accelerated clock)"
+    capabilities = Capabilities(
+        runs_programs=False,
+        stops_with_notice=False,
+        reports_progress=False,
+        reconciles=False,
+        needs_runner=False,
+        modelled_clock=True,
+    )
 
     @property
     def speed(self) -> float:
@@ -82,7 +122,16 @@ class SimulatedExecutor:
 
 
 class ProcessExecutor:
-    name = JobQueue.Executor.PROCESS
+    name = "process"
+    label = "Process (real subprocess)"
+    capabilities = Capabilities(
+        runs_programs=True,
+        stops_with_notice=True,
+        reports_progress=True,
+        reconciles=True,
+        needs_runner=True,
+        modelled_clock=False,
+    )
     speed = 1.0
 
     def due_finishes(self, queue, now):
@@ -103,11 +152,39 @@ class ProcessExecutor:
             )
 
 
-_EXECUTORS = {
-    JobQueue.Executor.SIMULATED: SimulatedExecutor(),
-    JobQueue.Executor.PROCESS: ProcessExecutor(),
-}
+Executor = SimulatedExecutor | ProcessExecutor
+
+_EXECUTORS: dict[str, Executor] = {}
 
 
-def executor_for(queue: JobQueue) -> SimulatedExecutor | ProcessExecutor:
+def register(executor: Executor) -> Executor:
+    """Add `executor` to the registry (and its name to the queues' choices)."""
+    _EXECUTORS[executor.name] = executor
+    register_executor_name(executor.name, executor.label)
+    return executor
+
+
+register(SimulatedExecutor())
+register(ProcessExecutor())
+
+
+def executor_named(name: str) -> Executor:
+    return _EXECUTORS[name]
+
+
+def executor_for(queue: JobQueue) -> Executor:
     return _EXECUTORS[queue.executor]
+
+
+def executor_names(**capabilities: bool) -> list[str]:
+    """The names of the executors with these capabilities (all of them when none is
+    given), for a query over queues: `queue__executor__in=executor_names(...)`."""
+    known = {field.name for field in fields(Capabilities)}
+    unknown = capabilities.keys() - known
+    if unknown:
+        raise TypeError(f"no such capability: {', '.join(sorted(unknown))}")
+    return [
+        name
+        for name, executor in _EXECUTORS.items()
+        if all(getattr(executor.capabilities, key) == value for key, value in capabilities.items())
+    ]

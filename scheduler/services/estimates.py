@@ -113,8 +113,9 @@ class Clock:
 
 
 def queue_clock(queue: JobQueue) -> Clock:
-    simulated = queue.executor == JobQueue.Executor.SIMULATED
-    return Clock(speed=executor_for(queue).speed if simulated else 1.0, simulated=simulated)
+    executor = executor_for(queue)
+    simulated = executor.capabilities.modelled_clock
+    return Clock(speed=executor.speed if simulated else 1.0, simulated=simulated)
 
 
 def _in_clock(snapshot: Snapshot, clock: Clock) -> Snapshot:
@@ -277,7 +278,7 @@ def queue_view(queue: JobQueue, *, now: dt.datetime | None = None) -> QueueView:
             epoch_column("started_at"),
         )
     )
-    process = queue.executor == JobQueue.Executor.PROCESS
+    process = executor_for(queue).capabilities.reports_progress
     work: dict[str, Work] = {}
     facts: dict[str, JobFacts] = {}
     for (

@@ -30,6 +30,7 @@ from django.utils import timezone
 from core import rules
 from core.errors import Conflict, InvalidInput
 from fleet.models import InstanceType, JobDefinition, JobDefinitionRevision, JobQueue, QueueCapacity
+from scheduler.executors import executor_for
 
 NON_FIELD = "non_field_errors"
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")
@@ -443,7 +444,7 @@ def definition_clean(*, data: DefinitionData) -> tuple[dict, dict[str, list[str]
                     f"parameters[{positions[spec['name']]}].name",
                     f"{{{spec['name']}}} is not used in the command; use it or remove it",
                 )
-    process_queues = [q.name for q in queues if q.executor == JobQueue.Executor.PROCESS]
+    process_queues = [q.name for q in queues if executor_for(q).capabilities.runs_programs]
     if process_queues and not command and "command" not in errors:
         errors.add(
             "command",

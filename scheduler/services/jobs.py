@@ -199,7 +199,7 @@ def _resolve(
             f"{definition.name} may not run in queue {queue.name}; choose a definition "
             "that allows it, or ask an admin to allow this queue",
         )
-    elif queue.executor == JobQueue.Executor.PROCESS and not revision.command:
+    elif executor_for(queue).capabilities.runs_programs and not revision.command:
         add(
             "definition",
             f"{label} has no command and queue {queue.name} runs real processes",

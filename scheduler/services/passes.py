@@ -267,7 +267,7 @@ def _refresh_statistics() -> None:
 def finish_due(queue: JobQueue, *, now: dt.datetime) -> list[int]:
     """End SUCCEEDED the jobs whose work is done (simulated queues); caller holds the lock."""
     executor = executor_for(queue)
-    if executor.name != JobQueue.Executor.SIMULATED:
+    if not executor.capabilities.modelled_clock:
         return []
     due = executor.due_finishes(queue, now)
     if not due:

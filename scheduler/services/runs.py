@@ -28,7 +28,7 @@ from django.utils import timezone
 from fleet.locks import lock_queue
 from fleet.models import InstanceType, Job, JobEvent, JobQueue
 from scheduler import work
-from scheduler.executors import executor_for
+from scheduler.executors import executor_for, executor_names
 from scheduler.liveness import served_instance_types
 from scheduler.services.jobs import locked_live_job
 from scheduler.services.passes import DECIDED_FIELDS, request_pass
@@ -262,7 +262,9 @@ def jobs_requeue_lost(*, claim_timeout: float, now: dt.datetime | None = None) -
     now = now or timezone.now()
     lost = _lost(now, claim_timeout)
     candidates = (
-        Job.objects.filter(state=Job.State.RUNNING, queue__executor=JobQueue.Executor.PROCESS)
+        Job.objects.filter(
+            state=Job.State.RUNNING, queue__executor__in=executor_names(reconciles=True)
+        )
         .filter(lost)
         .values_list("queue_id", flat=True)
     )

@@ -47,6 +47,7 @@ from django.utils import timezone
 from engine.eta import replay_accuracy, score
 from engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
 from engine.validation import load_scenario
+from fleet.executors import DEFAULT_EXECUTOR
 from fleet.models import (
     CapacityLimit,
     InstanceType,
@@ -185,9 +186,7 @@ class Command(BaseCommand):
         admin = get_user_model().objects.create_superuser(f"bench-eta-{tag}", password=None)
         team = Team.objects.create(name=f"bench-eta-{tag}")
         itype = InstanceType.objects.create(name=f"bench.eta.{tag}")
-        queue = JobQueue.objects.create(
-            name=f"bench-eta-{tag}", executor=JobQueue.Executor.SIMULATED
-        )
+        queue = JobQueue.objects.create(name=f"bench-eta-{tag}", executor=DEFAULT_EXECUTOR)
         try:
             QueueCapacity.objects.create(queue=queue, instance_type=itype, instances=running)
             shares = []

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from fleet.models import InstanceType, Job, JobEvent, JobQueue
+from fleet.models import InstanceType, Job, JobEvent
 from scheduler.services import estimates
 from scheduler.services.passes import scheduling_pass
 from tests.factories import job_definition
@@ -203,7 +203,7 @@ def test_a_simulated_queue_shows_its_clock_on_the_job_page(
     client, lead, queue, submit, train, settings
 ):
     settings.SIMULATED_SECONDS_PER_SECOND = 60
-    assert queue.executor == JobQueue.Executor.SIMULATED
+    assert queue.executor == "simulated"
     start = timezone.now() - dt.timedelta(seconds=70)
     job = submit(
         "qs1", "sim", at=None, revision=train, expected_duration=36_000, checkpoint_interval=3600

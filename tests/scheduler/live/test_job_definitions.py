@@ -202,7 +202,7 @@ def test_a_definition_breaking_a_rule_is_refused_naming_the_field(admin, queue, 
 
 
 def test_a_process_queue_needs_a_command_and_names_need_a_reason(admin, queue):
-    queue.executor = JobQueue.Executor.PROCESS
+    queue.executor = "process"
     queue.save()
     with pytest.raises(DefinitionError) as caught:
         definition_register(

@@ -9,7 +9,7 @@ import re
 import pytest
 from django.conf import settings
 
-from fleet.models import Job, JobEvent, JobQueue
+from fleet.models import Job, JobEvent
 from scheduler.services.runs import jobs_requeue_lost
 from tests.factories import job_definition
 from tests.scheduler.live.conftest import checkpoint_root, wait_for
@@ -40,7 +40,7 @@ def train(steps: int, *, step_seconds: float = 0.1, every: int = 10) -> list[str
 
 @pytest.fixture
 def process_queue(queue):
-    queue.executor = JobQueue.Executor.PROCESS
+    queue.executor = "process"
     queue.save()
     return queue
 

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def process_queue(queue):
-    queue.executor = JobQueue.Executor.PROCESS
+    queue.executor = "process"
     queue.save()
     return queue
 

@@ -19,7 +19,6 @@ import pytest
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from fleet.models import JobQueue
 from scheduler.services.passes import scheduling_pass
 from tests.factories import job_definition
 from tests.scheduler.live import conftest as live
@@ -59,7 +58,7 @@ def train(steps: int, *, step_seconds: float = 0.1, every: int = 10) -> list[str
 
 @pytest.fixture
 def process_queue(queue):
-    queue.executor = JobQueue.Executor.PROCESS
+    queue.executor = "process"
     queue.save()
     return queue
 
