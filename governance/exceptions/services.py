@@ -16,9 +16,9 @@ the same transaction as the transition:
   `protected_until`; on expiry a job gets its old value back unless someone changed
   it meanwhile. Then the queue's scheduling pass runs (policy_changed on commit).
 
-Impact previews are the engine's: `assess_policy_change` for capacity, and for jobs
-the difference between two `schedule` passes on the current snapshot, one with the
-changed jobs.
+Impact previews are the engine's: `assess_policy_change` for capacity, and
+`assess_job_change` for jobs (the decisions a pass now would make, or no longer make,
+with the changed jobs).
 """
 
 from __future__ import annotations
@@ -746,7 +746,7 @@ def _capacity_impact(request: ExceptionRequest) -> list[ImpactLine]:
 
 
 def _jobs_impact(request: ExceptionRequest, *, now: datetime | None) -> list[ImpactLine]:
-    from engine import Preempt, Start, schedule
+    from engine import Preempt, Start, assess_job_change
     from scheduler.adapters import epoch_seconds, queue_snapshot
 
     snapshot, now_s = queue_snapshot(request.queue, now=now)
@@ -764,13 +764,7 @@ def _jobs_impact(request: ExceptionRequest, *, now: datetime | None) -> list[Imp
         def change(job):
             return replace(job, protected_until=max(until, job.protected_until or 0))
 
-    proposed = replace(
-        snapshot,
-        running=tuple(change(job) if job.id in ids else job for job in snapshot.running),
-        pending=tuple(change(job) if job.id in ids else job for job in snapshot.pending),
-    )
-    before = schedule(snapshot, now_s).decisions
-    after = schedule(proposed, now_s).decisions
+    made, dropped = assess_job_change(snapshot, change, ids, now_s)
     share_of = {job.id: job.share for job in (*snapshot.running, *snapshot.pending)}
     names = dict(Job.objects.filter(pk__in=[int(j) for j in share_of]).values_list("pk", "name"))
 
@@ -793,14 +787,12 @@ def _jobs_impact(request: ExceptionRequest, *, now: datetime | None) -> list[Imp
         return ("would_fail" if would else "no_longer_fail"), f"{job} {verb} fail now"
 
     lines = []
-    for decision in after:
-        if decision not in before:
-            kind, text = describe(decision, would=True)
-            lines.append(ImpactLine(kind=kind, text=text, jobs=(name(decision.job),)))
-    for decision in before:
-        if decision not in after:
-            kind, text = describe(decision, would=False)
-            lines.append(ImpactLine(kind=kind, text=text, jobs=(name(decision.job),)))
+    for decision in made:
+        kind, text = describe(decision, would=True)
+        lines.append(ImpactLine(kind=kind, text=text, jobs=(name(decision.job),)))
+    for decision in dropped:
+        kind, text = describe(decision, would=False)
+        lines.append(ImpactLine(kind=kind, text=text, jobs=(name(decision.job),)))
     live = sorted(ids & set(share_of))
     if request.kind == Kind.PREEMPTION_PROTECTION and live:
         lines.insert(
