@@ -1,16 +1,20 @@
 """Taking effect and ending: through the policy services, exactly once, delta only."""
 
+import datetime as dt
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
+from governance.dashboards.rollups import rollups_refresh
+from governance.dashboards.selectors import dashboard_rollups, month_start
 from governance.exceptions import services, tasks
 from governance.models import ExceptionRequest, PolicyChange
 from governance.policy.selectors import share_document
 from governance.policy.services import share_data_from_document, share_update
 from governance.signals import policy_changed
-from scheduler.models import Job
+from scheduler.models import Job, JobEvent
+from scheduler.selectors import job_timeline
 
 State = ExceptionRequest.State
 pytestmark = pytest.mark.django_db
@@ -182,8 +186,16 @@ def test_an_exception_beyond_the_queue_capacity_cannot_take_effect(scene, admin)
     assert request.events.filter(type="APPLY_FAILED").count() == 1
 
 
+@pytest.fixture
+def still_running(scene):
+    """The scene's running job with work left for days: on its simulated queue, the job
+    services end a job whose work is done (30 minutes at 60x finishes an hour's)."""
+    Job.objects.filter(pk=scene.running.pk).update(expected_duration=10**8)
+    scene.running.refresh_from_db()
+
+
 def test_priority_raise_sets_the_urgency_priority_and_expiry_restores_it(
-    scene, django_capture_on_commit_callbacks
+    scene, django_capture_on_commit_callbacks, still_running
 ):
     passes = []
     receiver = lambda sender, queue_id, **kw: passes.append(queue_id)  # noqa: E731
@@ -205,6 +217,49 @@ def test_priority_raise_sets_the_urgency_priority_and_expiry_restores_it(
     scene.running.refresh_from_db()
     scene.waiting.refresh_from_db()
     assert (scene.running.priority, scene.waiting.priority) == (1, 5)
+
+
+def priority_events(job):
+    return [
+        (event.cause, event.detail, event.actor)
+        for event in job.events.filter(type=JobEvent.Type.PRIORITY_CHANGED).order_by("at", "id")
+    ]
+
+
+def priority_changes_counted(queue, *moments) -> int:
+    """The dashboard's "priority changes" of `queue`, over the months of `moments`."""
+    total = 0
+    for month in sorted({month_start(moment.astimezone(dt.UTC).date()) for moment in moments}):
+        rollups_refresh(month=month, now=max(moments) + timedelta(minutes=1))
+        total += dashboard_rollups(month=month, queue_id=queue.pk)["current"]["priority_changes"]
+    return total
+
+
+def test_a_raise_and_its_take_back_are_priority_events_on_the_timeline_and_the_dashboard(
+    scene, still_running
+):
+    request = scene.file(scene.jobs(jobs=[scene.running, scene.waiting]))
+    services.exception_request_approve(actor=scene.owner, request=request, now=scene.now)
+    ended = request.window_end
+    assert services.exception_request_expire(request_id=request.pk, now=ended) is True
+
+    raised = {"from": 1, "to": 900, "exception": request.pk, "step": "raised"}
+    back = {"from": 900, "to": 1, "exception": request.pk, "step": "expired"}
+    for job in (scene.running, scene.waiting):
+        job.refresh_from_db()
+        assert job.priority == 1
+        assert priority_events(job) == [
+            ("exception", raised, scene.owner),
+            ("exception", back, None),
+        ]
+        texts = [entry.text for entry in job_timeline(job)]
+        assert f"priority changed from 1 to 900: exception #{request.pk} raised it" in texts
+        assert (
+            f"priority changed from 900 to 1: exception #{request.pk} expired, its raise taken back"
+            in texts
+        )
+    # Two jobs, each raised and taken back.
+    assert priority_changes_counted(scene.queue, scene.now, ended) == 4
 
 
 def test_protection_sets_protected_until_and_expiry_clears_it(scene):
