@@ -15,8 +15,9 @@ the same transaction as the transition:
 - a priority raise sets the named jobs' priority through the scheduler's
   `job_set_priority_by_exception`, so each change (the raise and the take-back) is a
   PRIORITY_CHANGED event naming the request on the job's timeline and in the
-  dashboard's count. On expiry or revocation a job gets its old priority back unless
-  someone changed it meanwhile;
+  dashboard's count. On expiry or revocation a job gets its old priority back if it
+  still has the raised one or one only the exception allowed (someone changed it in
+  the window); a priority its share allows on its own, set meanwhile, stays;
 - preemption protection changes the named jobs' `protected_until`; on expiry a job
   gets its old value back unless someone changed it meanwhile.
 
@@ -54,6 +55,7 @@ from governance.models import (
 )
 from governance.policy.impact import ImpactLine, share_change_impact
 from governance.policy.locks import lock_queue
+from governance.policy.priorities import job_priority_refusal
 from governance.policy.selectors import share_document
 from governance.policy.services import NON_FIELD, share_data_from_document, share_update
 from scheduler.models import Job
@@ -703,14 +705,34 @@ def _take_back_priority(
     request: ExceptionRequest, job_id: int, change: dict, *, actor, step: str, now
 ) -> None:
     """Give a raised job back the priority it had before the raise, through the
-    scheduler's service (an event naming the request), unless someone set another
-    priority meanwhile."""
-    job = Job.objects.filter(pk=job_id, state__in=LIVE_JOB_STATES).first()
-    if job is None or job.priority != change["after"]:
+    scheduler's service (an event naming the request), when it still has the raised
+    one, or has one that only the exception allowed: someone changed it during the
+    window (700 -> 650 on a share capped at 100), and without the request it would
+    outlive it. A priority its share allows on its own, set meanwhile, stays. When the
+    old priority is no longer allowed either (the ceiling was lowered meanwhile), the
+    job gets the share's ceiling: the highest it could be given without an exception.
+    The request is no longer active here, so the share's rules are read without it."""
+    job = (
+        Job.objects.select_related("share__team", "urgency")
+        .filter(pk=job_id, state__in=LIVE_JOB_STATES)
+        .first()
+    )
+    if job is None:
+        return  # it ended: it keeps the priority it ended with
+
+    def allowed(priority: int) -> bool:
+        return (
+            job_priority_refusal(share=job.share, priority=priority, urgency=job.urgency, job=job)
+            is None
+        )
+
+    if job.priority != change["after"] and allowed(job.priority):
         return
+    before = change["before"]
+    target = before if allowed(before) else job.share.priority_ceiling
     job_set_priority_by_exception(
         job_id=job.pk,
-        priority=change["before"],
+        priority=target,
         exception_id=request.pk,
         step=step,
         actor=actor,

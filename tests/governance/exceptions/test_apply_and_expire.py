@@ -9,12 +9,13 @@ from django.utils import timezone
 from governance.dashboards.rollups import rollups_refresh
 from governance.dashboards.selectors import dashboard_rollups, month_start
 from governance.exceptions import services, tasks
-from governance.models import ExceptionRequest, PolicyChange
+from governance.models import ExceptionRequest, PolicyChange, QuotaShare
 from governance.policy.selectors import share_document
 from governance.policy.services import share_data_from_document, share_update
 from governance.signals import policy_changed
 from scheduler.models import Job, JobEvent
 from scheduler.selectors import job_timeline
+from scheduler.services.jobs import job_set_priority
 
 State = ExceptionRequest.State
 pytestmark = pytest.mark.django_db
@@ -260,6 +261,69 @@ def test_a_raise_and_its_take_back_are_priority_events_on_the_timeline_and_the_d
         )
     # Two jobs, each raised and taken back.
     assert priority_changes_counted(scene.queue, scene.now, ended) == 4
+
+
+def test_a_priority_the_lead_set_in_the_window_does_not_outlive_the_exception(scene, still_running):
+    QuotaShare.objects.filter(pk=scene.qs1.pk).update(priority_ceiling=100)
+    Job.objects.filter(pk=scene.running.pk).update(priority=50)
+    scene.urgency.priority = 700
+    scene.urgency.save()
+    request = scene.file(scene.jobs())
+    services.exception_request_approve(actor=scene.owner, request=request, now=scene.now)
+    # The lead lowers it during the window, still above the share's ceiling of 100:
+    # only the exception allows 650.
+    later = scene.now + timedelta(minutes=10)
+    job_set_priority(job_id=scene.running.pk, priority=650, actor=scene.lead, now=later)
+
+    revoked_at = later + timedelta(minutes=10)
+    services.exception_request_revoke(
+        actor=scene.owner, request=request, reason="deadline moved", now=revoked_at
+    )
+    scene.running.refresh_from_db()
+    assert scene.running.priority == 50  # what it had before the raise
+    assert priority_events(scene.running) == [
+        (
+            "exception",
+            {"from": 50, "to": 700, "exception": request.pk, "step": "raised"},
+            scene.owner,
+        ),
+        ("", {"from": 700, "to": 650}, scene.lead),
+        (
+            "exception",
+            {"from": 650, "to": 50, "exception": request.pk, "step": "revoked"},
+            scene.owner,
+        ),
+    ]
+    texts = [entry.text for entry in job_timeline(scene.running)]
+    assert (
+        f"priority changed from 650 to 50: exception #{request.pk} revoked by "
+        f"{scene.owner.get_username()}, its raise taken back"
+    ) in texts
+    assert priority_changes_counted(scene.queue, scene.now, revoked_at) == 3
+
+
+def test_a_priority_the_share_allows_on_its_own_set_in_the_window_stays(scene, still_running):
+    QuotaShare.objects.filter(pk=scene.qs1.pk).update(priority_ceiling=100)
+    request = scene.file(scene.jobs())
+    services.exception_request_approve(actor=scene.owner, request=request, now=scene.now)
+    job_set_priority(job_id=scene.running.pk, priority=80, actor=scene.lead, now=scene.now)
+    services.exception_request_revoke(actor=scene.owner, request=request, reason="done")
+    scene.running.refresh_from_db()
+    assert scene.running.priority == 80
+    assert [cause for cause, _, _ in priority_events(scene.running)] == ["exception", ""]
+
+
+def test_the_take_back_stops_at_the_ceiling_when_the_old_priority_is_above_it_now(
+    scene, still_running
+):
+    Job.objects.filter(pk=scene.running.pk).update(priority=50)
+    request = scene.file(scene.jobs())
+    services.exception_request_approve(actor=scene.owner, request=request, now=scene.now)
+    # Meanwhile an admin lowers the share's ceiling below the job's old priority.
+    QuotaShare.objects.filter(pk=scene.qs1.pk).update(priority_ceiling=20)
+    services.exception_request_expire(request_id=request.pk, now=request.window_end)
+    scene.running.refresh_from_db()
+    assert scene.running.priority == 20
 
 
 def test_protection_sets_protected_until_and_expiry_clears_it(scene):
