@@ -9,7 +9,7 @@ preview run the same pass. The contract is the scenario format
 reclaim or in-share victim, though a `capacity_change` may still preempt it.
 """
 
-from .impact import Impact, assess_policy_change
+from .impact import Impact, assess_job_change, assess_policy_change
 from .quota import ShareUsage, share_usage
 from .results import Event, JobOutcome, SimulationResult, dump_result, result_to_json
 from .scheduling import schedule
@@ -50,6 +50,7 @@ __all__ = [
     "SimulationResult",
     "Snapshot",
     "Start",
+    "assess_job_change",
     "assess_policy_change",
     "dump_result",
     "load_scenario",

@@ -10,8 +10,8 @@ as differences between the two.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from .quota import Policy
 from .scheduling import board_from_snapshot, reclaimable, schedule
@@ -19,8 +19,11 @@ from .types import (
     BORROWABLE_CAPACITY_EXCEEDED,
     QUOTA_MANAGEMENT_LIMIT_EXCEEDED,
     SERVICE_ENVIRONMENT_MAX_RESOURCE,
+    Fail,
+    PendingJob,
     Preempt,
     QueueSpec,
+    RunningJob,
     ShareSpec,
     Snapshot,
     Start,
@@ -149,6 +152,40 @@ def assess_policy_change(
     return tuple(impacts)
 
 
+Decision = Start | Preempt | Fail
+
+
+def decision_changes(
+    current: Snapshot, proposed: Snapshot, now: int
+) -> tuple[tuple[Decision, ...], tuple[Decision, ...]]:
+    """(made, dropped): the decisions a pass at `now` would make on `proposed` and not on
+    `current`, and those it would make on `current` and no longer on `proposed`, each in
+    the order the pass makes them."""
+    before = schedule(current, now).decisions
+    after = schedule(proposed, now).decisions
+    before_set, after_set = set(before), set(after)
+    made = tuple(decision for decision in after if decision not in before_set)
+    dropped = tuple(decision for decision in before if decision not in after_set)
+    return made, dropped
+
+
+def assess_job_change(
+    snapshot: Snapshot,
+    change: Callable[[RunningJob | PendingJob], RunningJob | PendingJob],
+    jobs: Collection[str],
+    now: int,
+) -> tuple[tuple[Decision, ...], tuple[Decision, ...]]:
+    """What changing some jobs (a priority raise, a protection) does to a pass now:
+    `decision_changes` between the snapshot and the snapshot with `change` applied to
+    the jobs whose ids are in `jobs`."""
+    proposed = replace(
+        snapshot,
+        running=tuple(change(job) if job.id in jobs else job for job in snapshot.running),
+        pending=tuple(change(job) if job.id in jobs else job for job in snapshot.pending),
+    )
+    return decision_changes(snapshot, proposed, now)
+
+
 def _job_info(snapshot: Snapshot) -> dict[str, tuple[str, str]]:
     return {
         job.id: (job.share, job.instance_type) for job in (*snapshot.running, *snapshot.pending)
@@ -157,12 +194,10 @@ def _job_info(snapshot: Snapshot) -> dict[str, tuple[str, str]]:
 
 def _decision_impacts(current: Snapshot, proposed: Snapshot, now: int) -> list[Impact]:
     """Decisions a pass would make now under the proposal and not under the current policy."""
-    before = set(schedule(current, now).decisions)
+    made, _ = decision_changes(current, proposed, now)
     info = _job_info(current)
     groups: dict[tuple, list[str]] = {}
-    for decision in schedule(proposed, now).decisions:
-        if decision in before:
-            continue
+    for decision in made:
         share, itype = info[decision.job]
         if isinstance(decision, Preempt):
             key = ("would_preempt", share, itype, decision.cause)

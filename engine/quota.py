@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from math import inf
 
 from .types import (
     BORROW_LIMIT_REACHED,
@@ -30,6 +31,39 @@ from .types import (
     QueueSpec,
     ShareSpec,
 )
+
+
+def borrow_cap(limit: int, borrow_limit: int) -> int | None:
+    """The most a LEND_AND_BORROW share may borrow of a type beyond its `limit`:
+    `floor(limit * borrow_limit / 100)`, `borrow_limit` a percent; None when it is -1
+    (unlimited)."""
+    return None if borrow_limit == -1 else limit * borrow_limit // 100
+
+
+def quota_max(limit: int, strategy: str, borrow_limit: int | None) -> float:
+    """The largest job of a type a share's quota allows (rule 7): its `limit` for RESERVE
+    and LEND; for LEND_AND_BORROW, its limit plus its borrow cap (inf when unlimited).
+    `borrow_limit` is only read for LEND_AND_BORROW (it is None for the others)."""
+    if strategy != "LEND_AND_BORROW":
+        return limit
+    cap = borrow_cap(limit, borrow_limit)
+    return inf if cap is None else limit + cap
+
+
+def misconfiguration(
+    instances: int, capacity: int, quota_allows: float, borrowing_allows: float = inf
+) -> str | None:
+    """Why a job of `instances` can never start as things are configured (rule 7, in its
+    order), or None: more than the queue's `capacity` of its type; more than its share's
+    quota allows (`quota_max`); more than its share could ever borrow (LEND_AND_BORROW:
+    its limit plus the other lenders' limits)."""
+    if instances > capacity:
+        return SERVICE_ENVIRONMENT_MAX_RESOURCE
+    if instances > quota_allows:
+        return QUOTA_MANAGEMENT_LIMIT_EXCEEDED
+    if instances > borrowing_allows:
+        return BORROWABLE_CAPACITY_EXCEEDED
+    return None
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,9 +103,7 @@ class Policy:
             caps = {}
             for instance_type in self.types:
                 limit = share.capacity_limits.get(instance_type, 0)
-                caps[instance_type] = (
-                    None if share.borrow_limit == -1 else limit * share.borrow_limit // 100
-                )
+                caps[instance_type] = borrow_cap(limit, share.borrow_limit)
             rules.append(
                 ShareRule(
                     index=index,
@@ -99,40 +131,29 @@ class Policy:
         if fit is None:
             rule = self.shares[share]
             limit = rule.limits.get(instance_type, 0)
-            strategy = rule.spec.strategy
-            if strategy != "LEND_AND_BORROW":
-                quota_max: float = limit
-                borrowable_max: float = float("inf")
-            else:
-                cap = rule.caps.get(instance_type)
-                quota_max = float("inf") if cap is None else limit + cap
+            borrowable_max: float = inf
+            if rule.spec.strategy == "LEND_AND_BORROW":
                 borrowable_max = limit + sum(
                     other.limits.get(instance_type, 0)
                     for other in self.shares
                     if other.lender and other.index != share
                 )
-            fit = (self.capacity.get(instance_type, 0), quota_max, borrowable_max)
+            largest = quota_max(limit, rule.spec.strategy, rule.spec.borrow_limit)
+            fit = (self.capacity.get(instance_type, 0), largest, borrowable_max)
             self._fit_cache[key] = fit
         return fit
 
     def misconfiguration(self, share: int, instance_type: str, instances: int) -> str | None:
         """The spec's misconfiguration reason (rule 7, in its order) or None."""
-        capacity, quota_max, borrowable_max = self._fit(share, instance_type)
-        if instances > capacity:
-            return SERVICE_ENVIRONMENT_MAX_RESOURCE
-        if instances > quota_max:
-            return QUOTA_MANAGEMENT_LIMIT_EXCEEDED
-        if instances > borrowable_max:
-            return BORROWABLE_CAPACITY_EXCEEDED
-        return None
+        return misconfiguration(instances, *self._fit(share, instance_type))
 
     def borrow_ceiling(self, share: int, instance_type: str) -> int:
         """How far beyond its limit the share could ever go for T (0 if it cannot borrow)."""
         rule = self.shares[share]
         if not rule.can_borrow:
             return 0
-        _, quota_max, borrowable_max = self._fit(share, instance_type)
-        return int(min(quota_max, borrowable_max)) - rule.limits.get(instance_type, 0)
+        _, largest, borrowable_max = self._fit(share, instance_type)
+        return int(min(largest, borrowable_max)) - rule.limits.get(instance_type, 0)
 
 
 class Ledger:
@@ -280,10 +301,8 @@ def share_usage(share: ShareSpec, instance_type: str, usage: int) -> ShareUsage:
     limit = share.capacity_limits.get(instance_type, 0)
     if share.strategy != "LEND_AND_BORROW" or not share.enabled:
         cap: int | None = 0
-    elif share.borrow_limit == -1:
-        cap = None
     else:
-        cap = limit * share.borrow_limit // 100
+        cap = borrow_cap(limit, share.borrow_limit)
     return ShareUsage(
         usage=usage,
         limit=limit,

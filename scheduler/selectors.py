@@ -284,12 +284,16 @@ def _event_text(event: JobEvent, job: Job) -> tuple[str, str]:
         }
         return texts.get(event.cause, f"failed ({event.cause})"), "failed"
     if kind == JobEvent.Type.PRIORITY_CHANGED:
+        change = f"priority changed from {event.detail.get('from')} to {event.detail.get('to')}"
+        if event.cause == "exception":
+            exception = f"exception #{event.detail.get('exception')}"
+            step = event.detail.get("step")
+            if step == "raised":
+                return f"{change}: {exception} raised it", "neutral"
+            by = f" by {event.actor.get_username()}" if event.actor else ""
+            return f"{change}: {exception} {step}{by}, its raise taken back", "neutral"
         who = event.actor.get_username() if event.actor else "a person"
-        return (
-            f"priority changed from {event.detail.get('from')} to {event.detail.get('to')} "
-            f"by {who}",
-            "neutral",
-        )
+        return f"{change} by {who}", "neutral"
     if kind == JobEvent.Type.REQUEUED:
         texts = {
             "not_claimed": "requeued: no runner took it in time; it starts again",

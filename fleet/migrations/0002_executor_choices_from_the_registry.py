@@ -1,8 +1,9 @@
 """A queue's executor is one of the registry's (scheduler.executors), read at run time:
 a new executor needs no migration. No SQL: choices live in Python only."""
 
-import fleet.executors
 from django.db import migrations, models
+
+import fleet.executors
 
 
 class Migration(migrations.Migration):

@@ -18,6 +18,7 @@ import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from engine.quota import misconfiguration, quota_max
 from governance.dashboards import formulas as f
 
 LOOKBACK = dt.timedelta(days=2)
@@ -212,16 +213,16 @@ class MonthSweep:
 
     def _can_ever_start(self, share_id: int, queue_id: int, job: Job) -> bool:
         """Rule 7 of the scenario format: a job larger than the queue's capacity of its
-        type, or than its share may ever hold, is skipped by the scheduler."""
-        n, type_name = job.instances, job.instance_type
-        if n > self.capacity.get(queue_id, {}).get(type_name, 0):
-            return False
-        limit = self.limits[share_id].get(type_name, 0)
-        strategy = self.strategy[share_id]
-        if strategy != "LEND_AND_BORROW":
-            return n <= limit
-        borrow = self.borrow_limit[share_id]
-        return borrow == -1 or n <= limit + limit * borrow // 100
+        type, or than its share's quota may ever hold, is skipped by the scheduler (the
+        engine's rule, engine.quota.misconfiguration)."""
+        type_name = job.instance_type
+        largest = quota_max(
+            self.limits[share_id].get(type_name, 0),
+            self.strategy[share_id],
+            self.borrow_limit[share_id],
+        )
+        capacity = self.capacity.get(queue_id, {}).get(type_name, 0)
+        return misconfiguration(job.instances, capacity, largest) is None
 
     def _ahead(self, run: _Run):
         share_id = run.job.share_id

@@ -12,13 +12,20 @@ the same transaction as the transition:
   admin edit would, so a PolicyChange (cause `exception`) links to the request; on
   expiry only the exception's own delta is taken back, so an admin's edit made
   meanwhile stays;
-- priority raise and preemption protection change the named jobs' `priority` and
-  `protected_until`; on expiry a job gets its old value back unless someone changed
-  it meanwhile. Then the queue's scheduling pass runs (policy_changed on commit).
+- a priority raise sets the named jobs' priority through the scheduler's
+  `job_set_priority_by_exception`, so each change (the raise and the take-back) is a
+  PRIORITY_CHANGED event naming the request on the job's timeline and in the
+  dashboard's count. On expiry or revocation a job gets its old priority back if it
+  still has the raised one or one only the exception allowed (someone changed it in
+  the window); a priority its share allows on its own, set meanwhile, stays;
+- preemption protection changes the named jobs' `protected_until`; on expiry a job
+  gets its old value back unless someone changed it meanwhile.
 
-Impact previews are the engine's: `assess_policy_change` for capacity, and for jobs
-the difference between two `schedule` passes on the current snapshot, one with the
-changed jobs.
+Then the queue's scheduling pass runs (policy_changed on commit).
+
+Impact previews are the engine's: `assess_policy_change` for capacity, and
+`assess_job_change` for jobs (the decisions a pass now would make, or no longer make,
+with the changed jobs).
 """
 
 from __future__ import annotations
@@ -49,6 +56,8 @@ from governance import notifications
 from governance.models import ExceptionEvent, ExceptionOwner, ExceptionRequest, PolicyChange
 from governance.policy.impact import ImpactLine, share_change_impact
 from governance.policy.services import NON_FIELD, share_data_from_document, share_update
+from scheduler.priorities import job_priority_refusal
+from scheduler.services.jobs import job_set_priority_by_exception
 
 logger = logging.getLogger(__name__)
 
@@ -472,7 +481,13 @@ def exception_request_revoke(
     if not _claim(request, "revoke", ended_at=now):
         raise TransitionRefused(_refusal("revoke", _state_now(request)))
     if was_active:
-        _take_back(request, actor=actor, reason=f"Exception #{request.pk} revoked: {reason}")
+        _take_back(
+            request,
+            actor=actor,
+            reason=f"Exception #{request.pk} revoked: {reason}",
+            step="revoked",
+            now=now,
+        )
     _event(request, ExceptionEvent.Type.REVOKED, at=now, actor=actor, note=reason)
     notifications.notify_ended(request=request, how="revoked", note=f"Reason: {reason}")
     return request
@@ -516,7 +531,7 @@ def exception_request_activate(*, request_id: int, now: datetime | None = None) 
         transaction.savepoint_rollback(savepoint)
         return False
     try:
-        applied = _apply(request)
+        applied = _apply(request, now=now)
     except (InvalidInput, Conflict) as problem:
         transaction.savepoint_rollback(savepoint)
         request.state = State.APPROVED
@@ -540,7 +555,9 @@ def exception_request_expire(*, request_id: int, now: datetime | None = None) ->
     _lock_queue(request)
     if not _claim(request, "expire", ended_at=now):
         return False
-    _take_back(request, actor=None, reason=f"Exception #{request.pk} expired")
+    _take_back(
+        request, actor=None, reason=f"Exception #{request.pk} expired", step="expired", now=now
+    )
     _event(request, ExceptionEvent.Type.EXPIRED, at=now)
     notifications.notify_ended(request=request, how="expired")
     return True
@@ -565,10 +582,10 @@ def _apply_failed(request: ExceptionRequest, problem: DomainError, now: datetime
     notifications.notify_apply_failed(request=request, problem=message)
 
 
-def _apply(request: ExceptionRequest) -> dict:
+def _apply(request: ExceptionRequest, *, now: datetime) -> dict:
     if request.kind == Kind.TEMPORARY_CAPACITY:
         return _apply_capacity(request)
-    return _apply_jobs(request)
+    return _apply_jobs(request, now=now)
 
 
 def _capacity_reason(request: ExceptionRequest, verb: str) -> str:
@@ -622,7 +639,7 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment is not None else None
 
 
-def _apply_jobs(request: ExceptionRequest) -> dict:
+def _apply_jobs(request: ExceptionRequest, *, now: datetime) -> dict:
     jobs = list(
         Job.objects.select_for_update()
         .filter(exception_requests=request, state__in=LIVE_JOB_STATES)
@@ -634,8 +651,16 @@ def _apply_jobs(request: ExceptionRequest) -> dict:
     for job in jobs:
         if request.kind == Kind.PRIORITY_RAISE:
             granted = request.urgency.priority
-            applied[str(job.pk)] = {"name": job.name, "before": job.priority, "after": granted}
-            Job.objects.filter(pk=job.pk).update(priority=granted)
+            raised = job_set_priority_by_exception(
+                job_id=job.pk,
+                priority=granted,
+                exception_id=request.pk,
+                step="raised",
+                actor=request.decided_by,
+                now=now,
+            )
+            if raised is not None:  # else it succeeded by now: nothing to raise
+                applied[str(job.pk)] = {"name": job.name, "before": job.priority, "after": granted}
         else:
             if job.protected_until is not None and job.protected_until >= request.window_end:
                 continue  # already protected for longer; nothing of ours to take back later
@@ -645,6 +670,8 @@ def _apply_jobs(request: ExceptionRequest) -> dict:
                 "after": _iso(request.window_end),
             }
             Job.objects.filter(pk=job.pk).update(protected_until=request.window_end)
+    if request.kind == Kind.PRIORITY_RAISE and not applied:
+        raise InvalidInput({"jobs": ["none of the named jobs is still waiting or running"]})
     _schedule_pass(request.queue_id)
     return {"jobs": applied}
 
@@ -655,7 +682,8 @@ def _schedule_pass(queue_id: int) -> None:
     transaction.on_commit(lambda: policy_changed.send(sender=JobQueue, queue_id=queue_id))
 
 
-def _take_back(request: ExceptionRequest, *, actor, reason: str) -> None:
+def _take_back(request: ExceptionRequest, *, actor, reason: str, step: str, now) -> None:
+    """End the request's effect; `step` is how it ended ("expired", "revoked")."""
     applied = request.applied or {}
     if request.kind == Kind.TEMPORARY_CAPACITY:
         if applied:
@@ -663,15 +691,51 @@ def _take_back(request: ExceptionRequest, *, actor, reason: str) -> None:
         return
     for job_id, change in applied.get("jobs", {}).items():
         if request.kind == Kind.PRIORITY_RAISE:
-            # Unless someone set another priority meanwhile.
-            Job.objects.filter(pk=int(job_id), priority=change["after"]).update(
-                priority=change["before"]
-            )
+            _take_back_priority(request, int(job_id), change, actor=actor, step=step, now=now)
         else:
             ours = datetime.fromisoformat(change["after"])
             before = datetime.fromisoformat(change["before"]) if change["before"] else None
             Job.objects.filter(pk=int(job_id), protected_until=ours).update(protected_until=before)
     _schedule_pass(request.queue_id)
+
+
+def _take_back_priority(
+    request: ExceptionRequest, job_id: int, change: dict, *, actor, step: str, now
+) -> None:
+    """Give a raised job back the priority it had before the raise, through the
+    scheduler's service (an event naming the request), when it still has the raised
+    one, or has one that only the exception allowed: someone changed it during the
+    window (700 -> 650 on a share capped at 100), and without the request it would
+    outlive it. A priority its share allows on its own, set meanwhile, stays. When the
+    old priority is no longer allowed either (the ceiling was lowered meanwhile), the
+    job gets the share's ceiling: the highest it could be given without an exception.
+    The request is no longer active here, so the share's rules are read without it."""
+    job = (
+        Job.objects.select_related("share__team", "urgency")
+        .filter(pk=job_id, state__in=LIVE_JOB_STATES)
+        .first()
+    )
+    if job is None:
+        return  # it ended: it keeps the priority it ended with
+
+    def allowed(priority: int) -> bool:
+        return (
+            job_priority_refusal(share=job.share, priority=priority, urgency=job.urgency, job=job)
+            is None
+        )
+
+    if job.priority != change["after"] and allowed(job.priority):
+        return
+    before = change["before"]
+    target = before if allowed(before) else job.share.priority_ceiling
+    job_set_priority_by_exception(
+        job_id=job.pk,
+        priority=target,
+        exception_id=request.pk,
+        step=step,
+        actor=actor,
+        now=now,
+    )
 
 
 def _take_back_capacity(request, applied: dict, *, actor, reason: str) -> None:
@@ -744,7 +808,7 @@ def _capacity_impact(request: ExceptionRequest) -> list[ImpactLine]:
 
 
 def _jobs_impact(request: ExceptionRequest, *, now: datetime | None) -> list[ImpactLine]:
-    from engine import Preempt, Start, schedule
+    from engine import Preempt, Start, assess_job_change
     from fleet.bridge import epoch_seconds, queue_snapshot
 
     snapshot, now_s = queue_snapshot(request.queue, now=now)
@@ -762,13 +826,7 @@ def _jobs_impact(request: ExceptionRequest, *, now: datetime | None) -> list[Imp
         def change(job):
             return replace(job, protected_until=max(until, job.protected_until or 0))
 
-    proposed = replace(
-        snapshot,
-        running=tuple(change(job) if job.id in ids else job for job in snapshot.running),
-        pending=tuple(change(job) if job.id in ids else job for job in snapshot.pending),
-    )
-    before = schedule(snapshot, now_s).decisions
-    after = schedule(proposed, now_s).decisions
+    made, dropped = assess_job_change(snapshot, change, ids, now_s)
     share_of = {job.id: job.share for job in (*snapshot.running, *snapshot.pending)}
     names = dict(Job.objects.filter(pk__in=[int(j) for j in share_of]).values_list("pk", "name"))
 
@@ -791,14 +849,12 @@ def _jobs_impact(request: ExceptionRequest, *, now: datetime | None) -> list[Imp
         return ("would_fail" if would else "no_longer_fail"), f"{job} {verb} fail now"
 
     lines = []
-    for decision in after:
-        if decision not in before:
-            kind, text = describe(decision, would=True)
-            lines.append(ImpactLine(kind=kind, text=text, jobs=(name(decision.job),)))
-    for decision in before:
-        if decision not in after:
-            kind, text = describe(decision, would=False)
-            lines.append(ImpactLine(kind=kind, text=text, jobs=(name(decision.job),)))
+    for decision in made:
+        kind, text = describe(decision, would=True)
+        lines.append(ImpactLine(kind=kind, text=text, jobs=(name(decision.job),)))
+    for decision in dropped:
+        kind, text = describe(decision, would=False)
+        lines.append(ImpactLine(kind=kind, text=text, jobs=(name(decision.job),)))
     live = sorted(ids & set(share_of))
     if request.kind == Kind.PREEMPTION_PROTECTION and live:
         lines.insert(

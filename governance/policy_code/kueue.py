@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from engine.quota import borrow_cap
 from fleet.models import InstanceType, JobQueue, QuotaShare
 from governance.policy_code import source as read
 from governance.policy_code.live import LiveQueue, live_queue
@@ -103,7 +104,9 @@ def _unique(name: str, taken: set[str]) -> str:
 
 
 def borrowing_instances(instances: int, borrow_limit: int) -> int:
-    return instances * borrow_limit // 100
+    """The borrowingLimit, in instances, of a nominal quota of `instances` under a borrow
+    limit of `borrow_limit` percent (not -1: unlimited has no borrowingLimit)."""
+    return borrow_cap(instances, borrow_limit)
 
 
 def _resource(doc: dict, instances: int, gpus: int) -> dict:

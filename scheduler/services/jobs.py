@@ -526,23 +526,69 @@ def job_set_priority(
             rules.require(actor, "job.manage", job)
         if job.priority == priority:
             return job
-        above_ceiling = job_priority_refusal(
-            share=job.share, priority=priority, urgency=job.urgency, job=job
-        )
-        if above_ceiling:
-            raise JobError({"priority": [above_ceiling]})
-        JobEvent.objects.create(
-            job=job,
-            at=now,
-            type=JobEvent.Type.PRIORITY_CHANGED,
-            actor=_user(actor),
-            attempt=job.attempt,
-            detail={"from": job.priority, "to": priority},
-        )
-        job.priority = priority
-        job.save(update_fields=["priority"])
-        request_pass(queue.pk)
+        _change_priority(queue, job, priority, actor=actor, now=now)
     return job
+
+
+# Why an exception request changed a job's priority (the event's detail "step").
+EXCEPTION_STEPS = ("raised", "expired", "revoked")
+
+
+def job_set_priority_by_exception(
+    *,
+    job_id: int,
+    priority: int,
+    exception_id: int,
+    step: str,
+    actor=None,
+    now: dt.datetime | None = None,
+) -> Job | None:
+    """Set a live job's priority as the effect of exception request `exception_id`: its
+    raise (`step` "raised") or its take-back ("expired", "revoked").
+
+    The request's decision is the authority, so `actor` (the owner who approved it, the
+    person who revoked it, None for an expiry) needs no right over the job; the share's
+    ceiling still holds (a raise is within it while the request is active). The
+    PRIORITY_CHANGED event has cause `exception` and names the request and the step, so
+    the job's timeline says why its priority changed and the dashboard counts it. None
+    when the job has ended (a simulated job whose work is done by `now` succeeded).
+    """
+    if step not in EXCEPTION_STEPS:
+        raise ValueError(f"unknown exception step {step!r}")
+    if not 0 <= priority <= MAX_PRIORITY:
+        raise JobError({"priority": [f"must be between 0 and {MAX_PRIORITY}"]})
+    now = now or timezone.now()
+    with transaction.atomic():
+        queue, job = locked_live_job(job_id, now)
+        if not job.is_live:
+            return None
+        if job.priority != priority:
+            cause = {"exception": exception_id, "step": step}
+            _change_priority(queue, job, priority, actor=actor, now=now, cause=cause)
+    return job
+
+
+def _change_priority(queue, job: Job, priority: int, *, actor, now, cause=None) -> None:
+    """Give the locked live `job` its new `priority` if the share's ceiling allows it:
+    the PRIORITY_CHANGED event (with `cause`, an exception's reference, in its detail)
+    and a pass after commit."""
+    above_ceiling = job_priority_refusal(
+        share=job.share, priority=priority, urgency=job.urgency, job=job
+    )
+    if above_ceiling:
+        raise JobError({"priority": [above_ceiling]})
+    JobEvent.objects.create(
+        job=job,
+        at=now,
+        type=JobEvent.Type.PRIORITY_CHANGED,
+        cause="exception" if cause else "",
+        actor=_user(actor),
+        attempt=job.attempt,
+        detail={"from": job.priority, "to": priority, **(cause or {})},
+    )
+    job.priority = priority
+    job.save(update_fields=["priority"])
+    request_pass(queue.pk)
 
 
 def job_terminate(*, job_id: int, actor=None, now: dt.datetime | None = None) -> Job:

@@ -1,13 +1,18 @@
-"""The impact preview of a policy change on the current jobs."""
+"""The impact preview of a policy change, or of a change to some jobs, on the current jobs."""
+
+from dataclasses import replace
 
 import pytest
 
 from engine import (
     PendingJob,
+    Preempt,
     QueueSpec,
     RunningJob,
     ShareSpec,
     Snapshot,
+    Start,
+    assess_job_change,
     assess_policy_change,
 )
 
@@ -82,3 +87,27 @@ def test_an_unchanged_policy_has_no_effect():
 def test_a_share_with_jobs_cannot_be_dropped():
     with pytest.raises(ValueError, match="share 'vision' still has jobs"):
         assess_policy_change(SNAPSHOT, shares=SHARES[1:])
+
+
+# A full share that preempts within itself: two running jobs at priority 5, one waiting.
+FULL = Snapshot(
+    QueueSpec({G: 2}),
+    (ShareSpec("a", {G: 2}, "LEND", in_share_preemption=True),),
+    running=(running("r1", "a", seq=1, priority=5), running("r2", "a", seq=2, priority=5)),
+    pending=(PendingJob("p", "a", 1, G, 1, 10),),
+)
+
+
+def test_raising_a_waiting_jobs_priority_would_preempt_and_start_it():
+    made, dropped = assess_job_change(FULL, lambda job: replace(job, priority=9), {"p"}, 20)
+    assert made == (Preempt("r2", "priority", "p", fails=False), Start("p", borrowed=False))
+    assert dropped == ()
+
+
+def test_protecting_running_jobs_drops_the_preemption_a_pass_would_make():
+    raised = replace(FULL, pending=(PendingJob("p", "a", 9, G, 1, 10),))
+    made, dropped = assess_job_change(
+        raised, lambda job: replace(job, protected_until=100), {"r1", "r2"}, 20
+    )
+    assert made == ()
+    assert dropped == (Preempt("r2", "priority", "p", fails=False), Start("p", borrowed=False))

@@ -1,16 +1,21 @@
 """Taking effect and ending: through the policy services, exactly once, delta only."""
 
+import datetime as dt
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from core.signals import policy_changed
-from fleet.models import Job
+from fleet.models import Job, JobEvent, QuotaShare
 from fleet.selectors import share_document
+from governance.dashboards.rollups import rollups_refresh
+from governance.dashboards.selectors import dashboard_rollups, month_start
 from governance.exceptions import services, tasks
 from governance.models import ExceptionRequest, PolicyChange
 from governance.policy.services import share_data_from_document, share_update
+from scheduler.selectors import job_timeline
+from scheduler.services.jobs import job_set_priority
 
 State = ExceptionRequest.State
 pytestmark = pytest.mark.django_db
@@ -182,8 +187,16 @@ def test_an_exception_beyond_the_queue_capacity_cannot_take_effect(scene, admin)
     assert request.events.filter(type="APPLY_FAILED").count() == 1
 
 
+@pytest.fixture
+def still_running(scene):
+    """The scene's running job with work left for days: on its simulated queue, the job
+    services end a job whose work is done (30 minutes at 60x finishes an hour's)."""
+    Job.objects.filter(pk=scene.running.pk).update(expected_duration=10**8)
+    scene.running.refresh_from_db()
+
+
 def test_priority_raise_sets_the_urgency_priority_and_expiry_restores_it(
-    scene, django_capture_on_commit_callbacks
+    scene, django_capture_on_commit_callbacks, still_running
 ):
     passes = []
     receiver = lambda sender, queue_id, **kw: passes.append(queue_id)  # noqa: E731
@@ -205,6 +218,112 @@ def test_priority_raise_sets_the_urgency_priority_and_expiry_restores_it(
     scene.running.refresh_from_db()
     scene.waiting.refresh_from_db()
     assert (scene.running.priority, scene.waiting.priority) == (1, 5)
+
+
+def priority_events(job):
+    return [
+        (event.cause, event.detail, event.actor)
+        for event in job.events.filter(type=JobEvent.Type.PRIORITY_CHANGED).order_by("at", "id")
+    ]
+
+
+def priority_changes_counted(queue, *moments) -> int:
+    """The dashboard's "priority changes" of `queue`, over the months of `moments`."""
+    total = 0
+    for month in sorted({month_start(moment.astimezone(dt.UTC).date()) for moment in moments}):
+        rollups_refresh(month=month, now=max(moments) + timedelta(minutes=1))
+        total += dashboard_rollups(month=month, queue_id=queue.pk)["current"]["priority_changes"]
+    return total
+
+
+def test_a_raise_and_its_take_back_are_priority_events_on_the_timeline_and_the_dashboard(
+    scene, still_running
+):
+    request = scene.file(scene.jobs(jobs=[scene.running, scene.waiting]))
+    services.exception_request_approve(actor=scene.owner, request=request, now=scene.now)
+    ended = request.window_end
+    assert services.exception_request_expire(request_id=request.pk, now=ended) is True
+
+    raised = {"from": 1, "to": 900, "exception": request.pk, "step": "raised"}
+    back = {"from": 900, "to": 1, "exception": request.pk, "step": "expired"}
+    for job in (scene.running, scene.waiting):
+        job.refresh_from_db()
+        assert job.priority == 1
+        assert priority_events(job) == [
+            ("exception", raised, scene.owner),
+            ("exception", back, None),
+        ]
+        texts = [entry.text for entry in job_timeline(job)]
+        assert f"priority changed from 1 to 900: exception #{request.pk} raised it" in texts
+        assert (
+            f"priority changed from 900 to 1: exception #{request.pk} expired, its raise taken back"
+            in texts
+        )
+    # Two jobs, each raised and taken back.
+    assert priority_changes_counted(scene.queue, scene.now, ended) == 4
+
+
+def test_a_priority_the_lead_set_in_the_window_does_not_outlive_the_exception(scene, still_running):
+    QuotaShare.objects.filter(pk=scene.qs1.pk).update(priority_ceiling=100)
+    Job.objects.filter(pk=scene.running.pk).update(priority=50)
+    scene.urgency.priority = 700
+    scene.urgency.save()
+    request = scene.file(scene.jobs())
+    services.exception_request_approve(actor=scene.owner, request=request, now=scene.now)
+    # The lead lowers it during the window, still above the share's ceiling of 100:
+    # only the exception allows 650.
+    later = scene.now + timedelta(minutes=10)
+    job_set_priority(job_id=scene.running.pk, priority=650, actor=scene.lead, now=later)
+
+    revoked_at = later + timedelta(minutes=10)
+    services.exception_request_revoke(
+        actor=scene.owner, request=request, reason="deadline moved", now=revoked_at
+    )
+    scene.running.refresh_from_db()
+    assert scene.running.priority == 50  # what it had before the raise
+    assert priority_events(scene.running) == [
+        (
+            "exception",
+            {"from": 50, "to": 700, "exception": request.pk, "step": "raised"},
+            scene.owner,
+        ),
+        ("", {"from": 700, "to": 650}, scene.lead),
+        (
+            "exception",
+            {"from": 650, "to": 50, "exception": request.pk, "step": "revoked"},
+            scene.owner,
+        ),
+    ]
+    texts = [entry.text for entry in job_timeline(scene.running)]
+    assert (
+        f"priority changed from 650 to 50: exception #{request.pk} revoked by "
+        f"{scene.owner.get_username()}, its raise taken back"
+    ) in texts
+    assert priority_changes_counted(scene.queue, scene.now, revoked_at) == 3
+
+
+def test_a_priority_the_share_allows_on_its_own_set_in_the_window_stays(scene, still_running):
+    QuotaShare.objects.filter(pk=scene.qs1.pk).update(priority_ceiling=100)
+    request = scene.file(scene.jobs())
+    services.exception_request_approve(actor=scene.owner, request=request, now=scene.now)
+    job_set_priority(job_id=scene.running.pk, priority=80, actor=scene.lead, now=scene.now)
+    services.exception_request_revoke(actor=scene.owner, request=request, reason="done")
+    scene.running.refresh_from_db()
+    assert scene.running.priority == 80
+    assert [cause for cause, _, _ in priority_events(scene.running)] == ["exception", ""]
+
+
+def test_the_take_back_stops_at_the_ceiling_when_the_old_priority_is_above_it_now(
+    scene, still_running
+):
+    Job.objects.filter(pk=scene.running.pk).update(priority=50)
+    request = scene.file(scene.jobs())
+    services.exception_request_approve(actor=scene.owner, request=request, now=scene.now)
+    # Meanwhile an admin lowers the share's ceiling below the job's old priority.
+    QuotaShare.objects.filter(pk=scene.qs1.pk).update(priority_ceiling=20)
+    services.exception_request_expire(request_id=request.pk, now=request.window_end)
+    scene.running.refresh_from_db()
+    assert scene.running.priority == 20
 
 
 def test_protection_sets_protected_until_and_expiry_clears_it(scene):
