@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import inf
 
+from .strategies import strategy_capabilities
 from .types import (
     BORROW_LIMIT_REACHED,
     BORROWABLE_CAPACITY_EXCEEDED,
@@ -41,10 +42,10 @@ def borrow_cap(limit: int, borrow_limit: int) -> int | None:
 
 
 def quota_max(limit: int, strategy: str, borrow_limit: int | None) -> float:
-    """The largest job of a type a share's quota allows (rule 7): its `limit` for RESERVE
-    and LEND; for LEND_AND_BORROW, its limit plus its borrow cap (inf when unlimited).
-    `borrow_limit` is only read for LEND_AND_BORROW (it is None for the others)."""
-    if strategy != "LEND_AND_BORROW":
+    """The largest job of a type a share's quota allows (rule 7): its `limit` for a
+    strategy that does not borrow; for one that does, its limit plus its borrow cap (inf
+    when unlimited). `borrow_limit` is only read for those (it is None for the others)."""
+    if not strategy_capabilities(strategy).borrows:
         return limit
     cap = borrow_cap(limit, borrow_limit)
     return inf if cap is None else limit + cap
@@ -100,6 +101,7 @@ class Policy:
         self.types: tuple[str, ...] = tuple(sorted(types))
         rules = []
         for index, share in enumerate(shares):
+            does = strategy_capabilities(share.strategy)
             caps = {}
             for instance_type in self.types:
                 limit = share.capacity_limits.get(instance_type, 0)
@@ -109,9 +111,9 @@ class Policy:
                     index=index,
                     name=share.name,
                     limits=dict(share.capacity_limits),
-                    reserve=share.strategy == "RESERVE",
-                    lender=share.strategy != "RESERVE",
-                    can_borrow=share.strategy == "LEND_AND_BORROW" and share.enabled,
+                    reserve=does.holds_idle,
+                    lender=does.lends,
+                    can_borrow=does.borrows and share.enabled,
                     caps=caps,
                     in_share_preemption=share.in_share_preemption,
                     spec=share,
@@ -132,7 +134,7 @@ class Policy:
             rule = self.shares[share]
             limit = rule.limits.get(instance_type, 0)
             borrowable_max: float = inf
-            if rule.spec.strategy == "LEND_AND_BORROW":
+            if strategy_capabilities(rule.spec.strategy).borrows:
                 borrowable_max = limit + sum(
                     other.limits.get(instance_type, 0)
                     for other in self.shares
@@ -299,7 +301,8 @@ class ShareUsage:
 
 def share_usage(share: ShareSpec, instance_type: str, usage: int) -> ShareUsage:
     limit = share.capacity_limits.get(instance_type, 0)
-    if share.strategy != "LEND_AND_BORROW" or not share.enabled:
+    does = strategy_capabilities(share.strategy)
+    if not does.borrows or not share.enabled:
         cap: int | None = 0
     else:
         cap = borrow_cap(limit, share.borrow_limit)
@@ -309,7 +312,7 @@ def share_usage(share: ShareSpec, instance_type: str, usage: int) -> ShareUsage:
         within=min(usage, limit),
         over=max(0, usage - limit),
         idle=max(0, limit - usage),
-        reserved=share.strategy == "RESERVE",
-        lendable=share.strategy != "RESERVE",
+        reserved=does.holds_idle,
+        lendable=does.lends,
         borrow_cap=cap,
     )

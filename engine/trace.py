@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from .strategies import strategy_capabilities
+
 DATA_DIR = Path(__file__).resolve().parent / "data" / "traces"
 DEFAULT_TRACE = DATA_DIR / "philly.csv.gz"
 DEFAULT_VC_SIZES = DATA_DIR / "philly_vc.csv"
@@ -155,7 +157,7 @@ def build_scenario(
             "in_share_preemption": options.in_share_preemption,
             "state": "ENABLED",
         }
-        if options.strategy == "LEND_AND_BORROW":
+        if strategy_capabilities(options.strategy).takes_borrow_limit:
             share["borrow_limit"] = options.borrow_limit
         shares.append(share)
 

@@ -14,8 +14,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-STRATEGIES = ("RESERVE", "LEND", "LEND_AND_BORROW")
-Strategy = Literal["RESERVE", "LEND", "LEND_AND_BORROW"]
+from .strategies import STRATEGIES  # noqa: F401  (re-exported: the names in order)
+
+# A strategy name, one of STRATEGIES (engine.strategies says what each does).
+Strategy = str
 PreemptCause = Literal["reclaim", "priority", "capacity_change"]
 FailCause = Literal["retries_exhausted", "share_disabled", "terminated", "time_limit"]
 

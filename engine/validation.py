@@ -29,6 +29,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .strategies import spoken_list, strategies_that
 from .types import (
     STRATEGIES,
     JobSpec,
@@ -48,6 +49,8 @@ MAX_SHARES = 20
 MAX_PRIORITY = 9999
 MAX_INTEGER = 2**53 - 1
 STATES = ("ENABLED", "DISABLED")
+# The strategies that take a borrow limit.
+BORROWING = strategies_that(takes_borrow_limit=True)
 # Past this depth a parse that ran out of stack reports where the nesting went wrong.
 MAX_NESTING = 100
 # Longer integer literals are beyond MAX_INTEGER whatever their digits.
@@ -202,7 +205,7 @@ def share_problems(share: Any, path: str, queue_types: set[str] | None) -> list[
             _check_int(problems, field_path, count, minimum=1)
     strategy = share.get("strategy")
     if strategy not in STRATEGIES:
-        problems.append(Problem(f"{path}.strategy", "must be RESERVE, LEND or LEND_AND_BORROW"))
+        problems.append(Problem(f"{path}.strategy", f"must be {spoken_list(STRATEGIES)}"))
     borrow_limit = share.get("borrow_limit", -1)
     if not _is_int(borrow_limit):
         problems.append(Problem(f"{path}.borrow_limit", "must be a whole number"))
@@ -212,8 +215,10 @@ def share_problems(share: Any, path: str, queue_types: set[str] | None) -> list[
         problems.append(
             Problem(f"{path}.borrow_limit", "must be -1 (unlimited) or a percent of at least 0")
         )
-    elif borrow_limit != -1 and strategy in STRATEGIES and strategy != "LEND_AND_BORROW":
-        problems.append(Problem(f"{path}.borrow_limit", "only allowed with LEND_AND_BORROW"))
+    elif borrow_limit != -1 and strategy in STRATEGIES and strategy not in BORROWING:
+        problems.append(
+            Problem(f"{path}.borrow_limit", f"only allowed with {spoken_list(BORROWING)}")
+        )
     if not isinstance(share.get("in_share_preemption", False), bool):
         problems.append(Problem(f"{path}.in_share_preemption", "must be true or false"))
     if share.get("state", "ENABLED") not in STATES:
@@ -393,7 +398,7 @@ class _ActionReader:
             self.problems.append(Problem(path, "names nothing to change"))
             return None
         merged = {**current, **changes}
-        if merged.get("strategy") != "LEND_AND_BORROW" and "borrow_limit" not in changes:
+        if merged.get("strategy") not in BORROWING and "borrow_limit" not in changes:
             # A share that stops borrowing drops its old borrow limit rather than failing.
             merged.pop("borrow_limit", None)
         problems = share_problems(merged, path, set(self.capacity))

@@ -32,6 +32,7 @@ from django.utils import timezone
 
 from engine import PendingJob, QueueSpec, RunningJob, ShareSpec, Snapshot
 from engine.scheduling import LAST_ID
+from engine.strategies import strategy_capabilities
 from engine.types import BLOCKED_BEHIND_HEAD, MISCONFIGURATION_REASONS
 from fleet.models import CapacityLimit, InstanceType, Job, JobQueue, QueueCapacity, QuotaShare
 
@@ -54,7 +55,7 @@ def job_pk(job_id: str) -> int:
 
 # -- the borrow limit ---------------------------------------------------------------------
 # A percent of the share's own limit it may borrow on top, or BORROW_UNLIMITED. The column
-# is NULL for a share that does not LEND_AND_BORROW (it never borrows), and may be NULL
+# is NULL for a share whose strategy takes no borrow limit (it never borrows), and may be NULL
 # for one that does (read as unlimited); documents and the engine spell unlimited -1.
 
 BORROW_UNLIMITED = -1
@@ -67,7 +68,7 @@ def engine_borrow_limit(value: int | None) -> int:
 
 def stored_borrow_limit(strategy: str, value: int | None) -> int | None:
     """The borrow limit a share of `strategy` keeps: None unless it may borrow."""
-    if strategy != QuotaShare.Strategy.LEND_AND_BORROW:
+    if not strategy_capabilities(strategy).takes_borrow_limit:
         return None
     return engine_borrow_limit(value)
 

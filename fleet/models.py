@@ -22,6 +22,14 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from engine.strategies import (
+    DEFAULT_STRATEGY,
+    STRATEGIES,
+    StrategyCapabilities,
+    spoken_list,
+    strategies_that,
+    strategy_capabilities,
+)
 from fleet.executors import DEFAULT_EXECUTOR, executor_choices
 
 
@@ -106,11 +114,13 @@ DEFAULT_PRIORITY_CEILING = 100
 MAX_PRIORITY = 9999
 
 
+# The strategies that take a borrow limit (what each does: engine.strategies).
+BORROWING_STRATEGIES = strategies_that(takes_borrow_limit=True)
+
+
 class QuotaShare(models.Model):
-    class Strategy(models.TextChoices):
-        RESERVE = "RESERVE", "RESERVE"
-        LEND = "LEND", "LEND"
-        LEND_AND_BORROW = "LEND_AND_BORROW", "LEND_AND_BORROW"
+    # The engine's strategies, each labelled by its name.
+    Strategy = models.TextChoices("Strategy", [(name, (name, name)) for name in STRATEGIES])
 
     class State(models.TextChoices):
         ENABLED = "ENABLED", "Enabled"
@@ -119,12 +129,12 @@ class QuotaShare(models.Model):
     queue = models.ForeignKey(JobQueue, on_delete=models.CASCADE, related_name="shares")
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="shares")
     name = models.CharField(max_length=100)
-    strategy = models.CharField(max_length=16, choices=Strategy, default=Strategy.LEND)
+    strategy = models.CharField(max_length=16, choices=Strategy, default=DEFAULT_STRATEGY)
     borrow_limit = models.IntegerField(
         null=True,
         blank=True,
         help_text="Percent of the share's own limit it may borrow on top; -1 = unlimited. "
-        "Only with LEND_AND_BORROW.",
+        f"Only with {spoken_list(BORROWING_STRATEGIES)}.",
     )
     in_share_preemption = models.BooleanField(default=False)
     state = models.CharField(max_length=8, choices=State, default=State.ENABLED)
@@ -150,8 +160,8 @@ class QuotaShare(models.Model):
                 name="quotashare_priority_ceiling_le_9999",
             ),
             models.CheckConstraint(
-                condition=(Q(strategy="LEND_AND_BORROW") & Q(borrow_limit__gte=-1))
-                | (~Q(strategy="LEND_AND_BORROW") & Q(borrow_limit__isnull=True)),
+                condition=(Q(strategy__in=BORROWING_STRATEGIES) & Q(borrow_limit__gte=-1))
+                | (~Q(strategy__in=BORROWING_STRATEGIES) & Q(borrow_limit__isnull=True)),
                 name="quotashare_borrow_limit_only_lend_and_borrow",
             ),
         ]
@@ -162,6 +172,11 @@ class QuotaShare(models.Model):
     @property
     def enabled(self) -> bool:
         return self.state == self.State.ENABLED
+
+    @property
+    def capabilities(self) -> StrategyCapabilities:
+        """What its strategy does (engine.strategies): pages ask this, not the name."""
+        return strategy_capabilities(self.strategy)
 
 
 class CapacityLimit(models.Model):

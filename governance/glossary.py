@@ -8,22 +8,16 @@ Explanations are short, plain sentences for readers who are not scheduler expert
 
 from __future__ import annotations
 
+from engine.strategies import STRATEGIES, spoken_list, strategies_that, strategy_capabilities
+
+_BORROWING = spoken_list(strategies_that(takes_borrow_limit=True))
+
 GLOSSARY: dict[str, str] = {
-    "RESERVE": (
-        "The share keeps its idle instances for its own team. Nobody else may use them, "
-        "so the team starts at once, but idle capacity stays unused."
-    ),
-    "LEND": (
-        "The share lends its idle instances to other shares. When the owning team needs "
-        "them back, the borrowers' jobs are preempted (reclaimed). It never borrows."
-    ),
-    "LEND_AND_BORROW": (
-        "The share lends its idle instances and may also borrow idle instances of other "
-        "shares, up to its borrow limit. Borrowed instances can be reclaimed at any time."
-    ),
+    # What each strategy does, in the engine's words (engine.strategies).
+    **{name: strategy_capabilities(name).meaning for name in STRATEGIES},
     "borrow limit": (
         "A percent of the share's own limit, not a number of instances: of each instance "
-        "type, a LEND_AND_BORROW share may borrow up to its limit × this percent ÷ 100 "
+        f"type, a {_BORROWING} share may borrow up to its limit × this percent ÷ 100 "
         "(rounded down) on top of its limit. 0: it never borrows; 10,000 (the most): 100 "
         "times its limit; -1: unlimited."
     ),
@@ -47,7 +41,7 @@ GLOSSARY: dict[str, str] = {
     ),
     "quota share": (
         "A team's allocation in a job queue: capacity limits per instance type, a "
-        "strategy (RESERVE, LEND or LEND_AND_BORROW) and the rules for preemption."
+        f"strategy ({spoken_list(STRATEGIES)}) and the rules for preemption."
     ),
     "job queue": (
         "A pool of training instances with a fixed capacity per instance type, divided "

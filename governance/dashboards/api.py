@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 
 from core.api.permissions import TableAccess
 from core.api.serializers import ErrorSerializer
+from engine.strategies import spoken_list, strategies_that
 from fleet.models import JobQueue, QuotaShare, Team
 from governance.dashboards import formulas as f
 from governance.dashboards.rollups import rollups_refresh
@@ -103,8 +104,12 @@ def _hours(help_text: str):
 class CapacityHours(serializers.Serializer):
     within_limit = _hours("Used by the share's own jobs within its limit.")
     borrowed = _hours("Run beyond the running share's limit, on capacity lent by others.")
-    idle_lendable = _hours("Limit left unused by a lending share (LEND, LEND_AND_BORROW).")
-    idle_reserved = _hours("Limit left unused and held by a RESERVE share.")
+    idle_lendable = _hours(
+        f"Limit left unused by a lending share ({spoken_list(strategies_that(lends=True))})."
+    )
+    idle_reserved = _hours(
+        f"Limit left unused and held by a {spoken_list(strategies_that(holds_idle=True))} share."
+    )
 
 
 class LostHours(serializers.Serializer):

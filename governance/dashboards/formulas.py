@@ -43,8 +43,8 @@ def capacity_split(*, usage: int, limit: int, reserved: bool) -> tuple[int, int,
     """Capacity use: at every moment, each share's instances of each type fall in one
     category, the categories of the queue page's bars. *Within limit* = min(usage,
     limit); *borrowed* = what it runs beyond its limit; *idle lendable* = its unused
-    limit when it lends (LEND, LEND_AND_BORROW); *idle reserved* = its unused limit when
-    it holds it (RESERVE). Instance-hours add these up over the month's hours from the
+    limit when its strategy lends; *idle reserved* = its unused limit when its strategy
+    holds it (engine.strategies). Instance-hours add these up over the month's hours from the
     share's creation; GPU-hours multiply by the type's GPUs per instance."""
     idle = max(0, limit - usage)
     return (
@@ -91,7 +91,7 @@ def entitlement_honoured(*, honoured: int, entitled: int):
 def capacity_lent_out(*, borrowed_by_others: int, free: int, reserved_for_others: int, need: int):
     """Lent out: when an entitled job becomes runnable, its capacity is lent out if
     other shares borrow instances of its type and the free instances (less what
-    RESERVE shares hold) do not cover it, so it can start only by reclaiming.
+    shares hold for themselves) do not cover it, so it can start only by reclaiming.
     *Time to reclaim* is how long such a job waited from becoming runnable to its start
     (the promise a lender is given), p50 and p90; settled at the start."""
     return borrowed_by_others > 0 and free - reserved_for_others < need

@@ -13,6 +13,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from core.formatting import duration, percent
+from engine.strategies import spoken_list, strategies_that
 from governance.dashboards import figures
 from governance.dashboards import formulas as f
 from governance.dashboards.selectors import previous_month
@@ -682,7 +683,8 @@ CHARTS = (
         "Capacity use by share",
         "GPU-hours of each share this month: used within its limit (blue), run on "
         "capacity borrowed from others (amber), its limit left idle and lent (light grey) "
-        "or held for it (hatched grey, RESERVE). Long grey bars are entitlement nobody "
+        f"or held for it (hatched grey, {spoken_list(strategies_that(holds_idle=True))}). "
+        "Long grey bars are entitlement nobody "
         "used; long amber bars mean the share relies on lending.",
     ),
     (

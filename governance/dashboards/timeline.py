@@ -19,6 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from engine.quota import misconfiguration, quota_max
+from engine.strategies import strategy_capabilities
 from governance.dashboards import formulas as f
 
 LOOKBACK = dt.timedelta(days=2)
@@ -193,7 +194,7 @@ class MonthSweep:
         split = f.capacity_split(
             usage=self.usage[key],
             limit=self.limits[share_id].get(type_name, 0),
-            reserved=self.strategy[share_id] == "RESERVE",
+            reserved=strategy_capabilities(self.strategy[share_id]).holds_idle,
         )
         figures = self.figures[share_id]
         gpus = self.gpus.get(type_name, 1)
@@ -259,7 +260,8 @@ class MonthSweep:
             if other == share_id:
                 continue
             borrowed_by_others += max(0, usage - limit)
-            if self.strategy[other] == "RESERVE" and self.shares[other].created_at <= at:
+            holds_idle = strategy_capabilities(self.strategy[other]).holds_idle
+            if holds_idle and self.shares[other].created_at <= at:
                 reserved_for_others += max(0, limit - usage)
         free = self.capacity.get(job.queue_id, {}).get(type_name, 0) - used
         lent = f.capacity_lent_out(

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 
 from core.api.base import BaseApiViewSet
 from core.api.permissions import HistoryAccess, PolicyAccess
+from engine.strategies import DEFAULT_STRATEGY
 from fleet.models import (
     CapacityLimit,
     InstanceType,
@@ -184,7 +185,7 @@ class QueueViewSet(ApiViewSet):
 _SHARE_DEFAULTS = {
     "name": "",
     "team": None,
-    "strategy": QuotaShare.Strategy.LEND,
+    "strategy": DEFAULT_STRATEGY,
     "borrow_limit": None,
     "in_share_preemption": False,
     "state": QuotaShare.State.ENABLED,

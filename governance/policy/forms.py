@@ -12,7 +12,8 @@ from django import forms
 
 from core.bounds import MAX_COUNT, MAX_ID, MAX_TEXT
 from core.form_errors import apply_errors
-from fleet.models import InstanceType, JobQueue, QuotaShare, Team
+from engine.strategies import STRATEGIES, spoken_list, strategy_capabilities
+from fleet.models import BORROWING_STRATEGIES, InstanceType, JobQueue, QuotaShare, Team
 from fleet.models import UrgencyDefinition as Urgency
 from governance.models import PolicyChange
 from governance.policy import services
@@ -173,19 +174,32 @@ class LimitRowsMixin:
         return bool(self.limit_errors) or any(row.errors for row in self.limit_rows)
 
 
+class StrategyRadioSelect(forms.RadioSelect):
+    """Each strategy's radio says what it takes (engine.strategies), so the page's script
+    enables the borrow limit by asking that, not the strategy's name."""
+
+    def create_option(self, name, value, *args, **kwargs):
+        option = super().create_option(name, value, *args, **kwargs)
+        if value in STRATEGIES:
+            takes = strategy_capabilities(value).takes_borrow_limit
+            option["attrs"]["data-takes-borrow-limit"] = "true" if takes else "false"
+        return option
+
+
 class ShareForm(LimitRowsMixin, PolicyForm):
     """Create or edit a quota share with its capacity limits (one row per queue type)."""
 
     name = ServiceCharField(max_length=100, label="Name")
     team = ServiceTeamField(queryset=Team.objects.all(), label="Owning team", empty_label="—")
     strategy = forms.ChoiceField(
-        label="Strategy", choices=QuotaShare.Strategy.choices, widget=forms.RadioSelect
+        label="Strategy", choices=QuotaShare.Strategy.choices, widget=StrategyRadioSelect
     )
     borrow_limit = forms.IntegerField(
         label="Borrow limit (%)",
         required=False,
         help_text="Percent of the share's own limit it may borrow on top, per instance type: "
-        f"0 to {services.BORROW_LIMIT_MAX}; −1 or empty = unlimited. Only with LEND_AND_BORROW.",
+        f"0 to {services.BORROW_LIMIT_MAX}; −1 or empty = unlimited. "
+        f"Only with {spoken_list(BORROWING_STRATEGIES)}.",
     )
     in_share_preemption = forms.BooleanField(label="In-share preemption", required=False)
     priority_ceiling = forms.IntegerField(

@@ -21,7 +21,15 @@ from core.api.fields import (
 )
 from core.api.serializers import OutputSerializer
 from core.bounds import MAX_COUNT, MAX_SMALL
-from fleet.models import InstanceType, JobQueue, QuotaShare, Team, UrgencyDefinition
+from engine.strategies import STRATEGIES, spoken_list
+from fleet.models import (
+    BORROWING_STRATEGIES,
+    InstanceType,
+    JobQueue,
+    QuotaShare,
+    Team,
+    UrgencyDefinition,
+)
 from governance.models import PolicyChange
 from governance.policy.services import BORROW_LIMIT_MAX, changed_fields
 
@@ -200,7 +208,7 @@ class _ShareFieldsSerializer(serializers.Serializer):
     strategy = serializers.ChoiceField(
         choices=QuotaShare.Strategy.choices,
         required=False,
-        error_messages={"invalid_choice": "must be RESERVE, LEND or LEND_AND_BORROW"},
+        error_messages={"invalid_choice": f"must be {spoken_list(STRATEGIES)}"},
     )
     borrow_limit = serializers.IntegerField(
         allow_null=True,
@@ -213,7 +221,7 @@ class _ShareFieldsSerializer(serializers.Serializer):
             "min_value": "must be -1 (unlimited) or a percent of at least 0",
         },
         help_text=f"Percent of the share's own limit it may borrow, 0 to {BORROW_LIMIT_MAX}; "
-        "-1 = unlimited. Only with LEND_AND_BORROW.",
+        f"-1 = unlimited. Only with {spoken_list(BORROWING_STRATEGIES)}.",
     )
     in_share_preemption = serializers.BooleanField(required=False)
     priority_ceiling = serializers.IntegerField(

@@ -30,6 +30,7 @@ from django.db.models import F
 from core import rules
 from core.errors import NON_FIELD, Conflict, InvalidInput
 from engine import validate_policy
+from engine.strategies import DEFAULT_STRATEGY
 from fleet.bridge import (
     BORROW_UNLIMITED,
     engine_borrow_limit,
@@ -39,6 +40,7 @@ from fleet.bridge import (
 from fleet.executors import DEFAULT_EXECUTOR
 from fleet.locks import lock_queue
 from fleet.models import (
+    BORROWING_STRATEGIES,
     CapacityLimit,
     InstanceType,
     JobQueue,
@@ -107,7 +109,7 @@ def _data_document(data: ShareData) -> dict:
         "capacity_limits": dict(sorted(data.capacity_limits.items())),
     }
     # A borrow limit given with another strategy is kept, for validation to refuse.
-    if data.borrow_limit is not None or data.strategy == QuotaShare.Strategy.LEND_AND_BORROW:
+    if data.borrow_limit is not None or data.strategy in BORROWING_STRATEGIES:
         doc["borrow_limit"] = engine_borrow_limit(data.borrow_limit)
     return doc
 
@@ -489,7 +491,7 @@ def share_data_from_document(doc: Mapping, *, team: Team | None = None) -> Share
     """ShareData from a history document (for revert and import)."""
     if team is None and doc.get("team"):
         team = Team.objects.filter(name=doc["team"]).first()
-    strategy = doc.get("strategy", QuotaShare.Strategy.LEND)
+    strategy = doc.get("strategy", DEFAULT_STRATEGY)
     return ShareData(
         name=doc["name"],
         team=team,

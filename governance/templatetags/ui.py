@@ -37,7 +37,7 @@ register.filter("percent", percent)
 def term(name: str, label: str = ""):
     """A glossary term with its explanation as an accessible tooltip.
 
-    `{% term "RESERVE" %}` or `{% term "borrow limit" label="Borrow limit" %}`.
+    `{% term share.strategy %}` or `{% term "borrow limit" label="Borrow limit" %}`.
     An unknown term raises KeyError, so a typo fails the page's tests.
     """
     canonical = glossary.canonical(name)

@@ -24,7 +24,7 @@ from config.celery import task
 from core import rules
 from core.errors import InvalidInput, WrongState
 from engine import ScenarioError
-from fleet.models import InstanceType, JobQueue, QuotaShare, Team
+from fleet.models import BORROWING_STRATEGIES, InstanceType, JobQueue, QuotaShare, Team
 from fleet.selectors import queue_document, share_document
 from governance.models import (
     ExceptionRequest,
@@ -230,7 +230,7 @@ DRAFT_EDIT_FIELDS = ("strategy", "borrow_limit", "in_share_preemption", "state",
 def draft_share_edit(*, actor, comparison: WhatIfComparison, edit: Mapping) -> int:
     """Change the draft share named `edit["name"]` by the fields the edit gives (a
     partial edit, as the API sends it): `new_name` renames it, `team` names its team,
-    and a strategy other than LEND_AND_BORROW drops the borrow limit unless the edit
+    and a strategy that takes no borrow limit drops the borrow limit unless the edit
     sets one. Returns the share's index in the draft; raises InvalidInput keyed by the
     share's path in the draft document (`shares[1].borrow_limit`)."""
     comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
@@ -240,7 +240,8 @@ def draft_share_edit(*, actor, comparison: WhatIfComparison, edit: Mapping) -> i
     index = names.index(edit["name"])
     document = dict(comparison.draft_policy["shares"][index])
     document.update({key: edit[key] for key in DRAFT_EDIT_FIELDS if key in edit})
-    if edit.get("strategy", "LEND_AND_BORROW") != "LEND_AND_BORROW" and "borrow_limit" not in edit:
+    takes_borrow_limit = edit.get("strategy") in (None, *BORROWING_STRATEGIES)
+    if not takes_borrow_limit and "borrow_limit" not in edit:
         document.pop("borrow_limit", None)
     if "new_name" in edit:
         document["name"] = edit["new_name"]

@@ -70,6 +70,7 @@ from engine.explain import (
 )
 from engine.quota import Policy
 from engine.simulator import _cyclic_gc_paused
+from engine.strategies import strategy_capabilities
 from engine.types import SERVICE_ENVIRONMENT_MAX_RESOURCE
 from fleet.bridge import (
     engine_id,
@@ -1012,7 +1013,7 @@ def submission_estimate(*, data: JobData, now: dt.datetime | None = None) -> Sub
             if (
                 spec.name != share.name
                 and spec.enabled
-                and spec.strategy != "RESERVE"
+                and strategy_capabilities(spec.strategy).lends
                 and spec.capacity_limits.get(itype, 0) > 0
             ):
                 reclaimers.append(spec.name)

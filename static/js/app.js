@@ -27,10 +27,11 @@
  *  4. keeps the change and keyup events of a field marked data-no-preview from reaching
  *     its form, so typing there does not ask htmx for a new preview (the page's CSP
  *     forbids eval, so htmx's hx-on attributes cannot do this).
- *  5. keeps a share form's borrow limit for LEND_AND_BORROW only: choosing another
+ *  5. keeps a share form's borrow limit for the strategies that take one (each radio's
+ *     data-takes-borrow-limit, from the engine's table): choosing another
  *     strategy empties and disables the field (a disabled field is not sent, so a
  *     borrow limit left over from before cannot block saving); choosing
- *     LEND_AND_BORROW again enables it.
+ *     one that takes it again enables it.
  * 1 and 2 run on page load and again after every htmx swap; both skip what is already
  * done (a drawn chart is marked data-plotted), so only swapped-in content
  * changes, whatever the swap style (an outerHTML swap replaces the event's target).
@@ -196,7 +197,7 @@
     if (!limit || !chosen) {
       return;
     }
-    var applies = chosen.value === "LEND_AND_BORROW";
+    var applies = chosen.dataset.takesBorrowLimit === "true";
     if (!applies && limit.value !== "") {
       limit.dataset.keptValue = limit.value;
       limit.value = "";

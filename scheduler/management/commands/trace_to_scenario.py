@@ -10,6 +10,7 @@ from datetime import datetime
 from django.core.management.base import BaseCommand, CommandError
 
 from engine import ScenarioError, load_scenario
+from engine.strategies import STRATEGIES, spoken_list, strategies_that
 from engine.trace import (
     DEFAULT_TRACE,
     DEFAULT_VC_SIZES,
@@ -28,8 +29,8 @@ class Command(BaseCommand):
         parser.add_argument("--vc-sizes", default=str(DEFAULT_VC_SIZES), help="VC sizes CSV")
         parser.add_argument(
             "--strategy",
-            default="LEND_AND_BORROW",
-            choices=["RESERVE", "LEND", "LEND_AND_BORROW"],
+            default=TraceOptions.strategy,
+            choices=STRATEGIES,
         )
         parser.add_argument("--borrow-limit", type=int, default=None, help="percent; -1 = none")
         parser.add_argument("--in-share-preemption", action="store_true")
@@ -44,8 +45,11 @@ class Command(BaseCommand):
         parser.add_argument("-o", "--output", default=None, help="file to write (default stdout)")
 
     def handle(self, *args, **options):
-        if options["borrow_limit"] is not None and options["strategy"] != "LEND_AND_BORROW":
-            raise CommandError("--borrow-limit is only allowed with LEND_AND_BORROW", returncode=2)
+        takes = strategies_that(takes_borrow_limit=True)
+        if options["borrow_limit"] is not None and options["strategy"] not in takes:
+            raise CommandError(
+                f"--borrow-limit is only allowed with {spoken_list(takes)}", returncode=2
+            )
         if options["scale"] <= 0 or options["gpus_per_instance"] < 1:
             raise CommandError("--scale must be above 0 and --gpus-per-instance at least 1")
         start = None
