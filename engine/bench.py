@@ -6,8 +6,12 @@ Prints, in order:
    checkpoints every 30 minutes, in-share preemption on, priorities from seed 1 so both
    reclaims and in-share preemptions occur): wall time of each stage, events per second,
    reclaims and in-share preemptions, peak resident memory with the output included;
-2. the time of one pass with 1k, 10k and 100k jobs pending, and the 100k/1k ratio;
-3. a bare heapq loop pushing and popping as many events as the replay produced, and
+2. the command line on the same scenario, `python -m engine simulate FILE > OUT` in a
+   subprocess: its wall time (start-up, reading, validating, simulating, writing) next
+   to the in-process `simulate()` of step 1, and their ratio against the target of at
+   most 2.5x; its output must be byte-identical to `dump_result`'s;
+3. the time of one pass with 1k, 10k and 100k jobs pending, and the 100k/1k ratio;
+4. a bare heapq loop pushing and popping as many events as the replay produced, and
    the engine's time per event as a multiple of it.
 
 `--quick` replays two weeks of the trace and skips the 100k pass size; `--save DIR`
@@ -20,11 +24,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import heapq
+import json
 import resource
+import subprocess
+import sys
+import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
 
+from . import cli
 from .quota import Policy
 from .results import dump_result
 from .scheduling import Board, Job, run_passes
@@ -36,10 +45,14 @@ from .validation import load_scenario
 SCALE = 0.2
 SEED = 1
 CHECKPOINT_INTERVAL = 1800
+# The command line's wall time at most this multiple of the in-process simulate().
+COMMAND_LINE_TARGET = 2.5
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def _replay(quick: bool, save: Path | None) -> tuple[float, int]:
-    """Replay the trace, print its figures; return (simulation seconds, events)."""
+def _replay(quick: bool, save: Path | None) -> tuple[float, float, int, dict, str]:
+    """Replay the trace, print its figures; return (simulation seconds, its CPU seconds,
+    events, the scenario document, the result document as dump_result writes it)."""
     started = time.perf_counter()
     rows = read_trace()
     options = TraceOptions(
@@ -81,7 +94,48 @@ def _replay(quick: bool, save: Path | None) -> tuple[float, int]:
     if save is not None:
         save.mkdir(parents=True, exist_ok=True)
         (save / ("philly-quick.json" if quick else "philly.json")).write_text(output)
-    return simulated - loaded, events
+    return simulated - loaded, cpu, events, document, output
+
+
+def _command_line(document: dict, seconds: float, cpu: float, output: str, quick: bool) -> None:
+    """Run `python -m engine simulate` on the replayed scenario; compare with `simulate()`."""
+    reader = f"orjson {cli.orjson.__version__}" if cli.orjson else "json (orjson not installed)"
+    window = "two weeks" if quick else "whole trace"
+    print(f"== command line: python -m engine simulate FILE > OUT ({window}, JSON by {reader})")
+    with tempfile.TemporaryDirectory(prefix="engine-bench-") as folder:
+        source, target = Path(folder) / "scenario.json", Path(folder) / "result.json"
+        source.write_text(json.dumps(document))
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        with target.open("wb") as out:
+            proc = subprocess.run(
+                [sys.executable, "-m", "engine", "simulate", str(source)],
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.PIPE,
+                text=True,
+                check=False,
+            )
+        wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if proc.returncode != 0:
+            raise RuntimeError(f"python -m engine simulate exited {proc.returncode}: {proc.stderr}")
+        identical = target.read_bytes() == (output + "\n").encode()
+        size = target.stat().st_size
+    child_cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    ratio = wall / seconds
+    verdict = "met" if ratio <= COMMAND_LINE_TARGET else "MISSED"
+    print(
+        f"   command wall time  {wall:7.2f} s  (CPU {child_cpu:.2f} s, {size / 2**20:.1f} MiB out)"
+    )
+    print(f"   simulate() above   {seconds:7.2f} s  (CPU {cpu:.2f} s)")
+    print(
+        f"   ratio              {ratio:7.2f}x (target at most {COMMAND_LINE_TARGET}x: {verdict}; "
+        f"CPU {child_cpu / cpu:.2f}x)"
+    )
+    print(f"   output             {'identical to' if identical else 'DIFFERS FROM'} dump_result")
+    if not identical:
+        raise RuntimeError("python -m engine simulate printed other bytes than dump_result")
 
 
 def _blocked_board(pending: int) -> Board:
@@ -159,7 +213,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="two weeks, no 100k pass size")
     parser.add_argument("--save", type=Path, help="write the replay's result document into DIR")
     options = parser.parse_args(argv)
-    seconds, events = _replay(options.quick, options.save)
+    seconds, cpu, events, document, output = _replay(options.quick, options.save)
+    _command_line(document, seconds, cpu, output, options.quick)
+    del document, output
     _pass_times([1_000, 10_000] if options.quick else [1_000, 10_000, 100_000])
     _heapq_multiple(events, seconds)
 

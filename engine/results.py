@@ -97,7 +97,11 @@ def result_to_json(result: SimulationResult) -> dict:
 
 
 def dump_result(result: SimulationResult, pretty: bool = False) -> str:
-    document = result_to_json(result)
+    return dump_json(result_to_json(result), pretty)
+
+
+def dump_json(document: dict, pretty: bool = False) -> str:
+    """A document as `dump_result` writes it: sorted keys, ASCII, compact or 2-space indent."""
     if pretty:
         return json.dumps(document, sort_keys=True, indent=2)
     return json.dumps(document, sort_keys=True, separators=(",", ":"))

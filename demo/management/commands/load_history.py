@@ -3,7 +3,7 @@ scenario in the `simulate` format into a queue's history, through the loader the
 uses, so that anyone can recompute a month from `simulate`'s output and compare it
 with the dashboard and the signals API.
 
-Thin: reading the file is `simulate`'s, the rest is
+Thin: reading the file is `simulate`'s (`engine.cli`), the rest is
 demo.history.history_load. Unusable input exits with status 2
 and a message naming the field.
 """
@@ -14,9 +14,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from demo.history import HistoryLoadError, history_load
-from engine import ScenarioError, load_scenario
+from engine.cli import InputError, read_input, read_scenario
 from governance.dashboards.selectors import last_full_month
-from scheduler.management.commands.simulate import read_document
 
 
 def _start(value: str | None) -> dt.datetime:
@@ -56,13 +55,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        document = read_document(options["file"])
         try:
-            scenario = load_scenario(document)
-        except ScenarioError as exc:
-            raise CommandError(
-                "\n".join(str(problem) for problem in exc.problems), returncode=2
-            ) from exc
+            scenario = read_scenario(read_input(options["file"]), options["file"])
+        except InputError as exc:
+            raise CommandError(str(exc), returncode=2) from exc
         queue = options["queue"].strip()
         if not queue or len(queue) > 100:
             raise CommandError("--queue: give a name of 1 to 100 characters", returncode=2)
