@@ -229,6 +229,19 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
     )
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # The test database is a file too (only tests read TEST; the product's database is
+    # NAME). Left unset, Django makes it the shared-cache in-memory database
+    # file:memorydb_default?mode=memory&cache=shared, where two connections lock each
+    # other's tables and fail at once with "database table is locked" (SQLITE_LOCKED:
+    # neither WAL nor the timeout above applies). The browser tests open two: the live
+    # server's threads share the connection that was current when it started, and the
+    # test's own code gets another once Playwright's sync API has switched the main
+    # thread's context (Django keeps connections per context). On a file each thread has
+    # its own connection, in WAL, and a writer waits its turn. The pid keeps two runs in
+    # one checkout apart; the test run deletes its file at the end.
+    DATABASES["default"].setdefault("TEST", {}).setdefault(
+        "NAME", str(VAR_DIR / f"test-db-{os.getpid()}.sqlite3")
+    )
 elif PREPARED_STATEMENTS and DATABASES["default"]["ENGINE"].endswith("postgresql"):
     # PostgreSQL: parameters bound by the server, and a statement run a few times on one
     # connection prepared there, so that its plan is not made again for every request:
