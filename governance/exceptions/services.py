@@ -669,9 +669,7 @@ def _apply_jobs(request: ExceptionRequest, *, now: datetime) -> dict:
                 "before": _iso(job.protected_until),
                 "after": _iso(request.window_end),
             }
-            job_protect_by_exception(
-                job_id=job.pk, until=request.window_end, exception_id=request.pk
-            )
+            job_protect_by_exception(job_id=job.pk, until=request.window_end)
     if request.kind == Kind.PRIORITY_RAISE and not applied:
         raise InvalidInput({"jobs": ["none of the named jobs is still waiting or running"]})
     _schedule_pass(request.queue_id)
@@ -701,7 +699,6 @@ def _take_back(request: ExceptionRequest, *, actor, reason: str, step: str, now)
                 job_id=int(job_id),
                 until=before,
                 unless_changed_from=ours,
-                exception_id=request.pk,
             )
     _schedule_pass(request.queue_id)
 

@@ -569,10 +569,10 @@ def job_set_priority_by_exception(
 
 
 def job_protect_by_exception(
-    *, job_id: int, until: dt.datetime | None, unless_changed_from=..., exception_id: int
+    *, job_id: int, until: dt.datetime | None, unless_changed_from=...
 ) -> bool:
     """Protect a job from preemption until `until` (None: no protection), as the effect of
-    exception request `exception_id`; with `unless_changed_from`, only while the job's
+    an exception request; with `unless_changed_from`, only while the job's
     protection is still that value (a take-back leaves another's protection alone).
     True when the job's protection changed (the request's `applied` record says by whom);
     the engine reads it at the next pass."""
