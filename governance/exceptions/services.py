@@ -57,7 +57,7 @@ from governance.models import ExceptionEvent, ExceptionOwner, ExceptionRequest, 
 from governance.policy.impact import ImpactLine, share_change_impact
 from governance.policy.services import NON_FIELD, share_data_from_document, share_update
 from scheduler.priorities import job_priority_refusal
-from scheduler.services.jobs import job_set_priority_by_exception
+from scheduler.services.jobs import job_protect_by_exception, job_set_priority_by_exception
 
 logger = logging.getLogger(__name__)
 
@@ -669,7 +669,7 @@ def _apply_jobs(request: ExceptionRequest, *, now: datetime) -> dict:
                 "before": _iso(job.protected_until),
                 "after": _iso(request.window_end),
             }
-            Job.objects.filter(pk=job.pk).update(protected_until=request.window_end)
+            job_protect_by_exception(job_id=job.pk, until=request.window_end)
     if request.kind == Kind.PRIORITY_RAISE and not applied:
         raise InvalidInput({"jobs": ["none of the named jobs is still waiting or running"]})
     _schedule_pass(request.queue_id)
@@ -695,7 +695,11 @@ def _take_back(request: ExceptionRequest, *, actor, reason: str, step: str, now)
         else:
             ours = datetime.fromisoformat(change["after"])
             before = datetime.fromisoformat(change["before"]) if change["before"] else None
-            Job.objects.filter(pk=int(job_id), protected_until=ours).update(protected_until=before)
+            job_protect_by_exception(
+                job_id=int(job_id),
+                until=before,
+                unless_changed_from=ours,
+            )
     _schedule_pass(request.queue_id)
 
 

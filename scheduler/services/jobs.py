@@ -568,6 +568,20 @@ def job_set_priority_by_exception(
     return job
 
 
+def job_protect_by_exception(
+    *, job_id: int, until: dt.datetime | None, unless_changed_from=...
+) -> bool:
+    """Protect a job from preemption until `until` (None: no protection), as the effect of
+    an exception request; with `unless_changed_from`, only while the job's
+    protection is still that value (a take-back leaves another's protection alone).
+    True when the job's protection changed (the request's `applied` record says by whom);
+    the engine reads it at the next pass."""
+    jobs = Job.objects.filter(pk=job_id)
+    if unless_changed_from is not ...:
+        jobs = jobs.filter(protected_until=unless_changed_from)
+    return jobs.update(protected_until=until) == 1
+
+
 def _change_priority(queue, job: Job, priority: int, *, actor, now, cause=None) -> None:
     """Give the locked live `job` its new `priority` if the share's ceiling allows it:
     the PRIORITY_CHANGED event (with `cause`, an exception's reference, in its detail)
