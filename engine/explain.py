@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from heapq import heappop
 
+from .gc_pause import cyclic_gc_paused
 from .quota import Ledger, Policy
 from .scheduling import (
     FAIL,
@@ -45,7 +46,7 @@ from .scheduling import (
     reclaimable,
     run_passes,
 )
-from .simulator import _FINISH, _PROTECTION_ENDS, _TIME_LIMIT, SimJob, _cyclic_gc_paused, _Replay
+from .simulator import _FINISH, _PROTECTION_ENDS, _TIME_LIMIT, SimJob, _Replay
 from .types import (
     BLOCKED_BEHIND_HEAD,
     BORROW_LIMIT_REACHED,
@@ -521,7 +522,7 @@ def forecast(
     every share's usage after each instant (see `extra_start`). Times are the snapshot's
     clock.
     """
-    with _cyclic_gc_paused():
+    with cyclic_gc_paused():
         replay = _Forward(snapshot, now, work)
         if extra:
             index = {share.name: i for i, share in enumerate(replay.shares)}
@@ -707,7 +708,7 @@ def capture(
     and before that instant's passes, call `on_instant(replay, now, submitted)`;
     `replay.state(now)` is then the snapshot and the work as known (with `durations`
     as the declared durations when given). Returns the replay's result."""
-    with _cyclic_gc_paused():
+    with cyclic_gc_paused():
         replay = _Observed(scenario, on_instant, durations)
         replay.run(None)
         return replay.result()

@@ -17,13 +17,11 @@ multiple of `checkpoint_interval` and loses the rest (`lost_work`).
 
 from __future__ import annotations
 
-import gc
-import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from heapq import heappop, heappush
 from typing import Any
 
+from .gc_pause import cyclic_gc_paused
 from .quota import Policy
 from .results import Event, JobOutcome, SimulationResult
 from .scheduling import (
@@ -334,37 +332,6 @@ class _Replay:
         )
 
 
-_gc_lock = threading.Lock()
-_gc_pausers = 0
-_gc_was_enabled = False
-
-
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a replay runs.
-
-    A replay keeps hundreds of thousands of objects alive to the end (jobs, events,
-    queue entries) and the collector would scan them again and again: about a quarter
-    of a long replay. They form almost no cycles (a queued job and its queue entry,
-    broken when the job leaves the queue), so reference counting frees them; what is
-    left is collected once the collector runs again. A counter keeps it paused while
-    any thread of the process replays.
-    """
-    global _gc_pausers, _gc_was_enabled
-    with _gc_lock:
-        _gc_pausers += 1
-        if _gc_pausers == 1:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pausers -= 1
-            if _gc_pausers == 0 and _gc_was_enabled:
-                gc.enable()
-
-
 def simulate(
     scenario: Scenario | Mapping[str, Any],
     *,
@@ -376,7 +343,7 @@ def simulate(
     """
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
-    with _cyclic_gc_paused():
+    with cyclic_gc_paused():
         replay = _Replay(scenario)
         replay.run(progress)
         return replay.result()

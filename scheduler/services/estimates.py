@@ -68,8 +68,8 @@ from engine.explain import (
     is_misconfigured,
     ready_at,
 )
+from engine.gc_pause import cyclic_gc_paused
 from engine.quota import Policy
-from engine.simulator import _cyclic_gc_paused
 from engine.strategies import strategy_capabilities
 from engine.types import SERVICE_ENVIRONMENT_MAX_RESOURCE
 from fleet.bridge import (
@@ -537,7 +537,7 @@ def _load(queue_id: int) -> Stored | None:
         local = _LOCAL.get(queue_id)
     if local is not None and local.version == header[0]:
         return local
-    with _cyclic_gc_paused():  # some 100,000 objects at 10,000 waiting jobs, no cycles
+    with cyclic_gc_paused():  # some 100,000 objects at 10,000 waiting jobs, no cycles
         stored = cache.get(key)
     if stored is None:
         return None

@@ -12,11 +12,8 @@ Order at one instant (spec rule 9): the executor's finished jobs, then the engin
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import gc
 import logging
-import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -27,6 +24,7 @@ from django.utils import timezone
 
 from config.celery import task
 from engine import Fail, PassResult, Preempt, Start, schedule
+from engine.gc_pause import cyclic_gc_paused
 from engine.quota import Policy
 from engine.scheduling import schedule_fed
 from engine.types import BLOCKED_BEHIND_HEAD, MISCONFIGURATION_REASONS
@@ -73,35 +71,6 @@ DECIDED_FIELDS = [
     "waiting_time",
 ]
 _CHUNK = 2000
-
-
-_gc_lock = threading.Lock()
-_gc_holders = 0
-_gc_was_enabled = False
-
-
-@contextlib.contextmanager
-def _without_cyclic_gc():
-    """Pause the cyclic garbage collector while a pass builds its snapshot and board.
-
-    A pass over 10,000 jobs allocates some 50,000 objects that all live until it ends;
-    the collector would scan them again and again for cycles they do not have (about
-    40% of a pass's time on PostgreSQL). Reference counting still frees everything; a
-    counter keeps it paused while any thread of the process runs a pass.
-    """
-    global _gc_holders, _gc_was_enabled
-    with _gc_lock:
-        _gc_holders += 1
-        if _gc_holders == 1:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_holders -= 1
-            if _gc_holders == 0 and _gc_was_enabled:
-                gc.enable()
 
 
 # A pass asked for and not begun yet makes further requests wait for it, unless it was
@@ -190,7 +159,7 @@ def scheduling_pass(
     """
     now = now or timezone.now()
     outcome = PassOutcome(queue_id=queue_id)
-    with _without_cyclic_gc(), transaction.atomic():
+    with cyclic_gc_paused(), transaction.atomic():
         queue = lock_queue(queue_id)
         executor = executor_for(queue)
         outcome.finished = finish_due(queue, now=now)
