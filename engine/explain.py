@@ -11,7 +11,7 @@ Everything here reads the engine's own structures; no rule is written a second t
   `Ledger.pool`, `reclaimable`): what it needs, what is free, which RESERVE shares hold
   idle capacity, which jobs of other shares borrow the type.
 - `forecast(snapshot, now, work)` replays the snapshot forward with the simulator's
-  own instant loop pieces (`_Replay._record`, `_finish`, `_time_limit`, the same
+  own instant loop pieces (`Replay._record`, `_finish`, `_time_limit`, the same
   `run_passes`), seeding the board with the running and pending jobs and their work
   state, and returns when each pending job would (re)start and whether it would borrow.
   With exact durations and no later submission it gives the starts `simulate` gives.
@@ -46,7 +46,7 @@ from .scheduling import (
     reclaimable,
     run_passes,
 )
-from .simulator import _FINISH, _PROTECTION_ENDS, _TIME_LIMIT, SimJob, _Replay
+from .simulator import FINISH, PROTECTION_ENDS, TIME_LIMIT, Replay, SimJob
 from .types import (
     BLOCKED_BEHIND_HEAD,
     BORROW_LIMIT_REACHED,
@@ -351,7 +351,7 @@ class Forecast:
     usages: tuple[tuple[int, ...], ...] = ()
 
 
-class _Forward(_Replay):
+class _Forward(Replay):
     """The simulator's replay, seeded with a snapshot instead of a list of submissions."""
 
     def __init__(self, snapshot: Snapshot, now: int, work: Mapping[str, Work]) -> None:
@@ -381,9 +381,9 @@ class _Forward(_Replay):
             )
             end = max(end, now)
             self.ends[job.id] = end
-            self._push(end, _FINISH, job, 1)
+            self._push(end, FINISH, job, 1)
             if job.protected(now):
-                self._push(job.protected_until, _PROTECTION_ENDS, job, 1)
+                self._push(job.protected_until, PROTECTION_ENDS, job, 1)
         self.targets: set[str] = set()
         self.waiting: set[str] = set()  # targets not started yet (nor failed)
         self.times: list[int] = []
@@ -426,7 +426,7 @@ class _Forward(_Replay):
         if limit is not None and job.reason is not None and job.misconfigured_since is not None:
             self._push(
                 max(self.now, job.misconfigured_since + limit),
-                _TIME_LIMIT,
+                TIME_LIMIT,
                 job,
                 job.misconfigured_since,
             )
@@ -478,7 +478,7 @@ class _Forward(_Replay):
             now = heap[0][0]
             if horizon is not None and now > horizon:
                 break
-            while heap and heap[0][0] == now and heap[0][1] == _FINISH:
+            while heap and heap[0][0] == now and heap[0][1] == FINISH:
                 _, _, _, job, token = heappop(heap)
                 if job.token == token and job.state == RUNNING:
                     self._finish(job, now)
@@ -489,9 +489,9 @@ class _Forward(_Replay):
                 self._note(now)
 
     def _instant_tail(self, now: int) -> None:
-        """Time limits, protection ends and the passes of the instant (as `_Replay.run`)."""
+        """Time limits, protection ends and the passes of the instant (as `Replay.run`)."""
         heap, board = self.heap, self.board
-        while heap and heap[0][0] == now and heap[0][1] == _TIME_LIMIT:
+        while heap and heap[0][0] == now and heap[0][1] == TIME_LIMIT:
             _, _, _, job, since = heappop(heap)
             self._time_limit(job, since, now)
         while heap and heap[0][0] == now:
@@ -631,7 +631,7 @@ def dispatch_order(
 # -- capture: the state of a replay as known at each submission ----------------------
 
 
-class _Observed(_Replay):
+class _Observed(Replay):
     def __init__(self, scenario: Scenario, on_instant, durations: Mapping[str, int] | None):
         super().__init__(scenario)
         self.on_instant = on_instant

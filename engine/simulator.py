@@ -40,7 +40,9 @@ from .types import Scenario, SetCapacity, SetPriority, ShareSpec, Terminate, Upd
 from .validation import load_scenario
 from .work import checkpointed, overhead_spent, run_length, run_progress
 
-_FINISH, _TIME_LIMIT, _PROTECTION_ENDS = 0, 1, 2
+# The kinds of the replay's heap entries, in their order at one instant (explain's
+# forward replays push them too).
+FINISH, TIME_LIMIT, PROTECTION_ENDS = 0, 1, 2
 # A named tuple's own constructor runs in Python, and a replay builds one per event:
 # events are built as `_new(Event, (t, type, job, share, borrowed, cause, by))`.
 _new = tuple.__new__
@@ -93,10 +95,12 @@ class SimJob(Job):
         self.outcome: tuple[str, str | None] | None = None
 
 
-class _Replay:
+class Replay:
+    """One scenario's replay on one board (explain's forecast and capture extend it)."""
+
     # Called as on_instant(replay, now, submitted) at each instant with submissions,
     # after them and before the instant's passes (explain.capture observes so).
-    on_instant: Callable[[_Replay, int, list[SimJob]], None] | None = None
+    on_instant: Callable[[Replay, int, list[SimJob]], None] | None = None
 
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
@@ -120,7 +124,7 @@ class _Replay:
         """Start the runnable_time_limit clock of a job that became misconfigured."""
         limit = self.queue.runnable_time_limit
         if limit is not None:
-            self._push(job.misconfigured_since + limit, _TIME_LIMIT, job, job.misconfigured_since)
+            self._push(job.misconfigured_since + limit, TIME_LIMIT, job, job.misconfigured_since)
 
     # -- what happens to jobs -------------------------------------------------------
 
@@ -144,11 +148,11 @@ class _Replay:
                 job.token += 1
                 if job.protected(now):
                     # Passes must run when the protection ends: the job may be a victim then.
-                    self._push(job.protected_until, _PROTECTION_ENDS, job, job.token)
+                    self._push(job.protected_until, PROTECTION_ENDS, job, job.token)
                 length = run_length(
                     saved=job.saved, overhead=job.overhead, duration=job.spec.duration
                 )
-                self._push(now + length, _FINISH, job, job.token)
+                self._push(now + length, FINISH, job, job.token)
                 events.append(_new(Event, (now, "STARTED", job.id, share, borrowed, None, None)))
             elif kind == PREEMPT:
                 _, _, cause, by, fails = entry
@@ -257,7 +261,7 @@ class _Replay:
                 now = t if now is None or t < now else now
             if now is None:
                 break
-            while heap and heap[0][0] == now and heap[0][1] == _FINISH:
+            while heap and heap[0][0] == now and heap[0][1] == FINISH:
                 _, _, _, job, token = heappop(heap)
                 if job.token == token and job.state == RUNNING:
                     self._finish(job, now)
@@ -277,7 +281,7 @@ class _Replay:
                 board.settle(now)
             if submitted:
                 on_instant(self, now, submitted)
-            while heap and heap[0][0] == now and heap[0][1] == _TIME_LIMIT:
+            while heap and heap[0][0] == now and heap[0][1] == TIME_LIMIT:
                 _, _, _, job, since = heappop(heap)
                 self._time_limit(job, since, now)
             while heap and heap[0][0] == now:
@@ -344,6 +348,6 @@ def simulate(
     if not isinstance(scenario, Scenario):
         scenario = load_scenario(scenario)
     with cyclic_gc_paused():
-        replay = _Replay(scenario)
+        replay = Replay(scenario)
         replay.run(progress)
         return replay.result()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from engine import assess_policy_change
 from fleet.bridge import queue_snapshot, share_spec_from_document
 from fleet.models import Job, JobQueue, QuotaShare
-from governance.policy.services import ShareData, _data_document
+from governance.policy.services import ShareData, share_data_document
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def share_change_impact(
 ) -> list[ImpactLine]:
     """The preview for saving `data` as `share` (or as a new share) in `queue`."""
     snapshot, now = queue_snapshot(queue)
-    proposed = share_spec_from_document(_data_document(data))
+    proposed = share_spec_from_document(share_data_document(data))
     shares = list(snapshot.shares)
     if share is None:
         shares.append(proposed)

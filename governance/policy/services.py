@@ -99,7 +99,8 @@ class ShareData:
 # share's or queue's: governance.policy.selectors.share_document / queue_document).
 
 
-def _data_document(data: ShareData) -> dict:
+def share_data_document(data: ShareData) -> dict:
+    """The canonical document of a submitted share (what saving it would store)."""
     doc = {
         "name": data.name,
         "team": data.team.name if data.team else None,
@@ -177,7 +178,7 @@ def share_validate_in_policy(
                 f"at most {available}: the queue has {available} {type_name}"
             ]
     docs = [engine_share_document(doc) for doc in share_docs]
-    proposed = engine_share_document(_data_document(data))
+    proposed = engine_share_document(share_data_document(data))
     if index == len(docs):
         docs.append(proposed)
     else:
@@ -448,13 +449,13 @@ def share_update(
     before = _history_document(current)
     if current.version != expected_version:
         raise VersionConflict(
-            current=before, current_version=current.version, submitted=_data_document(data)
+            current=before, current_version=current.version, submitted=share_data_document(data)
         )
     errors = share_validate(queue=queue, data=data, share=current)
     if errors:
         raise PolicyError(errors)
     ceiling = current.priority_ceiling if data.priority_ceiling is None else data.priority_ceiling
-    if {**_data_document(data), "priority_ceiling": ceiling} == before:
+    if {**share_data_document(data), "priority_ceiling": ceiling} == before:
         return _with_entry(current, None)  # nothing changes: no new version, no history entry
     current.team = data.team
     current.name = data.name.strip()
@@ -510,7 +511,7 @@ def _history_document(share: QuotaShare) -> dict:
 
 
 def _proposed_document(data: ShareData) -> dict:
-    doc = _data_document(data)
+    doc = share_data_document(data)
     if data.priority_ceiling is not None:
         doc["priority_ceiling"] = data.priority_ceiling
     return doc

@@ -37,8 +37,8 @@ from governance.policy.services import (
     NON_FIELD,
     ShareData,
     VersionConflict,
-    _data_document,
     history_entry,
+    share_data_document,
     share_data_from_document,
     share_update,
     share_validate_in_policy,
@@ -211,7 +211,7 @@ def draft_share_update(
     errors = draft_share_validate(comparison=comparison, index=index, data=data)
     if errors:
         raise InvalidInput(errors)
-    document = _data_document(data)
+    document = share_data_document(data)
     draft = copy.deepcopy(comparison.draft_policy)
     if draft["shares"][index] == document:
         return comparison
