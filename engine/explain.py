@@ -789,7 +789,3 @@ def describe(
             "borrowing order (oldest submission first)"
         )
     return "; ".join(parts)
-
-
-def policy_of(snapshot: Snapshot) -> Policy:
-    return Policy(snapshot.queue, snapshot.shares)

@@ -2,8 +2,8 @@
 
 Same rules and messages as the pages: the serializers parse and bound (ids, lengths,
 choices: core.api.fields), the services decide (governance.exceptions.services /
-.knowledge), refusals carry the sentence of governance.exceptions.permissions, and errors
-have the project's one shape, documented on every operation by core.api.schema.
+.knowledge), refusals carry the sentence of core.rules, and errors have the project's
+one shape, documented on every operation by core.api.schema.
 """
 
 from __future__ import annotations

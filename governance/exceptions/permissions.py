@@ -1,7 +1,5 @@
-"""The rules of exception requests and knowledge articles, under the names pages and
-the API already use. Each is the answer of core.rules, the one table; the
-`*_refusal` functions return None when the action is allowed and otherwise the
-sentence that tells the user why not.
+"""The rules of exception requests and knowledge articles the API asks under these
+names (pages ask core.rules itself). Each is the answer of core.rules, the one table.
 """
 
 from __future__ import annotations
@@ -17,14 +15,6 @@ def can_file_requests(user) -> bool:
     return rules.allowed(user, "exception.file")
 
 
-def can_decide_requests(user) -> bool:
-    return rules.allowed(user, "exception.decide")
-
-
-def can_view_decision_queue(user) -> bool:
-    return rules.allowed(user, "exception.decision_queue")
-
-
 def can_view_exception_counts(user) -> bool:
     return rules.allowed(user, "exception.counts")
 
@@ -33,32 +23,12 @@ def can_view_request(user, request) -> bool:
     return rules.allowed(user, "exception.view", request)
 
 
-def file_refusal(user, team) -> str | None:
-    return rules.refusal(user, "exception.file", team)
-
-
-def submit_refusal(user, request) -> str | None:
-    return rules.refusal(user, "exception.submit", request)
-
-
-def decide_refusal(user, request) -> str | None:
-    return rules.refusal(user, "exception.decide", request)
-
-
-def revoke_refusal(user, request) -> str | None:
-    return rules.refusal(user, "exception.revoke", request)
-
-
 def can_view_knowledge(user) -> bool:
     return rules.allowed(user, "knowledge.view")
 
 
 def can_write_articles(user) -> bool:
     return rules.allowed(user, "knowledge.write")
-
-
-def can_edit_article(user, article) -> bool:
-    return rules.allowed(user, "article.edit", article)
 
 
 def who_may_change(article) -> list[str]:

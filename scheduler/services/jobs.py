@@ -303,14 +303,6 @@ def _resolve_all(
     return resolved, errors
 
 
-def jobs_validate(*, items: Sequence[JobData]) -> dict[str, list[str]]:
-    """Every problem with the items; keys are `field` for one item, `jobs[i].field` else."""
-    errors = _size_errors(items)
-    if errors:
-        return errors
-    return _resolve_all(items, range(len(items)), len(items))[1]
-
-
 def job_preview(*, data: JobData) -> _Resolved:
     """The job a submission of `data` would make (the definition's defaults filled in),
     checked as a submission is, with nothing stored; raises JobError like a submission.
