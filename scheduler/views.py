@@ -20,7 +20,6 @@ from django.views.decorators.http import require_POST
 from core import rules
 from core.filters import page_query
 from core.form_errors import apply_errors
-from core.permissions import is_admin
 from fleet.models import Job, JobDefinition, JobQueue
 from scheduler import permissions, selectors
 from scheduler.filters import JobPageFilter
@@ -71,13 +70,8 @@ def job_list(request):
     return render(request, "scheduler/list.html", context)
 
 
-def _decision_team_ids(user):
-    """Admins decide on every team's jobs; a lead on the jobs of the teams they lead."""
-    return None if is_admin(user) else permissions.led_team_ids(user)
-
-
 def _decision_count(user) -> int:
-    return selectors.needs_decision_list(team_ids=_decision_team_ids(user)).count()
+    return selectors.needs_decision_list(team_ids=permissions.decision_team_ids(user)).count()
 
 
 def job_create(request):
@@ -226,7 +220,7 @@ def job_decision(request, pk: int):
 
 def job_decisions(request):
     _require(permissions.can_view_jobs(request.user))
-    jobs = selectors.needs_decision_list(team_ids=_decision_team_ids(request.user))
+    jobs = selectors.needs_decision_list(team_ids=permissions.decision_team_ids(request.user))
     page = Paginator(jobs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
     return render(request, "scheduler/decisions.html", {"page_obj": page})
 

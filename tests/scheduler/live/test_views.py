@@ -2,6 +2,7 @@
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from fleet.models import Job
 from scheduler.models import JobDecision
@@ -166,6 +167,26 @@ def test_lead_cannot_change_another_teams_job(client_for, lead, submit):
     assert client.post(reverse("job-terminate", args=[job.pk])).status_code == 403
     job.refresh_from_db()
     assert job.is_live and job.priority == 0
+
+
+def test_a_lead_decides_on_their_teams_failed_jobs_and_an_admin_on_every_one(
+    client_for, lead, admin, shares
+):
+    for share in ("qs1", "qs3"):  # the lead leads qs1's team, not qs3's
+        JobFactory(
+            share=shares[share],
+            name=f"failed-in-{share}",
+            state=Job.State.FAILED,
+            reason="exit_code",
+            finished_at=timezone.now(),
+        )
+
+    listed = client_for(lead).get(reverse("job-decisions")).content.decode()
+    assert "failed-in-qs1" in listed and "failed-in-qs3" not in listed
+    assert client_for(lead).get(reverse("job-list")).context["decision_count"] == 1
+    listed = client_for(admin).get(reverse("job-decisions")).content.decode()
+    assert "failed-in-qs1" in listed and "failed-in-qs3" in listed
+    assert client_for(admin).get(reverse("job-list")).context["decision_count"] == 2
 
 
 def test_failed_job_needs_a_decision_then_leaves_the_list(client_for, lead, queue, submit, clock):
