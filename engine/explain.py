@@ -31,21 +31,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from heapq import heappop
 
+from .board import FAIL, PENDING, PREEMPT, RUNNING, START, Board, board_from_snapshot
 from .gc_pause import cyclic_gc_paused
 from .quota import Ledger, Policy
-from .scheduling import (
-    FAIL,
-    PENDING,
-    PREEMPT,
-    RUNNING,
-    START,
-    Board,
-    board_from_snapshot,
-    enforce_capacity,
-    fail_overdue,
-    reclaimable,
-    run_passes,
-)
+from .scheduling import enforce_capacity, fail_overdue, run_passes
 from .simulator import FINISH, PROTECTION_ENDS, TIME_LIMIT, Replay, SimJob
 from .types import (
     BLOCKED_BEHIND_HEAD,
@@ -61,6 +50,7 @@ from .types import (
     Scenario,
     Snapshot,
 )
+from .victims import reclaimable
 from .work import run_length
 
 STARTS_NOW = "STARTS_NOW"

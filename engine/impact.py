@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from .board import board_from_snapshot
 from .quota import Policy
-from .scheduling import board_from_snapshot, reclaimable, schedule
+from .scheduling import schedule
 from .types import (
     BORROWABLE_CAPACITY_EXCEEDED,
     QUOTA_MANAGEMENT_LIMIT_EXCEEDED,
@@ -28,6 +29,7 @@ from .types import (
     Snapshot,
     Start,
 )
+from .victims import reclaimable
 
 # Impacts are listed in this order of kinds, then by share (listed order), then type.
 KINDS = (

@@ -21,21 +21,11 @@ from collections.abc import Callable, Mapping
 from heapq import heappop, heappush
 from typing import Any
 
+from .board import DONE, FAIL, PENDING, PREEMPT, RUNNING, START, Board, Job
 from .gc_pause import cyclic_gc_paused
 from .quota import Policy
 from .results import Event, JobOutcome, SimulationResult
-from .scheduling import (
-    DONE,
-    FAIL,
-    PENDING,
-    PREEMPT,
-    RUNNING,
-    START,
-    Board,
-    Job,
-    enforce_capacity,
-    run_passes,
-)
+from .scheduling import enforce_capacity, run_passes
 from .types import Scenario, SetCapacity, SetPriority, ShareSpec, Terminate, UpdateShare
 from .validation import load_scenario
 from .work import checkpointed, overhead_spent, run_length, run_progress

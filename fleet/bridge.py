@@ -31,7 +31,7 @@ from django.db.models import F, FloatField, Func, Q
 from django.utils import timezone
 
 from engine import PendingJob, QueueSpec, RunningJob, ShareSpec, Snapshot
-from engine.scheduling import LAST_ID
+from engine.board import LAST_ID
 from engine.strategies import strategy_capabilities
 from engine.types import BLOCKED_BEHIND_HEAD, MISCONFIGURATION_REASONS
 from fleet.models import CapacityLimit, InstanceType, Job, JobQueue, QueueCapacity, QuotaShare

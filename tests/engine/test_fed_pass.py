@@ -19,8 +19,9 @@ import random
 import pytest
 
 from engine import PendingJob, QueueSpec, RunningJob, ShareSpec, Snapshot, schedule
+from engine.board import LAST_ID
 from engine.quota import Policy
-from engine.scheduling import LAST_ID, schedule_fed
+from engine.scheduling import schedule_fed
 from engine.types import BLOCKED_BEHIND_HEAD, MISCONFIGURATION_REASONS
 
 TYPES = ("g5", "p4")

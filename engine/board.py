@@ -1,0 +1,574 @@
+"""The board: the state of one queue at the current instant, which a pass reads and
+changes (engine.scheduling says the rules it serves).
+
+`Board` holds each share's queue (a heap with lazy deletion; misconfigured jobs parked
+outside it), the running jobs of each (share, type) in victim order, the ledger's
+counters, and what the next pass must look at (`need`, `waiting`, `strict`,
+`over_limit`, `dirty`). `board_from_snapshot` fills one from a frozen `Snapshot`.
+`FedBoard` holds only the front of each share's queue and asks the share's `Feed` for
+more whenever its loaded front might not be the real head.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Callable, Sequence
+from heapq import heapify, heappop, heappush
+from typing import Protocol
+
+from .quota import Ledger, Policy
+from .types import BLOCKED_BEHIND_HEAD, PendingJob, Snapshot
+
+PENDING, RUNNING, DONE, FUTURE = "PENDING", "RUNNING", "DONE", "FUTURE"
+# A wait key no change reaches; a wait on -NEVER is woken by any.
+NEVER = float("inf")
+START, PREEMPT, FAIL = "start", "preempt", "fail"
+
+
+class Job:
+    """The pass's view of one job; the simulator subclasses it with its work model."""
+
+    __slots__ = (
+        "id",
+        "share",
+        "priority",
+        "itype",
+        "n",
+        "submitted_at",
+        "state",
+        "entry",
+        "started_at",
+        "start_seq",
+        "vkey",
+        "protected_until",
+        "preemptions",
+        "retries",
+        "reason",
+        "misconfigured_since",
+        "held",
+    )
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        share: int,
+        priority: int,
+        itype: str,
+        n: int,
+        submitted_at: int,
+        protected_until: int | None = None,
+        preemptions: int = 0,
+        retries: int | None = None,
+    ) -> None:
+        self.id = id
+        self.share = share
+        self.priority = priority
+        self.itype = itype
+        self.n = n
+        self.submitted_at = submitted_at
+        self.state = FUTURE
+        self.entry: tuple | None = None
+        self.started_at = 0
+        self.start_seq = 0
+        self.vkey: tuple = ()
+        self.protected_until = protected_until
+        self.preemptions = preemptions
+        self.retries = retries
+        self.reason: str | None = None
+        self.misconfigured_since: int | None = None
+        # Preempted by the pass now running: not started again before the pass ends.
+        self.held = False
+
+    def protected(self, now: int) -> bool:
+        return self.protected_until is not None and now < self.protected_until
+
+
+class Board:
+    """Mutable state of a queue at the current instant: queues, running jobs, ledger.
+
+    Decisions are appended to `out` as tuples `(START, job, borrowed)`,
+    `(PREEMPT, job, cause, by_job, fails)` and `(FAIL, job, cause)` in the order they
+    happen. `on_misconfigured(job)` (optional) is told, by `settle`, whenever a pending
+    job is judged newly misconfigured, so a caller can start its `runnable_time_limit`
+    clock.
+
+    What the next pass must look at (see `scheduling._one_pass`): `need[phase][share]` is set when
+    the share's head changes, and cleared when a check finds its head unable to act in
+    that phase. A phase-1 head beyond its share's limit waits in `over_limit` until the
+    share's own stops bring its usage low enough. Other checks wait in
+    `waiting[phase][type]` with a key, until capacity freed on its head's type (or
+    running jobs reordered there, or a protection ended) brings the type within the
+    key's reach (`_wake`); a reclaim short of unprotected victims also waits in `strict`
+    for any start. `dirty` says whether anything changed since the last pass that
+    changed nothing.
+    """
+
+    def __init__(
+        self, policy: Policy, *, on_misconfigured: Callable[[Job], None] | None = None
+    ) -> None:
+        self.policy = policy
+        self.ledger = Ledger(policy)
+        shares = range(len(policy.shares))
+        self.queues: list[list[tuple]] = [[] for _ in shares]
+        # Misconfigured jobs by (type, size), and how many queued jobs have each (type,
+        # size): a policy change re-checks each once and moves only the jobs that flip.
+        self.parked: list[dict[tuple[str, int], dict[str, Job]]] = [{} for _ in shares]
+        self.sizes: list[dict[tuple[str, int], int]] = [{} for _ in shares]
+        self.running: dict[tuple[int, str], list[tuple]] = {}
+        self.running_by_priority: dict[tuple[int, str], dict[int, int]] = {}
+        self.next_start_seq = 0
+        self.on_misconfigured = on_misconfigured
+        # Pending jobs whose misconfiguration changed since the last `settle`.
+        self.unsettled: list[Job] = []
+        self.need: tuple[list[bool], list[bool], list[bool]] = ([], [], [])
+        self.waiting: tuple[dict, dict, dict] = ({}, {}, {})
+        self.lowest: tuple[dict, dict, dict] = ({}, {}, {})
+        self.strict: dict[str, set[int]] = {}
+        self.over_limit: dict[int, tuple[str, int]] = {}
+        self.dirty = True
+        self.invalidate()
+
+    # -- what the next pass must look at ------------------------------------------------
+
+    def invalidate(self) -> None:
+        """Forget every check: the next pass looks at every share again.
+
+        Each flag list ends with a True that names no share, so the pass finds the next
+        flagged share with `list.index(True, start)` and stops at that sentinel."""
+        flags = len(self.policy.shares) + 1
+        self.need = ([True] * flags, [True] * flags, [True] * flags)
+        self.waiting = ({}, {}, {})
+        self.lowest = ({}, {}, {})
+        self.strict = {}
+        # Phase-1 heads beyond their share's limit: (type, the usage that lets them in).
+        self.over_limit = {}
+        self.dirty = True
+
+    def _head_changed(self, share: int) -> None:
+        entitled, borrow, in_share = self.need
+        entitled[share] = borrow[share] = in_share[share] = True
+        self.dirty = True
+
+    def wait(self, phase: int, share: int, itype: str, key: float) -> None:
+        """A check found the share's head (of `itype`) unable to act in `phase`; look at
+        it again once `_wake` finds the type within `key`'s reach."""
+        self.need[phase][share] = False
+        waiting = self.waiting[phase]
+        keys = waiting.get(itype)
+        if keys is None:
+            waiting[itype] = {share: key}
+        else:
+            keys[share] = key
+        lowest = self.lowest[phase]
+        if key < lowest.get(itype, NEVER):
+            lowest[itype] = key
+
+    def wait_for_limit(self, share: int, itype: str, usage: int) -> None:
+        """The share's head (of `itype`) is beyond the share's limit: nothing but a stop
+        of the share's own jobs, bringing its usage down to `usage`, lets it in."""
+        self.need[0][share] = False
+        self.over_limit[share] = (itype, usage)
+
+    def _wake(self, itype: str) -> None:
+        """Wake the checks waiting on `itype` whose key is now within reach.
+
+        Keys are necessary conditions for acting, read against the type's state: a
+        phase-1 head of n can start or reclaim only if `n <= free + over` (avail <= free);
+        a phase-2 head only if `n <= free`; a phase-3 head only if `n - u <= free`, where
+        u counts its share's running instances of the type with lower priority, all
+        that stopping can free (while it waits, u can only fall, which leaves the key
+        safe, or change with the share's own starts and priority changes, which set its
+        flags)."""
+        free = self.ledger.free.get(itype, 0)
+        entitled, borrow, in_share = self.lowest
+        if entitled.get(itype, NEVER) <= free + self.ledger.over.get(itype, 0):
+            self._wake_phase(0, itype, free + self.ledger.over.get(itype, 0))
+        if borrow.get(itype, NEVER) <= free:
+            self._wake_phase(1, itype, free)
+        if in_share.get(itype, NEVER) <= free:
+            self._wake_phase(2, itype, free)
+        if self.strict:
+            self.strict.pop(itype, None)
+
+    def _wake_phase(self, phase: int, itype: str, threshold: int) -> None:
+        need, keys = self.need[phase], self.waiting[phase][itype]
+        rest = NEVER
+        for share, key in list(keys.items()):
+            if key <= threshold:
+                need[share] = True
+                del keys[share]
+            elif key < rest:
+                rest = key
+        self.lowest[phase][itype] = rest
+
+    def protection_ended(self, job: Job) -> None:
+        """`job` (running) may be a victim from now on: its type is to be looked at."""
+        self.dirty = True
+        self._wake(job.itype)
+
+    # -- queues ---------------------------------------------------------------------
+
+    def enqueue(self, job: Job) -> None:
+        """Make `job` RUNNABLE: into its share's queue, or parked if misconfigured."""
+        job.state = PENDING
+        reason = self.policy.misconfiguration(job.share, job.itype, job.n)
+        job.reason = reason
+        if reason is None:
+            self._queue(job)
+        else:
+            self._park(job)
+        if (reason is None) != (job.misconfigured_since is None):
+            self.unsettled.append(job)
+
+    def _queue(self, job: Job) -> None:
+        entry = (-job.priority, job.submitted_at, job.id, job)
+        job.entry = entry
+        heappush(self.queues[job.share], entry)
+        sizes = self.sizes[job.share]
+        key = (job.itype, job.n)
+        sizes[key] = sizes.get(key, 0) + 1
+        # The loaded head, without asking a feed for more (see `FedBoard`).
+        if Board.head(self, job.share) is job:
+            self._head_changed(job.share)
+
+    def _park(self, job: Job) -> None:
+        job.entry = None
+        self.parked[job.share].setdefault((job.itype, job.n), {})[job.id] = job
+
+    def _unqueue(self, job: Job) -> None:
+        """Take a pending job out of its queue, or out of the parked jobs."""
+        key = (job.itype, job.n)
+        if job.entry is not None:
+            job.entry = None
+            sizes = self.sizes[job.share]
+            sizes[key] -= 1
+            if not sizes[key]:
+                del sizes[key]
+            self._head_changed(job.share)
+            return
+        parked = self.parked[job.share]
+        group = parked.get(key)
+        if group is not None and group.pop(job.id, None) is not None and not group:
+            del parked[key]
+
+    def settle(self, now: int) -> None:
+        """Judge misconfiguration: start the clock of pending jobs newly misconfigured,
+        stop it for cured ones (spec: once per instant, after actions and submissions)."""
+        for job in self.unsettled:
+            if job.state != PENDING:
+                continue
+            if job.reason is None:
+                job.misconfigured_since = None
+            elif job.misconfigured_since is None:
+                job.misconfigured_since = now
+                if self.on_misconfigured is not None:
+                    self.on_misconfigured(job)
+        self.unsettled.clear()
+
+    def head(self, share: int) -> Job | None:
+        """The first job of the share's queue (stale entries are dropped on the way)."""
+        queue = self.queues[share]
+        while queue:
+            entry = queue[0]
+            job = entry[3]
+            if job.entry is entry:
+                return job
+            heappop(queue)
+        return None
+
+    def queued(self, share: int) -> list[Job]:
+        """The share's well-configured pending jobs in queue order (O(k log k))."""
+        return [entry[3] for entry in sorted(self.queues[share]) if entry[3].entry is entry]
+
+    def misconfigured(self, share: int) -> list[Job]:
+        """The share's misconfigured pending jobs (parked outside its queue)."""
+        return [job for group in self.parked[share].values() for job in group.values()]
+
+    # -- running jobs -----------------------------------------------------------------
+
+    def _run(self, job: Job) -> None:
+        key = (job.share, job.itype)
+        job.state = RUNNING
+        job.vkey = (job.priority, -job.started_at, -job.start_seq, job.id)
+        insort(self.running.setdefault(key, []), (job.vkey, job))
+        by_priority = self.running_by_priority.setdefault(key, {})
+        by_priority[job.priority] = by_priority.get(job.priority, 0) + job.n
+        self.ledger.add(self.policy.shares[job.share], job.itype, job.n)
+        self.dirty = True
+        # A start only takes capacity, which overturns no check but a reclaim short of
+        # unprotected victims.
+        if self.strict:
+            need = self.need[0]
+            for share in self.strict.pop(job.itype, ()):
+                need[share] = True
+
+    def _release(self, job: Job) -> None:
+        key = (job.share, job.itype)
+        running = self.running[key]
+        del running[bisect_left(running, (job.vkey,))]
+        by_priority = self.running_by_priority[key]
+        by_priority[job.priority] -= job.n
+        if not by_priority[job.priority]:
+            del by_priority[job.priority]
+        self.ledger.add(self.policy.shares[job.share], job.itype, -job.n)
+        blocked = self.over_limit.get(job.share)
+        if (
+            blocked is not None
+            and blocked[0] == job.itype
+            and self.ledger.usage[job.share][job.itype] <= blocked[1]
+        ):
+            del self.over_limit[job.share]
+            self.need[0][job.share] = True
+        self.dirty = True
+        self._wake(job.itype)
+
+    def place_running(self, job: Job, *, started_at: int, start_seq: int) -> None:
+        """Put a job that is already running (from a snapshot) on the board."""
+        job.started_at = started_at
+        job.start_seq = start_seq
+        self.next_start_seq = max(self.next_start_seq, start_seq + 1)
+        self._run(job)
+
+    def start(self, job: Job, now: int, out: list) -> None:
+        self._unqueue(job)
+        job.started_at = now
+        job.start_seq = self.next_start_seq
+        self.next_start_seq += 1
+        self._run(job)
+        rule = self.policy.shares[job.share]
+        borrowed = self.ledger.used(rule, job.itype) > rule.limits.get(job.itype, 0)
+        out.append((START, job, borrowed))
+
+    def preempt(self, job: Job, cause: str, by: Job | None, out: list) -> bool:
+        """Stop a running job; return whether it goes back to RUNNABLE (else FAILED)."""
+        self._release(job)
+        job.preemptions += 1
+        fails = job.retries is not None and job.preemptions > job.retries
+        job.state = DONE if fails else PENDING
+        out.append((PREEMPT, job, cause, by, fails))
+        return not fails
+
+    def finish(self, job: Job) -> None:
+        self._release(job)
+        job.state = DONE
+
+    def fail(self, job: Job, cause: str, out: list) -> None:
+        """End a job FAILED (terminated, time limit) whatever its state."""
+        if job.state == RUNNING:
+            self._release(job)
+        else:
+            self._unqueue(job)
+        job.state = DONE
+        out.append((FAIL, job, cause))
+
+    def set_priority(self, job: Job, priority: int) -> None:
+        if job.state == RUNNING:
+            self._release(job)
+            job.priority = priority
+            self._run(job)
+            # Its share's phase-3 key counted the jobs below its head's priority.
+            self._head_changed(job.share)
+        elif job.state == PENDING and job.entry is not None:
+            job.priority = priority
+            job.entry = (-priority, job.submitted_at, job.id, job)
+            heappush(self.queues[job.share], job.entry)
+            self._head_changed(job.share)
+        else:
+            job.priority = priority
+
+    # -- policy ---------------------------------------------------------------------
+
+    def set_policy(self, policy: Policy) -> None:
+        """Adopt a new policy (same shares, same order) and re-check the pending jobs.
+
+        Misconfiguration depends only on a job's share, type and size, so each distinct
+        (share, type, size) is judged once and only the jobs whose status flips move:
+        queued jobs that become misconfigured leave in queue order (the order their
+        clocks start in), parked jobs that are cured join their queue.
+        """
+        self.policy = policy
+        self.ledger.set_policy(policy)
+        self.invalidate()
+        misconfiguration = policy.misconfiguration
+        for share in range(len(policy.shares)):
+            sizes, parked = self.sizes[share], self.parked[share]
+            leaving = {}
+            for key in sizes:
+                reason = misconfiguration(share, *key)
+                if reason is not None:
+                    leaving[key] = reason
+            cured = []
+            for key, group in parked.items():
+                reason = misconfiguration(share, *key)
+                if reason is None:
+                    cured.append(key)
+                elif next(iter(group.values())).reason != reason:
+                    for job in group.values():
+                        job.reason = reason
+            if leaving:
+                self._leave_queue(share, leaving)
+            for key in cured:
+                for job in parked.pop(key).values():
+                    job.reason = None
+                    self._queue(job)
+                    if job.misconfigured_since is not None:
+                        self.unsettled.append(job)
+
+    def _leave_queue(self, share: int, leaving: dict[tuple[str, int], str]) -> None:
+        kept, moved = [], []
+        for entry in self.queues[share]:
+            job = entry[3]
+            if job.entry is entry:
+                (moved if (job.itype, job.n) in leaving else kept).append(entry)
+        heapify(kept)
+        self.queues[share] = kept
+        sizes = self.sizes[share]
+        for key in leaving:
+            del sizes[key]
+        moved.sort()
+        for entry in moved:
+            job = entry[3]
+            job.reason = leaving[(job.itype, job.n)]
+            self._park(job)
+            if job.misconfigured_since is None:
+                self.unsettled.append(job)
+
+    # -- reasons --------------------------------------------------------------------
+
+    def pending_reasons(self) -> dict[str, str]:
+        """A machine reason for every pending job (misconfigured, head, or behind it)."""
+        reasons: dict[str, str] = {}
+        for rule in self.policy.shares:
+            for position, job in enumerate(self.queued(rule.index)):
+                reasons[job.id] = (
+                    self.ledger.blocker(rule, job.itype, job.n)
+                    if position == 0
+                    else BLOCKED_BEHIND_HEAD
+                )
+            for job in self.misconfigured(rule.index):
+                reasons[job.id] = job.reason
+        return reasons
+
+
+# -- a board from a snapshot ------------------------------------------------------
+
+
+def _share_index(policy: Policy, job_id: str, name: str) -> int:
+    rule = policy.by_name.get(name)
+    if rule is None:
+        raise ValueError(f"job '{job_id}' names share '{name}', which the snapshot lacks")
+    return rule.index
+
+
+def _pending_job(policy: Policy, waiting: PendingJob) -> Job:
+    job = Job(
+        id=waiting.id,
+        share=_share_index(policy, waiting.id, waiting.share),
+        priority=waiting.priority,
+        itype=waiting.instance_type,
+        n=waiting.instances,
+        submitted_at=waiting.submitted_at,
+        protected_until=waiting.protected_until,
+        preemptions=waiting.preemptions,
+        retries=waiting.preemption_retries,
+    )
+    job.misconfigured_since = waiting.misconfigured_since
+    return job
+
+
+def fill_board(board: Board, snapshot: Snapshot) -> list[Job]:
+    """Put the snapshot's running and pending jobs on `board`; the pending, in order."""
+    policy = board.policy
+    for running in snapshot.running:
+        job = Job(
+            id=running.id,
+            share=_share_index(policy, running.id, running.share),
+            priority=running.priority,
+            itype=running.instance_type,
+            n=running.instances,
+            submitted_at=(
+                running.started_at if running.submitted_at is None else running.submitted_at
+            ),
+            protected_until=running.protected_until,
+            preemptions=running.preemptions,
+            retries=running.preemption_retries,
+        )
+        board.place_running(job, started_at=running.started_at, start_seq=running.start_seq)
+    pending = []
+    for waiting in snapshot.pending:
+        job = _pending_job(policy, waiting)
+        board.enqueue(job)
+        pending.append(job)
+    return pending
+
+
+def board_from_snapshot(snapshot: Snapshot) -> tuple[Board, list[Job]]:
+    """A board holding the snapshot's jobs; also returns the pending jobs in snapshot order."""
+    board = Board(Policy(snapshot.queue, snapshot.shares))
+    return board, fill_board(board, snapshot)
+
+
+# -- a board fed lazily ---------------------------------------------------------------
+
+
+# The largest id: a frontier `(-priority, second, LAST_ID)` takes in every job of that
+# priority and second.
+LAST_ID = "\U0010ffff"
+
+
+class Feed(Protocol):
+    """The rest of one share's well-configured pending jobs, page by page, in queue order.
+
+    `frontier` is a queue key `(-priority, submitted_at, id)` such that every such job
+    of the share whose key is at most `frontier` is on the board already; None once
+    every job is. `more()` returns the next page (jobs already on the board left out)
+    and moves the frontier on; a call that moves nothing on ends the feed.
+    """
+
+    frontier: tuple[int, int, str] | None
+
+    def more(self) -> Sequence[PendingJob]: ...
+
+
+class FedBoard(Board):
+    """A board that holds only the front of each share's queue and asks the share's
+    `Feed` for more whenever the loaded front might not be the real head: the queue is
+    empty or its first job lies beyond the feed's frontier. Every decision reads only
+    heads, so it decides exactly what a board holding every pending job decides (the
+    property tests compare both); reasons come for the jobs it holds, and every job it
+    does not hold is behind its share's head."""
+
+    def __init__(self, policy: Policy, feeds: Sequence[Feed | None]) -> None:
+        super().__init__(policy)
+        self.feeds = list(feeds)
+        self.fetched: list[Job] = []
+
+    def head(self, share: int) -> Job | None:
+        queue = self.queues[share]
+        feed = self.feeds[share]
+        while True:
+            while queue and queue[0][3].entry is not queue[0]:
+                heappop(queue)
+            if feed is None:
+                return queue[0][3] if queue else None
+            frontier = feed.frontier
+            if frontier is None:
+                self.feeds[share] = feed = None
+                continue
+            if queue and queue[0][:3] <= frontier:
+                return queue[0][3]
+            page = feed.more()
+            for waiting in page:
+                job = _pending_job(self.policy, waiting)
+                if job.share != share:
+                    raise ValueError(f"the feed of share {share} returned job '{job.id}'")
+                self.enqueue(job)
+                self.fetched.append(job)
+            if not page and feed.frontier == frontier:
+                self.feeds[share] = feed = None  # a page that moves nothing on ends the feed
+
+    def pending_reasons(self) -> dict[str, str]:
+        for share in range(len(self.policy.shares)):
+            self.head(share)  # the real head: its reason is the share's blocker
+        return super().pending_reasons()
