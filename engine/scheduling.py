@@ -99,16 +99,21 @@ def _one_pass(board: Board, now: int, out: list) -> None:
     instances only raise what a preemption needs); it can add a reclaim victim, so a
     reclaim that found too few unprotected victims waits on starts too (`strict`).
     """
-    policy, ledger = board.policy, board.ledger
-    rules = policy.shares
-    last = len(rules)
-    head = board.head
-    need_entitled, need_borrow, need_in_share = board.need
-    wait = board.wait
     held: list[Job] = []
+    _entitlement(board, now, out, held)
+    _borrowing(board, now, out)
+    _in_share_preemption(board, now, out, held)
+    for victim in held:
+        victim.held = False
 
-    # Phase 1: entitlement, shares in listed order (flagged ones; a share flagged during
-    # the phase further on in the order is found too, as a full scan would reach it).
+
+def _entitlement(board: Board, now: int, out: list, held: list[Job]) -> None:
+    """Phase 1: entitlement, shares in listed order (flagged ones; a share flagged during
+    the phase further on in the order is found too, as a full scan would reach it)."""
+    ledger, rules = board.ledger, board.policy.shares
+    last = len(rules)
+    head, wait = board.head, board.wait
+    need_entitled = board.need[0]
     share = need_entitled.index(True)
     while share < last:
         rule = rules[share]
@@ -141,7 +146,13 @@ def _one_pass(board: Board, now: int, out: list) -> None:
             board.start(job, now, out)
         share = need_entitled.index(True, share + 1)
 
-    # Phase 2: borrowing, first-in first-out across shares (submission time, then id).
+
+def _borrowing(board: Board, now: int, out: list) -> None:
+    """Phase 2: borrowing, first-in first-out across shares (submission time, then id)."""
+    ledger, rules = board.ledger, board.policy.shares
+    last = len(rules)
+    head, wait = board.head, board.wait
+    need_borrow = board.need[1]
     order = []
     share = need_borrow.index(True)
     while share < last:
@@ -173,7 +184,13 @@ def _one_pass(board: Board, now: int, out: list) -> None:
         elif not job.held:
             heappush(order, (job.submitted_at, job.id, share, job))
 
-    # Phase 3: in-share preemption, shares in listed order (borrowing was tried first).
+
+def _in_share_preemption(board: Board, now: int, out: list, held: list[Job]) -> None:
+    """Phase 3: in-share preemption, shares in listed order (borrowing was tried first)."""
+    rules = board.policy.shares
+    last = len(rules)
+    head, wait = board.head, board.wait
+    need_in_share = board.need[2]
     share = need_in_share.index(True)
     while share < last:
         rule = rules[share]
@@ -190,9 +207,6 @@ def _one_pass(board: Board, now: int, out: list) -> None:
                     _stop(board, victim, "priority", job, out, held)
                 board.start(job, now, out)
         share = need_in_share.index(True, share + 1)
-
-    for victim in held:
-        victim.held = False
 
 
 def _stop(board: Board, victim: Job, cause: str, by: Job, out: list, held: list) -> None:
