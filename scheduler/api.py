@@ -45,7 +45,7 @@ from scheduler.serializers import (
     definition_data_from_input,
     job_data_from_input,
 )
-from scheduler.services import estimates
+from scheduler.services.estimates.reads import queue_estimates, submission_estimate
 from scheduler.services.job_definitions import (
     definition_data_of,
     definition_register,
@@ -233,7 +233,7 @@ class QueuePending(generics.GenericAPIView):
         queue = JobQueue.objects.filter(pk=pk).first()
         if queue is None:
             raise exceptions.NotFound("no such queue")
-        result = estimates.queue_estimates(queue)
+        result = queue_estimates(queue)
         page = self.paginate_queryset(result.entries)
         body = self.get_paginated_response([]).data
         body = {
@@ -268,7 +268,7 @@ class JobEstimate(JobApiView):
         why = rules.refusal(request.user, "job.estimate", data.share)
         if why is not None:
             raise PermissionDenied(why)
-        answer = estimates.submission_estimate(data=data)
+        answer = submission_estimate(data=data)
         return Response(SubmissionEstimateSerializer(answer).data)
 
 

@@ -35,7 +35,7 @@ RETRY = retry_policy()
 
 @shared_task(name="scheduler.run_pass", acks_late=True, **RETRY)
 def run_pass(queue_id: int) -> dict:
-    from scheduler.services.estimates import request_estimates
+    from scheduler.services.estimates.store import request_estimates
     from scheduler.services.passes import pass_request_taken, scheduling_pass
 
     # Before reading anything: a request from now on needs a pass after this one.
@@ -56,7 +56,7 @@ def run_pass(queue_id: int) -> dict:
 
 @shared_task(name="scheduler.estimate_queue", acks_late=True, ignore_result=True, **RETRY)
 def estimate_queue(queue_id: int) -> str:
-    from scheduler.services.estimates import refresh_estimates
+    from scheduler.services.estimates.store import refresh_estimates
 
     return refresh_estimates(queue_id)
 

@@ -34,8 +34,14 @@ from scheduler.forms import (
     apply_definition_errors,
 )
 from scheduler.models import JobDecision
-from scheduler.services import estimates
 from scheduler.services import job_definitions as definition_services
+from scheduler.services.estimates.reads import (
+    job_estimate,
+    job_positions,
+    queue_estimates,
+    submission_estimate,
+    too_big_warning,
+)
 from scheduler.services.jobs import JobError, job_decide, job_set_priority, job_submit
 from scheduler.services.jobs import job_terminate as terminate_job
 
@@ -55,7 +61,7 @@ def job_list(request):
     jobs = selectors.job_list(filters=page_query(filters))
     page = Paginator(jobs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
     # Where each waiting job of the page stands in its share's queue.
-    places = estimates.job_positions(list(page.object_list))
+    places = job_positions(list(page.object_list))
     for job in page.object_list:
         job.place = places.get(job.pk)
     context = {
@@ -86,9 +92,9 @@ def job_create(request):
         try:
             if asking:
                 _require(rules.allowed(request.user, "job.estimate", data.share))
-                estimate = estimates.submission_estimate(data=data)
+                estimate = submission_estimate(data=data)
             else:
-                warning = estimates.too_big_warning(data=data)
+                warning = too_big_warning(data=data)
                 if warning and not form.cleaned_data.get("confirm_too_big"):
                     form.ask_to_confirm(warning)
                 else:
@@ -134,7 +140,7 @@ def job_detail(request, pk: int):
             "last_checkpoint": selectors.job_last_checkpoint(job, progress),
             "clock": selectors.queue_clock(job.queue),
             "too_big": too_big,
-            "wait": estimates.job_estimate(job) if not too_big else None,
+            "wait": job_estimate(job) if not too_big else None,
             "waiting": selectors.job_waiting(job),
             "timeline": selectors.job_timeline(job),
             "can_manage": can_manage,
@@ -232,7 +238,7 @@ def queue_live(request, pk: int):
         "live": selectors.live_queue(queue),
         "queue": queue,
         "clock": selectors.queue_clock(queue),
-        "waiting": estimates.queue_estimates(queue).entries[:LIVE_WAITING],
+        "waiting": queue_estimates(queue).entries[:LIVE_WAITING],
     }
     if request.htmx:
         return render(request, "scheduler/_live.html", context)

@@ -59,7 +59,9 @@ from fleet.models import (
     QuotaShare,
     Team,
 )
-from scheduler.services import estimates
+from scheduler.services.estimates import store
+from scheduler.services.estimates.forecast import compute_forecast
+from scheduler.services.estimates.reads import job_estimate, queue_estimates, submission_estimate
 from scheduler.services.job_definitions import DefinitionData, definition_register
 from scheduler.services.jobs import JobData
 
@@ -261,9 +263,9 @@ class Command(BaseCommand):
                 .order_by("pk")
                 .values_list("pk", flat=True)
             )
-            estimates.forget(queue)
+            store.forget(queue)
             began = time.perf_counter()
-            estimates.submission_estimate(data=data)  # nothing stored: computed here
+            submission_estimate(data=data)  # nothing stored: computed here
             first = (time.perf_counter() - began) * 1000
             if self.profile:
                 import cProfile
@@ -272,7 +274,7 @@ class Command(BaseCommand):
 
                 profiler = cProfile.Profile()
                 profiler.enable()
-                estimates.compute_forecast(queue)
+                compute_forecast(queue)
                 profiler.disable()
                 pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumtime").print_stats(40)
 
@@ -281,11 +283,9 @@ class Command(BaseCommand):
                 Job.objects.filter(pk=rng.choice(waiting)).update(priority=F("priority") + 1)
 
             reads = {
-                "'if you submit this now'": lambda: estimates.submission_estimate(data=data),
-                "pending list, one page": lambda: estimates.queue_estimates(queue).entries[:50],
-                "job page (its entry)": lambda: estimates.job_estimate(
-                    Job.objects.get(pk=waiting[-1])
-                ),
+                "'if you submit this now'": lambda: submission_estimate(data=data),
+                "pending list, one page": lambda: queue_estimates(queue).entries[:50],
+                "job page (its entry)": lambda: job_estimate(Job.objects.get(pk=waiting[-1])),
             }
 
             def serve(label: str, *, stale: bool, cold: bool) -> None:
@@ -295,7 +295,7 @@ class Command(BaseCommand):
                         if stale:
                             change()
                         if cold:
-                            estimates.forget_local()  # as a process that never read it
+                            store.forget_local()  # as a process that never read it
                         began = time.perf_counter()
                         read()
                         times.append((time.perf_counter() - began) * 1000)
@@ -310,7 +310,7 @@ class Command(BaseCommand):
             for _ in range(max(1, repeat // 4)):
                 change()
                 began = time.perf_counter()
-                estimates.refresh_estimates(queue.pk)  # the background task's work
+                store.refresh_estimates(queue.pk)  # the background task's work
                 computed.append((time.perf_counter() - began) * 1000)
             write(
                 "background forecast after a change (scheduler.estimate_queue: read, explain, "
@@ -319,20 +319,20 @@ class Command(BaseCommand):
             write("serving after a change, the stored forecast no longer current ('as of'):")
             serve("stale, first read in the process", stale=True, cold=True)
             serve("stale, read before in the process", stale=True, cold=False)
-            estimates.refresh_estimates(queue.pk)
+            store.refresh_estimates(queue.pk)
             write("serving once the background forecast is stored (current):")
             serve("current, first read in the process", stale=False, cold=True)
             serve("current, read before in the process", stale=False, cold=False)
-            answer = estimates.submission_estimate(data=data)
+            answer = submission_estimate(data=data)
             write(
                 f"  (the what-if job: position {answer.position} of {answer.queue_length} in "
                 f"its share, estimated wait {answer.estimate.wait_p50} s; current: "
                 f"{answer.current})"
             )
-            stored = estimates._load(queue.pk)
+            stored = store.load(queue.pk)
             size = len(pickle.dumps(stored, pickle.HIGHEST_PROTOCOL))
             write(f"stored forecast: {size / 1e6:.1f} MB pickled, {len(stored.rows):,} entries")
-            estimates.forget(queue)
+            store.forget(queue)
         finally:
             JobEvent.objects.filter(job__queue=queue).delete()
             Job.objects.filter(queue=queue).delete()

@@ -11,7 +11,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from fleet.models import InstanceType, Job, JobEvent
-from scheduler.services import estimates
+from scheduler.services.estimates.reads import job_estimate, queue_estimates
 from scheduler.services.passes import scheduling_pass
 from tests.factories import job_definition
 
@@ -67,7 +67,7 @@ def test_the_pending_list_is_in_dispatch_order_with_positions(queue, lead, busy)
     assert "qs3 (RESERVE) holds 1 idle for its own jobs" in rows[0]["blocker"]
     assert rows[1]["reason"] == "BLOCKED_BEHIND_HEAD"
     # The same as the service says.
-    entries = estimates.queue_estimates(queue).entries
+    entries = queue_estimates(queue).entries
     assert [row["estimate"]["wait_p50"] for row in rows] == [
         entry.estimate.wait_p50 for entry in entries
     ]
@@ -133,7 +133,7 @@ def test_the_estimate_endpoint_refuses_as_a_submission_would(queue, lead, shares
 
 def test_job_pages_show_the_position_blocker_and_estimate(client, lead, queue, busy):
     client.force_login(lead)
-    entry = estimates.job_estimate(Job.objects.get(pk=busy["behind"].pk))
+    entry = job_estimate(Job.objects.get(pk=busy["behind"].pk))
     page = client.get(reverse("job-detail", args=[busy["behind"].pk])).content.decode()
     assert "Where it stands" in page
     assert "<dd data-position>2 of 2</dd>" in page

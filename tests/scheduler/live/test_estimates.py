@@ -9,7 +9,8 @@ import pytest
 
 from engine.types import BLOCKED_BEHIND_HEAD, WAITING_FOR_CAPACITY
 from fleet.models import Job, JobEvent
-from scheduler.services import estimates
+from scheduler.services.estimates.clock import queue_clock
+from scheduler.services.estimates.reads import queue_estimates, submission_estimate
 from scheduler.services.jobs import JobData, JobError
 from scheduler.services.passes import scheduling_pass
 from tests.factories import job_definition
@@ -32,7 +33,7 @@ def test_waiting_jobs_get_positions_blockers_and_exact_estimates(queue, submit, 
     behind = submit("qs1", "behind", at=20, expected_duration=100)
     scheduling_pass(queue_id=queue.pk, now=clock(20))
 
-    found = estimates.queue_estimates(queue, now=clock(30)).by_job()
+    found = queue_estimates(queue, now=clock(30)).by_job()
     assert set(found) == {head.pk, behind.pk}
     assert (found[head.pk].position, found[behind.pk].position) == (1, 2)
     assert found[head.pk].reason == WAITING_FOR_CAPACITY
@@ -52,7 +53,7 @@ def test_waiting_jobs_get_positions_blockers_and_exact_estimates(queue, submit, 
     assert found[head.pk].estimate.start_p90 == clock(600)
     assert found[head.pk].estimate.wait_p50 == 570
     assert found[behind.pk].estimate.start_p50 == clock(700)
-    assert [entry.job_id for entry in estimates.queue_estimates(queue, now=clock(30)).entries] == [
+    assert [entry.job_id for entry in queue_estimates(queue, now=clock(30)).entries] == [
         head.pk,
         behind.pk,
     ]
@@ -84,7 +85,7 @@ def test_history_widens_the_range(queue, submit, clock, shares):
     other = submit("qs3", "other", expected_duration=10_000)
     scheduling_pass(queue_id=queue.pk, now=clock(0))
     waiting = submit("qs2", "waiting", at=5, expected_duration=100)
-    entry = estimates.queue_estimates(queue, now=clock(10)).by_job()[waiting.pk]
+    entry = queue_estimates(queue, now=clock(10)).by_job()[waiting.pk]
     # Ratios 2, 3, 4, 5, 6 (all ran the same definition): the median says the running
     # job's 1000 declared seconds take 4000, the 90th percentile 5600.
     assert entry.estimate.basis == "definition"
@@ -109,7 +110,7 @@ def test_if_you_submit_this_now_stores_nothing(queue, submit, clock, shares):
         instance_type=itype,
         expected_duration=50,
     )
-    answer = estimates.submission_estimate(data=data, now=clock(10))
+    answer = submission_estimate(data=data, now=clock(10))
     assert everything() == before
     # qs2's own instance is borrowed by qs1: it reclaims it at once.
     assert answer.estimate.start_p50 == clock(10)
@@ -122,7 +123,7 @@ def test_if_you_submit_this_now_stores_nothing(queue, submit, clock, shares):
         instance_type=itype,
         expected_duration=50,
     )
-    answer = estimates.submission_estimate(data=data, now=clock(10))
+    answer = submission_estimate(data=data, now=clock(10))
     assert answer.within_limit is False
     assert answer.reclaimable_by == ["qs2"]
     assert answer.estimate.start_p50 == clock(600)
@@ -136,12 +137,12 @@ def test_if_you_submit_this_now_stores_nothing(queue, submit, clock, shares):
         instances=4,
         expected_duration=50,
     )
-    answer = estimates.submission_estimate(data=too_big, now=clock(10))
+    answer = submission_estimate(data=too_big, now=clock(10))
     assert answer.too_big and answer.estimate.never
     assert "has 3" in answer.warnings[0]
 
     with pytest.raises(JobError) as refused:
-        estimates.submission_estimate(
+        submission_estimate(
             data=JobData(share=shares["qs1"], name="", revision=revision), now=clock(10)
         )
     assert "name" in refused.value.errors
@@ -154,9 +155,9 @@ def test_a_simulated_queue_estimates_in_its_own_clock(queue, submit, clock, sett
     submit("qs2", "owner", expected_duration=6000)
     scheduling_pass(queue_id=queue.pk, now=clock(0))
     waiting = submit("qs1", "waiting", at=1, expected_duration=60)
-    entry = estimates.queue_estimates(queue, now=clock(2)).by_job()[waiting.pk]
+    entry = queue_estimates(queue, now=clock(2)).by_job()[waiting.pk]
     # `first` needs 600 compute seconds: 10 real seconds at 60x.
     assert entry.estimate.start_p50 == clock(10)
     assert entry.estimate.wait_p50 == 600 - 120
-    assert estimates.queue_clock(queue).simulated
+    assert queue_clock(queue).simulated
     assert dt.timedelta(0) <= entry.estimate.start_p50 - clock(0)

@@ -15,7 +15,8 @@ from rest_framework.test import APIClient
 
 from config.celery import app
 from fleet.models import InstanceType, Job
-from scheduler.services import estimates
+from scheduler.services.estimates import store
+from scheduler.services.estimates.reads import queue_estimates, submission_estimate
 from scheduler.services.jobs import JobData
 from scheduler.services.passes import scheduling_pass
 from tests.scheduler.live.conftest import wait_for
@@ -27,12 +28,12 @@ LONG = 36_000
 def stored_only(settings, queue):
     """Reads never compute a forecast once one is stored; nothing is stored yet."""
     settings.ESTIMATE_SYNC_MAX_LIVE = 0
-    key = estimates._key(queue.pk)
+    key = store.cache_key(queue.pk)
     cache.delete_many([key, key + ":v", key + ":asked", key + ":computing"])
-    estimates.forget_local()
+    store.forget_local()
     yield
     cache.delete_many([key, key + ":v", key + ":asked", key + ":computing"])
-    estimates.forget_local()
+    store.forget_local()
 
 
 def test_the_forecast_task_is_background_work_and_never_holds_up_a_pass():
@@ -49,17 +50,17 @@ def test_a_changed_queue_is_served_as_of_its_last_forecast_until_a_new_one_is_st
     submit("qs1", "borrower", at=None, expected_duration=LONG)
     scheduling_pass(queue_id=queue.pk)
     head = submit("qs1", "head", at=None, expected_duration=100)
-    first = estimates.queue_estimates(queue)  # nothing stored: computed by this read
+    first = queue_estimates(queue)  # nothing stored: computed by this read
     assert first.current and [entry.job_id for entry in first.entries] == [head.pk]
 
     late = submit("qs1", "late", at=None, expected_duration=100)
     with django_capture_on_commit_callbacks(execute=True):
-        stale = estimates.queue_estimates(queue)
+        stale = queue_estimates(queue)
     # The last forecast, said to be so; the late job is not in it yet, and a new one
     # was asked for (one request, however many reads).
     assert not stale.current and stale.estimated_at == first.estimated_at
     assert stale.of_job(late.pk) is None and stale.of_job(head.pk).current is False
-    assert cache.get(estimates._key(queue.pk) + ":asked") == "read"
+    assert cache.get(store.cache_key(queue.pk) + ":asked") == "read"
 
     client.force_login(lead)
     page = client.get(reverse("job-detail", args=[head.pk])).content.decode()
@@ -70,7 +71,7 @@ def test_a_changed_queue_is_served_as_of_its_last_forecast_until_a_new_one_is_st
     api.force_login(lead)
     body = api.get(reverse("api-queue-pending", args=[queue.pk])).json()
     assert body["current"] is False and [row["job"] for row in body["results"]] == [head.pk]
-    what_if = estimates.submission_estimate(
+    what_if = submission_estimate(
         data=JobData(
             share=shares["qs1"],
             name="what-if",
@@ -82,13 +83,13 @@ def test_a_changed_queue_is_served_as_of_its_last_forecast_until_a_new_one_is_st
     assert what_if.current is False and what_if.position == 2  # behind the head only
 
     # The background task's work (run here, as the worker runs it).
-    assert estimates.refresh_estimates(queue.pk) == "computed"
-    fresh = estimates.queue_estimates(queue)
+    assert store.refresh_estimates(queue.pk) == "computed"
+    fresh = queue_estimates(queue)
     assert fresh.current and [entry.job_id for entry in fresh.entries] == [head.pk, late.pk]
     assert fresh.estimated_at > first.estimated_at
     page = client.get(reverse("job-detail", args=[late.pk])).content.decode()
     assert "Where it stands" in page and "data-estimated-at" not in page
-    assert estimates.refresh_estimates(queue.pk) == "unchanged"
+    assert store.refresh_estimates(queue.pk) == "unchanged"
 
 
 @pytest.mark.redis
@@ -98,7 +99,7 @@ def test_a_worker_stores_a_fresh_forecast_after_a_change_without_any_read(
     start_worker, queue, submit, stored_only
 ):
     def current():
-        stored, fresh = estimates.peek(queue)
+        stored, fresh = store.peek(queue)
         return stored if fresh else None
 
     start_worker(queues="interactive,celery")
@@ -121,7 +122,7 @@ def test_a_worker_stores_a_fresh_forecast_after_a_change_without_any_read(
     )
     assert newer.version != stored.version and newer.now > stored.now
     # A read now serves that very forecast: it computes nothing.
-    listed = estimates.queue_estimates(queue)
+    listed = queue_estimates(queue)
     assert listed.current and listed.entries.stored.version == newer.version
     assert [entry.job_id for entry in listed.entries][-1] == later.pk
     assert jobs
