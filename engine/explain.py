@@ -222,10 +222,11 @@ class Standing:
 
     def referenced(self) -> set[str]:
         """The jobs an explanation may name: each share's head and the borrowers."""
-        found = {keys[0][2] for keys in self.keys.values() if keys}
-        for _, borrowers in self._facts.values():
-            found.update(b.job for b in borrowers)
-        return found
+        return {keys[0][2] for keys in self.keys.values() if keys} | self.borrowers()
+
+    def borrowers(self) -> set[str]:
+        """The jobs the blocker figures name as borrowing (a sentence may say their end)."""
+        return {b.job for _, borrowers in self._facts.values() for b in borrowers}
 
     def _blocker(self, share: int, itype: str) -> tuple:
         key = (share, itype)

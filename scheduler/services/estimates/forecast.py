@@ -318,7 +318,7 @@ def compute_forecast(queue: JobQueue, *, now: dt.datetime | None = None, fingerp
     names = {
         job_id: view.facts[job_id].name for job_id in standing.referenced() if job_id in view.facts
     }
-    borrowers = {b.job for _, found in standing._facts.values() for b in found}
+    borrowers = standing.borrowers()
     whatif = WhatIf(
         shape=replace(view.snapshot, running=(), pending=()),
         standing=standing,
