@@ -456,7 +456,8 @@ def history_load(
     Jobs the scenario never finishes stay RUNNABLE with their reason.
     """
     from governance.dashboards.rollups import rollups_refresh
-    from governance.dashboards.selectors import month_start, next_month, policy_in_force
+    from governance.dashboards.selectors.calendar import month_start, next_month
+    from governance.dashboards.selectors.reads import policy_in_force
 
     now = now or timezone.now()
     if start.tzinfo is None:

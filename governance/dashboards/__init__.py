@@ -1,2 +1,3 @@
-"""The signals and the leadership dashboard: selectors (computation), rollups (stored
-monthly figures), figures (pure Plotly builders) and csv (exports)."""
+"""The signals and the leadership dashboard: selectors (the computation, and the reads of
+stored figures), rollups (stored monthly figures), figures (pure Plotly builders) and csv
+(exports)."""

@@ -25,13 +25,9 @@ from engine.strategies import spoken_list, strategies_that
 from fleet.models import JobQueue, QuotaShare, Team
 from governance.dashboards import formulas as f
 from governance.dashboards.rollups import rollups_refresh
-from governance.dashboards.selectors import (
-    empty_signals,
-    month_start,
-    rollup_current,
-    rollup_scope,
-    scope_key,
-)
+from governance.dashboards.selectors.calendar import month_start
+from governance.dashboards.selectors.reads import empty_signals, rollup_current, rollup_scope
+from governance.dashboards.selectors.scopes import scope_key
 
 FIRST_MONTH = dt.date(2000, 1, 1)
 SCOPE_HELP = "`all`, `queue:<queue name>`, `share:<queue name>/<share name>` or `team:<team name>`."

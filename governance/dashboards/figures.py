@@ -106,7 +106,7 @@ def _hours(seconds) -> float | None:
 
 def box_trace(label: str, rows: list[tuple[str, dict]], colour: str, fill: str) -> dict:
     """A box trace from precomputed quartiles: `rows` = [(x label, duration stats)] with
-    seconds `q1`, `median`, `q3`, `min`, `max` (selectors.duration_stats), shown in hours."""
+    seconds `q1`, `median`, `q3`, `min`, `max` (formulas.duration_stats), shown in hours."""
     return {
         "type": "box",
         "name": label,

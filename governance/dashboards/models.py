@@ -3,9 +3,9 @@ record by governance.dashboards.rollups, so the dashboard never scans raw events
 
 One row per month and *scope*: the whole organisation (`all`), a queue (`q<id>`), a
 share of a queue (`q<id>/s<id>`) or a team across queues (`t<id>`). `data` holds the
-figures of governance.dashboards.selectors.signals_for_jobs (plain JSON: counts,
+figures of governance.dashboards.selectors.signals.month_signals (plain JSON: counts,
 GPU-seconds, duration statistics, weekly series, the repeated yielders); `version` the
-version of those figures (selectors.SIGNALS_VERSION) that computed them, so a release
+version of those figures (signals.SIGNALS_VERSION) that computed them, so a release
 that adds a figure recomputes older months instead of reading a figure they lack.
 """
 

@@ -53,7 +53,8 @@ from governance.dashboards import formulas as f
 from governance.dashboards.csv import DATASETS, csv_filename, table_csv
 from governance.dashboards.page import KPI_BY_KEY, dashboard_view, display, kpi_values
 from governance.dashboards.rollups import rollups_read, rollups_refresh
-from governance.dashboards.selectors import month_bounds, month_start, rollup_scope
+from governance.dashboards.selectors.calendar import month_bounds, month_start
+from governance.dashboards.selectors.reads import rollup_scope
 from governance.models import ExceptionEvent, PolicyChange
 
 PACK_ROOT = "packs"

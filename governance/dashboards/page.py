@@ -16,7 +16,7 @@ from core.formatting import duration, percent
 from engine.strategies import spoken_list, strategies_that
 from governance.dashboards import figures
 from governance.dashboards import formulas as f
-from governance.dashboards.selectors import previous_month
+from governance.dashboards.selectors.calendar import previous_month
 
 LOWER, HIGHER = "lower", "higher"
 NO_DIRECTION = None

@@ -15,13 +15,9 @@ import datetime as dt
 from django.db import transaction
 from django.utils import timezone
 
-from governance.dashboards.selectors import (
-    SIGNALS_VERSION,
-    dashboard_rollups,
-    month_signals,
-    month_start,
-    previous_month,
-)
+from governance.dashboards.selectors.calendar import month_start, previous_month
+from governance.dashboards.selectors.reads import dashboard_rollups
+from governance.dashboards.selectors.signals import SIGNALS_VERSION, month_signals
 from governance.models import MonthlyRollup
 
 
@@ -70,7 +66,7 @@ def rollups_refresh_recent(*, now: dt.datetime | None = None) -> list[dt.date]:
 def rollups_read(
     *, month: dt.date, queue_id: int | None = None, team_id: int | None = None
 ) -> dict:
-    """selectors.dashboard_rollups, after recomputing the shown month and the one before
+    """selectors.reads.dashboard_rollups, after recomputing the shown month and the one before
     it if an older version computed them. Older stale months of the trend are left to
     the beat (`rollups_refresh_stale`) and shown as gaps meanwhile: recomputing a year
     would hold the page for minutes."""

@@ -15,7 +15,7 @@ from django.utils import timezone
 from config.celery import retry_policy
 from governance.dashboards.pack import pack_send_once
 from governance.dashboards.rollups import rollups_refresh_recent
-from governance.dashboards.selectors import last_full_month
+from governance.dashboards.selectors.calendar import last_full_month
 
 RETRY = retry_policy(patient=True)
 

@@ -26,7 +26,8 @@ from governance.dashboards.formulas import DEFINITIONS, MIN_SAMPLE, MONTH_RULE
 from governance.dashboards.pack import pack_file, pack_make, packs_list
 from governance.dashboards.page import charts, dashboard_view
 from governance.dashboards.rollups import rollups_read, rollups_refresh
-from governance.dashboards.selectors import last_full_month, rollup_months
+from governance.dashboards.selectors.calendar import last_full_month
+from governance.dashboards.selectors.reads import rollup_months
 
 YIELDERS_SHOWN = 20
 

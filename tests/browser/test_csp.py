@@ -13,7 +13,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from governance.dashboards.rollups import rollups_refresh
-from governance.dashboards.selectors import last_full_month
+from governance.dashboards.selectors.calendar import last_full_month
 from governance.whatif import services, tasks
 from tests.factories import UserFactory, aws_sample_queue
 from tests.governance.dashboards.conftest import load_into_db, scenario_document

@@ -9,7 +9,7 @@ import pytest
 from demo.history import HISTORY_PREFIX, seed_history
 from demo.organisation import seed_demo
 from fleet.models import Job, JobEvent
-from governance.dashboards.selectors import dashboard_rollups
+from governance.dashboards.selectors.reads import dashboard_rollups
 from governance.models import ExceptionRequest, MonthlyRollup, PolicyChange
 
 END = dt.datetime(2025, 6, 15, tzinfo=dt.UTC)

@@ -14,7 +14,7 @@ from django.core.management.base import CommandError
 
 from engine import load_scenario, result_to_json, simulate
 from fleet.models import Job, JobQueue, QuotaShare
-from governance.dashboards.selectors import rollup_scope
+from governance.dashboards.selectors.reads import rollup_scope
 from governance.models import PolicyChange
 from tests.governance.dashboards.conftest import scenario_document
 

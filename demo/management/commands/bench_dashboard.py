@@ -88,7 +88,7 @@ class Command(BaseCommand):
         from engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
         from fleet.models import Job, JobQueue, Team
         from governance.dashboards.rollups import rollups_refresh
-        from governance.dashboards.selectors import next_month
+        from governance.dashboards.selectors.calendar import next_month
         from governance.models import MonthlyRollup
 
         started = time.perf_counter()
@@ -188,7 +188,7 @@ class Command(BaseCommand):
 
 def _month_events(month: dt.date) -> int:
     from fleet.models import JobEvent
-    from governance.dashboards.selectors import month_bounds
+    from governance.dashboards.selectors.calendar import month_bounds
 
     start, end = month_bounds(month)
     return JobEvent.objects.filter(at__gte=start, at__lt=end).count()

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from demo.history import HistoryLoadError, history_load
 from engine.cli import InputError, read_input, read_scenario
-from governance.dashboards.selectors import last_full_month
+from governance.dashboards.selectors.calendar import last_full_month
 
 
 def _start(value: str | None) -> dt.datetime:

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from governance.dashboards.pack import leadership_emails, pack_make
-from governance.dashboards.selectors import last_full_month, month_start
+from governance.dashboards.selectors.calendar import last_full_month, month_start
 
 
 class Command(BaseCommand):

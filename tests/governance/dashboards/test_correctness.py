@@ -17,7 +17,7 @@ from engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
 from fleet.models import Job, JobEvent
 from governance.dashboards.page import kpi_values
 from governance.dashboards.rollups import rollups_refresh
-from governance.dashboards.selectors import dashboard_rollups
+from governance.dashboards.selectors.reads import dashboard_rollups
 from tests.governance.dashboards.conftest import load_into_db, scenario_document
 
 MARCH = dt.date(2025, 3, 1)

@@ -11,7 +11,7 @@ import pytest
 from governance.dashboards import figures
 from governance.dashboards.formulas import LOST_CAUSES, duration_stats
 from governance.dashboards.page import sparkline
-from governance.dashboards.selectors import month_weeks
+from governance.dashboards.selectors.calendar import month_weeks
 
 STATS = duration_stats([600, 1200, 3600, 7200, 36000])
 WEEKS = [

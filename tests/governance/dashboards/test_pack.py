@@ -24,7 +24,7 @@ from fleet.models import InstanceType, QuotaShare
 from governance.dashboards.csv import DATASETS
 from governance.dashboards.pack import pack_make, pack_send_once, packs_list
 from governance.dashboards.rollups import rollups_refresh
-from governance.dashboards.selectors import rollup_scope
+from governance.dashboards.selectors.reads import rollup_scope
 from governance.models import ExceptionEvent, ExceptionRequest, PolicyChange, PolicyProposal
 from tests.factories import UrgencyDefinitionFactory, UserFactory
 from tests.governance.dashboards.conftest import load_into_db

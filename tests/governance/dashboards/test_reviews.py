@@ -5,7 +5,7 @@ import datetime as dt
 import pytest
 
 from governance.dashboards.rollups import rollups_refresh
-from governance.dashboards.selectors import dashboard_rollups
+from governance.dashboards.selectors.reads import dashboard_rollups
 from governance.models import WhatIfComparison, WhatIfReview
 
 pytestmark = pytest.mark.django_db

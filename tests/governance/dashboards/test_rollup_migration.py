@@ -10,7 +10,7 @@ import importlib
 from django.apps import apps
 
 from governance.dashboards.rollups import rollups_refresh_stale
-from governance.dashboards.selectors import rollup_current
+from governance.dashboards.selectors.reads import rollup_current
 from governance.models import MonthlyRollup
 
 migration = importlib.import_module("governance.migrations.0009_monthlyrollup_version")

@@ -15,7 +15,7 @@ import pytest
 
 from fleet.models import Job, QuotaShare, Team
 from governance.dashboards.rollups import rollups_refresh
-from governance.dashboards.selectors import rollup_scope
+from governance.dashboards.selectors.reads import rollup_scope
 from tests.governance.dashboards.conftest import load_into_db
 
 HOUR = 3600

@@ -191,7 +191,7 @@ def test_the_api_the_csv_and_the_page_agree(client, leadership, lend_borrow):
 def test_a_month_stored_by_an_older_version_is_recomputed_before_it_is_served(
     client, leadership, lend_borrow
 ):
-    from governance.dashboards.selectors import SIGNALS_VERSION
+    from governance.dashboards.selectors.signals import SIGNALS_VERSION
 
     rollups_refresh(month=APRIL)
     # What an older release stored: fewer figures than this one reads.

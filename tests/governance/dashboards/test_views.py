@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from governance.dashboards.csv import DATASETS
 from governance.dashboards.rollups import rollups_refresh, rollups_refresh_stale
-from governance.dashboards.selectors import SIGNALS_VERSION
+from governance.dashboards.selectors.signals import SIGNALS_VERSION
 from governance.models import MonthlyRollup
 from tests.governance.dashboards.conftest import load_into_db, scenario_document
 

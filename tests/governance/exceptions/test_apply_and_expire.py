@@ -10,7 +10,8 @@ from core.signals import policy_changed
 from fleet.models import Job, JobEvent, QuotaShare
 from fleet.selectors import share_document
 from governance.dashboards.rollups import rollups_refresh
-from governance.dashboards.selectors import dashboard_rollups, month_start
+from governance.dashboards.selectors.calendar import month_start
+from governance.dashboards.selectors.reads import dashboard_rollups
 from governance.exceptions import services, tasks
 from governance.models import ExceptionRequest, PolicyChange
 from governance.policy.services import share_data_from_document, share_update
