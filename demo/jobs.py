@@ -195,7 +195,7 @@ def seed_process_demo(*, actor, lead=None) -> JobQueue:
         description="Runs the example training script as real processes.",
         executor="process",
         cause=seeded,
-    )
+    ).applied
     shares = {}
     for name, strategy, borrow in (
         ("lab-borrower", QuotaShare.Strategy.LEND_AND_BORROW, -1),
@@ -216,7 +216,7 @@ def seed_process_demo(*, actor, lead=None) -> JobQueue:
             ),
             reason=reason,
             cause=seeded,
-        )
+        ).applied
     revision = seed_definitions(actor=actor, queue=queue, names=["train-example"])["train-example"]
     if lead is not None:
         # A fresh copy: the teams a user leads are cached on the object, and the lead

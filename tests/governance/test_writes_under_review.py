@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 from fleet.models import UrgencyDefinition
 from fleet.selectors import share_document
 from governance.models import PolicyChange, PolicyProposal
-from governance.policy.services import history_entry, share_data_from_document, share_update
+from governance.policy.services import PolicyWrite, share_data_from_document, share_update
 
 pytestmark = pytest.mark.django_db
 
@@ -29,15 +29,13 @@ def edited(admin, aws_queue):
     """A change to revert: qs2's limit raised to 2 (the tests turn review on after it)."""
     share = aws_queue.shares.get(name="qs2")
     doc = {**share_document(share), "capacity_limits": {XL: 2}}
-    return history_entry(
-        share_update(
-            actor=admin,
-            share=share,
-            data=share_data_from_document(doc),
-            reason="grow",
-            expected_version=share.version,
-        )
-    )
+    return share_update(
+        actor=admin,
+        share=share,
+        data=share_data_from_document(doc),
+        reason="grow",
+        expected_version=share.version,
+    ).entry
 
 
 def _share_form(share, **changes) -> dict:
@@ -173,3 +171,28 @@ def test_an_urgency_update_under_review_answers_202(settings, admin):
     assert response.status_code == 202, response.json()
     assert response.json()["kind"] == "urgency_update"
     assert UrgencyDefinition.objects.get(pk=urgency.pk).priority == 5
+
+
+def test_a_write_returns_what_it_applied_or_what_it_proposed(settings, admin, aws_queue):
+    share = aws_queue.shares.get(name="qs2")
+
+    def grow(instances):
+        doc = {**share_document(share), "capacity_limits": {XL: instances}}
+        return share_update(
+            actor=admin,
+            share=share,
+            data=share_data_from_document(doc),
+            reason="grow",
+            expected_version=share.version,
+        )
+
+    applied = grow(2)
+    assert isinstance(applied, PolicyWrite)
+    assert (applied.applied, applied.entry.share, applied.proposal) == (share, share, None)
+    settings.POLICY_CHANGES_NEED_REVIEW = True
+    share.refresh_from_db()
+    proposed = grow(3)
+    assert (proposed.applied, proposed.entry) == (None, None)
+    assert proposed.proposal == PolicyProposal.objects.get()
+    unchanged = grow(2)  # the same policy: nothing to review, nothing recorded
+    assert (unchanged.applied, unchanged.entry, unchanged.proposal) == (share, None, None)
