@@ -30,6 +30,7 @@ from fleet.models import (
     QuotaShare,
     Team,
 )
+from governance.models import PolicyChange
 from governance.policy.services import ShareData, queue_create, share_create
 from scheduler.services.job_definitions import DefinitionData, definition_register
 from scheduler.services.jobs import JobData, jobs_submit
@@ -183,6 +184,9 @@ def seed_process_demo(*, actor, lead=None) -> JobQueue:
         name="ml.g5.xlarge", defaults={"gpu_count": 1, "gpu_model": "NVIDIA A10G"}
     )
     reason = "Demo of the process executor: real subprocesses, checkpoints and SIGTERM."
+    # Loaded data, as the rest of seed_demo: an import applies at once, also when policy
+    # changes need review (an edit would only be proposed, and there would be no queue).
+    seeded = PolicyChange.Cause.IMPORT
     queue = queue_create(
         actor=actor,
         name=QUEUE,
@@ -190,7 +194,8 @@ def seed_process_demo(*, actor, lead=None) -> JobQueue:
         reason=reason,
         description="Runs the example training script as real processes.",
         executor="process",
-    )
+        cause=seeded,
+    ).applied
     shares = {}
     for name, strategy, borrow in (
         ("lab-borrower", QuotaShare.Strategy.LEND_AND_BORROW, -1),
@@ -210,7 +215,8 @@ def seed_process_demo(*, actor, lead=None) -> JobQueue:
                 capacity_limits={"ml.g5.xlarge": 1},
             ),
             reason=reason,
-        )
+            cause=seeded,
+        ).applied
     revision = seed_definitions(actor=actor, queue=queue, names=["train-example"])["train-example"]
     if lead is not None:
         # A fresh copy: the teams a user leads are cached on the object, and the lead

@@ -129,7 +129,7 @@ def _queue(*, actor, name: str, description: str, capacity: dict[str, int]) -> J
             capacity=capacity,
             reason=SEED_REASON,
             cause=PolicyChange.Cause.IMPORT,
-        )
+        ).applied
     return queue
 
 
@@ -139,7 +139,7 @@ def _share(*, actor, queue: JobQueue, data: ShareData) -> QuotaShare:
         return existing
     return share_create(
         actor=actor, queue=queue, data=data, reason=SEED_REASON, cause=PolicyChange.Cause.IMPORT
-    )
+    ).applied
 
 
 def seed_aws_sample(actor, lead: User) -> JobQueue:

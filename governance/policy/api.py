@@ -25,9 +25,10 @@ from fleet.models import (
     UrgencyDefinition,
 )
 from governance.filters import PolicyChangeFilter, ShareFilter
-from governance.models import PolicyChange, PolicyProposal
+from governance.models import PolicyChange
 from governance.policy import serializers as api
 from governance.policy.services import (
+    PolicyWrite,
     ShareData,
     policy_change_revert,
     queue_create,
@@ -44,22 +45,16 @@ class ApiViewSet(BaseApiViewSet):
     permission_classes = [PolicyAccess]
 
     def fresh(self, obj):
-        """The object as the output serializer reads it, with its relations prefetched.
-        A write that became a proposal (changes need review) ends the action here: it
-        answers 202 with the proposal (see handle_exception)."""
-        if isinstance(obj, PolicyProposal):
-            raise Proposed(obj)
+        """The object as the output serializer reads it, with its relations prefetched."""
         return self.get_queryset().get(pk=obj.pk)
 
-    def handle_exception(self, exc):
-        if isinstance(exc, Proposed):
-            return proposed(exc.proposal)
-        return super().handle_exception(exc)
-
-
-class Proposed(Exception):  # noqa: N818 - not an error: the write waits for a review
-    def __init__(self, proposal: PolicyProposal):
-        self.proposal = proposal
+    def written(self, write: PolicyWrite, output_class, *, status=status.HTTP_200_OK):
+        """The answer to a policy write, the one place the API tells an applied write from
+        a proposed one: the saved object as `output_class` reads it, with `status`; or,
+        when the write waits for another admin's review, 202 with the proposal."""
+        if write.proposal is not None:
+            return proposed(write.proposal)
+        return Response(output_class(self.fresh(write.applied)).data, status=status)
 
 
 # Instance types and teams: plain records without policy rules or history.
@@ -162,22 +157,20 @@ class QueueViewSet(ApiViewSet):
         data = self.parse(api.QueueCreateSerializer)
         capacity = data.pop("capacity")
         reason = data.pop("reason")
-        queue = queue_create(actor=request.user, capacity=capacity, reason=reason, **data)
-        return Response(
-            api.QueueOutputSerializer(self.fresh(queue)).data, status=status.HTTP_201_CREATED
-        )
+        write = queue_create(actor=request.user, capacity=capacity, reason=reason, **data)
+        return self.written(write, api.QueueOutputSerializer, status=status.HTTP_201_CREATED)
 
     def partial_update(self, request, pk=None):
         queue = self.get_object()
         data = self.parse(api.QueueCapacitySerializer)
-        queue = queue_set_capacity(
+        write = queue_set_capacity(
             actor=request.user,
             queue=queue,
             capacity=data["capacity"],
             reason=data["reason"],
             expected_version=data["version"],
         )
-        return Response(api.QueueOutputSerializer(self.fresh(queue)).data)
+        return self.written(write, api.QueueOutputSerializer)
 
 
 # Quota shares.
@@ -255,28 +248,26 @@ class ShareViewSet(ApiViewSet):
 
     def create(self, request):
         values = self.parse(api.ShareCreateSerializer)
-        share = share_create(
+        write = share_create(
             actor=request.user,
             queue=values["queue"],
             data=_share_data(values, base=_SHARE_DEFAULTS),
             reason=values["reason"],
         )
-        return Response(
-            api.ShareOutputSerializer(self.fresh(share)).data, status=status.HTTP_201_CREATED
-        )
+        return self.written(write, api.ShareOutputSerializer, status=status.HTTP_201_CREATED)
 
     def update(self, request, pk=None, partial=False):
         share = self.get_object()
         values = self.parse(api.ShareUpdateSerializer)
         base = _share_base(share) if partial else _SHARE_DEFAULTS
-        share = share_update(
+        write = share_update(
             actor=request.user,
             share=share,
             data=_share_data(values, base=base),
             reason=values["reason"],
             expected_version=values["version"],
         )
-        return Response(api.ShareOutputSerializer(self.fresh(share)).data)
+        return self.written(write, api.ShareOutputSerializer)
 
     def partial_update(self, request, pk=None):
         return self.update(request, pk, partial=True)
@@ -331,28 +322,26 @@ class UrgencyDefinitionViewSet(ApiViewSet):
 
     def create(self, request):
         values = self.parse(api.UrgencyCreateSerializer)
-        urgency = urgency_save(
+        write = urgency_save(
             actor=request.user,
             data={name: values[name] for name in _URGENCY_FIELDS if name in values},
             reason=values["reason"],
         )
-        return Response(
-            api.UrgencyOutputSerializer(self.fresh(urgency)).data, status=status.HTTP_201_CREATED
-        )
+        return self.written(write, api.UrgencyOutputSerializer, status=status.HTTP_201_CREATED)
 
     def update(self, request, pk=None, partial=False):
         urgency = self.get_object()
         values = self.parse(api.UrgencyUpdateSerializer)
         data = urgency_document(urgency) if partial else {"invokers": []}
         data.update({name: values[name] for name in _URGENCY_FIELDS if name in values})
-        urgency = urgency_save(
+        write = urgency_save(
             actor=request.user,
             data=data,
             reason=values["reason"],
             urgency=urgency,
             expected_version=values["version"],
         )
-        return Response(api.UrgencyOutputSerializer(self.fresh(urgency)).data)
+        return self.written(write, api.UrgencyOutputSerializer)
 
     def partial_update(self, request, pk=None):
         return self.update(request, pk, partial=True)
@@ -394,8 +383,5 @@ class PolicyChangeViewSet(ApiViewSet):
     def revert(self, request, pk=None):
         change = self.get_object()
         values = self.parse(api.RevertSerializer)
-        revert = policy_change_revert(actor=request.user, change=change, reason=values["reason"])
-        return Response(
-            api.PolicyChangeOutputSerializer(self.fresh(revert)).data,
-            status=status.HTTP_201_CREATED,
-        )
+        write = policy_change_revert(actor=request.user, change=change, reason=values["reason"])
+        return self.written(write, api.PolicyChangeOutputSerializer, status=status.HTTP_201_CREATED)

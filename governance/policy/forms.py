@@ -17,7 +17,7 @@ from fleet.models import BORROWING_STRATEGIES, InstanceType, JobQueue, QuotaShar
 from fleet.models import UrgencyDefinition as Urgency
 from governance.models import PolicyChange
 from governance.policy import services
-from governance.policy.services import PolicyError, ShareData
+from governance.policy.services import PolicyError, PolicyWrite, ShareData
 
 REASON_LABEL = "Reason for this change"
 REASON_HELP = "Recorded in the policy history with your name. Say why, not what."
@@ -283,7 +283,7 @@ class ShareForm(LimitRowsMixin, PolicyForm):
                 field_errors[key] = messages
         super().apply_errors(field_errors)
 
-    def save(self, *, actor) -> QuotaShare:
+    def save(self, *, actor) -> PolicyWrite:
         """Create or update through the services. Raises PolicyError (already mapped onto
         the form) or VersionConflict."""
         data = self.share_data()
@@ -352,7 +352,7 @@ class CapacityForm(LimitRowsMixin, PolicyForm):
                 field_errors[key] = messages
         super().apply_errors(field_errors)
 
-    def save(self, *, actor) -> JobQueue:
+    def save(self, *, actor) -> PolicyWrite:
         try:
             return services.queue_set_capacity(
                 actor=actor,
@@ -429,7 +429,7 @@ class UrgencyForm(PolicyForm):
         for name in ("priority", "max_window_hours"):
             self.fields[name].widget.attrs.update({"inputmode": "numeric"})
 
-    def save(self, *, actor) -> Urgency:
+    def save(self, *, actor) -> PolicyWrite:
         data = {key: self.cleaned_data.get(key) for key in services.URGENCY_FIELDS}
         data["invokers"] = list(self.cleaned_data.get("invokers") or [])
         try:
@@ -451,7 +451,7 @@ class UrgencyForm(PolicyForm):
 class RevertForm(PolicyForm):
     reason = _reason_field()
 
-    def save(self, *, actor, change: PolicyChange) -> PolicyChange:
+    def save(self, *, actor, change: PolicyChange) -> PolicyWrite:
         try:
             return services.policy_change_revert(
                 actor=actor, change=change, reason=self.cleaned_data.get("reason") or ""

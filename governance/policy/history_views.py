@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.utils.html import format_html
@@ -16,12 +16,12 @@ from django.views.decorators.http import require_http_methods
 from core import rules
 from core.filters import page_query
 from fleet.bridge import BORROW_UNLIMITED
-from governance.models import PolicyChange, PolicyProposal
+from governance.models import PolicyChange
 from governance.policy.filters import HistoryFilter
 from governance.policy.forms import RevertForm
 from governance.policy.selectors import policy_history
 from governance.policy.services import PolicyError, changed_fields
-from governance.proposals.messages import proposed_message
+from governance.proposals.messages import after_policy_write
 
 PAGE_SIZE = 20
 
@@ -120,27 +120,30 @@ def history_revert(request, pk: int):
     form = RevertForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            revert = form.save(actor=request.user, change=change)
+            write = form.save(actor=request.user, change=change)
         except PolicyError:
             pass
         else:
-            if isinstance(revert, PolicyProposal):
-                proposed_message(request, revert)
-                return redirect("proposal-list")
-            url = reverse("history") + "?" + urlencode(_scope(revert)) + f"#change-{revert.pk}"
-            messages.success(
-                request,
-                format_html(
-                    'Reverted change #{} of {}: <a href="{}">new change #{}</a>.',
-                    change.pk,
-                    change.object_repr,
-                    url,
-                    revert.pk,
-                ),
+            return after_policy_write(
+                request, write, applied=lambda write: _reverted(request, change, write.entry)
             )
-            return redirect(url)
     entry = HistoryEntry(change, diff_rows(change.before, change.after))
     return render(request, "governance/history/revert.html", {"entry": entry, "form": form})
+
+
+def _reverted(request, change: PolicyChange, revert: PolicyChange) -> str:
+    url = reverse("history") + "?" + urlencode(_scope(revert)) + f"#change-{revert.pk}"
+    messages.success(
+        request,
+        format_html(
+            'Reverted change #{} of {}: <a href="{}">new change #{}</a>.',
+            change.pk,
+            change.object_repr,
+            url,
+            revert.pk,
+        ),
+    )
+    return url
 
 
 def _scope(change: PolicyChange) -> dict:

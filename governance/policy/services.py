@@ -5,23 +5,28 @@ Every rule of a share policy is checked once, by the engine's validate_policy
 change applied; the form, the API, import and exceptions all call these
 functions. Every change writes a PolicyChange (who, when, why, before, after)
 inside the same transaction, and one writer per queue holds the queue row lock.
-A write returns the entry it recorded: the object it saved carries it in
-`history_entry` (None when nothing changed; read it with `history_entry(result)`), and
-a revert returns the entry itself. Nothing looks history up afterwards.
 
-Every write checks its actor against core.rules. With
-POLICY_CHANGES_NEED_REVIEW an edit or a revert does not apply: the write is run in a
-savepoint that is rolled back (so it is checked exactly as it would apply, and its
-diff is kept), and a PolicyProposal is returned instead, which applies only when
-another admin approves it (governance.proposals.services). Changes caused by an
+Every write returns one PolicyWrite: either what it applied (the object it saved, or
+a revert's own entry, with the PolicyChange it recorded: None when nothing changed;
+nothing looks history up afterwards) or the PolicyProposal it became.
+
+Whether a write applies or becomes a proposal is decided in one place, the
+`reviewable` decorator every write wears: it checks the actor against core.rules,
+and with POLICY_CHANGES_NEED_REVIEW an edit or a revert does not apply: the write is
+run in a savepoint that is rolled back (so it is checked exactly as it would apply,
+and its diff is kept), and the PolicyProposal is returned instead, which applies only
+when another admin approves it (governance.proposals.services). Changes caused by an
 exception, and imports, apply at once: the exception was decided by its owner.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -77,6 +82,19 @@ class VersionConflict(Conflict):
             current_version=current_version,
             submitted=submitted,
         )
+
+
+@dataclass(frozen=True)
+class PolicyWrite:
+    """What a policy write did, the one result every write returns. Either it applied:
+    `applied` is the object it saved (a share, a queue, an urgency definition; for a
+    revert, the new PolicyChange itself) and `entry` the PolicyChange it recorded (None:
+    nothing changed). Or it waits for another admin's review: `proposal` is the
+    PolicyProposal it became, and nothing changed yet."""
+
+    applied: Any = None
+    entry: PolicyChange | None = None
+    proposal: PolicyProposal | None = None
 
 
 @dataclass(frozen=True)
@@ -216,7 +234,8 @@ def _check_actor(actor, *, cause: str, exception_request=None) -> None:
     rules.require(actor, "policy.edit")
 
 
-# Internal: the write is already reviewed (a dry run, or one step of a reviewed write).
+# Internal `approved`: this write is one step of a write already decided (a new queue's
+# capacity, a revert's edit), so it applies as that write does.
 _REVIEWED = object()
 Kind = PolicyProposal.Kind
 
@@ -237,6 +256,11 @@ def _approval_refusal(approved) -> str | None:
     return None if ok else "this change has not been approved by another admin"
 
 
+def changes_need_review() -> bool:
+    """POLICY_CHANGES_NEED_REVIEW: an admin's edit or revert waits for another admin."""
+    return bool(settings.POLICY_CHANGES_NEED_REVIEW)
+
+
 def _needs_proposal(actor, *, cause: str, approved, exception_request=None) -> bool:
     """Check the actor; True when this write must wait for another admin's review."""
     _check_actor(actor, cause=cause, exception_request=exception_request)
@@ -249,16 +273,27 @@ def _needs_proposal(actor, *, cause: str, approved, exception_request=None) -> b
         return False
     if cause not in (PolicyChange.Cause.EDIT, PolicyChange.Cause.REVERT):
         return False
-    return bool(settings.POLICY_CHANGES_NEED_REVIEW)
+    return changes_need_review()
 
 
-def _propose(*, actor, kind: str, reason: str, write, payload: dict, **fields):
-    """Run `write` (the reviewed form of the same call) in a savepoint that is rolled back:
-    its problems are raised as the write would raise them, and the change it would record
-    is kept as the proposal's diff. None when it would change nothing."""
+@dataclass(frozen=True)
+class _Proposal:
+    """What a write proposes: its kind, what approving it applies (`payload`, with the
+    diff's "after" added), and what it is about (queue, share, urgency, reverts,
+    base_version: PolicyProposal's fields)."""
+
+    kind: str
+    payload: dict
+    about: dict = field(default_factory=dict)
+
+
+def _propose(*, actor, reason: str, proposal: _Proposal, write) -> PolicyProposal | None:
+    """Run `write` in a savepoint that is rolled back: its problems are raised as the write
+    would raise them, and the change it would record is kept as the proposal's diff. None
+    when it would change nothing."""
     savepoint = transaction.savepoint()
     try:
-        change = history_entry(write())
+        change = write().entry
         before = change.before if change else None
         after = change.after if change else None
         object_repr = change.object_repr if change else ""
@@ -267,14 +302,65 @@ def _propose(*, actor, kind: str, reason: str, write, payload: dict, **fields):
     if change is None:
         return None
     return PolicyProposal.objects.create(
-        kind=kind,
+        kind=proposal.kind,
         author=actor,
         reason=reason.strip(),
         object_repr=object_repr,
         before=before,
-        payload={**payload, "after": after},
-        **fields,
+        payload={**proposal.payload, "after": after},
+        **proposal.about,
     )
+
+
+def reviewable(proposal_of: Callable[..., _Proposal], *, cause: str | None = None):
+    """The one place that decides whether a policy write applies or becomes a proposal.
+
+    The decorated function applies the write and returns PolicyWrite(applied=, entry=).
+    The decorator adds the keyword `approved` (the approved proposal or what-if draft the
+    write carries out) and, in one transaction, checks the actor (core.rules); when the
+    write must wait for review (an edit or a revert, with POLICY_CHANGES_NEED_REVIEW,
+    not approved) it runs the write in a rolled-back savepoint and returns
+    PolicyWrite(proposal=) instead, or applies it when it would change nothing.
+    `proposal_of` gets the write's arguments and says what the proposal holds; `cause` is
+    the write's cause when its signature names none (a revert)."""
+
+    def decorate(write):
+        signature = inspect.signature(write)
+
+        @functools.wraps(write)
+        @transaction.atomic
+        def review_or_apply(*, approved=None, **kwargs) -> PolicyWrite:
+            arguments = signature.bind(**kwargs)
+            arguments.apply_defaults()
+            args = arguments.arguments
+            actor = args["actor"]
+            if _needs_proposal(
+                actor,
+                cause=args.get("cause", cause),
+                approved=approved,
+                exception_request=args.get("exception_request"),
+            ):
+                proposal = _propose(
+                    actor=actor,
+                    reason=args["reason"],
+                    proposal=proposal_of(**args),
+                    write=lambda: write(**kwargs),
+                )
+                if proposal is not None:
+                    return PolicyWrite(proposal=proposal)
+            return write(**kwargs)
+
+        # What help() and the schema tools show: the write's own keywords, and `approved`.
+        approved_keyword = inspect.Parameter(
+            "approved", inspect.Parameter.KEYWORD_ONLY, default=None
+        )
+        review_or_apply.__signature__ = signature.replace(
+            parameters=[*signature.parameters.values(), approved_keyword],
+            return_annotation=PolicyWrite,
+        )
+        return review_or_apply
+
+    return decorate
 
 
 def _require_reason(reason: str) -> str:
@@ -324,23 +410,6 @@ def _record(
     )
 
 
-def _with_entry(obj, entry: PolicyChange | None):
-    """`obj` as a write returns it, carrying in `history_entry` the PolicyChange the write
-    recorded (None: nothing changed). Callers read it there, never look history up."""
-    obj.history_entry = entry
-    return obj
-
-
-def history_entry(result) -> PolicyChange | None:
-    """The history entry a policy write returned: a revert's change itself, else the
-    `history_entry` of the object it saved. A proposal records none."""
-    if isinstance(result, PolicyChange):
-        return result
-    if isinstance(result, PolicyProposal):
-        return None
-    return result.history_entry
-
-
 def _after_policy_change(queue: JobQueue) -> None:
     """Hook for the live scheduler: a policy change triggers a scheduling pass after commit."""
     from core.signals import policy_changed
@@ -348,7 +417,11 @@ def _after_policy_change(queue: JobQueue) -> None:
     transaction.on_commit(lambda: policy_changed.send(sender=JobQueue, queue_id=queue.pk))
 
 
-@transaction.atomic
+def _share_create_proposal(*, queue: JobQueue, data: ShareData, **_) -> _Proposal:
+    return _Proposal(Kind.SHARE_CREATE, {"data": _proposed_document(data)}, {"queue": queue})
+
+
+@reviewable(_share_create_proposal)
 def share_create(
     *,
     actor,
@@ -356,22 +429,8 @@ def share_create(
     data: ShareData,
     reason: str,
     cause: str = PolicyChange.Cause.EDIT,
-    approved=None,
-) -> QuotaShare | PolicyProposal:
+) -> PolicyWrite:
     """A new share (or, when changes need review, the proposal of one)."""
-    if _needs_proposal(actor, cause=cause, approved=approved):
-        proposal = _propose(
-            actor=actor,
-            kind=Kind.SHARE_CREATE,
-            reason=reason,
-            payload={"data": _proposed_document(data)},
-            queue=queue,
-            write=lambda: share_create(
-                actor=actor, queue=queue, data=data, reason=reason, cause=cause, approved=_REVIEWED
-            ),
-        )
-        if proposal is not None:
-            return proposal
     reason = _require_reason(reason)
     queue = lock_queue(queue.pk)
     errors = share_validate(queue=queue, data=data)
@@ -402,10 +461,20 @@ def share_create(
         share=share,
     )
     _after_policy_change(queue)
-    return _with_entry(share, entry)
+    return PolicyWrite(applied=share, entry=entry)
 
 
-@transaction.atomic
+def _share_update_proposal(
+    *, share: QuotaShare, data: ShareData, expected_version: int, **_
+) -> _Proposal:
+    return _Proposal(
+        Kind.SHARE_UPDATE,
+        {"data": _proposed_document(data)},
+        {"share": share, "queue": share.queue, "base_version": expected_version},
+    )
+
+
+@reviewable(_share_update_proposal)
 def share_update(
     *,
     actor,
@@ -416,33 +485,11 @@ def share_update(
     cause: str = PolicyChange.Cause.EDIT,
     reverts: PolicyChange | None = None,
     exception_request=None,
-    approved=None,
-) -> QuotaShare | PolicyProposal:
+) -> PolicyWrite:
     """Apply `data` to `share` if nobody saved it since `expected_version` (or, when
-    changes need review, return the proposal of it). `exception_request` links the
-    recorded change to the exception that caused it; `approved` is the approved proposal
+    changes need review, propose it). `exception_request` links the recorded change to
+    the exception that caused it; `approved` (see reviewable) is the approved proposal
     or what-if draft this write carries out."""
-    if _needs_proposal(actor, cause=cause, approved=approved, exception_request=exception_request):
-        proposal = _propose(
-            actor=actor,
-            kind=Kind.SHARE_UPDATE,
-            reason=reason,
-            payload={"data": _proposed_document(data)},
-            share=share,
-            queue=share.queue,
-            base_version=expected_version,
-            write=lambda: share_update(
-                actor=actor,
-                share=share,
-                data=data,
-                reason=reason,
-                expected_version=expected_version,
-                cause=cause,
-                approved=_REVIEWED,
-            ),
-        )
-        if proposal is not None:
-            return proposal
     reason = _require_reason(reason)
     queue = lock_queue(share.queue_id)
     current = QuotaShare.objects.select_related("team", "queue").get(pk=share.pk)
@@ -456,7 +503,8 @@ def share_update(
         raise PolicyError(errors)
     ceiling = current.priority_ceiling if data.priority_ceiling is None else data.priority_ceiling
     if {**share_data_document(data), "priority_ceiling": ceiling} == before:
-        return _with_entry(current, None)  # nothing changes: no new version, no history entry
+        # Nothing changes: no new version, no history entry.
+        return PolicyWrite(applied=current, entry=None)
     current.team = data.team
     current.name = data.name.strip()
     current.strategy = data.strategy
@@ -485,7 +533,7 @@ def share_update(
             exception_request=exception_request,
         )
         _after_policy_change(queue)
-    return _with_entry(current, entry)
+    return PolicyWrite(applied=current, entry=entry)
 
 
 def share_data_from_document(doc: Mapping, *, team: Team | None = None) -> ShareData:
@@ -543,7 +591,17 @@ def queue_capacity_validate(
     return errors
 
 
-@transaction.atomic
+def _queue_capacity_proposal(
+    *, queue: JobQueue, capacity: Mapping[str, int], expected_version: int, **_
+) -> _Proposal:
+    return _Proposal(
+        Kind.QUEUE_CAPACITY,
+        {"capacity": dict(capacity)},
+        {"queue": queue, "base_version": expected_version},
+    )
+
+
+@reviewable(_queue_capacity_proposal)
 def queue_set_capacity(
     *,
     actor,
@@ -553,29 +611,8 @@ def queue_set_capacity(
     expected_version: int,
     cause: str = PolicyChange.Cause.EDIT,
     reverts: PolicyChange | None = None,
-    approved=None,
-) -> JobQueue | PolicyProposal:
+) -> PolicyWrite:
     """Replace the queue's capacity map (instance type name -> instances)."""
-    if _needs_proposal(actor, cause=cause, approved=approved):
-        proposal = _propose(
-            actor=actor,
-            kind=Kind.QUEUE_CAPACITY,
-            reason=reason,
-            payload={"capacity": dict(capacity)},
-            queue=queue,
-            base_version=expected_version,
-            write=lambda: queue_set_capacity(
-                actor=actor,
-                queue=queue,
-                capacity=capacity,
-                reason=reason,
-                expected_version=expected_version,
-                cause=cause,
-                approved=_REVIEWED,
-            ),
-        )
-        if proposal is not None:
-            return proposal
     reason = _require_reason(reason)
     locked = lock_queue(queue.pk)
     before = queue_document(locked)
@@ -589,7 +626,8 @@ def queue_set_capacity(
     if errors:
         raise PolicyError(errors)
     if dict(capacity) == before["capacity"]:
-        return _with_entry(locked, None)  # nothing changes: no new version, no history entry
+        # Nothing changes: no new version, no history entry.
+        return PolicyWrite(applied=locked, entry=None)
     types = {t.name: t for t in InstanceType.objects.filter(name__in=list(capacity))}
     locked.capacities.exclude(instance_type__name__in=list(capacity)).delete()
     for name, instances in capacity.items():
@@ -613,10 +651,31 @@ def queue_set_capacity(
             reverts=reverts,
         )
         _after_policy_change(locked)
-    return _with_entry(locked, entry)
+    return PolicyWrite(applied=locked, entry=entry)
 
 
-@transaction.atomic
+def _queue_create_proposal(
+    *,
+    name: str,
+    capacity: Mapping[str, int],
+    description: str,
+    default_preemption_retries: int | None,
+    runnable_time_limit: int | None,
+    executor: str,
+    **_,
+) -> _Proposal:
+    payload = {
+        "name": name,
+        "capacity": dict(capacity),
+        "description": description,
+        "default_preemption_retries": default_preemption_retries,
+        "runnable_time_limit": runnable_time_limit,
+        "executor": executor,
+    }
+    return _Proposal(Kind.QUEUE_CREATE, payload)
+
+
+@reviewable(_queue_create_proposal)
 def queue_create(
     *,
     actor,
@@ -628,29 +687,8 @@ def queue_create(
     runnable_time_limit: int | None = None,
     executor: str = DEFAULT_EXECUTOR,
     cause: str = PolicyChange.Cause.EDIT,
-    approved=None,
-) -> JobQueue | PolicyProposal:
+) -> PolicyWrite:
     """A new queue with its first capacity, recorded as one change. Nothing is kept on error."""
-    fields = {
-        "name": name,
-        "capacity": dict(capacity),
-        "description": description,
-        "default_preemption_retries": default_preemption_retries,
-        "runnable_time_limit": runnable_time_limit,
-        "executor": executor,
-    }
-    if _needs_proposal(actor, cause=cause, approved=approved):
-        proposal = _propose(
-            actor=actor,
-            kind=Kind.QUEUE_CREATE,
-            reason=reason,
-            payload=fields,
-            write=lambda: queue_create(
-                actor=actor, reason=reason, cause=cause, approved=_REVIEWED, **fields
-            ),
-        )
-        if proposal is not None:
-            return proposal
     reason = _require_reason(reason)
     name = (name or "").strip()
     if not name:
@@ -718,7 +756,22 @@ def urgency_validate(data: Mapping, *, urgency: UrgencyDefinition | None = None)
     return errors
 
 
-@transaction.atomic
+def _urgency_save_proposal(
+    *, data: Mapping, urgency: UrgencyDefinition | None, expected_version: int | None, **_
+) -> _Proposal:
+    document = {key: data.get(key) for key in URGENCY_FIELDS}
+    if data.get("invokers") is not None:
+        document["invokers"] = [
+            team.name if isinstance(team, Team) else str(team) for team in data["invokers"]
+        ]
+    return _Proposal(
+        Kind.URGENCY_CREATE if urgency is None else Kind.URGENCY_UPDATE,
+        {"data": document},
+        {"urgency": urgency, "base_version": expected_version},
+    )
+
+
+@reviewable(_urgency_save_proposal)
 def urgency_save(
     *,
     actor,
@@ -728,34 +781,8 @@ def urgency_save(
     expected_version: int | None = None,
     cause: str = PolicyChange.Cause.EDIT,
     reverts: PolicyChange | None = None,
-    approved=None,
-) -> UrgencyDefinition | PolicyProposal:
+) -> PolicyWrite:
     """Create (urgency=None) or update an urgency definition from URGENCY_FIELDS + invokers."""
-    if _needs_proposal(actor, cause=cause, approved=approved):
-        document = {key: data.get(key) for key in URGENCY_FIELDS}
-        if data.get("invokers") is not None:
-            document["invokers"] = [
-                team.name if isinstance(team, Team) else str(team) for team in data["invokers"]
-            ]
-        proposal = _propose(
-            actor=actor,
-            kind=Kind.URGENCY_CREATE if urgency is None else Kind.URGENCY_UPDATE,
-            reason=reason,
-            payload={"data": document},
-            urgency=urgency,
-            base_version=expected_version,
-            write=lambda: urgency_save(
-                actor=actor,
-                data=data,
-                reason=reason,
-                urgency=urgency,
-                expected_version=expected_version,
-                cause=cause,
-                approved=_REVIEWED,
-            ),
-        )
-        if proposal is not None:
-            return proposal
     reason = _require_reason(reason)
     before = None
     if urgency is not None:
@@ -769,7 +796,8 @@ def urgency_save(
     if errors:
         raise PolicyError(errors)
     if before is not None and _urgency_proposal(data, before) == before:
-        return _with_entry(urgency, None)  # nothing changes: no new version, no history entry
+        # Nothing changes: no new version, no history entry.
+        return PolicyWrite(applied=urgency, entry=None)
     if urgency is None:
         urgency = UrgencyDefinition()
     else:
@@ -799,7 +827,7 @@ def urgency_save(
             urgency=urgency,
             reverts=reverts,
         )
-    return _with_entry(urgency, entry)
+    return PolicyWrite(applied=urgency, entry=entry)
 
 
 def _urgency_proposal(data: Mapping, before: dict) -> dict:
@@ -849,28 +877,20 @@ def changed_fields(
     ]
 
 
-@transaction.atomic
-def policy_change_revert(
-    *, actor, change: PolicyChange, reason: str, approved=None
-) -> PolicyChange | PolicyProposal:
-    """Take back what `change` did, as a new change. Only the fields it changed are restored,
-    so later edits of other fields stay."""
-    if _needs_proposal(actor, cause=PolicyChange.Cause.REVERT, approved=approved):
-        proposal = _propose(
-            actor=actor,
-            kind=Kind.REVERT,
-            reason=reason,
-            payload={},
-            reverts=change,
-            queue=change.queue,
-            share=change.share,
-            urgency=change.urgency,
-            write=lambda: policy_change_revert(
-                actor=actor, change=change, reason=reason, approved=_REVIEWED
-            ),
-        )
-        if proposal is not None:
-            return proposal
+def _revert_proposal(*, change: PolicyChange, **_) -> _Proposal:
+    about = {
+        "reverts": change,
+        "queue": change.queue,
+        "share": change.share,
+        "urgency": change.urgency,
+    }
+    return _Proposal(Kind.REVERT, {}, about)
+
+
+@reviewable(_revert_proposal, cause=PolicyChange.Cause.REVERT)
+def policy_change_revert(*, actor, change: PolicyChange, reason: str) -> PolicyWrite:
+    """Take back what `change` did, as a new change (PolicyWrite.applied is that change).
+    Only the fields it changed are restored, so later edits of other fields stay."""
     reason = _require_reason(reason)
     diff = changed_fields(change.before, change.after)
     if change.target == PolicyChange.Target.SHARE:
@@ -924,7 +944,7 @@ def policy_change_revert(
             reverts=change,
             approved=_REVIEWED,
         )
-    entry = history_entry(written)
+    entry = written.entry
     if entry is None:
         raise PolicyError({NON_FIELD: ["nothing to revert: the current policy already matches"]})
-    return entry
+    return PolicyWrite(applied=entry, entry=entry)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_http_methods
@@ -11,12 +11,11 @@ from django.views.decorators.http import require_http_methods
 from core import rules
 from fleet.models import UrgencyDefinition
 from fleet.selectors import urgency_list
-from governance.models import PolicyProposal
 from governance.policy.forms import UrgencyForm
 from governance.policy.history_views import history_url_for
-from governance.policy.services import PolicyError, VersionConflict, history_entry
+from governance.policy.services import PolicyError, PolicyWrite, VersionConflict
 from governance.policy.views import conflict_context, rebound_with_version
-from governance.proposals.messages import proposed_message
+from governance.proposals.messages import after_policy_write
 
 URGENCY_FIELDS = [
     "name",
@@ -59,27 +58,30 @@ def urgency_edit(request, pk: int | None = None):
             )
             form.is_valid()
         else:
-            if isinstance(saved, PolicyProposal):
-                proposed_message(request, saved)
-                return redirect("proposal-list")
-            change = history_entry(saved)
-            messages.success(
-                request,
-                format_html(
-                    "Saved the urgency definition {}: now version {}. {}",
-                    saved.name,
-                    saved.version,
-                    format_html(
-                        '<a href="{}">See this change in the history</a>.',
-                        history_url_for(change),
-                    )
-                    if change and rules.allowed(request.user, "history.view")
-                    else "",
-                ),
+            return after_policy_write(
+                request, saved, applied=lambda write: _urgency_saved(request, write)
             )
-            return redirect(reverse("urgency-list") + f"#urgency-{saved.pk}")
     return render(
         request,
         "governance/urgency/edit.html",
         {"form": form, "urgency": urgency, "conflict": conflict},
     )
+
+
+def _urgency_saved(request, write: PolicyWrite) -> str:
+    urgency, change = write.applied, write.entry
+    messages.success(
+        request,
+        format_html(
+            "Saved the urgency definition {}: now version {}. {}",
+            urgency.name,
+            urgency.version,
+            format_html(
+                '<a href="{}">See this change in the history</a>.',
+                history_url_for(change),
+            )
+            if change and rules.allowed(request.user, "history.view")
+            else "",
+        ),
+    )
+    return reverse("urgency-list") + f"#urgency-{urgency.pk}"

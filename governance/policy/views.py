@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_http_methods, require_POST
@@ -23,18 +23,17 @@ from fleet.selectors import queue_list, queue_usage, share_get
 from governance import glossary
 from governance.exceptions.selectors import active_exceptions
 from governance.knowledge.selectors import articles_by_share
-from governance.models import PolicyProposal
 from governance.policy.forms import CapacityForm, ShareForm
 from governance.policy.history_views import display_value, field_label, history_url_for
 from governance.policy.impact import capacity_change_impact, share_change_impact
 from governance.policy.services import (
     PolicyError,
+    PolicyWrite,
     VersionConflict,
-    history_entry,
     queue_capacity_validate,
     share_validate,
 )
-from governance.proposals.messages import proposed_message
+from governance.proposals.messages import after_policy_write
 from governance.proposals.selectors import pending_count
 
 QUEUES_PER_PAGE = 10
@@ -162,8 +161,8 @@ SHARE_FIELDS = [
 ]
 
 
-def _saved_message(request, obj, *, label: str, version: int) -> None:
-    change = history_entry(obj)
+def _saved_message(request, write: PolicyWrite, *, label: str) -> None:
+    change, version = write.entry, write.applied.version
     if change is None:
         messages.info(request, f"Nothing changed in {label}: it is still as it was.")
         return
@@ -185,15 +184,13 @@ def share_create(request, queue_pk: int):
     form = ShareForm(request.POST or None, queue=queue)
     if request.method == "POST" and form.is_valid():
         try:
-            share = form.save(actor=request.user)
+            saved = form.save(actor=request.user)
         except PolicyError:
             pass
         else:
-            if isinstance(share, PolicyProposal):
-                proposed_message(request, share)
-                return redirect("proposal-list")
-            _saved_message(request, share, label=share.name, version=share.version)
-            return redirect(_share_url(share))
+            return after_policy_write(
+                request, saved, applied=lambda write: _share_saved(request, write)
+            )
     return render(request, "governance/shares/edit.html", _editor_context(form))
 
 
@@ -221,12 +218,16 @@ def share_edit(request, pk: int):
             )
             form.is_valid()
         else:
-            if isinstance(saved, PolicyProposal):
-                proposed_message(request, saved)
-                return redirect("proposal-list")
-            _saved_message(request, saved, label=saved.name, version=saved.version)
-            return redirect(_share_url(saved))
+            return after_policy_write(
+                request, saved, applied=lambda write: _share_saved(request, write)
+            )
     return render(request, "governance/shares/edit.html", _editor_context(form, conflict=conflict))
+
+
+def _share_saved(request, write: PolicyWrite) -> str:
+    share = write.applied
+    _saved_message(request, write, label=share.name)
+    return _share_url(share)
 
 
 def _share_url(share: QuotaShare) -> str:
@@ -280,21 +281,20 @@ def queue_capacity(request, pk: int):
             )
             form.is_valid()
         else:
-            if isinstance(saved, PolicyProposal):
-                proposed_message(request, saved)
-                return redirect("proposal-list")
-            _saved_message(
-                request,
-                saved,
-                label=f"the capacity of {saved.name}",
-                version=saved.version,
+            return after_policy_write(
+                request, saved, applied=lambda write: _capacity_saved(request, write)
             )
-            return redirect("queue-detail", pk=saved.pk)
     return render(
         request,
         "governance/queues/capacity.html",
         {"form": form, "queue": queue, "conflict": conflict},
     )
+
+
+def _capacity_saved(request, write: PolicyWrite) -> str:
+    queue = write.applied
+    _saved_message(request, write, label=f"the capacity of {queue.name}")
+    return reverse("queue-detail", kwargs={"pk": queue.pk})
 
 
 @require_POST

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.conf import settings
 from django.db import transaction
 
 from core import rules
@@ -39,14 +38,14 @@ from fleet.models import (
     Team,
     UrgencyDefinition,
 )
-from governance.models import PolicyChange, PolicyProposal
+from governance.models import PolicyChange
 from governance.policy.impact import ImpactLine, policy_impact
 from governance.policy.services import (
     NON_FIELD,
     PolicyError,
     VersionConflict,
     changed_fields,
-    history_entry,
+    changes_need_review,
     queue_create,
     queue_set_capacity,
     share_create,
@@ -527,10 +526,6 @@ def policy_apply(
     return result
 
 
-def _needs_review() -> bool:
-    return bool(settings.POLICY_CHANGES_NEED_REVIEW)
-
-
 def _review_blockers(plan: Plan) -> list[str]:
     """Why the plan's changes cannot be proposed one by one."""
     blockers = []
@@ -558,7 +553,7 @@ def _apply(*, actor, policy: PolicyFile, reason: str, expected_versions: dict | 
     plan = policy_plan(policy=policy)
     if expected_versions is not None and plan.versions() != expected_versions:
         raise PlanOutdated(_what_changed(expected_versions, plan.versions()))
-    review = _needs_review()
+    review = changes_need_review()
     if review and (blockers := _review_blockers(plan)):
         raise PolicyFileError(
             FileProblem(
@@ -616,11 +611,11 @@ class _Writer:
     proposals: list = field(default_factory=list)
     changes: list[PolicyChange] = field(default_factory=list)
 
-    def call(self, spec: QueueSpec | None, origin: ShareSpec | None, function, **kwargs):
-        """The service's result (None when it became a proposal); its refusal becomes the
-        file's problem at the field it names."""
+    def call(self, spec: QueueSpec | None, origin: ShareSpec | None, function, **kwargs) -> None:
+        """Call the service and keep the history entry it recorded or the proposal it made;
+        its refusal becomes the file's problem at the field it names."""
         try:
-            result = function(actor=self.actor, reason=self.reason, cause=self.cause, **kwargs)
+            write = function(actor=self.actor, reason=self.reason, cause=self.cause, **kwargs)
         except PolicyError as error:
             problems = Problems(self.lines)
             for key, messages in error.errors.items():
@@ -629,13 +624,10 @@ class _Writer:
                 for message in messages:
                     problems.add(path, message, label=None if path else "file")
             raise PolicyFileError(problems.items) from error
-        if isinstance(result, PolicyProposal):
-            self.proposals.append(result)
-            return None
-        entry = history_entry(result)
-        if entry is not None:
-            self.changes.append(entry)
-        return result
+        if write.entry is not None:
+            self.changes.append(write.entry)
+        if write.proposal is not None:
+            self.proposals.append(write.proposal)
 
     def capacity(self, plan: QueuePlan, queue: JobQueue, capacity: dict) -> None:
         self.call(

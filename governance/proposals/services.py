@@ -30,7 +30,7 @@ def _require_pending(proposal: PolicyProposal) -> None:
         raise WrongState(f"this proposal is already {state}", field=NON_FIELD)
 
 
-def _apply(proposal: PolicyProposal):
+def _apply(proposal: PolicyProposal) -> policy.PolicyWrite:
     """Carry out the proposed write as its author, with this approval."""
     payload = proposal.payload
     common = {"actor": proposal.author, "reason": proposal.reason, "approved": proposal}
@@ -88,7 +88,7 @@ def proposal_approve(*, actor, proposal: PolicyProposal, note: str = "") -> Poli
             }
         ) from conflict
     proposal.state = State.APPLIED
-    proposal.applied_change = policy.history_entry(written)
+    proposal.applied_change = written.entry
     proposal.save()
     return proposal
 

@@ -15,7 +15,6 @@ import datetime as dt
 import time
 from collections.abc import Mapping
 
-from django.conf import settings
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
@@ -37,7 +36,7 @@ from governance.policy.services import (
     NON_FIELD,
     ShareData,
     VersionConflict,
-    history_entry,
+    changes_need_review,
     share_data_document,
     share_data_from_document,
     share_update,
@@ -131,7 +130,7 @@ def comparison_create(
 
 def review_required() -> bool:
     """POLICY_CHANGES_NEED_REVIEW: a draft applies only after another admin approved it."""
-    return bool(settings.POLICY_CHANGES_NEED_REVIEW)
+    return changes_need_review()
 
 
 def comparison_edit_refusal(comparison: WhatIfComparison) -> str | None:
@@ -583,7 +582,7 @@ def comparison_apply(*, actor, comparison: WhatIfComparison, reason: str) -> lis
                 }
             )
         try:
-            saved = share_update(
+            write = share_update(
                 actor=actor,
                 share=share,
                 data=share_data_from_document(comparison.draft_policy["shares"][index]),
@@ -601,9 +600,8 @@ def comparison_apply(*, actor, comparison: WhatIfComparison, reason: str) -> lis
                     ]
                 }
             ) from conflict
-        entry = history_entry(saved)
-        if entry is not None:
-            changes.append(entry)
+        if write.entry is not None:
+            changes.append(write.entry)
     comparison.applied_changes.add(*changes)
     comparison.review_state = Review.APPLIED
     comparison.applied_by = actor

@@ -3,7 +3,7 @@ from django.contrib.auth.models import User
 
 from demo.organisation import demo_password, seed_demo
 from fleet.models import Job, JobQueue, QuotaShare, Team
-from governance.models import ExceptionRequest, KnowledgeArticle, PolicyChange
+from governance.models import ExceptionRequest, KnowledgeArticle, PolicyChange, PolicyProposal
 
 pytestmark = pytest.mark.django_db
 
@@ -42,3 +42,18 @@ def test_seed_demo_is_idempotent_and_builds_the_demo_organisation():
     assert PolicyChange.objects.filter(cause="import", queue=aws).exists()
     assert KnowledgeArticle.objects.count() >= 12
     assert ExceptionRequest.objects.filter(state="SUBMITTED").exists()
+
+
+def test_seed_demo_applies_at_once_when_policy_changes_need_review(settings):
+    # `manage.py seed_demo` with POLICY_CHANGES_NEED_REVIEW=1: the seed is loaded data,
+    # not an admin's edit, so nothing of it waits for review. The process demo's queue
+    # was once an edit: it became a proposal, and its shares were then created against
+    # that proposal as if it were the queue.
+    settings.POLICY_CHANGES_NEED_REVIEW = True
+    seed_demo()
+
+    assert not PolicyProposal.objects.exists()
+    lab = JobQueue.objects.get(name="training-lab")
+    assert sorted(lab.shares.values_list("name", flat=True)) == ["lab-borrower", "lab-owner"]
+    assert set(PolicyChange.objects.filter(queue=lab).values_list("cause", flat=True)) == {"import"}
+    assert JobQueue.objects.get(name="aws-sample").shares.count() == 3

@@ -158,7 +158,7 @@ def world(aws_queue, stored_pack) -> World:
                 data=share_data_from_document(doc),
                 reason=f"walk {name}",
                 expected_version=qs1.version,
-            )
+            ).proposal
     definition = definition_register(
         actor=users["admin"],
         name="walk-definition",

@@ -149,10 +149,11 @@ def test_a_share_edit_becomes_a_proposal_and_applies_when_another_admin_approves
 ):
     share = aws_queue.shares.get(name="qs2")
     changes = PolicyChange.objects.count()
-    proposal = share_update(
+    write = share_update(
         actor=admin, share=share, data=_more_for(share), reason="bursts", expected_version=1
     )
-    assert isinstance(proposal, PolicyProposal) and proposal.is_pending
+    proposal = write.proposal
+    assert proposal.is_pending and (write.applied, write.entry) == (None, None)
     assert PolicyChange.objects.count() == changes
     assert share_document(QuotaShare.objects.get(pk=share.pk))["capacity_limits"] == {
         "ml.g5.xlarge": 1
@@ -183,17 +184,17 @@ def test_a_proposal_checks_the_rules_when_proposed(review, aws_queue, admin):
 def test_capacity_urgency_and_revert_are_proposals_too(review, aws_queue, admin, second_admin):
     capacity = queue_set_capacity(
         actor=admin, queue=aws_queue, capacity={"ml.g5.xlarge": 4}, reason="r", expected_version=1
-    )
+    ).proposal
     urgency = urgency_save(
         actor=admin,
         data={"name": "Launch", "meaning": "m", "priority": 5, "max_window_hours": 2},
         reason="r",
-    )
+    ).proposal
     assert {capacity.kind, urgency.kind} == {"queue_capacity", "urgency_create"}
     proposals.proposal_approve(actor=second_admin, proposal=capacity)
     change = PolicyChange.objects.get(target=PolicyChange.Target.QUEUE)
-    revert = policy_change_revert(actor=second_admin, change=change, reason="too much")
-    assert isinstance(revert, PolicyProposal) and revert.reverts == change
+    revert = policy_change_revert(actor=second_admin, change=change, reason="too much").proposal
+    assert revert.reverts == change
     proposals.proposal_approve(actor=admin, proposal=revert)
     aws_queue.refresh_from_db()
     assert aws_queue.capacities.get().instances == 3
@@ -203,7 +204,7 @@ def test_a_stale_proposal_is_refused_on_approval(review, aws_queue, admin, secon
     share = aws_queue.shares.get(name="qs2")
     proposal = share_update(
         actor=admin, share=share, data=_more_for(share), reason="r", expected_version=1
-    )
+    ).proposal
     settings.POLICY_CHANGES_NEED_REVIEW = False
     share_update(
         actor=second_admin, share=share, data=_more_for(share, 3), reason="r", expected_version=1
@@ -218,7 +219,7 @@ def test_reject_needs_a_note_and_only_the_author_withdraws(review, aws_queue, ad
     share = aws_queue.shares.get(name="qs2")
     proposal = share_update(
         actor=admin, share=share, data=_more_for(share), reason="r", expected_version=1
-    )
+    ).proposal
     with pytest.raises(InvalidInput, match="say why"):
         proposals.proposal_reject(actor=second_admin, proposal=proposal, note="")
     with pytest.raises(rules.Refused, match="only the admin who proposed"):

@@ -9,7 +9,6 @@ from governance.policy.services import (
     ShareData,
     VersionConflict,
     changed_fields,
-    history_entry,
     policy_change_revert,
     queue_set_capacity,
     share_create,
@@ -111,13 +110,15 @@ def test_a_queue_holds_at_most_twenty_shares(admin, aws_queue):
 
 
 def test_share_create_records_who_why_and_what(admin, aws_queue):
-    share = share_create(
+    write = share_create(
         actor=admin,
         queue=aws_queue,
         data=new_share(strategy="LEND_AND_BORROW", borrow_limit=50),
         reason="new team joins",
     )
+    share = write.applied
     change = PolicyChange.objects.get(share=share)
+    assert (write.entry, write.proposal) == (change, None)
     assert (change.actor, change.reason, change.cause, change.before) == (
         admin,
         "new team joins",
@@ -140,7 +141,7 @@ def test_share_update_writes_before_and_after(admin, aws_queue):
     )
     qs2.refresh_from_db()
     assert (qs2.strategy, qs2.borrow_limit, qs2.version) == ("LEND_AND_BORROW", 100, 2)
-    change = history_entry(saved)  # the write returns the entry it recorded
+    change = saved.entry  # the write returns the entry it recorded
     assert change == PolicyChange.objects.get(share=qs2)
     assert changed_fields(change.before, change.after) == [
         ("borrow_limit", None, 100),
@@ -192,7 +193,7 @@ def test_saving_the_same_policy_records_nothing(admin, aws_queue):
     saved = share_update(
         actor=admin, share=qs2, data=data_for(qs2), reason="no-op", expected_version=1
     )
-    assert history_entry(saved) is None
+    assert saved.entry is None and saved.applied == qs2
     assert PolicyChange.objects.count() == count
 
 
@@ -214,7 +215,7 @@ def test_revert_restores_only_the_fields_that_change_touched(admin, aws_queue):
         reason="pause",
         expected_version=2,
     )
-    revert = policy_change_revert(actor=admin, change=first, reason="turned on by mistake")
+    revert = policy_change_revert(actor=admin, change=first, reason="turned on by mistake").entry
     qs2.refresh_from_db()
     assert (qs2.in_share_preemption, qs2.state) == (False, "DISABLED")
     assert (revert.cause, revert.reverts, revert.reason) == (
@@ -226,7 +227,7 @@ def test_revert_restores_only_the_fields_that_change_touched(admin, aws_queue):
 
 
 def test_revert_of_a_creation_disables_the_share(admin, aws_queue):
-    share = share_create(actor=admin, queue=aws_queue, data=new_share(), reason="try")
+    share = share_create(actor=admin, queue=aws_queue, data=new_share(), reason="try").applied
     creation = PolicyChange.objects.get(share=share)
     policy_change_revert(actor=admin, change=creation, reason="not needed")
     share.refresh_from_db()
@@ -250,21 +251,21 @@ def test_capacity_must_cover_every_limit_type(admin, aws_queue):
 
 
 def test_capacity_change_is_recorded_and_revertible(admin, aws_queue):
-    change = history_entry(
-        queue_set_capacity(
-            actor=admin,
-            queue=aws_queue,
-            capacity={"ml.g5.xlarge": 5},
-            reason="new hardware",
-            expected_version=aws_queue.version,
-        )
-    )
+    change = queue_set_capacity(
+        actor=admin,
+        queue=aws_queue,
+        capacity={"ml.g5.xlarge": 5},
+        reason="new hardware",
+        expected_version=aws_queue.version,
+    ).entry
     assert change == PolicyChange.objects.get(target="queue", queue=aws_queue)
     assert (change.before, change.after) == (
         {"capacity": {"ml.g5.xlarge": 3}},
         {"capacity": {"ml.g5.xlarge": 5}},
     )
     revert = policy_change_revert(actor=admin, change=change, reason="hardware returned")
+    assert revert.applied == revert.entry  # a revert applies a change: the new one
+    revert = revert.entry
     assert aws_queue.capacities.get().instances == 3
     assert (revert.reverts, revert.after) == (change, {"capacity": {"ml.g5.xlarge": 3}})
 
@@ -309,7 +310,7 @@ def test_urgency_rules(admin, changes, field):
 
 
 def test_urgency_edit_is_recorded_and_revertible(admin):
-    urgency = urgency_save(actor=admin, data=URGENCY, reason="catalogue")
+    urgency = urgency_save(actor=admin, data=URGENCY, reason="catalogue").applied
     urgency_save(
         actor=admin,
         urgency=urgency,

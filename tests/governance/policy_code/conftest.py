@@ -68,7 +68,9 @@ def instance_types() -> dict[str, InstanceType]:
 
 def build_queue(actor, name: str, capacity: dict, shares=VARIED_SHARES, **queue_fields) -> JobQueue:
     instance_types()
-    queue = queue_create(actor=actor, name=name, capacity=capacity, reason=REASON, **queue_fields)
+    queue = queue_create(
+        actor=actor, name=name, capacity=capacity, reason=REASON, **queue_fields
+    ).applied
     for share_name, team, strategy, borrow, in_share, state, limits in shares:
         share_create(
             actor=actor,
