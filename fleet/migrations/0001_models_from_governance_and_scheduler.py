@@ -7,6 +7,8 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
+from fleet.migration_state import ModelStateOnly
+
 
 class Migration(migrations.Migration):
     initial = True
@@ -19,8 +21,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.SeparateDatabaseAndState(
-            database_operations=[],
+        ModelStateOnly(
             state_operations=[
                 migrations.CreateModel(
                     name="JobQueue",

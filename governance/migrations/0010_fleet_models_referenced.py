@@ -5,6 +5,8 @@ constraints are the same), and the moved models leave governance's state.
 import django.db.models.deletion
 from django.db import migrations, models
 
+from fleet.migration_state import ModelStateOnly
+
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -13,8 +15,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.SeparateDatabaseAndState(
-            database_operations=[],
+        ModelStateOnly(
             state_operations=[
                 migrations.AlterField(
                     model_name="exceptionrequest",

@@ -4,6 +4,8 @@ belong to fleet, fleet/migrations/0001).
 
 from django.db import migrations
 
+from fleet.migration_state import ModelStateOnly
+
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -12,8 +14,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.SeparateDatabaseAndState(
-            database_operations=[],
+        ModelStateOnly(
             state_operations=[
                 migrations.DeleteModel(
                     name="InstanceType",

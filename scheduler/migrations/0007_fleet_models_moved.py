@@ -5,6 +5,8 @@ the scheduler's state (state only: the tables now belong to fleet).
 import django.db.models.deletion
 from django.db import migrations, models
 
+from fleet.migration_state import ModelStateOnly
+
 
 class Migration(migrations.Migration):
     dependencies = [
@@ -14,8 +16,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.SeparateDatabaseAndState(
-            database_operations=[],
+        ModelStateOnly(
             state_operations=[
                 migrations.RemoveField(
                     model_name="jobevent",
