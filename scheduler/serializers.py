@@ -346,7 +346,10 @@ class TokenConflictSerializer(ErrorSerializer):
 # Job definitions.
 
 
-class ParameterSerializer(serializers.Serializer):
+class ParameterSerializer(RefuseUnknownFields, serializers.Serializer):
+    # A misspelt key ("regex" for "pattern") would otherwise leave the value unchecked.
+    unknown_field_message = "not a field of a parameter"
+
     name = serializers.CharField(
         max_length=64, help_text="Letters, digits and _; used as {name} in the command."
     )
@@ -474,8 +477,9 @@ def _content_fields(*, partial: bool) -> dict[str, serializers.Field]:
 
 JobDefinitionCreateSerializer = type(
     "JobDefinitionCreateSerializer",
-    (serializers.Serializer,),
+    (RefuseUnknownFields, serializers.Serializer),
     {
+        "unknown_field_message": "not a field of a job definition",
         "name": serializers.CharField(
             max_length=128, help_text="Lower-case letters, digits, '.', '_' and '-'; unique."
         ),
@@ -484,8 +488,9 @@ JobDefinitionCreateSerializer = type(
 )
 JobDefinitionReviseSerializer = type(
     "JobDefinitionReviseSerializer",
-    (serializers.Serializer,),
+    (RefuseUnknownFields, serializers.Serializer),
     {
+        "unknown_field_message": "not a field of a revision (the name cannot change)",
         "base_revision": serializers.IntegerField(
             help_text="The revision the client last read; a newer one on the server is a 409."
         ),
@@ -494,7 +499,9 @@ JobDefinitionReviseSerializer = type(
 )
 
 
-class RetireSerializer(serializers.Serializer):
+class RetireSerializer(RefuseUnknownFields, serializers.Serializer):
+    unknown_field_message = "not a field of a retirement"
+
     reason = serializers.CharField(
         allow_blank=True, default="", help_text="Why it is retired. Required."
     )
