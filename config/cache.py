@@ -2,7 +2,7 @@
 
 django.core.cache.backends.redis builds a new redis.Redis for every operation, and that
 constructor (its tables of response callbacks) costs more CPU than the operation itself;
-the API throttles make two operations on every request. A redis.Redis may be shared by
+the API throttles count every request. A redis.Redis may be shared by
 threads: each command borrows a connection from the pool.
 """
 

@@ -9,12 +9,12 @@ the schema (`Bounded`), not checked twice.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from rest_framework import serializers
 
-from core.api.serializers import ErrorSerializer, OutputSerializer
+from core.api.serializers import ErrorSerializer, OutputSerializer, RefuseUnknownFields
 from fleet.models import (
     InstanceType,
     Job,
@@ -40,6 +40,7 @@ MAX_ID = 2**63 - 1
 ID_MESSAGE = f"must be an id: a whole number from 1 to {MAX_ID}"
 # Keys a job submission may not carry: what runs comes from the definition only.
 REFUSED_KEYS = ("command", "argv")
+NOT_A_JOB_FIELD = "not a field of a job submission"
 
 
 class Bounded(serializers.IntegerField):
@@ -66,7 +67,14 @@ def _bounded(name: str, **kwargs) -> Bounded:
 # Jobs.
 
 
-class JobInputSerializer(serializers.Serializer):
+class JobInputSerializer(RefuseUnknownFields, serializers.Serializer):
+    """One job submission. Any key not declared here is refused (core.api.serializers):
+    `command` and `argv` with their own message, since what runs comes from the
+    definition; anything else (`environment`, `run_as`, ...) as not a field."""
+
+    unknown_field_message = NOT_A_JOB_FIELD
+    refused_fields = dict.fromkeys(REFUSED_KEYS, COMMAND_REFUSED)
+
     definition = serializers.CharField(
         help_text="Name of the registered job definition to run, e.g. train-example."
     )
@@ -151,22 +159,10 @@ class JobInputSerializer(serializers.Serializer):
         "with another body is a 409 naming the original job. Kept with the job.",
     )
 
-    def to_internal_value(self, data):
-        refused = {}
-        if isinstance(data, Mapping):
-            refused = {key: [COMMAND_REFUSED] for key in REFUSED_KEYS if key in data}
-        try:
-            value = super().to_internal_value(data)
-        except serializers.ValidationError as error:
-            if refused and isinstance(error.detail, dict):
-                raise serializers.ValidationError({**refused, **error.detail}) from None
-            raise
-        if refused:
-            raise serializers.ValidationError(refused)
-        return value
 
+class JobBulkInputSerializer(RefuseUnknownFields, serializers.Serializer):
+    unknown_field_message = "not a field of a bulk submission (its jobs go in `jobs`)"
 
-class JobBulkInputSerializer(serializers.Serializer):
     jobs = JobInputSerializer(many=True)
 
 
@@ -333,7 +329,9 @@ class BulkResultSerializer(serializers.Serializer):
     )
 
 
-class PriorityInputSerializer(serializers.Serializer):
+class PriorityInputSerializer(RefuseUnknownFields, serializers.Serializer):
+    unknown_field_message = "not a field of a priority change"
+
     priority = serializers.IntegerField()
 
 
@@ -348,7 +346,10 @@ class TokenConflictSerializer(ErrorSerializer):
 # Job definitions.
 
 
-class ParameterSerializer(serializers.Serializer):
+class ParameterSerializer(RefuseUnknownFields, serializers.Serializer):
+    # A misspelt key ("regex" for "pattern") would otherwise leave the value unchecked.
+    unknown_field_message = "not a field of a parameter"
+
     name = serializers.CharField(
         max_length=64, help_text="Letters, digits and _; used as {name} in the command."
     )
@@ -476,8 +477,9 @@ def _content_fields(*, partial: bool) -> dict[str, serializers.Field]:
 
 JobDefinitionCreateSerializer = type(
     "JobDefinitionCreateSerializer",
-    (serializers.Serializer,),
+    (RefuseUnknownFields, serializers.Serializer),
     {
+        "unknown_field_message": "not a field of a job definition",
         "name": serializers.CharField(
             max_length=128, help_text="Lower-case letters, digits, '.', '_' and '-'; unique."
         ),
@@ -486,8 +488,9 @@ JobDefinitionCreateSerializer = type(
 )
 JobDefinitionReviseSerializer = type(
     "JobDefinitionReviseSerializer",
-    (serializers.Serializer,),
+    (RefuseUnknownFields, serializers.Serializer),
     {
+        "unknown_field_message": "not a field of a revision (the name cannot change)",
         "base_revision": serializers.IntegerField(
             help_text="The revision the client last read; a newer one on the server is a 409."
         ),
@@ -496,7 +499,9 @@ JobDefinitionReviseSerializer = type(
 )
 
 
-class RetireSerializer(serializers.Serializer):
+class RetireSerializer(RefuseUnknownFields, serializers.Serializer):
+    unknown_field_message = "not a field of a retirement"
+
     reason = serializers.CharField(
         allow_blank=True, default="", help_text="Why it is retired. Required."
     )

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from django.http import QueryDict
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from rest_framework import serializers
 
 _PLAIN = (
@@ -97,3 +99,57 @@ class ErrorSerializer(serializers.Serializer):
         child=serializers.ListField(child=serializers.CharField()),
         help_text="Field name -> messages.",
     )
+
+
+class RefuseUnknownFields:
+    """Mix into a write serializer (before `serializers.Serializer`): a body key it does
+    not declare as a writable field is a 400 naming that key, never silently dropped.
+
+    A client that misspells a field, or sends one it believes exists (`environment`,
+    `run_as`), learns that it had no effect instead of getting a 201 for a request other
+    than the one it made. Each unknown key gets `unknown_field_message`, or its own
+    message from `refused_fields`; the other fields' errors are reported with them. In a
+    list (`many=True`) each item is checked, so the error path names the item's index
+    ("jobs[1].environment"). The schema documents `additionalProperties: false`.
+    """
+
+    unknown_field_message = "not a field of this request"
+    refused_fields: Mapping[str, str] = {}
+    # The browsable API's HTML form posts its CSRF token with the fields.
+    _FORM_KEYS = frozenset({"csrfmiddlewaretoken"})
+
+    def unknown_fields(self, data) -> dict[str, list[str]]:
+        if not isinstance(data, Mapping):
+            return {}  # not an object: the serializer itself says so
+        writable = {name for name, field in self.fields.items() if not field.read_only}
+        form = self._FORM_KEYS if isinstance(data, QueryDict) else frozenset()
+        return {
+            str(key): [self.refused_fields.get(key, self.unknown_field_message)]
+            for key in data
+            if key not in writable and key not in form
+        }
+
+    def to_internal_value(self, data):
+        unknown = self.unknown_fields(data)
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as error:
+            if unknown and isinstance(error.detail, dict):
+                raise serializers.ValidationError({**unknown, **error.detail}) from None
+            raise
+        if unknown:
+            raise serializers.ValidationError(unknown)
+        return value
+
+
+class _RefuseUnknownFieldsSchema(OpenApiSerializerExtension):
+    """The request schema of a RefuseUnknownFields serializer says what it enforces."""
+
+    target_class = RefuseUnknownFields
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        if direction == "request":
+            schema["additionalProperties"] = False
+        return schema

@@ -1,7 +1,17 @@
-"""API throttles: per user, reads and writes counted apart; 429 with Retry-After."""
+"""API throttles: per user, reads and writes counted apart; 429 with Retry-After; the
+count holds under concurrent requests (issue 23, finding 2)."""
+
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 
 import pytest
+from django.core.cache import caches
+from django.core.cache.backends.locmem import LocMemCache
 from rest_framework.test import APIClient
+
+from accounts.throttling import AnonymousThrottle, UserReadWriteThrottle
 
 pytestmark = pytest.mark.django_db
 
@@ -81,3 +91,102 @@ def test_the_redis_cache_shares_one_client_between_operations(settings):
     client = cache._cache.get_client(write=True)
     assert cache._cache.get_client(write=True) is client
     cache.delete("ops-probe")
+
+
+# Concurrency: each request gets its own throttle (as DRF makes one per request), all
+# released at once; the clock is fixed inside one window so the window cannot turn.
+NOW = 1_800_000_010.0  # 10 seconds into a minute
+
+
+def concurrent_verdicts(make_throttle, request, *, threads: int, requests: int) -> list[bool]:
+    start = threading.Barrier(threads)
+
+    def send(count: int) -> list[bool]:
+        start.wait()
+        return [make_throttle().allow_request(request, None) for _ in range(count)]
+
+    shares = [requests // threads + (i < requests % threads) for i in range(threads)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: races show
+    try:
+        with ThreadPoolExecutor(threads) as pool:
+            return [verdict for part in pool.map(send, shares) for verdict in part]
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def writer(pk: int):
+    return SimpleNamespace(user=SimpleNamespace(is_authenticated=True, pk=pk), method="POST")
+
+
+def throttle_on(cache, cls=UserReadWriteThrottle):
+    def make():
+        throttle = cls()
+        throttle.cache, throttle.timer = cache, lambda: NOW
+        return throttle
+
+    return make
+
+
+@pytest.mark.parametrize(("threads", "requests"), [(32, 200), (16, 300)])
+def test_concurrent_writes_accept_exactly_the_rate_on_locmem(rates, threads, requests):
+    rates(write="120/min")
+    cache = LocMemCache(f"throttle-{threads}", {})
+
+    verdicts = concurrent_verdicts(
+        throttle_on(cache), writer(7), threads=threads, requests=requests
+    )
+
+    assert verdicts.count(True) == 120
+    assert verdicts.count(False) == requests - 120
+
+
+def test_concurrent_anonymous_requests_accept_exactly_the_rate(rates):
+    rates(anon="60/min")
+    cache = LocMemCache("throttle-anon", {})
+    anonymous = SimpleNamespace(
+        user=SimpleNamespace(is_authenticated=False), method="GET", META={"REMOTE_ADDR": "10.1.2.3"}
+    )
+
+    verdicts = concurrent_verdicts(
+        throttle_on(cache, AnonymousThrottle), anonymous, threads=16, requests=100
+    )
+
+    assert verdicts.count(True) == 60
+
+
+def test_a_spent_window_says_when_the_next_starts_and_then_allows_again(rates):
+    rates(write="2/min")
+    cache = LocMemCache("throttle-window", {})
+    now = [NOW]
+
+    def attempt():
+        throttle = UserReadWriteThrottle()
+        throttle.cache, throttle.timer = cache, lambda: now[0]
+        return throttle.allow_request(writer(3), None), throttle
+
+    assert [attempt()[0] for _ in range(2)] == [True, True]
+    allowed, throttle = attempt()
+    assert not allowed and throttle.wait() == 50  # 10 s into the minute
+    now[0] = NOW + 50  # the next minute
+    assert attempt()[0] is True
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize(("threads", "requests"), [(32, 200), (16, 300)])
+def test_concurrent_writes_accept_exactly_the_rate_on_redis(rates, threads, requests):
+    from django.core.cache.backends.redis import RedisCache
+
+    rates(write="120/min")
+    cache = caches["default"]
+    assert isinstance(cache, RedisCache)
+
+    verdicts = concurrent_verdicts(
+        throttle_on(cache), writer(10_000 + threads), threads=threads, requests=requests
+    )
+
+    assert verdicts.count(True) == 120
+    # The window's counter expires by itself.
+    client = cache._cache.get_client(write=True)
+    (key,) = client.keys(cache.make_key(f"throttle_write_{10_000 + threads}_*"))
+    assert 60 <= client.ttl(key) <= 65

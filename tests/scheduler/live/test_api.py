@@ -153,6 +153,87 @@ def test_a_free_form_command_is_refused_for_every_role(request, api_for, shares,
     assert not Job.objects.exists()
 
 
+UNKNOWN = {"environment": {"LD_PRELOAD": "/tmp/x.so"}, "run_as": "root", "working_directory": "/"}
+
+
+def test_unknown_job_fields_are_refused_by_name_not_dropped(api_for, lead, shares, train):
+    client = api_for(lead)
+
+    response = client.post("/api/v1/jobs/", {**job_body(shares["qs1"]), **UNKNOWN}, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        key: ["not a field of a job submission"] for key in UNKNOWN
+    }
+    assert response.json()["detail"] == "environment: not a field of a job submission"
+    assert not Job.objects.exists()
+
+
+def test_unknown_fields_come_with_the_other_errors(api_for, lead, shares, train):
+    body = {**job_body(shares["qs1"], priority="high"), "run_as": "root", "command": "id"}
+    errors = api_for(lead).post("/api/v1/jobs/", body, format="json").json()["errors"]
+
+    assert errors == {
+        "run_as": ["not a field of a job submission"],
+        "command": ["jobs run a registered job definition"],
+        "priority": ["A valid integer is required."],
+    }
+
+
+def test_bulk_refuses_unknown_fields_per_item_by_index(api_for, lead, shares, train):
+    client = api_for(lead)
+    jobs = [
+        job_body(shares["qs1"]),
+        {**job_body(shares["qs1"]), "run_as": "root"},
+        job_body(shares["qs1"]),
+        {**job_body(shares["qs1"]), "environment": {}, "working_directory": "/"},
+    ]
+
+    items = client.post("/api/v1/jobs/bulk/", {"jobs": jobs}, format="json")
+    top = client.post("/api/v1/jobs/bulk/", {"jobs": jobs[:1], "environment": {}}, format="json")
+
+    assert items.status_code == 400
+    assert items.json()["errors"] == {
+        "jobs[1].run_as": ["not a field of a job submission"],
+        "jobs[3].environment": ["not a field of a job submission"],
+        "jobs[3].working_directory": ["not a field of a job submission"],
+    }
+    assert top.status_code == 400
+    assert list(top.json()["errors"]) == ["environment"]
+    assert not Job.objects.exists()
+
+
+def test_every_declared_field_still_passes(api_for, lead, shares, train):
+    body = job_body(
+        shares["qs1"],
+        revision=None,
+        instance_type="ml.g5.xlarge",
+        instances=1,
+        expected_duration=90,
+        priority=3,
+        urgency=None,
+        checkpoint_interval=30,
+        restart_overhead=0,
+        preemption_retries=1,
+        client_token="retry-1",
+    )
+
+    response = api_for(lead).post("/api/v1/jobs/", body, format="json")
+
+    assert response.status_code == 201, response.json()
+    assert response.json()["client_token"] == "retry-1"
+
+
+def test_a_priority_change_refuses_unknown_fields(api_for, admin, shares):
+    job = JobFactory(share=shares["qs1"])
+    response = api_for(admin).post(
+        f"/api/v1/jobs/{job.pk}/priority/", {"priority": 9, "state": "SUCCEEDED"}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == {"state": ["not a field of a priority change"]}
+
+
 @pytest.mark.parametrize(
     ("parameters", "errors"),
     [
@@ -457,3 +538,5 @@ def test_the_jobs_api_is_in_the_openapi_schema(api_for, admin):
     fields = body["components"]["schemas"]["JobInputRequest"]["properties"]
     assert fields["priority"]["maximum"] == 9999 and fields["client_token"]["maxLength"] == 64
     assert "command" not in fields
+    for name in ("JobInputRequest", "JobBulkInputRequest", "PriorityInputRequest"):
+        assert body["components"]["schemas"][name]["additionalProperties"] is False

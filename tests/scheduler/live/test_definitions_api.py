@@ -212,3 +212,30 @@ def test_the_schema_documents_bounds_and_enums(api_for, admin):
     jobs = {p["name"]: p["schema"] for p in paths["/api/v1/jobs/"]["get"]["parameters"]}
     assert {"queue", "share", "team", "state"} <= set(jobs)
     assert jobs["team"]["maximum"] == 2**63 - 1
+
+
+def test_unknown_definition_and_parameter_fields_are_refused_by_name(api_for, admin, queue):
+    dataset = {"name": "dataset", "type": "pattern", "pattern": "[a-z]+", "regex": ".*"}
+    body = definition_body(run_as="root", parameters=[dataset])
+
+    response = api_for(admin).post(URL, body, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "run_as": ["not a field of a job definition"],
+        "parameters[0].regex": ["not a field of a parameter"],
+    }
+    assert not JobDefinition.objects.exists()
+
+
+def test_a_revision_refuses_a_new_name(api_for, admin, registered):
+    response = api_for(admin).post(
+        f"{URL}{registered['id']}/revisions/",
+        {"base_revision": 1, "name": "renamed", "reason": "rename"},
+        format="json",
+    )
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "name": ["not a field of a revision (the name cannot change)"]
+    }
