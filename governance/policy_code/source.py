@@ -4,6 +4,12 @@ Every format's parser reads through `load_documents`, so every error names the l
 (from the YAML parser's marks, counted from 1) and the field path as the file spells
 it (`quotaShares[1].resourceSharingConfiguration.borrowLimit`). A parser collects all
 the problems of a file and raises them together in one `PolicyFileError`.
+
+What a file may hold is bounded before it becomes Python objects, so a small hostile
+file cannot take a worker's memory or stack: at most MAX_FILE_BYTES of text, nesting at
+most MAX_DEPTH levels, and at most MAX_NODES values counting each repetition an alias
+makes (a "billion laughs" file of a few hundred bytes expands to billions). No text may
+hold a control character (NUL among them) other than tab and line breaks.
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ from typing import Any
 import yaml
 
 from core.errors import InvalidInput
+from core.nesting import MAX_DEPTH, deeper_than
 
 MAX_FILE_BYTES = 1_000_000
+MAX_NODES = 100_000  # values in a file, each repetition by an alias counted
 
 
 @dataclass(frozen=True)
@@ -109,6 +117,62 @@ def decode(raw: bytes | str) -> str:
         ) from None
 
 
+def _too_big(line: int | None, message: str) -> PolicyFileError:
+    return PolicyFileError([FileProblem(line, "file", message)])
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing while it composes (before any Python object is
+    built) a document nested deeper than MAX_DEPTH or holding more than MAX_NODES
+    values once its aliases are expanded, and an alias to a node that contains it."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0
+        self._nodes = 0
+        self._sizes: dict[int, int] = {}  # id of an anchored node -> values it holds
+
+    def _count(self, values: int, mark) -> None:
+        self._nodes += values
+        if self._nodes > MAX_NODES:
+            raise _too_big(
+                mark.line + 1,
+                f"holds more than {MAX_NODES} values (counting what its aliases repeat)",
+            )
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            node = super().compose_node(parent, index)  # an undefined alias is an error
+            size = self._sizes.get(id(node))
+            if size is None:
+                raise _too_big(
+                    event.start_mark.line + 1,
+                    f"the alias *{event.anchor} is inside the node it names",
+                )
+            self._count(size, event.start_mark)
+            return node
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise _too_big(event.start_mark.line + 1, f"is nested deeper than {MAX_DEPTH} levels")
+        before = self._nodes
+        self._count(1, event.start_mark)
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if getattr(event, "anchor", None) is not None:
+            self._sizes[id(node)] = self._nodes - before
+        return node
+
+
+def check_json_depth(text: str) -> None:
+    """Before json.loads, which recurses once per level and would pass the stack."""
+    line = deeper_than(text)
+    if line is not None:
+        raise _too_big(line, f"is nested deeper than {MAX_DEPTH} levels")
+
+
 def load_documents(text: str) -> list[Document]:
     """Every YAML document in `text` (JSON is read as YAML too), with its lines."""
     if len(text) > MAX_FILE_BYTES:
@@ -116,7 +180,7 @@ def load_documents(text: str) -> list[Document]:
             [FileProblem(None, "file", f"is larger than {MAX_FILE_BYTES // 1000} kB")]
         )
     try:
-        loader = yaml.SafeLoader(text)
+        loader = _BoundedLoader(text)
     except yaml.YAMLError as error:  # a character YAML does not allow
         raise PolicyFileError([FileProblem(None, "file", f"is not valid YAML: {error}")]) from None
     try:
@@ -147,6 +211,7 @@ def load_documents(text: str) -> list[Document]:
 
 def load_json_document(text: str) -> Document:
     """One JSON document, with JSON's own syntax errors (by line) and YAML's line marks."""
+    check_json_depth(text)
     try:
         json.loads(text)
     except json.JSONDecodeError as error:
