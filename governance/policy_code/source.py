@@ -15,6 +15,7 @@ hold a control character (NUL among them) other than tab and line breaks.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,8 @@ from core.nesting import MAX_DEPTH, deeper_than
 
 MAX_FILE_BYTES = 1_000_000
 MAX_NODES = 100_000  # values in a file, each repetition by an alias counted
+# C0 controls but tab, line feed and carriage return; DEL; C1 controls.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -236,6 +239,15 @@ def _convert(loader, node, path: str, lines: Lines, problems: list[FileProblem])
                 )
                 continue
             key = str(key)
+            if found := _CONTROL.search(key):
+                problems.append(
+                    FileProblem(
+                        key_node.start_mark.line + 1,
+                        path or "file",
+                        f"a key must not contain control characters ({_escaped(found)})",
+                    )
+                )
+                continue
             key_path = child(path, key)
             if key in result:
                 problems.append(
@@ -250,7 +262,20 @@ def _convert(loader, node, path: str, lines: Lines, problems: list[FileProblem])
             _convert(loader, item, child(path, index), lines, problems)
             for index, item in enumerate(node.value)
         ]
-    return loader.construct_object(node, deep=True)
+    value = loader.construct_object(node, deep=True)
+    if isinstance(value, str) and (found := _CONTROL.search(value)):
+        problems.append(
+            FileProblem(
+                node.start_mark.line + 1,
+                path or "file",
+                f"must not contain control characters ({_escaped(found)})",
+            )
+        )
+    return value
+
+
+def _escaped(found: re.Match) -> str:
+    return f"\\x{ord(found.group()):02x} at character {found.start() + 1}"
 
 
 # Typed reads: each records a problem naming the field and returns None when it fails.

@@ -4,6 +4,7 @@ hundred bytes of aliases that expand to billions of values, nesting deep enough 
 exhaust the stack, and control characters (NUL among them) in names."""
 
 import io
+import json
 import tracemalloc
 
 import pytest
@@ -18,7 +19,7 @@ from governance.policy_code.source import (
     load_documents,
     load_json_document,
 )
-from tests.governance.policy_code.test_errors import problems_of, snapshot
+from tests.governance.policy_code.test_errors import line_of, problems_of, snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -125,11 +126,46 @@ def test_a_deep_kueue_capacity_annotation_is_a_field_error(admin, varied_queue):
     assert problem.message.startswith("must be a JSON object")
 
 
+# Control characters.
+
+
+@pytest.mark.parametrize("character", ["\\0", "\\x07", "\\e", "\\x7f", "\\x9b"])
+def test_a_control_character_in_a_name_is_refused_at_its_field(admin, native_text, character):
+    bad = native_text.replace("  - name: speech\n", f'  - name: "spe{character}ech"\n')
+    problems = problems_of(admin, bad)  # and nothing changed
+    (problem,) = [problem for problem in problems if "control" in problem.message]
+    assert problem.field.startswith("queues[0].shares[") and problem.field.endswith("].name")
+    assert problem.line == line_of(bad, 'name: "spe')
+    assert problem.message.startswith("must not contain control characters (\\x")
+    assert problem.message.endswith(" at character 4)")
+
+
+def test_a_nul_in_a_json_name_or_key_is_refused(admin, varied_queue):
+    body = json.loads(policy_export(format="aws-batch", queue=varied_queue).content)
+    body["quotaShares"][1]["quotaShareName"] = "nlp\x00"
+    body["quotaShares"][2]["tags"] = {"owner\x00": "x"}
+    problems = {p.field: p.message for p in problems_of(admin, json.dumps(body, indent=2))}
+    nul = "must not contain control characters (\\x00 at character {})"
+    assert problems == {
+        "quotaShares[1].quotaShareName": nul.format(4),
+        "quotaShares[2].tags": "a key " + nul.format(6),
+    }
+
+
+def test_tabs_and_line_breaks_in_text_are_kept(admin, native_text):
+    text = native_text.replace(
+        "description: Shared by research teams.", 'description: "Shared\\tby\\nresearch."'
+    )
+    policy = policy_file_read(raw=text, source="ok", format="native")
+    assert policy is not None
+
+
 # Over the API and on the command line: the file's usual 400 and exit, nothing applied.
 
 HOSTILE = {
     "laughs": (LAUGHS, "file", "holds more than"),
     "deep": ("version: 1\nqueues: " + "[" * DEEP, "file", "is nested deeper than 64 levels"),
+    "nul": (None, "name", "must not contain control characters (\\x00"),
 }
 
 
