@@ -414,3 +414,17 @@ def test_nesting_up_to_the_bound_is_parsed(admin_api, scene, unchanged):
         )
     assert response.status_code == 400, response.content[:500]
     assert "nested" not in response.json()["detail"]
+
+
+def test_a_body_over_the_upload_limit_is_refused_before_it_is_parsed(
+    admin_api, scene, unchanged, settings
+):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    body = '{"name": "' + "x" * 1000 + '"}'
+    with unchanged():
+        response = admin_api.post("/api/v1/jobs/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json() == {
+        "detail": "request refused: Request body exceeded settings.DATA_UPLOAD_MAX_MEMORY_SIZE.",
+        "errors": {},
+    }
