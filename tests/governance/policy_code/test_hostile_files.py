@@ -3,12 +3,15 @@ object is built from them and before a plan, with the file's usual errors: a few
 hundred bytes of aliases that expand to billions of values, nesting deep enough to
 exhaust the stack, and control characters (NUL among them) in names."""
 
+import html
 import io
 import json
 import tracemalloc
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from governance.models import PolicyChange
@@ -205,3 +208,19 @@ def test_the_command_reports_a_hostile_file_like_any_bad_file(admin, native_text
     (first, second) = err.getvalue().splitlines()
     assert first == second and first.startswith(f"{path}: line ") and message in first
     assert PolicyChange.objects.count() == count
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_the_upload_page_lists_a_hostile_files_problem(
+    admin_client, native_text, varied_queue, case
+):
+    content, field, message = _hostile(native_text, case)
+    before = snapshot()
+    page = admin_client.post(
+        reverse("queue-policy-plan", args=[varied_queue.pk]),
+        {"file": SimpleUploadedFile("hostile.yaml", content.encode())},
+    )
+    text = html.unescape(page.content.decode())
+    assert page.status_code == 200
+    assert message in text and "hostile.yaml was not applied." in text
+    assert snapshot() == before
