@@ -317,6 +317,13 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "core.api.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "EXCEPTION_HANDLER": "core.api.errors.exception_handler",
+    # DRF's three, the JSON one refusing bodies nested deeper than 64 levels (a 400, not
+    # the RecursionError json.loads raises on deep input).
+    "DEFAULT_PARSER_CLASSES": [
+        "core.api.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     # JSON only; the browsable API (HTML forms over every endpoint) only when debugging.
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from core.nesting import deeper_than
 from engine.quota import borrow_cap
 from fleet.models import InstanceType, JobQueue, QuotaShare
 from governance.policy_code import source as read
@@ -482,7 +483,9 @@ def _read_cohort(reader: _Reader, prefix: str, obj: dict) -> None:
 
 def _capacity(reader: _Reader, value, path: str) -> dict[str, int] | None:
     try:
-        capacity = json.loads(value) if isinstance(value, str) else None
+        # A flat object: anything nested is refused before json.loads recurses into it.
+        flat = isinstance(value, str) and deeper_than(value, 1) is None
+        capacity = json.loads(value) if flat else None
     except json.JSONDecodeError:
         capacity = None
     if not isinstance(capacity, dict) or not all(

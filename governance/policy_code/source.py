@@ -4,11 +4,18 @@ Every format's parser reads through `load_documents`, so every error names the l
 (from the YAML parser's marks, counted from 1) and the field path as the file spells
 it (`quotaShares[1].resourceSharingConfiguration.borrowLimit`). A parser collects all
 the problems of a file and raises them together in one `PolicyFileError`.
+
+What a file may hold is bounded before it becomes Python objects, so a small hostile
+file cannot take a worker's memory or stack: at most MAX_FILE_BYTES of text, nesting at
+most MAX_DEPTH levels, and at most MAX_NODES values counting each repetition an alias
+makes (a "billion laughs" file of a few hundred bytes expands to billions). No text may
+hold a control character (NUL among them) other than tab and line breaks.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,8 +23,12 @@ from typing import Any
 import yaml
 
 from core.errors import InvalidInput
+from core.nesting import MAX_DEPTH, deeper_than
 
 MAX_FILE_BYTES = 1_000_000
+MAX_NODES = 100_000  # values in a file, each repetition by an alias counted
+# C0 controls but tab, line feed and carriage return; DEL; C1 controls.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -109,6 +120,62 @@ def decode(raw: bytes | str) -> str:
         ) from None
 
 
+def _too_big(line: int | None, message: str) -> PolicyFileError:
+    return PolicyFileError([FileProblem(line, "file", message)])
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing while it composes (before any Python object is
+    built) a document nested deeper than MAX_DEPTH or holding more than MAX_NODES
+    values once its aliases are expanded, and an alias to a node that contains it."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0
+        self._nodes = 0
+        self._sizes: dict[int, int] = {}  # id of an anchored node -> values it holds
+
+    def _count(self, values: int, mark) -> None:
+        self._nodes += values
+        if self._nodes > MAX_NODES:
+            raise _too_big(
+                mark.line + 1,
+                f"holds more than {MAX_NODES} values (counting what its aliases repeat)",
+            )
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            node = super().compose_node(parent, index)  # an undefined alias is an error
+            size = self._sizes.get(id(node))
+            if size is None:
+                raise _too_big(
+                    event.start_mark.line + 1,
+                    f"the alias *{event.anchor} is inside the node it names",
+                )
+            self._count(size, event.start_mark)
+            return node
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise _too_big(event.start_mark.line + 1, f"is nested deeper than {MAX_DEPTH} levels")
+        before = self._nodes
+        self._count(1, event.start_mark)
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        if getattr(event, "anchor", None) is not None:
+            self._sizes[id(node)] = self._nodes - before
+        return node
+
+
+def check_json_depth(text: str) -> None:
+    """Before json.loads, which recurses once per level and would pass the stack."""
+    line = deeper_than(text)
+    if line is not None:
+        raise _too_big(line, f"is nested deeper than {MAX_DEPTH} levels")
+
+
 def load_documents(text: str) -> list[Document]:
     """Every YAML document in `text` (JSON is read as YAML too), with its lines."""
     if len(text) > MAX_FILE_BYTES:
@@ -116,7 +183,7 @@ def load_documents(text: str) -> list[Document]:
             [FileProblem(None, "file", f"is larger than {MAX_FILE_BYTES // 1000} kB")]
         )
     try:
-        loader = yaml.SafeLoader(text)
+        loader = _BoundedLoader(text)
     except yaml.YAMLError as error:  # a character YAML does not allow
         raise PolicyFileError([FileProblem(None, "file", f"is not valid YAML: {error}")]) from None
     try:
@@ -147,6 +214,7 @@ def load_documents(text: str) -> list[Document]:
 
 def load_json_document(text: str) -> Document:
     """One JSON document, with JSON's own syntax errors (by line) and YAML's line marks."""
+    check_json_depth(text)
     try:
         json.loads(text)
     except json.JSONDecodeError as error:
@@ -171,6 +239,15 @@ def _convert(loader, node, path: str, lines: Lines, problems: list[FileProblem])
                 )
                 continue
             key = str(key)
+            if found := _CONTROL.search(key):
+                problems.append(
+                    FileProblem(
+                        key_node.start_mark.line + 1,
+                        path or "file",
+                        f"a key must not contain control characters ({_escaped(found)})",
+                    )
+                )
+                continue
             key_path = child(path, key)
             if key in result:
                 problems.append(
@@ -185,7 +262,20 @@ def _convert(loader, node, path: str, lines: Lines, problems: list[FileProblem])
             _convert(loader, item, child(path, index), lines, problems)
             for index, item in enumerate(node.value)
         ]
-    return loader.construct_object(node, deep=True)
+    value = loader.construct_object(node, deep=True)
+    if isinstance(value, str) and (found := _CONTROL.search(value)):
+        problems.append(
+            FileProblem(
+                node.start_mark.line + 1,
+                path or "file",
+                f"must not contain control characters ({_escaped(found)})",
+            )
+        )
+    return value
+
+
+def _escaped(found: re.Match) -> str:
+    return f"\\x{ord(found.group()):02x} at character {found.start() + 1}"
 
 
 # Typed reads: each records a problem naming the field and returns None when it fails.

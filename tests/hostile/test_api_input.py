@@ -368,3 +368,63 @@ def test_a_limit_the_queue_already_exceeds_may_stay(admin_api, scene):
     )
     assert response.status_code == 200, response.json()
     assert response.json()["capacity_limits"] == {"ml.g5.xlarge": 3}
+
+
+# Nesting: json.loads recurses once per level, so a deep body was a RecursionError (500).
+
+DEEP = 100_000
+
+
+@pytest.mark.parametrize(
+    ("url", "body"),
+    [
+        ("/api/v1/jobs/", "[" * DEEP),
+        (
+            "/api/v1/jobs/",
+            '{"name": "x", "parameters": ' + '{"a": ' * DEEP + "1" + "}" * DEEP + "}",
+        ),
+        ("/api/v1/jobs/bulk/", '{"jobs": ' + "[" * DEEP + "]" * DEEP + "}"),
+        ("/api/v1/shares/", '{"capacity_limits": ' + "[" * DEEP),
+        ("/api/v1/policy/plan/", "[" * DEEP),
+    ],
+)
+def test_a_body_nested_too_deep_is_a_400(admin_api, scene, unchanged, url, body):
+    with unchanged():
+        response = admin_api.post(url, body, content_type="application/json")
+    assert response.status_code == 400, (response.status_code, response.content[:500])
+    assert response.json() == {
+        "detail": "JSON parse error - nested deeper than 64 levels (line 1)",
+        "errors": {},
+    }
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting(admin_api, scene, unchanged):
+    body = '{"name": "' + "[{" * 200 + '\\"]"}'
+    with unchanged():
+        response = admin_api.post("/api/v1/jobs/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert "nested" not in response.json()["detail"]  # an ordinary field error
+
+
+def test_nesting_up_to_the_bound_is_parsed(admin_api, scene, unchanged):
+    parameters = '{"a": ' * 63 + "1" + "}" * 63  # 64 levels with the body's own object
+    with unchanged():
+        response = admin_api.post(
+            "/api/v1/jobs/", '{"parameters": ' + parameters + "}", content_type="application/json"
+        )
+    assert response.status_code == 400, response.content[:500]
+    assert "nested" not in response.json()["detail"]
+
+
+def test_a_body_over_the_upload_limit_is_refused_before_it_is_parsed(
+    admin_api, scene, unchanged, settings
+):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    body = '{"name": "' + "x" * 1000 + '"}'
+    with unchanged():
+        response = admin_api.post("/api/v1/jobs/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json() == {
+        "detail": "request refused: Request body exceeded settings.DATA_UPLOAD_MAX_MEMORY_SIZE.",
+        "errors": {},
+    }
