@@ -30,7 +30,3 @@ def deeper_than(text: str, limit: int = MAX_DEPTH) -> int | None:
         elif token in "]}":
             depth -= 1
     return None
-
-
-def too_deep_message(line: int, limit: int = MAX_DEPTH) -> str:
-    return f"is nested deeper than {limit} levels (line {line})"
