@@ -20,14 +20,19 @@ SCENARIOS = sorted(FIXTURES.glob("*.json"))
 
 
 def running_at(events: list[dict], t: int) -> dict[str, bool]:
-    """Jobs running at time t (after every event at t), with their `borrowed` flag."""
+    """Jobs running at time t (after every event at t), with their `borrowed` flag.
+
+    A STOPPING job (PREEMPTED with `grace_until`) keeps its capacity until its STOPPED,
+    SUCCEEDED or FAILED event, as the shared `check_scenarios.py` reads it (spec V12)."""
     running: dict[str, bool] = {}
     for event in events:
         if event["t"] > t:
             break
         if event["type"] == "STARTED":
             running[event["job"]] = event["borrowed"]
-        elif event["type"] in ("PREEMPTED", "SUCCEEDED", "FAILED"):
+        elif event["type"] == "PREEMPTED" and event.get("grace_until") is not None:
+            continue
+        elif event["type"] in ("PREEMPTED", "STOPPED", "SUCCEEDED", "FAILED"):
             running.pop(event["job"], None)
     return running
 
