@@ -39,9 +39,7 @@ def reclaim_bound(snapshot: Snapshot, share: str, instance_type: str, now: int) 
     if share not in limits:
         raise ValueError(f"share '{share}' is not in the snapshot")
     jobs = [
-        job
-        for job in snapshot.running
-        if job.instance_type == instance_type and job.share != share
+        job for job in snapshot.running if job.instance_type == instance_type and job.share != share
     ]
     usage: dict[str, int] = {}
     for job in jobs:
