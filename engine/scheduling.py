@@ -23,6 +23,15 @@ Orders and tie-breaks:
 - `protected_until` (a job field): a job is never a reclaim or in-share victim while
   `now < protected_until`; `capacity_change` may still preempt it.
 
+Interruption contracts (spec v2): protection by minimum runtime joins `protected_until`
+(either protects); a victim with grace is given notice (`Board.notice`: STOPPING, it
+keeps its capacity, leaves the victim lists and counts in usage, not in `over'`) and
+its starter waits, `held` until its victims have stopped, their freed instances held
+for it (`Ledger.hold`, off `avail` for every start); at each victim choice the set the
+rule would choose without protection is computed too, for the protected blocks. When
+any job has a contract (`Board.v2`) every pass looks at every share: the wake-up keys
+below know nothing of notices and holds, and a v1 document keeps its fast path.
+
 Fixed point: passes repeat at the same instant until one changes nothing. A pass
 victim is RUNNABLE again at once, in its place in its share's queue (v1.1); it is
 `held` for the rest of that pass: not started, but still its share's head, so it
