@@ -7,6 +7,21 @@ preview run the same pass. The contract is the scenario format
 (`shared/spec/scenario-format.md`); the engine adds one optional job field,
 `protected_until` (seconds): while `now < protected_until` the job is never chosen as a
 reclaim or in-share victim, though a `capacity_change` may still preempt it.
+
+Interruption contracts (the format's v2): `JobSpec`, `RunningJob` and `PendingJob`
+carry `min_runtime_reclaim`, `min_runtime_preempt`, `grace` and `checkpoint_on_notice`
+(all defaulted: no contract). A job is protected from a cause if `protected_until` or
+its minimum runtime (counted from `RunningJob.run_started_at`, default `started_at`)
+says so. A victim with grace gets notice: `Preempt.grace_until` (with `stop_at`, its
+stop instant, and `saves`, whether it saves on notice) instead of stopping at once, and
+the starter does not start. The caller then keeps the victim running as STOPPING
+(`RunningJob.stopping_until` = its stop instant, `notice_for` = the starter): it holds
+its capacity, is never a reclaim or in-share victim again, and a capacity cut stops it
+first (a `Preempt` with cause `capacity_change` for a STOPPING job is its stop). The
+starter waits (`PendingJob.awaiting_victims`, the STOPPING victims it waits for;
+`held_instances`, the instances its victims already freed, held for it) and blocks its
+share until they have all stopped. `engine.contracts.reclaim_bound` and
+`policy_reclaim_bound` give a lender's time to get its capacity back (V13).
 """
 
 from .impact import Impact, assess_job_change, assess_policy_change

@@ -23,6 +23,8 @@ PENDING, RUNNING, DONE, FUTURE = "PENDING", "RUNNING", "DONE", "FUTURE"
 # A wait key no change reaches; a wait on -NEVER is woken by any.
 NEVER = float("inf")
 START, PREEMPT, FAIL = "start", "preempt", "fail"
+# Spec v2: a victim given notice (it is STOPPING), and the stop of a STOPPING job.
+NOTICE, STOPPED = "notice", "stopped"
 
 
 class Job:
@@ -46,6 +48,19 @@ class Job:
         "reason",
         "misconfigured_since",
         "held",
+        "min_reclaim",
+        "min_preempt",
+        "grace",
+        "ckpt_notice",
+        "run_from",
+        "stopping",
+        "stop_at",
+        "notice_for",
+        "awaiting",
+        "held_n",
+        "blocked_at",
+        "protected_blocks",
+        "episode",
     )
 
     def __init__(
@@ -60,6 +75,10 @@ class Job:
         protected_until: int | None = None,
         preemptions: int = 0,
         retries: int | None = None,
+        min_reclaim: int = 0,
+        min_preempt: int = 0,
+        grace: int = 0,
+        ckpt_notice: int | None = None,
     ) -> None:
         self.id = id
         self.share = share
@@ -78,10 +97,42 @@ class Job:
         self.reason: str | None = None
         self.misconfigured_since: int | None = None
         # Preempted by the pass now running: not started again before the pass ends.
+        # Also set while the job waits for its victims with notice (spec v2, V8).
         self.held = False
+        # The interruption contract (spec v2) and its state: `run_from` is the start of
+        # the current run (protection counts from it); a STOPPING job (`stopping`) stops
+        # at `stop_at`, and `notice_for` is the starter waiting for it; a waiting
+        # starter counts the victims it waits for (`awaiting`) and the instances held
+        # for it (`held_n`). `blocked_at` / `protected_blocks` count V4's protected
+        # blocks, and `episode` is when the job's current reclaim episode began (V12).
+        self.min_reclaim = min_reclaim
+        self.min_preempt = min_preempt
+        self.grace = grace
+        self.ckpt_notice = ckpt_notice
+        self.run_from = 0
+        self.stopping = False
+        self.stop_at = 0
+        self.notice_for: Job | None = None
+        self.awaiting = 0
+        self.held_n = 0
+        self.blocked_at = -1
+        self.protected_blocks = 0
+        self.episode: int | None = None
 
     def protected(self, now: int) -> bool:
         return self.protected_until is not None and now < self.protected_until
+
+    def protected_from_reclaim(self, now: int) -> bool:
+        """Not a reclaim victim now: `protected_until`, or V3's minimum runtime."""
+        if self.protected_until is not None and now < self.protected_until:
+            return True
+        return now - self.run_from < self.min_reclaim
+
+    def protected_from_preempt(self, now: int) -> bool:
+        """Not an in-share victim now: `protected_until`, or V3's minimum runtime."""
+        if self.protected_until is not None and now < self.protected_until:
+            return True
+        return now - self.run_from < self.min_preempt
 
 
 class Board:
@@ -127,6 +178,12 @@ class Board:
         self.strict: dict[str, set[int]] = {}
         self.over_limit: dict[int, tuple[str, int]] = {}
         self.dirty = True
+        # Spec v2: whether any job has a contract (the passes then look at every share
+        # each time: the wake-up keys above know nothing of notices and holds), the
+        # STOPPING jobs of each type in victim order, and their instances per share.
+        self.v2 = False
+        self.stopping: dict[str, list[tuple]] = {}
+        self.stopping_use: list[dict[str, int]] = [{} for _ in shares]
         self.invalidate()
 
     # -- what the next pass must look at ------------------------------------------------
@@ -303,14 +360,11 @@ class Board:
             for share in self.strict.pop(job.itype, ()):
                 need[share] = True
 
-    def _release(self, job: Job) -> None:
-        key = (job.share, job.itype)
-        running = self.running[key]
-        del running[bisect_left(running, (job.vkey,))]
-        by_priority = self.running_by_priority[key]
-        by_priority[job.priority] -= job.n
-        if not by_priority[job.priority]:
-            del by_priority[job.priority]
+    def _release(self, job: Job, hold: bool = True) -> None:
+        if job.stopping:
+            self._leave_stopping(job, hold)
+        else:
+            self._unrun(job)
         self.ledger.add(self.policy.shares[job.share], job.itype, -job.n)
         blocked = self.over_limit.get(job.share)
         if (
@@ -323,9 +377,106 @@ class Board:
         self.dirty = True
         self._wake(job.itype)
 
+    def _unrun(self, job: Job) -> None:
+        """Take a running job off its (share, type)'s victim list and priority sums."""
+        key = (job.share, job.itype)
+        running = self.running[key]
+        del running[bisect_left(running, (job.vkey,))]
+        by_priority = self.running_by_priority[key]
+        by_priority[job.priority] -= job.n
+        if not by_priority[job.priority]:
+            del by_priority[job.priority]
+
+    # -- notice (spec v2) -------------------------------------------------------------
+
+    def _make_stopping(self, job: Job, stop_at: int, starter: Job | None) -> None:
+        """The running job is STOPPING: off the victim lists (never a reclaim or in-share
+        victim again, V7), still in usage, first in line for a capacity cut (V10.1)."""
+        self._unrun(job)
+        job.stopping = True
+        job.stop_at = stop_at
+        job.notice_for = starter
+        insort(self.stopping.setdefault(job.itype, []), (job.vkey, job))
+        use = self.stopping_use[job.share]
+        use[job.itype] = use.get(job.itype, 0) + job.n
+        self.dirty = True
+
+    def _leave_stopping(self, job: Job, hold: bool) -> None:
+        """The STOPPING job frees its capacity (stop, finish, terminate, capacity cut); a
+        starter waiting for it holds the instances (`hold`, V8.2) and, when it was the
+        last victim it waited for, stops waiting (V8.3)."""
+        stopping = self.stopping[job.itype]
+        del stopping[bisect_left(stopping, (job.vkey,))]
+        self.stopping_use[job.share][job.itype] -= job.n
+        job.stopping = False
+        starter, job.notice_for = job.notice_for, None
+        if starter is not None and starter.awaiting:
+            if hold:
+                self.hold(starter, job.itype, job.n)
+            starter.awaiting -= 1
+            if not starter.awaiting:
+                self.end_wait(starter)
+
+    def hold(self, starter: Job, itype: str, n: int) -> None:
+        """Hold `n` freed instances of `itype` for a waiting starter (V8.2)."""
+        starter.held_n += n
+        hold = self.ledger.hold
+        hold[itype] = hold.get(itype, 0) + n
+
+    def end_wait(self, starter: Job) -> None:
+        """The starter no longer waits for victims: its hold ends and it competes as
+        any job (V8.3, V8.4)."""
+        if starter.held_n:
+            hold = self.ledger.hold
+            hold[starter.itype] -= starter.held_n
+            if not hold[starter.itype]:
+                del hold[starter.itype]
+            starter.held_n = 0
+        starter.awaiting = 0
+        starter.held = False
+        self.dirty = True
+        if starter.state == PENDING and starter.entry is not None:
+            self._head_changed(starter.share)
+
+    def notice(self, job: Job, cause: str, by: Job, now: int, out: list) -> None:
+        """Give a victim with grace notice (V6.2): it is STOPPING until its stop instant,
+        and `by` waits for it (V8). The preemption counts now; the retry bound is judged
+        at the stop (V9), so `fails` in the decision says what the stop will do."""
+        saves = job.ckpt_notice is not None and job.ckpt_notice <= job.grace
+        stop_at = now + (job.ckpt_notice if saves else job.grace)
+        self._make_stopping(job, stop_at, by)
+        job.preemptions += 1
+        fails = job.retries is not None and job.preemptions > job.retries
+        out.append((NOTICE, job, cause, by, fails, now + job.grace, stop_at, saves))
+
+    def stop(self, job: Job, cause: str | None, out: list, *, hold: bool = True) -> bool:
+        """A STOPPING job stops (V9; `cause` None: at its stop instant, else the cause of a
+        capacity cut, V10.1) and frees its capacity; return whether it goes back to
+        RUNNABLE (else FAILED, its retry bound spent)."""
+        self._release(job, hold)
+        fails = job.retries is not None and job.preemptions > job.retries
+        job.state = DONE if fails else PENDING
+        out.append((STOPPED, job, cause, fails))
+        return not fails
+
+    def over_prime(self, itype: str) -> int:
+        """Σ over'(B,T): what shares borrow of T without their STOPPING jobs (V7)."""
+        total = 0
+        usage, use = self.ledger.usage, self.stopping_use
+        for rule in self.policy.shares:
+            over = (
+                usage[rule.index].get(itype, 0)
+                - use[rule.index].get(itype, 0)
+                - rule.limits.get(itype, 0)
+            )
+            if over > 0:
+                total += over
+        return total
+
     def place_running(self, job: Job, *, started_at: int, start_seq: int) -> None:
         """Put a job that is already running (from a snapshot) on the board."""
         job.started_at = started_at
+        job.run_from = started_at
         job.start_seq = start_seq
         self.next_start_seq = max(self.next_start_seq, start_seq + 1)
         self._run(job)
@@ -333,6 +484,7 @@ class Board:
     def start(self, job: Job, now: int, out: list) -> None:
         self._unqueue(job)
         job.started_at = now
+        job.run_from = now
         job.start_seq = self.next_start_seq
         self.next_start_seq += 1
         self._run(job)
@@ -359,11 +511,20 @@ class Board:
             self._release(job)
         else:
             self._unqueue(job)
+            if job.awaiting or job.held_n:
+                self.end_wait(job)  # V8.4: its victims' notices run on
         job.state = DONE
         out.append((FAIL, job, cause))
 
     def set_priority(self, job: Job, priority: int) -> None:
-        if job.state == RUNNING:
+        if job.state == RUNNING and job.stopping:
+            stopping = self.stopping[job.itype]
+            del stopping[bisect_left(stopping, (job.vkey,))]
+            job.priority = priority
+            job.vkey = (priority, -job.started_at, -job.start_seq, job.id)
+            insort(stopping, (job.vkey, job))
+            self.dirty = True
+        elif job.state == RUNNING:
             self._release(job)
             job.priority = priority
             self._run(job)
@@ -480,6 +641,7 @@ def _pending_job(policy: Policy, waiting: PendingJob) -> Job:
 def fill_board(board: Board, snapshot: Snapshot) -> list[Job]:
     """Put the snapshot's running and pending jobs on `board`; the pending, in order."""
     policy = board.policy
+    stopping: dict[str, tuple[Job, str | None]] = {}
     for running in snapshot.running:
         job = Job(
             id=running.id,
@@ -493,13 +655,34 @@ def fill_board(board: Board, snapshot: Snapshot) -> list[Job]:
             protected_until=running.protected_until,
             preemptions=running.preemptions,
             retries=running.preemption_retries,
+            min_reclaim=running.min_runtime_reclaim or 0,
+            min_preempt=running.min_runtime_preempt or 0,
+            grace=running.grace or 0,
+            ckpt_notice=running.checkpoint_on_notice,
         )
         board.place_running(job, started_at=running.started_at, start_seq=running.start_seq)
+        if running.run_started_at is not None:
+            job.run_from = running.run_started_at
+        if job.min_reclaim or job.min_preempt or job.grace:
+            board.v2 = True
+        if running.stopping_until is not None:
+            board.v2 = True
+            board._make_stopping(job, running.stopping_until, None)
+            stopping[job.id] = (job, running.notice_for)
     pending = []
     for waiting in snapshot.pending:
         job = _pending_job(policy, waiting)
         board.enqueue(job)
         pending.append(job)
+        victims = [stopping[v][0] for v in waiting.awaiting_victims if v in stopping]
+        if victims:  # V8: it waits for its STOPPING victims, its freed instances held
+            board.v2 = True
+            job.held = True
+            job.awaiting = len(victims)
+            for victim in victims:
+                victim.notice_for = job
+            if waiting.held_instances:
+                board.hold(job, job.itype, waiting.held_instances)
     return pending
 
 

@@ -161,11 +161,23 @@ class Policy:
 class Ledger:
     """Usage per (share, type) and the per-type sums derived from it, kept incrementally."""
 
-    __slots__ = ("policy", "usage", "free", "reserved_idle", "lend_net", "reserve_over", "over")
+    __slots__ = (
+        "policy",
+        "usage",
+        "free",
+        "reserved_idle",
+        "lend_net",
+        "reserve_over",
+        "over",
+        "hold",
+    )
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self.usage: list[dict[str, int]] = [{} for _ in policy.shares]
+        # Instances of each type held for starters waiting for their victims (spec v2,
+        # V8.2): taken off free(T) for every start, not for a capacity cut.
+        self.hold: dict[str, int] = {}
         self._recount()
 
     def set_policy(self, policy: Policy) -> None:
@@ -224,6 +236,8 @@ class Ledger:
         held = self.reserved_idle.get(instance_type, 0)
         if rule.reserve:
             held -= max(0, rule.limits.get(instance_type, 0) - self.used(rule, instance_type))
+        if self.hold:
+            held += self.hold.get(instance_type, 0)
         return self.free.get(instance_type, 0) - held
 
     def pool(self, instance_type: str) -> int:

@@ -26,6 +26,7 @@ class Event(NamedTuple):
     borrowed: bool | None = None
     cause: str | None = None
     by: str | None = None
+    grace_until: int | None = None  # on a PREEMPTED with notice (spec v2)
 
 
 class JobOutcome(NamedTuple):
@@ -46,17 +47,34 @@ class JobOutcome(NamedTuple):
     lost_work: int
     restart_overhead: int
     waiting_time: int
+    notice_time: int = 0  # spec v2: seconds STOPPING, over its notices
+    protected_blocks: int = 0  # spec v2, V4
 
 
 @dataclass(frozen=True)
 class SimulationResult:
-    """`shares` are the scenario's share names in listed order."""
+    """`shares` are the scenario's share names in listed order. `contracts`: a v2
+    document, whose result has the v2 fields (spec V12); `reclaims` are its reclaim
+    episodes' lengths, in the order they ended."""
 
     scenario: str
     shares: tuple[str, ...]
     makespan: int
     jobs: tuple[JobOutcome, ...]
     events: tuple[Event, ...]
+    contracts: bool = False
+    reclaims: tuple[int, ...] = ()
+
+    @property
+    def time_to_reclaim(self) -> dict:
+        """V12: count, max and lower median of the reclaim episodes (None when none)."""
+        ordered = sorted(self.reclaims)
+        count = len(ordered)
+        return {
+            "count": count,
+            "max": ordered[-1] if count else None,
+            "p50": ordered[(count - 1) // 2] if count else None,
+        }
 
 
 def _event_to_json(event: Event) -> dict:
@@ -66,14 +84,21 @@ def _event_to_json(event: Event) -> dict:
     elif event.type == "PREEMPTED":
         document["cause"] = event.cause
         document["by"] = event.by
+        if event.grace_until is not None:
+            document["grace_until"] = event.grace_until
     elif event.type == "FAILED":
         document["cause"] = event.cause
+    elif event.type == "STOPPED":
+        document["cause"] = event.cause
+        if event.by is not None:
+            document["by"] = event.by
     return document
 
 
 def result_to_json(result: SimulationResult) -> dict:
-    """The result document of the spec (PREEMPTED always carries `by`, null if none)."""
-    return {
+    """The result document of the spec (PREEMPTED always carries `by`, null if none);
+    a v2 document's has the v2 fields too (V12), a v1 document's none of them (V2)."""
+    document = {
         "scenario": result.scenario,
         "makespan": result.makespan,
         "jobs": {
@@ -94,6 +119,13 @@ def result_to_json(result: SimulationResult) -> dict:
         },
         "events": [_event_to_json(event) for event in result.events],
     }
+    if result.contracts:
+        for job in result.jobs:
+            fields = document["jobs"][job.id]
+            fields["notice_time"] = job.notice_time
+            fields["protected_blocks"] = job.protected_blocks
+        document["time_to_reclaim"] = result.time_to_reclaim
+    return document
 
 
 def dump_result(result: SimulationResult, pretty: bool = False) -> str:

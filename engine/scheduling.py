@@ -23,6 +23,15 @@ Orders and tie-breaks:
 - `protected_until` (a job field): a job is never a reclaim or in-share victim while
   `now < protected_until`; `capacity_change` may still preempt it.
 
+Interruption contracts (spec v2): protection by minimum runtime joins `protected_until`
+(either protects); a victim with grace is given notice (`Board.notice`: STOPPING, it
+keeps its capacity, leaves the victim lists and counts in usage, not in `over'`) and
+its starter waits, `held` until its victims have stopped, their freed instances held
+for it (`Ledger.hold`, off `avail` for every start); at each victim choice the set the
+rule would choose without protection is computed too, for the protected blocks. When
+any job has a contract (`Board.v2`) every pass looks at every share: the wake-up keys
+below know nothing of notices and holds, and a v1 document keeps its fast path.
+
 Fixed point: passes repeat at the same instant until one changes nothing. A pass
 victim is RUNNABLE again at once, in its place in its share's queue (v1.1); it is
 `held` for the rest of that pass: not started, but still its share's head, so it
@@ -57,9 +66,11 @@ from heapq import heapify, heappop, heappush
 
 from .board import (
     NEVER,
+    NOTICE,
     PENDING,
     PREEMPT,
     START,
+    STOPPED,
     Board,
     FedBoard,
     Feed,
@@ -85,7 +96,10 @@ def enforce_capacity(board: Board, out: list) -> None:
         if excess <= 0:
             continue
         for victim in capacity_victims(board, itype, excess):
-            if board.preempt(victim, "capacity_change", None, out):
+            if victim.stopping:  # V10.1: stopped at once, its capacity not held
+                if board.stop(victim, "capacity_change", out, hold=False):
+                    board.enqueue(victim)
+            elif board.preempt(victim, "capacity_change", None, out):
                 board.enqueue(victim)
 
 
@@ -133,16 +147,23 @@ def _entitlement(board: Board, now: int, out: list, held: list[Job]) -> None:
             avail = ledger.avail(rule, itype)
             if n > avail:
                 # Only other shares can be over: this one is within its limit.
-                if avail + ledger.over.get(itype, 0) < n:
+                over = ledger.over.get(itype, 0)
+                if board.v2:
+                    if job.episode is None and avail + over >= n:
+                        job.episode = now  # a reclaim episode begins (V12)
+                    over = board.over_prime(itype)  # STOPPING jobs are no borrowers (V7)
+                if avail + over < n:
                     wait(0, share, itype, n)
                     break
                 victims = reclaim_victims(board, rule, job, now)
+                if board.v2:
+                    _count_blocks(board, reclaim_victims(board, rule, job, now, False), now, 0)
                 if victims is None:
                     wait(0, share, itype, -NEVER)
                     board.strict.setdefault(itype, set()).add(share)
                     break
-                for victim in victims:
-                    _stop(board, victim, "reclaim", job, out, held)
+                if not _take(board, victims, "reclaim", job, now, out, held):
+                    break  # it waits for its victims with notice (V8)
             board.start(job, now, out)
         share = need_entitled.index(True, share + 1)
 
@@ -200,13 +221,47 @@ def _in_share_preemption(board: Board, now: int, out: list, held: list[Job]) -> 
         elif not job.held:
             at_most = lower_priority_use(board, share, job)
             victims = in_share_victims(board, rule, job, now, at_most)
+            if board.v2:
+                alike = in_share_victims(board, rule, job, now, at_most, False)
+                _count_blocks(board, alike, now, 1)
             if victims is None:
                 wait(2, share, job.itype, job.n - at_most)
-            elif victims:
-                for victim in victims:
-                    _stop(board, victim, "priority", job, out, held)
+            elif victims and _take(board, victims, "priority", job, now, out, held):
                 board.start(job, now, out)
         share = need_in_share.index(True, share + 1)
+
+
+def _count_blocks(board: Board, alike: list[Job] | None, now: int, cause: int) -> None:
+    """V4: each protected job (from reclaim, cause 0, or in-share preemption, 1) in the set
+    the rule would choose if no job were protected counts one block, once per instant."""
+    for victim in alike or ():
+        if victim.blocked_at != now and (
+            victim.protected_from_preempt(now) if cause else victim.protected_from_reclaim(now)
+        ):
+            victim.blocked_at = now
+            victim.protected_blocks += 1
+
+
+def _take(
+    board: Board, victims: list[Job], cause: str, by: Job, now: int, out: list, held: list
+) -> bool:
+    """Stop the victims chosen for `by`; return whether `by` starts now.
+
+    Victims with grace get notice and `by` waits for them (V6, V8); those without stop
+    at once, their instances held for `by` while it waits (V8.2)."""
+    if not board.v2 or not any(victim.grace for victim in victims):
+        for victim in victims:
+            _stop(board, victim, cause, by, out, held)
+        return True
+    by.held = True
+    by.awaiting = sum(1 for victim in victims if victim.grace)
+    for victim in victims:
+        if victim.grace:
+            board.notice(victim, cause, by, now, out)
+        else:
+            _stop(board, victim, cause, by, out, held)
+            board.hold(by, victim.itype, victim.n)
+    return False
 
 
 def _stop(board: Board, victim: Job, cause: str, by: Job, out: list, held: list) -> None:
@@ -225,9 +280,16 @@ def run_passes(board: Board, now: int, out: list) -> None:
     loop, and no pass runs when nothing changed since the last one that decided
     nothing: it would decide nothing either."""
     last = len(board.policy.shares)
-    entitled, borrow, in_share = board.need
     while board.dirty:
+        if board.v2:
+            # Spec v2: every pass looks at every share (notices, holds and protection
+            # ends are not in the wake-up keys); still to a fixed point.
+            board.invalidate()
+            board.dirty = False
+            _one_pass(board, now, out)
+            continue
         board.dirty = False
+        entitled, borrow, in_share = board.need
         if (
             entitled.index(True) == last
             and borrow.index(True) == last
@@ -293,6 +355,22 @@ def decisions_to_values(out: list) -> tuple[Start | Preempt | Fail, ...]:
         elif entry[0] == PREEMPT:
             by = entry[3].id if entry[3] is not None else None
             values.append(Preempt(job=entry[1].id, cause=entry[2], by=by, fails=entry[4]))
+        elif entry[0] == NOTICE:
+            _, job, cause, by, fails, grace_until, stop_at, saves = entry
+            values.append(
+                Preempt(
+                    job=job.id,
+                    cause=cause,
+                    by=by.id,
+                    fails=fails,
+                    grace_until=grace_until,
+                    stop_at=stop_at,
+                    saves=saves,
+                )
+            )
+        elif entry[0] == STOPPED:
+            # A capacity cut stops a STOPPING job at once (V10.1): no new notice.
+            values.append(Preempt(job=entry[1].id, cause=entry[2], by=None, fails=entry[3]))
         else:
             values.append(Fail(job=entry[1].id, cause=entry[2]))
     return tuple(values)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from heapq import heappop, heappush
 from typing import Any
 
-from .board import DONE, FAIL, PENDING, PREEMPT, RUNNING, START, Board, Job
+from .board import DONE, FAIL, NOTICE, PENDING, PREEMPT, RUNNING, START, STOPPED, Board, Job
 from .gc_pause import cyclic_gc_paused
 from .quota import Policy
 from .results import Event, JobOutcome, SimulationResult
@@ -31,10 +31,11 @@ from .validation import load_scenario
 from .work import checkpointed, overhead_spent, run_length, run_progress
 
 # The kinds of the replay's heap entries, in their order at one instant (explain's
-# forward replays push them too).
-FINISH, TIME_LIMIT, PROTECTION_ENDS = 0, 1, 2
+# forward replays push them too). STOP: a STOPPING job's stop instant (spec v2, V11);
+# PROTECTION_ENDS also marks V5's wake-ups.
+FINISH, STOP, TIME_LIMIT, PROTECTION_ENDS = 0, 1, 2, 3
 # A named tuple's own constructor runs in Python, and a replay builds one per event:
-# events are built as `_new(Event, (t, type, job, share, borrowed, cause, by))`.
+# events are built as `_new(Event, (t, type, job, share, borrowed, cause, by, grace_until))`.
 _new = tuple.__new__
 
 
@@ -55,6 +56,11 @@ class SimJob(Job):
         "runnable_since",
         "ran_borrowed",
         "outcome",
+        "notice_at",
+        "notice_cause",
+        "notice_by",
+        "saves",
+        "notice_time",
     )
 
     def __init__(self, spec, share: int) -> None:
@@ -67,6 +73,10 @@ class SimJob(Job):
             submitted_at=spec.submit_at,
             protected_until=spec.protected_until,
             retries=spec.preemption_retries,
+            min_reclaim=spec.min_runtime_reclaim,
+            min_preempt=spec.min_runtime_preempt,
+            grace=spec.grace,
+            ckpt_notice=spec.checkpoint_on_notice,
         )
         self.spec = spec
         self.saved = 0
@@ -83,6 +93,12 @@ class SimJob(Job):
         self.runnable_since = 0
         self.ran_borrowed = False
         self.outcome: tuple[str, str | None] | None = None
+        # The current notice (spec v2): when, why and by whom, whether it saves on it.
+        self.notice_at = 0
+        self.notice_cause: str | None = None
+        self.notice_by: str | None = None
+        self.saves = False
+        self.notice_time = 0
 
 
 class Replay:
@@ -97,6 +113,10 @@ class Replay:
         self.queue = scenario.queue
         self.shares: list[ShareSpec] = list(scenario.shares)
         self.board = Board(Policy(self.queue, self.shares), on_misconfigured=self._clock)
+        # A v2 document (spec V2): the board follows the contracts, the result has the
+        # v2 fields; `reclaims` are the reclaim episodes' lengths (V12).
+        self.v2 = self.board.v2 = scenario.contracts
+        self.reclaims: list[int] = []
         index = {share.name: i for i, share in enumerate(self.shares)}
         self.jobs = [SimJob(spec, index[spec.share]) for spec in scenario.jobs]
         self.by_id = {job.id: job for job in self.jobs}
@@ -143,7 +163,11 @@ class Replay:
                     saved=job.saved, overhead=job.overhead, duration=job.spec.duration
                 )
                 self._push(now + length, FINISH, job, job.token)
-                events.append(_new(Event, (now, "STARTED", job.id, share, borrowed, None, None)))
+                if self.v2:
+                    self._contract_start(job, now, length)
+                events.append(
+                    _new(Event, (now, "STARTED", job.id, share, borrowed, None, None, None))
+                )
             elif kind == PREEMPT:
                 _, _, cause, by, fails = entry
                 self._stop_run(job, now)
@@ -158,7 +182,7 @@ class Replay:
                 events.append(
                     _new(
                         Event,
-                        (now, "PREEMPTED", job.id, share, None, cause, by.id if by else None),
+                        (now, "PREEMPTED", job.id, share, None, cause, by.id if by else None, None),
                     )
                 )
                 if fails:
@@ -167,7 +191,52 @@ class Replay:
                     job.runnable_since = now
             elif kind == FAIL:
                 self._end(job, now, "FAILED", entry[2])
+            elif kind == NOTICE:
+                _, _, cause, by, _, grace_until, stop_at, saves = entry
+                job.notice_at, job.notice_cause, job.notice_by = now, cause, by.id
+                job.saves = saves
+                self._push(stop_at, STOP, job, job.token)
+                events.append(
+                    _new(Event, (now, "PREEMPTED", job.id, share, None, cause, by.id, grace_until))
+                )
+            elif kind == STOPPED:
+                self._stopped(job, now, entry[2], entry[3])
         self.out.clear()
+
+    def _contract_start(self, job: SimJob, now: int, length: int) -> None:
+        """Spec v2 at a start: a reclaim episode ends (V12); the ends of the run's
+        protections are wake-ups (V5), unless the run is over by then."""
+        if job.episode is not None:
+            self.reclaims.append(now - job.episode)
+            job.episode = None
+        ends = {now + job.min_reclaim, now + job.min_preempt} - {now}
+        for end in sorted(ends):
+            if end < now + length:
+                self._push(end, PROTECTION_ENDS, job, job.token)
+
+    def _stopped(self, job: SimJob, now: int, cause: str | None, fails: bool) -> None:
+        """A STOPPING job stopped (V9; `cause` set for a capacity cut, V10.1): its progress
+        is saved on notice or rolled back to its last periodic checkpoint."""
+        self._stop_run(job, now)
+        job.notice_time += now - job.notice_at
+        progress = run_progress(
+            saved=job.saved,
+            elapsed=now - job.run_start,
+            overhead=job.overhead,
+            duration=job.spec.duration,
+        )
+        if cause is None and job.saves:
+            job.saved = progress
+        else:
+            job.saved = checkpointed(progress, job.spec.checkpoint_interval)
+        job.lost_work += progress - job.saved
+        by = None if cause is not None else job.notice_by
+        event = (now, "STOPPED", job.id, self._share_name[job.share], None)
+        self.events.append(_new(Event, (*event, cause or job.notice_cause, by, None)))
+        if fails:
+            self._end(job, now, "FAILED", "retries_exhausted")
+        else:
+            job.runnable_since = now
 
     def _stop_run(self, job: SimJob, now: int) -> None:
         job.restarting += overhead_spent(elapsed=now - job.run_start, overhead=job.overhead)
@@ -176,19 +245,20 @@ class Replay:
         job.finished_at = now
         job.outcome = (state, cause)
         if state == "FAILED":
-            self.events.append(
-                _new(Event, (now, "FAILED", job.id, self._share_name[job.share], None, cause, None))
-            )
+            share = self._share_name[job.share]
+            self.events.append(_new(Event, (now, "FAILED", job.id, share, None, cause, None, None)))
 
     # -- the instant ------------------------------------------------------------------
 
     def _finish(self, job: SimJob, now: int) -> None:
         self._stop_run(job, now)
+        if job.stopping:  # its work completed during its notice (V7)
+            job.notice_time += now - job.notice_at
         self.board.finish(job)
         job.finished_at = now
         job.outcome = ("SUCCEEDED", None)
         share = self._share_name[job.share]
-        self.events.append(_new(Event, (now, "SUCCEEDED", job.id, share, None, None, None)))
+        self.events.append(_new(Event, (now, "SUCCEEDED", job.id, share, None, None, None, None)))
 
     def _act(self, action, now: int) -> None:
         board = self.board
@@ -198,6 +268,8 @@ class Replay:
             job = self.by_id[action.job]
             if job.state == RUNNING:
                 self._stop_run(job, now)
+                if job.stopping:  # V10.2
+                    job.notice_time += now - job.notice_at
             elif job.state == PENDING:
                 job.waiting += now - job.runnable_since
             if job.state in (RUNNING, PENDING):
@@ -219,7 +291,9 @@ class Replay:
 
     def _submit(self, job: SimJob, now: int) -> None:
         share = self.shares[job.share]
-        self.events.append(_new(Event, (now, "SUBMITTED", job.id, share.name, None, None, None)))
+        self.events.append(
+            _new(Event, (now, "SUBMITTED", job.id, share.name, None, None, None, None))
+        )
         job.runnable_since = now
         if not share.enabled:
             job.state = DONE
@@ -251,10 +325,21 @@ class Replay:
                 now = t if now is None or t < now else now
             if now is None:
                 break
+            if self.v2:
+                if heap and heap[0][0] == now and self._drop_stale():
+                    continue  # `now` held nothing but stale entries: not an instant
+                # The passes run at every instant processed (a protection may have ended).
+                board.dirty = True
             while heap and heap[0][0] == now and heap[0][1] == FINISH:
                 _, _, _, job, token = heappop(heap)
                 if job.token == token and job.state == RUNNING:
                     self._finish(job, now)
+            while heap and heap[0][0] == now and heap[0][1] == STOP:
+                _, _, _, job, token = heappop(heap)
+                if job.token == token and job.stopping:
+                    if board.stop(job, None, out):
+                        board.enqueue(job)
+                    self._record(now)
             while next_action < len(actions) and actions[next_action].at == now:
                 self._act(actions[next_action], now)
                 next_action += 1
@@ -287,6 +372,31 @@ class Replay:
         if progress is not None:
             progress(self.events[-1].t if self.events else 0, len(submissions), len(submissions))
 
+    def _drop_stale(self) -> bool:
+        """Drop the stale entries at the top of the heap (a finish or stop of a run that
+        ended otherwise, a wake-up after its run's end, V5); say whether any went."""
+        heap = self.heap
+        dropped = False
+        while heap:
+            _, kind, _, job, token = heap[0]
+            if kind == FINISH:
+                live = job.token == token and job.state == RUNNING
+            elif kind == STOP:
+                live = job.token == token and job.stopping
+            elif kind == TIME_LIMIT:
+                live = (
+                    job.state == PENDING
+                    and job.reason is not None
+                    and job.misconfigured_since == token
+                )
+            else:
+                live = job.token == token and job.state == RUNNING and not job.stopping
+            if live:
+                break
+            heappop(heap)
+            dropped = True
+        return dropped
+
     def result(self) -> SimulationResult:
         makespan = self.events[-1].t if self.events else 0
         # Every submission is an event, so the last instant processed is the makespan or
@@ -315,6 +425,8 @@ class Replay:
                     lost_work=job.lost_work,
                     restart_overhead=job.restarting,
                     waiting_time=job.waiting,
+                    notice_time=job.notice_time,
+                    protected_blocks=job.protected_blocks,
                 )
             )
         return SimulationResult(
@@ -323,6 +435,8 @@ class Replay:
             makespan=makespan,
             jobs=tuple(outcomes),
             events=tuple(self.events),
+            contracts=self.v2,
+            reclaims=tuple(self.reclaims),
         )
 
 

@@ -110,6 +110,11 @@ class JobSpec:
     restart_overhead: int = 0
     preemption_retries: int | None = None
     protected_until: int | None = None
+    # The interruption contract (spec v2, V1); all 0/None is no contract.
+    min_runtime_reclaim: int = 0
+    min_runtime_preempt: int = 0
+    grace: int = 0
+    checkpoint_on_notice: int | None = None
 
 
 @dataclass(frozen=True)
@@ -155,6 +160,9 @@ class Scenario:
     shares: tuple[ShareSpec, ...]
     jobs: tuple[JobSpec, ...]
     actions: tuple[Action, ...] = ()
+    # A v2 document (some job names a contract field, whatever its value): the result
+    # gains the v2 fields (spec V2, V12).
+    contracts: bool = False
 
 
 @dataclass(frozen=True)
@@ -162,7 +170,16 @@ class RunningJob:
     """A started job. `start_seq` orders jobs started at the same instant (victim tie-break).
 
     `submitted_at` places the job back in its share's queue if a pass preempts it (None:
-    taken as `started_at`)."""
+    taken as `started_at`).
+
+    Interruption contract (spec v2): `min_runtime_reclaim` / `min_runtime_preempt`
+    protect the job from reclaim / in-share preemption for that many seconds from
+    `run_started_at`, the start of its current run (None: taken as `started_at`);
+    `grace` is the notice a victim gets, `checkpoint_on_notice` the seconds it needs to
+    save and exit after notice. `stopping_until` (not None) says the job is STOPPING: it
+    got notice and stops at that instant; it keeps its capacity, is never a victim of
+    reclaim or in-share preemption again, and a `capacity_change` stops it first (V7,
+    V10). `notice_for` names the starter waiting for it, if any (V8)."""
 
     id: str
     share: str
@@ -175,6 +192,13 @@ class RunningJob:
     preemptions: int = 0
     preemption_retries: int | None = None
     submitted_at: int | None = None
+    min_runtime_reclaim: int = 0
+    min_runtime_preempt: int = 0
+    grace: int = 0
+    checkpoint_on_notice: int | None = None
+    run_started_at: int | None = None
+    stopping_until: int | None = None
+    notice_for: str | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +209,12 @@ class PendingJob:
     `submit_seq` is carried for the caller's records and does not order anything.
     `misconfigured_since` is when the job's current misconfiguration began (None: not
     known, taken as now); it only matters for the queue's `runnable_time_limit`.
+
+    Spec v2 (V8): `awaiting_victims` names the STOPPING victims this job waits for (it
+    chose them and does not start until they have stopped; while it waits it blocks its
+    share as a head that cannot start), and `held_instances` the instances its victims
+    have already freed, held for it (taken off `free(T)` for every start). The contract
+    fields only matter once the job runs; they are carried for the caller.
     """
 
     id: str
@@ -198,6 +228,8 @@ class PendingJob:
     preemption_retries: int | None = None
     protected_until: int | None = None
     misconfigured_since: int | None = None
+    awaiting_victims: tuple[str, ...] = ()
+    held_instances: int = 0
 
 
 @dataclass(frozen=True)
@@ -224,12 +256,20 @@ class Start:
 
 @dataclass(frozen=True)
 class Preempt:
-    """Stop `job`. `by` is the job whose start caused it; `fails` when its retry bound is spent."""
+    """Stop `job`. `by` is the job whose start caused it; `fails` when its retry bound is spent.
+
+    `grace_until` (spec v2, V6): not None when the victim gets notice instead: it is
+    STOPPING until `stop_at` (its stop instant, at most `grace_until`), keeps its
+    capacity meanwhile, and `saves` says whether it saves its progress on notice;
+    `fails` then says whether it ends FAILED at its stop (V9). `by` waits for it (V8)."""
 
     job: str
     cause: PreemptCause
     by: str | None
     fails: bool
+    grace_until: int | None = None
+    stop_at: int | None = None
+    saves: bool = False
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,8 @@ _SHARE_FIELDS = {
     "in_share_preemption",
     "state",
 }
+# The interruption contract (spec v2, V1): a document naming any of them is a v2 document.
+CONTRACT_FIELDS = ("min_runtime_reclaim", "min_runtime_preempt", "grace", "checkpoint_on_notice")
 _JOB_FIELDS = {
     "id",
     "share",
@@ -78,7 +80,7 @@ _JOB_FIELDS = {
     "restart_overhead",
     "preemption_retries",
     "protected_until",
-}
+} | set(CONTRACT_FIELDS)
 _ACTION_FIELDS = {
     "set_priority": {"at", "type", "job", "priority"},
     "update_share": {"at", "type", "share"} | (_SHARE_FIELDS - {"name"}),
@@ -305,6 +307,11 @@ def _job_problems(
     _check_optional_int(problems, job, "restart_overhead", path, minimum=0)
     _check_optional_int(problems, job, "preemption_retries", path, minimum=0)
     _check_optional_int(problems, job, "protected_until", path, minimum=0)
+    # The interruption contract (spec v2, V1): null is the same as absent.
+    _check_optional_int(problems, job, "min_runtime_reclaim", path, minimum=0)
+    _check_optional_int(problems, job, "min_runtime_preempt", path, minimum=0)
+    _check_optional_int(problems, job, "grace", path, minimum=0)
+    _check_optional_int(problems, job, "checkpoint_on_notice", path, minimum=1)
     return problems
 
 
@@ -322,6 +329,10 @@ def _job_from_dict(job: Mapping, default_retries: int | None) -> JobSpec:
         restart_overhead=job.get("restart_overhead") or 0,
         preemption_retries=default_retries if retries is None else retries,
         protected_until=job.get("protected_until"),
+        min_runtime_reclaim=job.get("min_runtime_reclaim") or 0,
+        min_runtime_preempt=job.get("min_runtime_preempt") or 0,
+        grace=job.get("grace") or 0,
+        checkpoint_on_notice=job.get("checkpoint_on_notice"),
     )
 
 
@@ -521,6 +532,7 @@ def load_scenario(doc: Any) -> Scenario:
         shares=tuple(share_from_dict(share) for share in shares),
         jobs=tuple(_job_from_dict(job, queue_spec.default_preemption_retries) for job in jobs),
         actions=tuple(read_actions),
+        contracts=any(key in job for job in jobs for key in CONTRACT_FIELDS),
     )
 
 

@@ -23,10 +23,17 @@ def _spare(chosen: list[Job], need_met: Callable[[list[Job], int], bool]) -> lis
     return chosen
 
 
-def reclaim_victims(board: Board, rule: ShareRule, job: Job, now: int) -> list[Job] | None:
+def reclaim_victims(
+    board: Board, rule: ShareRule, job: Job, now: int, protect: bool = True
+) -> list[Job] | None:
     """Victims letting `job` (within its share's limit) start: jobs of T of shares over
-    their limit when chosen, in victim order, never protected ones; None if none suffice."""
+    their limit when chosen, in victim order, never protected ones; None if none suffice.
+
+    STOPPING jobs are no candidates, and a share is over its limit here without them
+    (`over'`, spec v2 V7). `protect=False` gives the set the rule would choose if no job
+    were protected (V4's protected blocks)."""
     ledger, policy, itype, n = board.ledger, board.policy, job.itype, job.n
+    stopping_use = board.stopping_use
     base_avail = ledger.avail(rule, itype)
     candidates = {
         other.index: board.running.get((other.index, itype), [])
@@ -54,10 +61,15 @@ def reclaim_victims(board: Board, rule: ShareRule, job: Job, now: int) -> list[J
         best: Job | None = None
         for share, running in candidates.items():
             other = policy.shares[share]
-            if ledger.used(other, itype) - removed[share] <= other.limits.get(itype, 0):
+            used = ledger.used(other, itype) - stopping_use[share].get(itype, 0)
+            if used - removed[share] <= other.limits.get(itype, 0):
                 continue
             position = cursor[share]
-            while position < len(running) and running[position][1].protected(now):
+            while (
+                protect
+                and position < len(running)
+                and running[position][1].protected_from_reclaim(now)
+            ):
                 position += 1
             cursor[share] = position
             if position < len(running) and (best is None or running[position][0] < best.vkey):
@@ -96,7 +108,7 @@ def lower_priority_use(board: Board, share: int, job: Job) -> int:
 
 
 def in_share_victims(
-    board: Board, rule: ShareRule, job: Job, now: int, at_most: int
+    board: Board, rule: ShareRule, job: Job, now: int, at_most: int, protect: bool = True
 ) -> list[Job] | None:
     """Lower-priority jobs of the same share and type (`at_most` instances of them) whose
     stop lets `job` start; None when no such set exists, [] when `job` needs no stop
@@ -116,7 +128,7 @@ def in_share_victims(
     for _, victim in board.running[key]:
         if victim.priority >= priority:
             return None
-        if victim.protected(now):
+        if protect and victim.protected_from_preempt(now):
             continue
         chosen.append(victim)
         total += victim.n
@@ -126,14 +138,21 @@ def in_share_victims(
 
 
 def capacity_victims(board: Board, itype: str, excess: int) -> list[Job]:
-    """Jobs of T to stop so usage fits capacity: jobs of shares over their limit (when
-    chosen) first, then any, each in victim order; protection does not apply."""
+    """Jobs of T to stop so usage fits capacity: STOPPING jobs first (spec v2, V10.1),
+    then jobs of shares over their limit (when chosen), then any, each in victim order;
+    protection and notice do not apply."""
     policy, ledger = board.policy, board.ledger
     candidates = {rule.index: board.running.get((rule.index, itype), []) for rule in policy.shares}
     cursor = dict.fromkeys(candidates, 0)
     removed = dict.fromkeys(candidates, 0)
     chosen: list[Job] = []
     total = 0
+    for _, victim in board.stopping.get(itype, ()):
+        if total >= excess:
+            break
+        chosen.append(victim)
+        removed[victim.share] += victim.n
+        total += victim.n
     while total < excess:
         best_over: Job | None = None
         best_any: Job | None = None
@@ -162,12 +181,16 @@ def reclaimable(board: Board, rule: ShareRule, itype: str, now: int) -> list[Job
     """The share's running jobs of T a reclaim could take now: in victim order while the
     share would still be over its limit (a reclaim stops choosing from a share at its
     limit), skipping protected jobs."""
-    excess = board.ledger.used(rule, itype) - rule.limits.get(itype, 0)
+    excess = (
+        board.ledger.used(rule, itype)
+        - board.stopping_use[rule.index].get(itype, 0)
+        - rule.limits.get(itype, 0)
+    )
     chosen: list[Job] = []
     for _, job in board.running.get((rule.index, itype), []):
         if excess <= 0:
             break
-        if not job.protected(now):
+        if not job.protected_from_reclaim(now):
             chosen.append(job)
             excess -= job.n
     return chosen

@@ -14,9 +14,13 @@ from engine import result_to_json, simulate
 from tests.scheduler.live.driver import live_events, replay, seconds, simulated_events
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"
-# Every valid scenario (08, 31 and 32 are documents the format rejects).
+# Every valid scenario (08, 31, 32 and 54 are documents the format rejects). The v2
+# fixtures (41 to 53, interruption contracts) join once the live scheduler carries the
+# contracts (issue 24: the engine follows v2 first, the database wiring comes later).
 SCENARIOS = sorted(
-    path for path in FIXTURES.glob("*.json") if not path.name.startswith(("08-", "31-", "32-"))
+    path
+    for path in FIXTURES.glob("*.json")
+    if not path.name.startswith(("08-", "31-", "32-")) and not 41 <= int(path.name[:2]) <= 54
 )
 
 
