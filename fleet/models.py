@@ -372,6 +372,18 @@ class Job(models.Model):
     restart_overhead = models.PositiveIntegerField(default=0)
     preemption_retries = models.PositiveIntegerField(null=True, blank=True)
     protected_until = models.DateTimeField(null=True, blank=True)
+    # The interruption contract (spec v2), copied at submission from the job's workload
+    # class: seconds from the start of each run during which the job is not a victim
+    # of reclaim / of in-share preemption, the notice a victim gets before it must
+    # stop, and the seconds it needs after notice to save and exit (None: it does not
+    # checkpoint on notice). All 0 and None: preempted at once, as before.
+    min_runtime_reclaim = models.PositiveIntegerField(default=0)
+    min_runtime_preempt = models.PositiveIntegerField(default=0)
+    grace = models.PositiveIntegerField(default=0)
+    checkpoint_on_notice = models.PositiveIntegerField(null=True, blank=True)
+    # The name of the workload class the contract came from ("" when none), kept as it
+    # was at submission so evidence by class survives a class being renamed.
+    workload_class = models.CharField(max_length=100, blank=True)
     definition_revision = models.ForeignKey(
         JobDefinitionRevision,
         null=True,
@@ -431,6 +443,10 @@ class Job(models.Model):
     restart_overhead_spent = models.PositiveIntegerField(default=0)
     waiting_time = models.PositiveIntegerField(default=0)
     ran_borrowed = models.BooleanField(default=False)
+    # Spec v2 figures (the engine's per-job `notice_time` and `protected_blocks`):
+    # seconds spent STOPPING after notice, and victim choices its protection blocked.
+    notice_time = models.PositiveIntegerField(default=0)
+    protected_blocks = models.PositiveIntegerField(default=0)
 
     class Meta:
         # The table keeps the name of the app the model came from (fleet/migrations/0001).
@@ -509,6 +525,8 @@ class JobEvent(models.Model):
         FAILED = "FAILED"
         PRIORITY_CHANGED = "PRIORITY_CHANGED", "Priority changed"
         REQUEUED = "REQUEUED", "Requeued"
+        # A victim given notice (spec v2) has stopped: its capacity is free.
+        STOPPED = "STOPPED", "Stopped"
 
     # The lifecycle events of the scenario format; the others are notes on the timeline.
     LIFECYCLE = (Type.SUBMITTED, Type.STARTED, Type.PREEMPTED, Type.SUCCEEDED, Type.FAILED)
