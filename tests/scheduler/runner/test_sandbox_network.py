@@ -24,6 +24,7 @@ from django.conf import settings as django_settings
 from fleet.models import Job, JobEvent
 from scheduler.executors import process, sandbox_check
 from scheduler.executors.process import Account, run_job
+from tests.scheduler.live.conftest import wait_for
 from tests.scheduler.runner.conftest import AS_ROOT, JOB_USER, job_files, python
 
 pytestmark = pytest.mark.django_db
@@ -264,9 +265,12 @@ def test_the_start_check_names_registered_programs_the_job_account_cannot_execut
         f"{JOB_USER} cannot execute the registered program pyhton3: not found on the "
         f"jobs' PATH ({process.job_path()}) or not executable",
     ]
-    assert sandbox_check.runner_problems(
-        account=job_account(), instance_types=["no-such-type"], interpreter="/usr/bin/python3"
-    ) == []
+    assert (
+        sandbox_check.runner_problems(
+            account=job_account(), instance_types=["no-such-type"], interpreter="/usr/bin/python3"
+        )
+        == []
+    )
 
 
 @pytest.mark.skipif(not AS_ROOT, reason="another account than the runner's needs root")
@@ -283,3 +287,56 @@ def test_a_job_whose_program_the_account_cannot_execute_fails_with_a_cause_not_1
     event = JobEvent.objects.get(job=job, type="FAILED")
     assert f"cannot execute {str(link)!r} (Permission denied)" in event.detail["reason"]
     assert "cannot start" in log_of(checkpoints, job)
+
+
+# What a runner reports.
+
+
+def test_healthz_is_degraded_naming_what_a_live_runner_cannot_run(client, process_queue):
+    from scheduler.services.runner_problems import runner_problems_record
+    from scheduler.services.runners import runner_register
+
+    runner = runner_register(
+        name="runner@gpu-1", hostname="gpu-1", pid=4242, instance_types=["ml.g5.xlarge"]
+    )
+    problem = "nobody cannot execute the interpreter /root/venv/bin/python: /root is ..."
+    runner_problems_record(name="runner@gpu-1", pid=4242, problems=[problem])
+
+    report = client.get("/healthz/").json()
+
+    assert report["status"] == "degraded"
+    assert report["runners"]["problems"] == [
+        {"runner": runner.pk, "instance_types": ["ml.g5.xlarge"], "problems": [problem]}
+    ]
+    assert "gpu-1" not in json.dumps(report)  # no host names without a login
+
+    runner_problems_record(name="runner@gpu-1", pid=4242, problems=[])
+    assert client.get("/healthz/").json()["runners"]["problems"] == []
+
+
+@pytest.mark.redis
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_runner_worker_records_at_start_what_its_job_account_cannot_execute(
+    worker_env, start_worker, definition, client
+):
+    from scheduler.models import Runner
+
+    definition("typo", ["pyhton3", "-c", "pass"])
+    runner = start_worker(name="runner", queues="instances.ml.g5.xlarge")
+
+    row = wait_for(
+        lambda: Runner.objects.filter(pid=runner.process.pid).first(), what="its registration"
+    )
+    typo = "cannot execute the registered program pyhton3: not found on the jobs' PATH"
+    assert any(typo in problem for problem in row.problems), row.problems
+    # Independently of the check: can the job account run this interpreter at all?
+    switch = ["runuser", "-u", JOB_USER, "--"]  # setpriv would keep root's capabilities
+    direct = subprocess.run(
+        [*(switch if AS_ROOT else []), sys.executable, "-c", "pass"], capture_output=True
+    )
+    about_interpreter = [p for p in row.problems if f"the interpreter {sys.executable}" in p]
+    assert bool(about_interpreter) == (direct.returncode != 0), (direct, row.problems)
+    health = client.get("/healthz/").json()
+    assert health["status"] == "degraded"
+    assert health["runners"]["problems"][0]["problems"] == row.problems
