@@ -70,6 +70,18 @@ def snapshot(url: str) -> dict:
     }
 
 
+def tables_of(url: str) -> list[str]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as db:
+        return [
+            name
+            for (name,) in db.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename"
+            )
+        ]
+
+
 def run(script: str, *args: str, url: str, var: Path) -> str:
     env = {**os.environ, "DATABASE_URL": url, "VAR_DIR": str(var)}
     env.pop("JOB_CHECKPOINT_ROOT", None)
@@ -167,4 +179,4 @@ def test_a_damaged_backup_is_not_restored(scratch_database, tmp_path):
     )
 
     assert done.returncode != 0 and "FAILED" in done.stdout + done.stderr
-    assert snapshot(url_for(scratch_database))["rows"] == {}
+    assert tables_of(url_for(scratch_database)) == []  # nothing was restored
