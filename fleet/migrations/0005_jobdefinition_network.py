@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("fleet", "0003_borrow_limit_constraint_from_the_strategy_table"),
+        ("fleet", "0004_job_contract"),
     ]
 
     operations = [
