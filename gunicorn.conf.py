@@ -36,6 +36,12 @@ worker_connections = env_int("GUNICORN_WORKER_CONNECTIONS", 1000, minimum=1)
 backlog = env_int("GUNICORN_BACKLOG", 256, minimum=1)
 # A worker silent this long is killed and replaced; a request is never this slow.
 timeout = env_int("GUNICORN_TIMEOUT", 30, minimum=1)
+# On SIGTERM a worker stops accepting and finishes the requests it holds, for up to this
+# long (docker compose's stop_grace_period for web is longer). A plain stop still leaves
+# a window while nothing listens; a deploy without one is rolling (README, "Deploying
+# without downtime"): USR2 starts a new master with the new code on the same socket, and
+# SIGTERM to the old one once the new one serves. HUP only replaces the workers, from
+# the code already loaded (preload_app), so it is no way to deploy new code.
 graceful_timeout = env_int("GUNICORN_GRACEFUL_TIMEOUT", 30, minimum=1)
 keepalive = env_int("GUNICORN_KEEPALIVE", 5, minimum=1)
 # Replace each worker after this many requests (the jitter spreads the restarts), so a

@@ -473,6 +473,10 @@ JOB_CHECKPOINT_ROOT = env_path("JOB_CHECKPOINT_ROOT", VAR_DIR / "checkpoints")
 # the local demo sets it). They report themselves alive every RUNNER_BEAT_SECONDS.
 RUNNER_USER = env_str("RUNNER_USER", "")
 RUNNER_ALLOW_ROOT = env_bool("RUNNER_ALLOW_ROOT", False)
+# A runner that cannot give jobs an empty network namespace (no CAP_SYS_ADMIN as root, no
+# user namespaces otherwise) refuses jobs whose definition does not allow network, unless
+# this is set: then it runs them on its own network (scheduler.executors.process).
+RUNNER_ALLOW_HOST_NETWORK = env_bool("RUNNER_ALLOW_HOST_NETWORK", False)
 RUNNER_BEAT_SECONDS = env_int("RUNNER_BEAT_SECONDS", 5, minimum=1)
 
 # The demo keeps jobs flowing through its AWS sample queue (make demo turns it on).

@@ -308,6 +308,9 @@ class JobDefinitionRevision(models.Model):
     )
     max_address_space_mb = models.PositiveIntegerField(null=True, blank=True)
     max_cpu_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # False: the process runs in an empty network namespace of its own (no route to
+    # anything, the database and Redis included); True: on the runner's network.
+    network = models.BooleanField(default=False)
     reason = models.TextField(blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -358,6 +358,13 @@ class DefinitionForm(forms.Form):
     max_cpu_seconds = forms.IntegerField(
         required=False, label="CPU time limit (seconds)", help_text="Empty: no limit."
     )
+    network = forms.BooleanField(
+        required=False,
+        label="Network access",
+        help_text="Unticked, the job runs without any network: it cannot reach the "
+        "database, Redis or anything else. Tick it only for a program that must download "
+        "or talk to a service.",
+    )
     reason = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 2}),
@@ -412,6 +419,7 @@ class DefinitionForm(forms.Form):
                     "wall_clock_limit",
                     "max_address_space_mb",
                     "max_cpu_seconds",
+                    "network",
                 )
             },
         }

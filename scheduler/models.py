@@ -22,6 +22,10 @@ class Runner(models.Model):
     started_at = models.DateTimeField()
     last_seen_at = models.DateTimeField(db_index=True)
     stopped_at = models.DateTimeField(null=True, blank=True)
+    # What the runner found at start it cannot do for its jobs (run the interpreter or a
+    # registered program as the job account, isolate their network), one sentence each
+    # (scheduler.executors.sandbox_check).
+    problems = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["name"]

@@ -584,6 +584,7 @@ def revision_facts(revision: JobDefinitionRevision, *, show_values: bool) -> dic
         if revision.max_address_space_mb is None
         else f"{revision.max_address_space_mb} MB",
         "CPU time limit": _seconds(revision.max_cpu_seconds),
+        "Network": "yes (the runner's)" if revision.network else "none",
     }
 
 
@@ -663,13 +664,15 @@ def system_health(*, now: dt.datetime | None = None) -> dict:
     """What `/healthz/` reports once the database answered.
 
     "degraded" (still served with 200: the product works, some jobs cannot run) when
-    the scheduler is not ticking or an instance type of a process queue has no live
-    runner. Runner names and hosts are left out: the endpoint needs no login.
+    the scheduler is not ticking, an instance type of a process queue has no live
+    runner, or a live runner cannot run some of its jobs (`runner_problems`). Runner
+    names and hosts are left out: the endpoint needs no login.
     """
     now = now or timezone.now()
     scheduler = scheduler_liveness(now=now)
     without = instance_types_without_runner(now=now)
-    degraded = scheduler["status"] != "ok" or bool(without)
+    problems = runner_problems(now=now)
+    degraded = scheduler["status"] != "ok" or bool(without) or bool(problems)
     return {
         "status": "degraded" if degraded else "ok",
         "database": "ok",
@@ -677,5 +680,19 @@ def system_health(*, now: dt.datetime | None = None) -> dict:
         "runners": {
             "live": live_runners(now=now).count(),
             "instance_types_without_runner": without,
+            "problems": problems,
         },
     }
+
+
+def runner_problems(*, now: dt.datetime | None = None) -> list[dict]:
+    """What live runners found at start they cannot do for their jobs (the interpreter
+    or a program their job account cannot execute, a network they cannot isolate):
+    [{"runner": its number, "instance_types": [...], "problems": [...]}]. A runner is
+    named by its row's id, not its host: `/healthz/` needs no login."""
+    rows = live_runners(now=now).values_list("pk", "instance_types", "problems")
+    return [
+        {"runner": pk, "instance_types": types, "problems": problems}
+        for pk, types, problems in rows
+        if problems
+    ]

@@ -466,6 +466,11 @@ def _content_fields(*, partial: bool) -> dict[str, serializers.Field]:
         "max_cpu_seconds": _bounded(
             "max_cpu_seconds", allow_null=True, help_text="Empty: no limit.", **given(None)
         ),
+        "network": serializers.BooleanField(
+            help_text="Whether the job may use the network; false (the default): it runs "
+            "in an empty network namespace and reaches nothing, the database included.",
+            **given(False),
+        ),
         "description": serializers.CharField(allow_blank=True, **given("")),
         "reason": serializers.CharField(
             allow_blank=True,

@@ -11,7 +11,10 @@ one compute second of the job's expected duration. These are the variables the
 runner sets for every job (`scheduler.executors.process`).
 
 On SIGTERM (preemption) it stops after the current step without saving: the work
-since the last checkpoint is lost, as the scheduler's work model says.
+since the last checkpoint is lost, as the scheduler's work model says. With
+`--checkpoint-on-sigterm` it saves that step first (within the definition's stop grace
+period), so a run stopped by a deploy (the runner's SIGTERM, `runner_stopped`) resumes
+where it was.
 
     JOB_CHECKPOINT_DIR=/tmp/ckpt python -m scheduler.examples.train --steps 60
 """
@@ -47,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step-seconds", type=float, default=1.0)
     parser.add_argument("--checkpoint-every", type=int, default=10)
     parser.add_argument("--fail-at", type=int, default=None, help="exit 3 at this step")
+    parser.add_argument(
+        "--checkpoint-on-sigterm",
+        action="store_true",
+        help="save a checkpoint of the current step before stopping on SIGTERM",
+    )
     args = parser.parse_args(argv)
     directory = Path(os.environ.get("JOB_CHECKPOINT_DIR", "."))
     directory.mkdir(parents=True, exist_ok=True)
@@ -63,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(step)
     while step < args.steps:
         if stopping:
+            if args.checkpoint_on_sigterm and step > saved_step:
+                _write(checkpoint, {"step": step, "weight": weight, "bias": bias})
+                saved_step = step
+                _write(status, {"progress": step, "checkpointed": saved_step})
             print(f"SIGTERM at step {step}; last checkpoint {saved_step}", flush=True)
             return 128 + signal.SIGTERM
         x = rng.uniform(-1, 1)

@@ -15,7 +15,23 @@ enforced here) and, when the runner is root, as `RUNNER_USER` with no supplement
 groups. A root runner without `RUNNER_USER` refuses to start jobs (unless
 `RUNNER_ALLOW_ROOT=1`, which only the local demo sets): such a run ends FAILED with
 cause `runner_refused` (and a worker that would serve jobs as root does not start at
-all, see `scheduler.executors.runner`).
+all, see `scheduler.executors.runner`). A program the job's account cannot execute (not
+found, or a directory on its way not searchable by it) fails the job with cause
+`runner_refused` naming it, not with an exit code; a runner lists such programs at
+start (`sandbox_check`).
+
+Network. Unless its definition says `network`, the process runs in an empty network
+namespace of its own: only a loopback that is down, so nothing is reachable, 127.0.0.1
+(the runner's PostgreSQL and Redis) included. The child makes it itself between fork
+and exec (`unshare(CLONE_NEWNET)` as root, before dropping to `RUNNER_USER`; a runner
+that is not root adds a user namespace mapping only its own account), so no other
+process sits between the runner and the job: the process group, the inherited lock,
+the parent-death signal and the exec of the argument vector are as without it. A
+runner checks at start that it can do this (`sandbox_check`); one that cannot refuses
+network-less jobs (FAILED, cause `runner_refused`, saying why) unless
+`RUNNER_ALLOW_HOST_NETWORK=1`, which runs them on the runner's network instead.
+Refusing, rather than not starting, keeps a runner that serves only definitions with
+`network` useful, and its start-up check puts the cause on `/healthz/`.
 
 Files, under `JOB_CHECKPOINT_ROOT/job-<id>/` (owned by the runner; the job cannot
 rename or replace what is in it):
@@ -49,6 +65,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import functools
 import json
 import logging
 import os
@@ -78,12 +95,15 @@ TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
 SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
+CLONE_NEWNET = 0x40000000
+CLONE_NEWUSER = 0x10000000
 STATUS_MAX_BYTES = 4096
 LOCK_POLL_SECONDS = 0.1
 FIRST_RETRY_SECONDS = 0.05
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _prctl = getattr(_libc, "prctl", None)
+_unshare = getattr(_libc, "unshare", None)
 
 # Set by the worker's shutdown signal: every run stops its process and gives it back.
 shutting_down = threading.Event()
@@ -175,6 +195,62 @@ def protect_runner_memory() -> None:
     read its environment or memory through /proc (nor ptrace it)."""
     if _prctl is not None:
         _prctl(PR_SET_DUMPABLE, 0)
+
+
+def allow_host_network() -> bool:
+    return bool(getattr(settings, "RUNNER_ALLOW_HOST_NETWORK", False))
+
+
+def job_network_isolation(job: Job) -> bool:
+    """Whether the job's process runs without a network; RunnerRefused when it must
+    and this runner cannot isolate it (and `RUNNER_ALLOW_HOST_NETWORK` is off)."""
+    if job.definition_revision is not None and job.definition_revision.network:
+        return False
+    problem = network_isolation_problem()
+    if problem is None:
+        return True
+    if allow_host_network():
+        logger.warning("job %s runs on the runner's network: %s", job.pk, problem)
+        return False
+    raise RunnerRefused(
+        f"{problem}; the job's definition does not allow network access, so it does not "
+        "run here (give the runner CAP_SYS_ADMIN or user namespaces, or set "
+        "RUNNER_ALLOW_HOST_NETWORK=1 to run such jobs on the runner's network)"
+    )
+
+
+@functools.cache
+def network_isolation_problem() -> str | None:
+    """None when this runner can run a job in an empty network namespace, else why not
+    (tried once per process, in a forked child, as a job's child does it)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: system calls only, then _exit
+        os.close(read_end)
+        try:
+            enter_empty_network()
+            answer = b""
+        except OSError as error:
+            answer = f"{error.filename or 'unshare'}: {error.strerror or error}".encode()
+        os.write(write_end, answer)
+        os._exit(0)
+    os.close(write_end)
+    answer = os.read(read_end, 4096)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    if answer:
+        return f"this runner cannot isolate jobs' network ({answer.decode(errors='replace')})"
+    return None
+
+
+def cannot_run_message(program: str, error: OSError) -> str:
+    """Why the job's account could not execute its program, for the job's failure."""
+    reason = error.strerror or str(error)
+    return (
+        f"the job's account cannot execute {program!r} ({reason}): install it where "
+        "the account may run it (every directory on its path must be searchable by "
+        "the account), or fix the definition's program"
+    )
 
 
 # Where the run lives.
@@ -288,11 +364,46 @@ class Limits:
         return out
 
 
-def _child_setup(rlimits: list[tuple[int, int, int]], runner_pid: int):
-    """What the child does between fork and exec, after Popen switched its user
-    (a change of credentials clears the parent-death signal, so it is set after)."""
+def enter_empty_network() -> None:
+    """Move the calling process, a single-threaded child between fork and exec, into a
+    new network namespace with nothing in it. Root needs CAP_SYS_ADMIN; anyone else
+    creates a user namespace first (where the kernel allows it), mapping only its own
+    uid and gid, so files and the account look as before. OSError when refused."""
+    if _unshare is None:
+        raise OSError(0, "this system has no unshare(2)")
+    root = os.geteuid() == 0
+    uid, gid = os.geteuid(), os.getegid()
+    if _unshare(CLONE_NEWNET if root else CLONE_NEWUSER | CLONE_NEWNET) != 0:
+        number = ctypes.get_errno()
+        raise OSError(number, os.strerror(number), "unshare")
+    if not root:
+        for name, line in (
+            ("setgroups", "deny"),
+            ("uid_map", f"{uid} {uid} 1"),
+            ("gid_map", f"{gid} {gid} 1"),
+        ):
+            with open(f"/proc/self/{name}", "w") as mapping:
+                mapping.write(line)
+
+
+def _child_setup(
+    rlimits: list[tuple[int, int, int]], runner_pid: int, account: Account, isolate: bool
+):
+    """What the child does between fork and exec, in this order: leave the network
+    (which needs the runner's privileges), drop to the job's account, then set the
+    parent-death signal (a change of credentials clears it) and the limits."""
 
     def setup() -> None:
+        if isolate:
+            try:
+                enter_empty_network()
+            except OSError as error:  # Popen reports only that setup failed: say why
+                os.write(1, f"cannot isolate the job's network: {error}\n".encode())
+                raise
+        if account.uid is not None:
+            os.setgroups([])
+            os.setresgid(account.gid, account.gid, account.gid)
+            os.setresuid(account.uid, account.uid, account.uid)
         if _prctl is not None:
             _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             if os.getppid() != runner_pid:  # the runner died before the line above
@@ -301,6 +412,34 @@ def _child_setup(rlimits: list[tuple[int, int, int]], runner_pid: int):
             resource.setrlimit(which, (soft, hard))
 
     return setup
+
+
+def spawn(
+    argv: list[str],
+    *,
+    env: dict[str, str],
+    cwd: Path,
+    stdout: int,
+    account: Account,
+    isolate: bool,
+    pass_fds: tuple[int, ...] = (),
+    rlimits: list[tuple[int, int, int]] | None = None,
+) -> subprocess.Popen:
+    """Start `argv` (never through a shell) as a job is started: its own session and
+    process group, umask 077, no network when `isolate`, as `account`. The start-up
+    check of a runner (`sandbox_check`) starts its probe this way too."""
+    return subprocess.Popen(
+        argv,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=subprocess.STDOUT,
+        pass_fds=pass_fds,
+        start_new_session=True,
+        umask=0o077,
+        preexec_fn=_child_setup(rlimits or [], os.getpid(), account, isolate),
+    )
 
 
 class Group:
@@ -380,12 +519,17 @@ def _reset_connection() -> None:
 class Outcome:
     """How a run ended, and what (if anything) to report."""
 
-    kind: str  # exited | fenced | lease_lost | wall_clock_limit | stopping | busy
+    kind: str  # exited | fenced | lease_lost | wall_clock_limit | stopping | busy | refused
     exit_code: int | None = None
 
 
 class Run:
     """One claimed run: its lease, its files and lock, its process."""
+
+    # Whether the process gets an empty network namespace (`job_network_isolation`),
+    # and why the runner could not start it (a "refused" outcome).
+    isolate_network = True
+    refusal = ""
 
     def __init__(self, job: Job, attempt: int, token: str, lease_seconds: float, granted: float):
         self.job = job
@@ -505,21 +649,15 @@ class Run:
             attempt=self.attempt,
             paths=self.paths,
         )
-        switch = account.uid is not None
-        process = subprocess.Popen(
+        process = spawn(
             [str(arg) for arg in self.job.argv],
             env=env,
             cwd=self.paths.workdir,
-            stdin=subprocess.DEVNULL,
             stdout=log_fd,
-            stderr=subprocess.STDOUT,
             pass_fds=(lock_fd,),
-            start_new_session=True,
-            user=account.uid if switch else None,
-            group=account.gid if switch else None,
-            extra_groups=[] if switch else None,
-            umask=0o077,
-            preexec_fn=_child_setup(self.limits.rlimits(), os.getpid()),
+            account=account,
+            isolate=self.isolate_network,
+            rlimits=self.limits.rlimits(),
         )
         return Group(process)
 
@@ -586,6 +724,9 @@ class Run:
             # the system refuses.
             os.write(log_fd, f"cannot start {self.job.argv!r}: {error}\n".encode())
             self.log(logging.WARNING, "cannot start %r: %s", self.job.argv, error)
+            if isinstance(error, (FileNotFoundError, PermissionError)):
+                self.refusal = cannot_run_message(self.job.argv[0], error)
+                return Outcome("refused")
             return Outcome("exited", exit_code=127)
         finally:
             os.close(log_fd)
@@ -627,6 +768,10 @@ class Run:
             self.report(runs.job_run_released, cause=runs.RUNNER_STOPPED, **figures)
         elif outcome.kind == "busy":
             self.report(runs.job_run_released, cause=runs.CHECKPOINT_BUSY, **figures)
+        elif outcome.kind == "refused":
+            self.report(
+                runs.job_run_failed, cause=runs.RUNNER_REFUSED, detail={"reason": self.refusal}
+            )
 
 
 def _retrying(call, *, until: float):
@@ -676,6 +821,7 @@ def run_job(job_id: int, attempt: int) -> str:
         account = job_account()
         if not job.argv:
             raise RunnerRefused("the job names no job definition: there is nothing to run")
+        run.isolate_network = job_network_isolation(job)
     except RunnerRefused as refusal:
         run.log(logging.ERROR, "refused: %s", refusal)
         run.report(runs.job_run_failed, cause=runs.RUNNER_REFUSED, detail={"reason": str(refusal)})

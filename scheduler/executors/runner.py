@@ -4,6 +4,10 @@ A worker is a runner when it consumes `instances.<type>` queues. Such a worker
 - refuses to start when jobs would run as root (`job_account` says why) and makes
   itself non-dumpable, so a job under the same account cannot read its environment
   through /proc (`worker_init`);
+- checks that its job account can execute the interpreter and every registered
+  program of its instance types and that it can isolate jobs' network
+  (`sandbox_check`), logs what it cannot do and records it on its Runner row, where
+  `/healthz/` reports it;
 - registers with the instance types it serves and beats from a thread of its own every
   `RUNNER_BEAT_SECONDS`, retrying after database errors (`worker_ready`);
 - on shutdown (warm: SIGTERM or Ctrl-C) tells its runs to stop their processes and
@@ -24,9 +28,10 @@ import threading
 
 from celery import signals
 
-from scheduler.executors import process
+from scheduler.executors import process, sandbox_check
 from scheduler.liveness import runner_beat_seconds
 from scheduler.services import runners
+from scheduler.services.runner_problems import runner_problems_record
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +68,7 @@ class _Registration:
                 }
                 if first:
                     runners.runner_register(**fields)
+                    runner_problems_record(name=self.name, pid=self.pid, problems=_problems)
                     first = False
                 else:
                     runners.runner_beat(**fields)
@@ -82,6 +88,8 @@ class _Registration:
 
 
 _registration: _Registration | None = None
+# What the start-up check found this runner cannot do (`check_sandbox`).
+_problems: list[str] = []
 
 
 def _served(app) -> list[str]:
@@ -101,6 +109,20 @@ def refuse_unsafe_runner(sender=None, **kwargs) -> None:
     logger.info(
         "runner: jobs run as %s", account.name or f"the runner's own account (uid {os.geteuid()})"
     )
+    check_sandbox(account, _served(sender.app))
+
+
+def check_sandbox(account: process.Account, instance_types: list[str]) -> None:
+    """What this runner cannot do for its jobs, logged now and recorded on its row
+    when it registers; a failing check is itself a problem, never a crash."""
+    try:
+        found = sandbox_check.runner_problems(account=account, instance_types=instance_types)
+    except Exception as error:  # noqa: BLE001 - the runner still starts and says so
+        logger.exception("runner: the sandbox check failed")
+        found = [f"the runner's sandbox check failed: {type(error).__name__}: {error}"]
+    _problems[:] = found
+    for problem in found:
+        logger.error("runner: %s", problem)
 
 
 @signals.worker_ready.connect

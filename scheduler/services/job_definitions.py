@@ -9,6 +9,9 @@ bounds, one of a list, or a full match of an RE2 pattern (linear time: no patter
 can make a check slow), and always at most 256 characters on one line without
 control characters. The program (the first element) is never a parameter.
 
+A definition's processes have no network unless it says `network`: a runner runs them
+in an empty network namespace (scheduler.executors.process).
+
 Revisions are append-only: a change is a new revision with a reason, so the history
 says who allowed what, when and why, like the policy history.
 """
@@ -109,6 +112,7 @@ class DefinitionData:
     wall_clock_limit: int | None = None
     max_address_space_mb: int | None = None
     max_cpu_seconds: int | None = None
+    network: bool = False
 
 
 REVISION_FIELDS = (
@@ -124,6 +128,7 @@ REVISION_FIELDS = (
     "wall_clock_limit",
     "max_address_space_mb",
     "max_cpu_seconds",
+    "network",
 )
 
 
@@ -463,11 +468,14 @@ def definition_clean(*, data: DefinitionData) -> tuple[dict, dict[str, list[str]
                     "(each submission chooses) or allow only queues that have it",
                 )
                 break
+    if not isinstance(data.network, bool):
+        errors.add("network", "true (the job may use the network) or false (it runs without)")
     fields = {
         "command": command,
         "parameters": specs,
         "environment": environment,
         "instance_type": itype,
+        "network": data.network is True,
         **numbers,
     }
     return fields, dict(errors)

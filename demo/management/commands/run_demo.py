@@ -137,8 +137,10 @@ class Command(BaseCommand):
             ],
         }
         # The local demo only: run as root (a container, a throwaway machine), the runner
-        # may run the demo's jobs as root; a deployment sets RUNNER_USER instead.
-        runner_env = {**env, "RUNNER_ALLOW_ROOT": "1"}
+        # may run the demo's jobs as root; a deployment sets RUNNER_USER instead. Jobs get
+        # no network where the machine allows it; where it does not (no user namespaces
+        # for an unprivileged account), they run on the machine's rather than not at all.
+        runner_env = {**env, "RUNNER_ALLOW_ROOT": "1", "RUNNER_ALLOW_HOST_NETWORK": "1"}
         processes: dict[str, subprocess.Popen] = {}
 
         def stop(*_):

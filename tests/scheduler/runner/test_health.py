@@ -58,7 +58,7 @@ def test_all_well_once_the_scheduler_ticks_and_every_process_type_has_a_runner(
         "status": "ok",
         "database": "ok",
         "scheduler": {"status": "ok"},
-        "runners": {"live": 1, "instance_types_without_runner": []},
+        "runners": {"live": 1, "instance_types_without_runner": [], "problems": []},
     }
     assert 0 <= age < 10
 
@@ -67,7 +67,11 @@ def test_degraded_while_an_instance_type_of_a_process_queue_has_no_live_runner(
     client, process_queue
 ):
     tasks.tick()
-    assert health(client)["runners"] == {"live": 0, "instance_types_without_runner": [GPU]}
+    assert health(client)["runners"] == {
+        "live": 0,
+        "instance_types_without_runner": [GPU],
+        "problems": [],
+    }
     assert health(client)["status"] == "degraded"
 
     register(types=("ml.p4d.24xlarge",))  # serves another type
@@ -78,7 +82,11 @@ def test_a_runner_silent_for_three_beats_or_stopped_is_not_live(client, process_
     tasks.tick()
     long_ago = timezone.now() - dt.timedelta(seconds=16)
     register(at=long_ago)
-    assert health(client)["runners"] == {"live": 0, "instance_types_without_runner": [GPU]}
+    assert health(client)["runners"] == {
+        "live": 0,
+        "instance_types_without_runner": [GPU],
+        "problems": [],
+    }
 
     runner_beat(name="runner@gpu-1", hostname="gpu-1", pid=4242, instance_types=[GPU])
     assert health(client)["status"] == "ok"
