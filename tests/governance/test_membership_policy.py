@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
@@ -408,3 +409,48 @@ def test_a_role_change_reverts(admin):
     change = user_roles_set(actor=admin, user=user, roles=["leadership"], reason="joins").entry
     policy_change_revert(actor=admin, change=change, reason="left again")
     assert not user.groups.exists()
+
+
+# The team pages follow the same path: a reason, the proposal message, field errors.
+
+
+def test_the_team_page_saves_with_a_reason_and_records_it(client, admin, team_a):
+    client.force_login(admin)
+    ana = UserFactory(username="ana")
+    url = reverse("team-edit", args=[team_a.pk])
+    response = client.post(
+        url, {"name": team_a.name, "members": [ana.pk], "reason": "Ana joins"}, follow=True
+    )
+    assert response.status_code == 200
+    assert "See this change in the history" in response.content.decode()
+    change = PolicyChange.objects.get(target=TEAM)
+    assert (change.actor, change.reason, change.after["members"]) == (admin, "Ana joins", ["ana"])
+    listed = client.get(reverse("team-list")).content.decode()
+    assert "ana" in listed
+
+
+def test_the_team_page_names_the_field_at_fault(client, admin, team_a):
+    client.force_login(admin)
+    Team.objects.create(name="taken")
+    before = team_document(team_a)
+    response = client.post(reverse("team-edit", args=[team_a.pk]), {"name": "taken"})
+    assert response.status_code == 200
+    errors = response.context["form"].errors
+    assert errors["reason"] == ["say why this change is made"]
+    assert errors["name"] == ["a team named 'taken' already exists"]
+    assert 'id="id_reason_error"' in response.content.decode()
+    assert team_document(Team.objects.get(pk=team_a.pk)) == before
+
+
+def test_the_team_page_proposes_under_review(settings, client, admin, team_a):
+    settings.POLICY_CHANGES_NEED_REVIEW = True
+    client.force_login(admin)
+    response = client.post(
+        reverse("team-create"), {"name": "speech", "reason": "new ASR team"}, follow=True
+    )
+    assert response.redirect_chain[-1][0] == reverse("proposal-list")
+    assert "Proposed, waiting for another admin&#x27;s review: new team speech" in (
+        response.content.decode()
+    )
+    assert not Team.objects.filter(name="speech").exists()
+    assert PolicyProposal.objects.get().kind == PolicyProposal.Kind.TEAM_CREATE
