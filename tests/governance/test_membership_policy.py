@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -186,6 +187,13 @@ def test_the_decision_records_the_membership_it_was_checked_against(owner, filed
     filed.refresh_from_db()
     assert filed.state == ExceptionRequest.State.DENIED
     assert (filed.decided_membership["member"], filed.decided_membership["lead"]) == (False, False)
+    # An audit reads it in the API and on the request's page.
+    detail = client_for(owner).get(f"/api/v1/exception-requests/{filed.pk}/").json()
+    assert detail["decided_membership"] == filed.decided_membership
+    client = Client()
+    client.force_login(owner)
+    page = client.get(reverse("exception-detail", args=[filed.pk])).content.decode()
+    assert "outside team team-qs1; roles: exception_owners" in page
 
 
 def test_a_decision_reads_the_membership_again_not_a_cached_one(owner, filed, team_a):
