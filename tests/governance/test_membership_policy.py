@@ -462,3 +462,81 @@ def test_the_team_page_proposes_under_review(settings, client, admin, team_a):
     )
     assert not Team.objects.filter(name="speech").exists()
     assert PolicyProposal.objects.get().kind == PolicyProposal.Kind.TEAM_CREATE
+
+
+# Membership as of the decision, under concurrency (PostgreSQL: real row locks).
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_decision_waits_for_a_membership_write_in_flight_and_sees_it(
+    admin, aws_queue, team_a, lead
+):
+    """An admin's write adding the owner to the team holds the team's row; a decision
+    made meanwhile waits for it, and is refused once the owner is a member."""
+    import threading
+    import time
+
+    from django.db import connection, transaction
+
+    owner = UserFactory(username="owner-b", roles=["exception_owners"])
+    ExceptionOwner.objects.create(user=owner, queue=aws_queue)
+    now = timezone.now()
+    request = exception_services.exception_request_create(
+        actor=lead,
+        data=exception_services.RequestData(
+            kind=ExceptionRequest.Kind.TEMPORARY_CAPACITY,
+            team=team_a,
+            urgency=UrgencyDefinitionFactory(name="deadline"),
+            justification="Launch",
+            window_start=now + timedelta(hours=1),
+            window_end=now + timedelta(hours=5),
+            share=aws_queue.shares.get(name="qs1"),
+            instance_type=InstanceType.objects.get(name="ml.g5.xlarge"),
+            extra_instances=1,
+        ),
+        submit=True,
+    )
+    outcome = {}
+
+    def decide():
+        try:
+            exception_services.exception_request_approve(actor=owner, request=request)
+            outcome["result"] = "approved"
+        except Exception as error:  # noqa: BLE001 - the test reads what happened
+            outcome["result"] = f"{type(error).__name__}: {error}"
+        finally:
+            from django.db import connection as thread_connection
+
+            thread_connection.close()
+
+    with transaction.atomic():
+        team_save(
+            actor=admin,
+            team=team_a,
+            data=TeamData(
+                name=team_a.name,
+                leads=list(team_a.leads.all()),
+                members=[*team_a.members.all(), owner],
+            ),
+            reason="owner-b joins the team",
+        )
+        decider = threading.Thread(target=decide)
+        decider.start()
+        with connection.cursor() as cursor:
+            for _ in range(200):  # until the decision waits on the team's row lock
+                # pg_stat_activity is a snapshot within a transaction: clear it each time.
+                cursor.execute("SELECT pg_stat_clear_snapshot()")
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+                )
+                if cursor.fetchone()[0]:
+                    break
+                time.sleep(0.05)
+            else:
+                pytest.fail(f"the decision did not wait for the membership write: {outcome}")
+    decider.join(timeout=30)
+    assert outcome["result"].startswith("Refused: you belong to team team-qs1")
+    request.refresh_from_db()
+    assert request.state == ExceptionRequest.State.SUBMITTED
