@@ -10,9 +10,36 @@ class GovernanceConfig(AppConfig):
         from governance.exceptions import scopes
 
         scopes.register()
+        self._record_role_changes()
         # Register the feature packages' tasks in every process (web, worker, tests), so
         # services enqueue them by name (config.celery.task) without importing them, and
         # eager runs (CELERY_TASK_ALWAYS_EAGER) find them.
         from governance.dashboards import tasks as dashboard_tasks  # noqa: F401
         from governance.exceptions import tasks as exception_tasks  # noqa: F401
         from governance.whatif import tasks as whatif_tasks  # noqa: F401
+
+    @staticmethod
+    def _record_role_changes() -> None:
+        """Role groups and exception-owner scopes changed outside the policy services
+        reach the policy history too (governance.policy.membership)."""
+        from django.contrib.auth import get_user_model
+        from django.db.models.signals import m2m_changed, post_delete, post_save
+
+        from governance.exceptions.models import ExceptionOwner
+        from governance.policy import membership
+
+        m2m_changed.connect(
+            membership.on_groups_changed,
+            sender=get_user_model().groups.through,
+            dispatch_uid="membership.groups",
+        )
+        post_save.connect(
+            membership.on_exception_owner_saved,
+            sender=ExceptionOwner,
+            dispatch_uid="membership.owner_saved",
+        )
+        post_delete.connect(
+            membership.on_exception_owner_deleted,
+            sender=ExceptionOwner,
+            dispatch_uid="membership.owner_deleted",
+        )

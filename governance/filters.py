@@ -26,10 +26,12 @@ class PolicyChangeFilter(FilterSet):
     actor = name_filter("actor__username", "Changes made by this username.", max_length=150)
     cause = choice_filter("cause", PolicyChange.Cause.choices, "Why it happened.")
     target = choice_filter("target", PolicyChange.Target.choices, "What changed.")
+    team = id_filter("team_id", "Changes of this team's membership (id).")
+    subject = name_filter("subject__username", "Changes of this username's roles.", max_length=150)
 
     class Meta:
         model = PolicyChange
-        fields = ["queue", "share", "urgency", "actor", "cause", "target"]
+        fields = ["queue", "share", "urgency", "actor", "cause", "target", "team", "subject"]
 
 
 class ExceptionRequestFilter(FilterSet):

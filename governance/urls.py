@@ -6,6 +6,7 @@ from rest_framework.routers import SimpleRouter
 
 from governance import system
 from governance.policy import history_views as history
+from governance.policy import team_views as teams
 from governance.policy import urgency_views as urgency
 from governance.policy import views as policy
 from governance.policy_code import views as policy_code
@@ -57,6 +58,9 @@ urlpatterns = [
     path("shares/<int:pk>/edit/", policy.share_edit, name="share-edit"),
     path("history/", history.history, name="history"),
     path("history/<int:pk>/revert/", history.history_revert, name="history-revert"),
+    path("teams/", teams.teams, name="team-list"),
+    path("teams/new/", teams.team_edit, name="team-create"),
+    path("teams/<int:pk>/edit/", teams.team_edit, name="team-edit"),
     path("urgency/", urgency.urgencies, name="urgency-list"),
     path("urgency/new/", urgency.urgency_edit, name="urgency-create"),
     path("urgency/<int:pk>/edit/", urgency.urgency_edit, name="urgency-edit"),

@@ -113,10 +113,16 @@ class ExceptionRequestDetailSerializer(ExceptionRequestOutputSerializer):
     events = ExceptionEventSerializer(many=True, read_only=True)
     policy_changes = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
     applied = serializers.JSONField(read_only=True)
+    decided_membership = serializers.JSONField(
+        read_only=True,
+        help_text="The decider's memberships the decision was checked against: the "
+        "request's team (member, lead), their roles and exception-owner scopes.",
+    )
 
     class Meta(ExceptionRequestOutputSerializer.Meta):
         fields = [
             *ExceptionRequestOutputSerializer.Meta.fields,
+            "decided_membership",
             "applied",
             "events",
             "policy_changes",

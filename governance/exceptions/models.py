@@ -104,6 +104,9 @@ class ExceptionRequest(models.Model):
     )
     decided_at = models.DateTimeField(null=True, blank=True)
     decision_note = models.TextField(blank=True)
+    # The decider's memberships as the decision checked them (separation of duties): the
+    # request's team (member, lead), their roles and exception-owner scopes.
+    decided_membership = models.JSONField(null=True, blank=True)
     activated_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     # What activation changed, so expiry takes back exactly that (see services.exceptions).

@@ -401,7 +401,7 @@ def exception_request_approve(
 ) -> ExceptionRequest:
     """Approve; takes effect at once when its window has begun, else at its start."""
     now = now or timezone.now()
-    rules.require(actor, "exception.decide", request)
+    membership = _membership_at_decision(actor, request)
     if request.state != State.SUBMITTED:
         raise TransitionRefused(_refusal("approve", request.state))
     if request.window_end <= now:
@@ -409,7 +409,14 @@ def exception_request_approve(
             "the window of this request has already ended; deny it, and the team may file a new one"
         )
     note = (note or "").strip()
-    if not _claim(request, "approve", decided_by=actor, decided_at=now, decision_note=note):
+    if not _claim(
+        request,
+        "approve",
+        decided_by=actor,
+        decided_at=now,
+        decision_note=note,
+        decided_membership=membership,
+    ):
         raise TransitionRefused(_refusal("approve", _state_now(request)))
     _event(request, ExceptionEvent.Type.APPROVED, at=now, actor=actor, note=note)
     _decision_record(request)
@@ -444,18 +451,48 @@ def exception_request_deny(
     *, actor, request: ExceptionRequest, note: str, now: datetime | None = None
 ) -> ExceptionRequest:
     now = now or timezone.now()
-    rules.require(actor, "exception.decide", request)
+    membership = _membership_at_decision(actor, request)
     if request.state != State.SUBMITTED:
         raise TransitionRefused(_refusal("deny", request.state))
     note = (note or "").strip()
     if not note:
         raise InvalidInput({"note": ["say why the request is denied, so the team can act on it"]})
-    if not _claim(request, "deny", decided_by=actor, decided_at=now, decision_note=note):
+    if not _claim(
+        request,
+        "deny",
+        decided_by=actor,
+        decided_at=now,
+        decision_note=note,
+        decided_membership=membership,
+    ):
         raise TransitionRefused(_refusal("deny", _state_now(request)))
     _event(request, ExceptionEvent.Type.DENIED, at=now, actor=actor, note=note)
     _decision_record(request)
     notifications.notify_decided(request=request)
     return request
+
+
+def _membership_at_decision(actor, request: ExceptionRequest) -> dict:
+    """Check that `actor` may decide `request` with their memberships as they are now,
+    and return them, to keep on the decision. The team's row is locked first (a team's
+    membership write locks it too, governance.policy.membership.team_save), and the
+    roles and teams cached on the actor (for the request, or by the API's identity
+    cache) are read again, so the separations of duty see the membership at the
+    decision, not as it was when the request began."""
+    team = Team.objects.select_for_update().get(pk=request.team_id)
+    for cached in ("_governance_roles", "_rules_led_teams", "_rules_member_teams"):
+        actor.__dict__.pop(cached, None)
+    rules.require(actor, "exception.decide", request)
+    from core.permissions import user_roles
+    from governance.policy.membership import role_document
+
+    return {
+        "team": team.name,
+        "member": team.members.filter(pk=actor.pk).exists(),
+        "lead": team.leads.filter(pk=actor.pk).exists(),
+        "roles": sorted(user_roles(actor)),
+        "exception_owner_of": role_document(actor)["exception_owner_of"],
+    }
 
 
 def _decision_record(request: ExceptionRequest) -> None:
@@ -893,12 +930,15 @@ def exception_owner_add(
     rules.require(actor, "exception_owner.manage")
     if (queue is None) == (share is None):
         raise InvalidInput({NON_FIELD: ["choose either a queue or a share"]})
-    owner, _ = ExceptionOwner.objects.get_or_create(user=user, queue=queue, share=share)
     from django.contrib.auth.models import Group
 
     from core.permissions import EXCEPTION_OWNERS
+    from governance.policy.membership import role_changes_by
 
-    user.groups.add(Group.objects.get_or_create(name=EXCEPTION_OWNERS)[0])
+    scope = f"queue {queue.name}" if queue is not None else f"share {share.name}"
+    with role_changes_by(actor=actor, reason=f"appointed exception owner of {scope}"):
+        owner, _ = ExceptionOwner.objects.get_or_create(user=user, queue=queue, share=share)
+        user.groups.add(Group.objects.get_or_create(name=EXCEPTION_OWNERS)[0])
     return owner
 
 
@@ -934,4 +974,8 @@ def exception_owner_validate(
 def exception_owner_remove(*, actor, owner: ExceptionOwner) -> None:
     """Take `owner`'s scope away (admins only). Their group membership stays."""
     rules.require(actor, "exception_owner.manage")
-    ExceptionOwner.objects.filter(pk=owner.pk).delete()
+    from governance.policy.membership import role_changes_by
+
+    scope = owner.queue or owner.share
+    with role_changes_by(actor=actor, reason=f"removed from deciding for {scope}"):
+        ExceptionOwner.objects.filter(pk=owner.pk).delete()

@@ -8,7 +8,7 @@ every operation by core.api.schema; list filters are governance.filters.
 
 from django.db.models import Prefetch
 from drf_spectacular.utils import extend_schema, extend_schema_view
-from rest_framework import mixins, status, viewsets
+from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
@@ -27,6 +27,7 @@ from fleet.models import (
 from governance.filters import PolicyChangeFilter, ShareFilter
 from governance.models import PolicyChange
 from governance.policy import serializers as api
+from governance.policy.membership import TeamData, team_delete, team_save
 from governance.policy.services import (
     PolicyWrite,
     ShareData,
@@ -38,7 +39,7 @@ from governance.policy.services import (
     urgency_document,
     urgency_save,
 )
-from governance.proposals.api import proposed
+from governance.proposals.api import ProposalSerializer, proposed
 
 
 class ApiViewSet(BaseApiViewSet):
@@ -57,7 +58,7 @@ class ApiViewSet(BaseApiViewSet):
         return Response(output_class(self.fresh(write.applied)).data, status=status)
 
 
-# Instance types and teams: plain records without policy rules or history.
+# Instance types: plain records without policy rules or history.
 
 
 @extend_schema_view(
@@ -73,7 +74,12 @@ class InstanceTypeViewSet(viewsets.ModelViewSet, ApiViewSet):
     serializer_class = api.InstanceTypeSerializer
 
 
+# Teams: membership is policy (governance.policy.membership), written with a reason,
+# recorded in the history, and proposed when changes need review.
+
 _TEAM = api.TeamOutputSerializer
+_TEAM_WRITE = "Needs a `reason`, recorded in the policy history with the team's leads and "
+_TEAM_WRITE += "members before and after; with review required it answers 202 with the proposal."
 
 
 @extend_schema_view(
@@ -81,18 +87,30 @@ _TEAM = api.TeamOutputSerializer
     retrieve=extend_schema(summary="Get a team", responses=_TEAM),
     create=extend_schema(
         summary="Create a team (admins)",
+        description=_TEAM_WRITE,
         request=api.TeamInputSerializer,
-        responses={201: _TEAM},
+        responses={201: _TEAM, 202: ProposalSerializer},
     ),
     update=extend_schema(
-        summary="Replace a team (admins)", request=api.TeamInputSerializer, responses=_TEAM
+        summary="Replace a team (admins)",
+        description=_TEAM_WRITE + " Leads and members left out become none.",
+        request=api.TeamInputSerializer,
+        responses={200: _TEAM, 202: ProposalSerializer},
     ),
     partial_update=extend_schema(
-        summary="Change a team (admins)", request=api.TeamInputSerializer, responses=_TEAM
+        summary="Change a team (admins)",
+        description=_TEAM_WRITE + " Fields left out keep their current value.",
+        request=api.TeamInputSerializer,
+        responses={200: _TEAM, 202: ProposalSerializer},
     ),
-    destroy=extend_schema(summary="Delete a team without shares (admins)", responses={204: None}),
+    destroy=extend_schema(
+        summary="Delete a team without shares (admins)",
+        description=_TEAM_WRITE,
+        request=api.TeamDeleteSerializer,
+        responses={204: None, 202: ProposalSerializer},
+    ),
 )
-class TeamViewSet(mixins.DestroyModelMixin, ApiViewSet):
+class TeamViewSet(ApiViewSet):
     queryset = Team.objects.prefetch_related("members", "leads")
     serializer_class = api.TeamOutputSerializer
 
@@ -103,22 +121,50 @@ class TeamViewSet(mixins.DestroyModelMixin, ApiViewSet):
         return Response(api.TeamOutputSerializer(self.get_object()).data)
 
     def create(self, request):
-        serializer = api.TeamInputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        team = serializer.save()
-        return Response(
-            api.TeamOutputSerializer(self.fresh(team)).data, status=status.HTTP_201_CREATED
+        values = self.parse(api.TeamInputSerializer)
+        write = team_save(
+            actor=request.user, data=_team_data(values, base=None), reason=values["reason"]
         )
+        return self.written(write, api.TeamOutputSerializer, status=status.HTTP_201_CREATED)
 
     def update(self, request, pk=None, partial=False):
         team = self.get_object()
-        serializer = api.TeamInputSerializer(team, data=request.data, partial=partial)
-        serializer.is_valid(raise_exception=True)
-        serializer.save()
-        return Response(api.TeamOutputSerializer(self.fresh(team)).data)
+        values = self.parse(api.TeamInputSerializer, instance=team, partial=partial)
+        write = team_save(
+            actor=request.user,
+            data=_team_data(values, base=team if partial else None),
+            reason=values.get("reason", ""),
+            team=team,
+        )
+        return self.written(write, api.TeamOutputSerializer)
 
     def partial_update(self, request, pk=None):
         return self.update(request, pk, partial=True)
+
+    def destroy(self, request, pk=None):
+        team = self.get_object()
+        values = self.parse(api.TeamDeleteSerializer)
+        write = team_delete(actor=request.user, team=team, reason=values["reason"])
+        if write.proposal is not None:
+            return proposed(write.proposal)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def _team_data(values: dict, *, base: Team | None) -> TeamData:
+    """TeamData from parsed input; fields the client did not send come from `base` (a
+    partial change) or are empty."""
+
+    def value(name: str, current):
+        if name in values:
+            return values[name]
+        return current() if base is not None else ([] if name in ("leads", "members") else "")
+
+    return TeamData(
+        name=value("name", lambda: base.name),
+        description=value("description", lambda: base.description),
+        leads=list(value("leads", lambda: base.leads.all())),
+        members=list(value("members", lambda: base.members.all())),
+    )
 
 
 # Queues.
@@ -361,7 +407,7 @@ class UrgencyDefinitionViewSet(ApiViewSet):
     ),
 )
 class PolicyChangeViewSet(ApiViewSet):
-    queryset = PolicyChange.objects.select_related("actor")
+    queryset = PolicyChange.objects.select_related("actor", "subject")
     serializer_class = api.PolicyChangeOutputSerializer
     permission_classes = [HistoryAccess]
     filterset_class = PolicyChangeFilter

@@ -6,7 +6,7 @@ import django_filters
 from django.contrib.auth import get_user_model
 
 from core.filters import FilterSet, ModelChoiceFilter
-from fleet.models import JobQueue, QuotaShare
+from fleet.models import JobQueue, QuotaShare, Team
 from governance.models import PolicyChange
 
 
@@ -41,7 +41,10 @@ class HistoryFilter(FilterSet):
     cause = django_filters.ChoiceFilter(
         label="Cause", choices=PolicyChange.Cause.choices, empty_label="Any cause"
     )
+    team = ModelChoiceFilter(
+        label="Team", queryset=Team.objects.only("pk", "name"), empty_label="Any team"
+    )
 
     class Meta:
         model = PolicyChange
-        fields = ["queue", "share", "actor", "cause"]
+        fields = ["queue", "share", "actor", "cause", "team"]

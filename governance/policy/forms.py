@@ -9,6 +9,7 @@ it names, including `capacity_limits.<type>` on the row of that instance type.
 from __future__ import annotations
 
 from django import forms
+from django.contrib.auth import get_user_model
 
 from core.bounds import MAX_COUNT, MAX_ID, MAX_TEXT
 from core.form_errors import apply_errors
@@ -17,6 +18,7 @@ from fleet.models import BORROWING_STRATEGIES, InstanceType, JobQueue, QuotaShar
 from fleet.models import UrgencyDefinition as Urgency
 from governance.models import PolicyChange
 from governance.policy import services
+from governance.policy.membership import TeamData, team_save, team_validate
 from governance.policy.services import PolicyError, PolicyWrite, ShareData
 
 REASON_LABEL = "Reason for this change"
@@ -458,4 +460,67 @@ class RevertForm(PolicyForm):
             )
         except PolicyError as error:
             self.apply_errors(error.errors)
+            raise
+
+
+# Teams: membership is policy (governance.policy.membership).
+
+
+def _users_field(label: str, help_text: str) -> BoundedModelMultipleChoiceField:
+    return BoundedModelMultipleChoiceField(
+        label=label,
+        queryset=get_user_model().objects.order_by("username"),
+        required=False,
+        widget=forms.SelectMultiple(attrs={"size": 8}),
+        help_text=help_text,
+    )
+
+
+class TeamForm(PolicyForm):
+    name = ServiceCharField(label="Name", max_length=100)
+    description = forms.CharField(
+        label="Description",
+        required=False,
+        max_length=MAX_TEXT,
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
+    leads = _users_field(
+        "Leads", "Leads submit and manage the team's jobs and file its exception requests."
+    )
+    members = _users_field(
+        "Members",
+        "Members and leads may not decide the team's exception requests (separation of duties).",
+    )
+    reason = _reason_field()
+
+    def __init__(self, *args, team: Team | None = None, **kwargs):
+        if team is not None and _unbound(args, kwargs):
+            kwargs.setdefault(
+                "initial",
+                {
+                    "name": team.name,
+                    "description": team.description,
+                    "leads": list(team.leads.all()),
+                    "members": list(team.members.all()),
+                },
+            )
+        super().__init__(*args, **kwargs)
+        self.team = team
+
+    def save(self, *, actor) -> PolicyWrite:
+        data = TeamData(
+            name=self.cleaned_data.get("name") or "",
+            description=self.cleaned_data.get("description") or "",
+            leads=list(self.cleaned_data.get("leads") or []),
+            members=list(self.cleaned_data.get("members") or []),
+        )
+        try:
+            return team_save(
+                actor=actor, data=data, reason=self.cleaned_data.get("reason") or "", team=self.team
+            )
+        except PolicyError as error:
+            errors = dict(error.errors)
+            if set(errors) == {"reason"}:
+                errors.update(team_validate(data=data, team=self.team))
+            self.apply_errors(errors)
             raise

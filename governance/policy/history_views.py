@@ -40,6 +40,11 @@ FIELD_LABELS = {
     "max_window_hours": "Longest window (hours)",
     "allowed_kinds": "Allowed kinds",
     "invokers": "Invoking teams",
+    "description": "Description",
+    "leads": "Leads",
+    "members": "Members",
+    "roles": "Roles",
+    "exception_owner_of": "Decides exceptions for",
 }
 
 
@@ -66,7 +71,8 @@ def display_value(key: str, value) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{name} × {count}" for name, count in value.items()) or "none"
     if isinstance(value, list):
-        return ", ".join(str(item) for item in value) or "none (every team)"
+        empty = "none (every team)" if key == "invokers" else "none"
+        return ", ".join(str(item) for item in value) or empty
     return str(value)
 
 
@@ -152,6 +158,8 @@ def _scope(change: PolicyChange) -> dict:
         return {"share": change.share_id}
     if change.queue_id:
         return {"queue": change.queue_id}
+    if change.team_id:
+        return {"team": change.team_id}
     return {}
 
 

@@ -3,7 +3,7 @@
 from django.conf import settings
 from django.db import models
 
-from fleet.models import JobQueue, QuotaShare, UrgencyDefinition
+from fleet.models import JobQueue, QuotaShare, Team, UrgencyDefinition
 
 
 class PolicyChange(models.Model):
@@ -14,11 +14,16 @@ class PolicyChange(models.Model):
         EXCEPTION = "exception", "Exception"
         REVERT = "revert", "Revert"
         IMPORT = "import", "Import"
+        # Made outside the product's services (a shell, a script, a data migration): no
+        # review and no reason was possible; recorded so that it is at least seen.
+        DIRECT = "direct", "Direct change"
 
     class Target(models.TextChoices):
         SHARE = "share", "Quota share"
         QUEUE = "queue", "Queue capacity"
         URGENCY = "urgency", "Urgency definition"
+        TEAM = "team", "Team membership"
+        ROLE = "role", "Role assignment"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(
@@ -35,6 +40,13 @@ class PolicyChange(models.Model):
     )
     urgency = models.ForeignKey(
         UrgencyDefinition, null=True, blank=True, on_delete=models.SET_NULL, related_name="changes"
+    )
+    team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="changes"
+    )
+    # The user whose roles a ROLE change changed.
+    subject = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     object_repr = models.CharField(max_length=200)
     before = models.JSONField(null=True, blank=True)

@@ -14,9 +14,10 @@ def policy_history(
     share: int | None = None,
     actor: int | None = None,
     cause: str | None = None,
+    team: int | None = None,
 ) -> QuerySet[PolicyChange]:
     changes = PolicyChange.objects.select_related(
-        "actor", "queue", "share", "urgency", "reverts"
+        "actor", "queue", "share", "urgency", "reverts", "team", "subject"
     ).prefetch_related("whatif_comparisons")
     filters = Q()
     if queue:
@@ -27,4 +28,6 @@ def policy_history(
         filters &= Q(actor_id=actor)
     if cause:
         filters &= Q(cause=cause)
+    if team:
+        filters &= Q(team_id=team)
     return changes.filter(filters)

@@ -104,13 +104,22 @@ class TeamOutputSerializer(serializers.ModelSerializer):
 
 
 class TeamInputSerializer(serializers.ModelSerializer):
+    """A team's membership is policy: a change needs a `reason` and is recorded in the
+    history (governance.policy.membership); with review on it answers 202 with the
+    proposal."""
+
     description = text_field(allow_blank=True, required=False)
     members = _user_field(many=True, required=False)
     leads = _user_field(many=True, required=False)
+    reason = _reason_field()
 
     class Meta:
         model = Team
-        fields = ["name", "description", "members", "leads"]
+        fields = ["name", "description", "members", "leads", "reason"]
+
+
+class TeamDeleteSerializer(serializers.Serializer):
+    reason = _reason_field()
 
 
 # Queues.
@@ -331,6 +340,12 @@ class FieldChangeSerializer(serializers.Serializer):
 
 class PolicyChangeOutputSerializer(serializers.ModelSerializer):
     actor = serializers.CharField(source="actor.username", read_only=True, allow_null=True)
+    subject = serializers.CharField(
+        source="subject.username",
+        read_only=True,
+        allow_null=True,
+        help_text="For a role change: the user whose roles changed.",
+    )
     changes = serializers.SerializerMethodField()
 
     class Meta:
@@ -346,6 +361,8 @@ class PolicyChangeOutputSerializer(serializers.ModelSerializer):
             "queue",
             "share",
             "urgency",
+            "team",
+            "subject",
             "before",
             "after",
             "changes",

@@ -393,6 +393,8 @@ def _record(
     urgency: UrgencyDefinition | None = None,
     reverts: PolicyChange | None = None,
     exception_request=None,
+    team: Team | None = None,
+    subject=None,
 ) -> PolicyChange:
     return PolicyChange.objects.create(
         actor=actor,
@@ -407,6 +409,8 @@ def _record(
         urgency=urgency,
         reverts=reverts,
         exception_request=exception_request,
+        team=team,
+        subject=subject,
     )
 
 
@@ -877,12 +881,24 @@ def changed_fields(
     ]
 
 
+# The reverts of targets whose writes live in their own module (governance.policy.
+# membership: teams and roles), registered by it: target -> revert(actor, change, reason,
+# diff) returning the PolicyWrite of the new change.
+_TARGET_REVERTS: dict[str, Callable[..., PolicyWrite]] = {}
+
+
+def register_revert(target: str, revert: Callable[..., PolicyWrite]) -> None:
+    _TARGET_REVERTS[target] = revert
+
+
 def _revert_proposal(*, change: PolicyChange, **_) -> _Proposal:
     about = {
         "reverts": change,
         "queue": change.queue,
         "share": change.share,
         "urgency": change.urgency,
+        "team": change.team,
+        "subject": change.subject,
     }
     return _Proposal(Kind.REVERT, {}, about)
 
@@ -929,6 +945,10 @@ def policy_change_revert(*, actor, change: PolicyChange, reason: str) -> PolicyW
             cause=PolicyChange.Cause.REVERT,
             reverts=change,
             approved=_REVIEWED,
+        )
+    elif change.target in _TARGET_REVERTS:
+        written = _TARGET_REVERTS[change.target](
+            actor=actor, change=change, reason=reason, diff=diff
         )
     else:
         if change.urgency is None or change.before is None:

@@ -1,7 +1,8 @@
 """Policy proposals in the API (/api/v1/policy-proposals/): list, read, approve, reject,
 withdraw; and the 202 answer of a policy write that became a proposal.
 
-With POLICY_CHANGES_NEED_REVIEW a write (share, queue, urgency definition, revert)
+With POLICY_CHANGES_NEED_REVIEW a write (share, queue, urgency definition, team, roles,
+revert)
 answers 202 Accepted with the proposal: nothing applies until another admin approves
 it here. Who may do what is core.rules.
 """
@@ -24,6 +25,12 @@ from governance.proposals.selectors import proposal_list
 class ProposalSerializer(serializers.ModelSerializer):
     author = serializers.CharField(source="author.username", allow_null=True, default=None)
     reviewer = serializers.CharField(source="reviewer.username", allow_null=True, default=None)
+    subject = serializers.CharField(
+        source="subject.username",
+        allow_null=True,
+        default=None,
+        help_text="For a change of roles: the user whose roles it changes.",
+    )
     # Plain strings: "kind" and "state" name other enums in the schema already.
     kind = serializers.CharField(help_text="One of " + ", ".join(PolicyProposal.Kind.values))
     state = serializers.CharField(help_text="One of " + ", ".join(PolicyProposal.State.values))
@@ -42,6 +49,8 @@ class ProposalSerializer(serializers.ModelSerializer):
             "share",
             "urgency",
             "reverts",
+            "team",
+            "subject",
             "before",
             "after",
             "base_version",

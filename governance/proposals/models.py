@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from fleet.models import JobQueue, QuotaShare, UrgencyDefinition
+from fleet.models import JobQueue, QuotaShare, Team, UrgencyDefinition
 from governance.policy.models import PolicyChange
 
 
@@ -24,6 +24,10 @@ class PolicyProposal(models.Model):
         QUEUE_CAPACITY = "queue_capacity", "Change of a queue's capacity"
         URGENCY_CREATE = "urgency_create", "New urgency definition"
         URGENCY_UPDATE = "urgency_update", "Change of an urgency definition"
+        TEAM_CREATE = "team_create", "New team"
+        TEAM_UPDATE = "team_update", "Change of a team's membership"
+        TEAM_DELETE = "team_delete", "Deletion of a team"
+        ROLES = "role_assignment", "Change of a user's roles"
         REVERT = "revert", "Revert of a change"
 
     class State(models.TextChoices):
@@ -54,6 +58,13 @@ class PolicyProposal(models.Model):
     )
     reverts = models.ForeignKey(
         PolicyChange, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    # SET_NULL: approving a team's deletion deletes the team, and the proposal stays.
+    team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="proposals"
+    )
+    subject = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     # The object as it was when proposed, and what the proposal would make it.
     before = models.JSONField(null=True, blank=True)

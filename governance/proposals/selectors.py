@@ -10,7 +10,15 @@ from governance.models import PolicyProposal
 def proposal_list(*, state: str | None = None) -> QuerySet[PolicyProposal]:
     """Proposals, those waiting for a review first, each part newest first."""
     proposals = PolicyProposal.objects.select_related(
-        "author", "reviewer", "queue", "share", "urgency", "reverts", "applied_change"
+        "author",
+        "reviewer",
+        "queue",
+        "share",
+        "urgency",
+        "reverts",
+        "applied_change",
+        "team",
+        "subject",
     )
     if state:
         proposals = proposals.filter(state=state)

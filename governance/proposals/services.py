@@ -14,6 +14,7 @@ from django.utils import timezone
 from core import rules
 from core.errors import NON_FIELD, InvalidInput, WrongState
 from governance.models import PolicyProposal
+from governance.policy import membership
 from governance.policy import services as policy
 
 Kind = PolicyProposal.Kind
@@ -61,6 +62,25 @@ def _apply(proposal: PolicyProposal) -> policy.PolicyWrite:
             urgency=proposal.urgency,
             expected_version=proposal.base_version,
             **common,
+        )
+    if proposal.kind in (Kind.TEAM_CREATE, Kind.TEAM_UPDATE):
+        return membership.team_save(
+            data=membership.team_data_from_document(payload["data"]),
+            team=proposal.team,
+            expected=proposal.before,
+            **common,
+        )
+    if proposal.kind == Kind.TEAM_DELETE:
+        if proposal.team is None:
+            raise InvalidInput({NON_FIELD: ["this team no longer exists"]})
+        written = membership.team_delete(team=proposal.team, **common)
+        proposal.team = None  # deleted with the team's row (SET_NULL)
+        return written
+    if proposal.kind == Kind.ROLES:
+        if proposal.subject is None:
+            raise InvalidInput({NON_FIELD: ["this user no longer exists"]})
+        return membership.user_roles_set(
+            user=proposal.subject, roles=payload["roles"], expected=proposal.before, **common
         )
     return policy.policy_change_revert(change=proposal.reverts, **common)
 

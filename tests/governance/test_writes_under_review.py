@@ -12,6 +12,7 @@ from fleet.models import UrgencyDefinition
 from fleet.selectors import share_document
 from governance.models import PolicyChange, PolicyProposal
 from governance.policy.services import PolicyWrite, share_data_from_document, share_update
+from tests.factories import TeamFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -70,11 +71,25 @@ def _page_writes(aws_queue, edited):
         "queue_capacity": (reverse("queue-capacity", args=[aws_queue.pk]), capacity),
         "urgency_create": (reverse("urgency-create"), {**URGENCY, "reason": "Agreed"}),
         "revert": (reverse("history-revert", args=[edited.pk]), {"reason": "Too early"}),
+        "team_create": (reverse("team-create"), {"name": "speech", "reason": "New team"}),
+        "team_update": (
+            reverse("team-edit", args=[qs3.team_id]),
+            {"name": qs3.team.name, "description": "Speech", "reason": "Describe it"},
+        ),
     }
 
 
 @pytest.mark.parametrize(
-    "kind", ["share_create", "share_update", "queue_capacity", "urgency_create", "revert"]
+    "kind",
+    [
+        "share_create",
+        "share_update",
+        "queue_capacity",
+        "urgency_create",
+        "revert",
+        "team_create",
+        "team_update",
+    ],
 )
 def test_a_page_write_under_review_shows_the_proposal(settings, admin, aws_queue, edited, kind):
     settings.POLICY_CHANGES_NEED_REVIEW = True
@@ -122,6 +137,17 @@ def _api_writes(aws_queue, edited):
         ),
         "urgency_create": ("post", "/api/v1/urgency-definitions/", urgency),
         "revert": ("post", f"/api/v1/policy-changes/{edited.pk}/revert/", {"reason": "r"}),
+        "team_create": ("post", "/api/v1/teams/", {"name": "speech", "reason": "r"}),
+        "team_update": (
+            "patch",
+            f"/api/v1/teams/{qs3.team_id}/",
+            {"description": "Speech", "reason": "r"},
+        ),
+        "team_delete": (
+            "delete",
+            f"/api/v1/teams/{TeamFactory(name='spare').pk}/",
+            {"reason": "r"},
+        ),
     }
 
 
@@ -134,6 +160,9 @@ def _api_writes(aws_queue, edited):
         "share_update",
         "urgency_create",
         "revert",
+        "team_create",
+        "team_update",
+        "team_delete",
     ],
 )
 def test_an_api_write_under_review_answers_202_with_the_proposal(

@@ -65,7 +65,9 @@ def test_429_has_the_shape_and_retry_after(admin_api, db, settings):
 
 def test_every_409_has_the_conflict_keys(admin_api, aws_queue):
     team = aws_queue.shares.get(name="qs1").team
-    in_use = _shape(admin_api.delete(f"/api/v1/teams/{team.pk}/"), 409)
+    in_use = _shape(
+        admin_api.delete(f"/api/v1/teams/{team.pk}/", {"reason": "x"}, format="json"), 409
+    )
     share = aws_queue.shares.get(name="qs2")
     stale = {"name": "renamed", "version": share.version, "reason": "x"}
     admin_api.patch(f"/api/v1/shares/{share.pk}/", stale, format="json")

@@ -110,8 +110,13 @@ def _write(endpoint, world):
             },
             200,
         ),
-        "teams": ("post", "/api/v1/teams/", {"name": "speech"}, 201),
-        "team": ("patch", f"/api/v1/teams/{world['team'].pk}/", {"description": "CV"}, 200),
+        "teams": ("post", "/api/v1/teams/", {"name": "speech", "reason": "new team"}, 201),
+        "team": (
+            "patch",
+            f"/api/v1/teams/{world['team'].pk}/",
+            {"description": "CV", "reason": "describe it"},
+            200,
+        ),
         "instance-types": (
             "post",
             "/api/v1/instance-types/",
@@ -197,4 +202,5 @@ def test_delete(request, api, world, role):
     team = TeamFactory(name="spare-team")
     expected = 204 if role in WRITERS else 403
     assert client.delete(f"/api/v1/instance-types/{spare.pk}/").status_code == expected
-    assert client.delete(f"/api/v1/teams/{team.pk}/").status_code == expected
+    gone = client.delete(f"/api/v1/teams/{team.pk}/", {"reason": "unused"}, format="json")
+    assert gone.status_code == expected

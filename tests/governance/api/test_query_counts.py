@@ -55,7 +55,8 @@ def many(admin):
         ("/api/v1/teams/", 1 + 2, 11),  # members, leads
         ("/api/v1/instance-types/", 1, 5),
         ("/api/v1/urgency-definitions/", 1 + 1, 4),  # invokers
-        ("/api/v1/policy-changes/", 1, 16),  # actors joined
+        # Actors and subjects joined; 16 share edits and the admin fixture's role grant.
+        ("/api/v1/policy-changes/", 1, 17),
     ],
 )
 def test_list_queries_are_constant(admin_api, many, django_assert_num_queries, url, queries, rows):

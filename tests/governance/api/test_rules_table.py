@@ -41,7 +41,7 @@ def test_a_share_update_under_review_answers_202_and_applies_on_approval(
     assert proposal["state"] == "PENDING" and proposal["kind"] == "share_update"
     assert proposal["after"]["capacity_limits"] == {"ml.g5.xlarge": 2}
     assert QuotaShare.objects.get(pk=share.pk).version == 1
-    assert not PolicyChange.objects.exists()
+    assert not PolicyChange.objects.filter(share=share).exists()
 
     url = f"/api/v1/policy-proposals/{proposal['id']}/approve/"
     refused = client_for(admin).post(url, {}, format="json")
@@ -61,7 +61,7 @@ def test_a_revert_under_review_answers_202(settings, admin, aws_queue):
         f"/api/v1/shares/{share.pk}/", {"state": "DISABLED", "reason": "r", "version": 1},
         format="json",
     )  # fmt: skip
-    change = PolicyChange.objects.get()
+    change = PolicyChange.objects.get(share=share)
     settings.POLICY_CHANGES_NEED_REVIEW = True
 
     response = client_for(admin).post(
@@ -69,7 +69,7 @@ def test_a_revert_under_review_answers_202(settings, admin, aws_queue):
     )
 
     assert response.status_code == 202 and response.json()["kind"] == "revert"
-    assert PolicyChange.objects.count() == 1
+    assert PolicyChange.objects.filter(share=share).count() == 1
 
 
 def test_the_ceiling_is_set_by_admins_in_the_api(admin, aws_queue):
@@ -80,7 +80,7 @@ def test_the_ceiling_is_set_by_admins_in_the_api(admin, aws_queue):
         format="json",
     )  # fmt: skip
     assert response.status_code == 200 and response.json()["priority_ceiling"] == 500
-    change = PolicyChange.objects.get()
+    change = PolicyChange.objects.get(share=share)
     assert (change.before["priority_ceiling"], change.after["priority_ceiling"]) == (100, 500)
     too_high = client_for(admin).patch(
         url, {"priority_ceiling": 10_000, "reason": "r", "version": 2}, format="json"

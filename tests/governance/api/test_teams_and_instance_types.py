@@ -1,4 +1,6 @@
-"""Teams (members and leads by username) and instance types: plain records admins edit."""
+"""Teams (members and leads by username; membership is policy, so a write needs a
+reason: tests/governance/test_membership_policy.py) and instance types: plain records
+admins edit."""
 
 import pytest
 
@@ -10,7 +12,13 @@ def test_create_team_with_members_and_leads(admin_api, db):
     UserFactory(username="ben")
     response = admin_api.post(
         "/api/v1/teams/",
-        {"name": "vision", "description": "CV models", "members": ["ana", "ben"], "leads": ["ana"]},
+        {
+            "name": "vision",
+            "description": "CV models",
+            "members": ["ana", "ben"],
+            "leads": ["ana"],
+            "reason": "The vision team starts this quarter",
+        },
         format="json",
     )
     assert response.status_code == 201, response.json()
@@ -21,7 +29,9 @@ def test_create_team_with_members_and_leads(admin_api, db):
 def test_update_team_members(admin_api, db):
     team = TeamFactory(name="vision")
     UserFactory(username="ana")
-    response = admin_api.patch(f"/api/v1/teams/{team.pk}/", {"members": ["ana"]}, format="json")
+    response = admin_api.patch(
+        f"/api/v1/teams/{team.pk}/", {"members": ["ana"], "reason": "Ana joins"}, format="json"
+    )
     assert response.status_code == 200, response.json()
     assert list(team.members.values_list("username", flat=True)) == ["ana"]
 
@@ -46,7 +56,9 @@ def test_team_input_errors(admin_api, unchanged, body, field, message):
 def test_team_with_shares_cannot_be_deleted(admin_api, aws_queue, unchanged):
     team = aws_queue.shares.get(name="qs1").team
     with unchanged():
-        response = admin_api.delete(f"/api/v1/teams/{team.pk}/")
+        response = admin_api.delete(
+            f"/api/v1/teams/{team.pk}/", {"reason": "The team disbands"}, format="json"
+        )
     assert response.status_code == 409
     assert response.json()["errors"]["non_field_errors"][0].startswith("still in use by aws-sample")
 

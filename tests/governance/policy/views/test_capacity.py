@@ -58,7 +58,7 @@ def test_rule_is_shown_on_its_row(admin_client, aws_queue, capacity, field):
     assert response.status_code == 200
     assert response.context["form"].limit_rows[0].errors[field]
     assert aws_queue.capacities.get().instances == 3
-    assert not PolicyChange.objects.exists()
+    assert not PolicyChange.objects.filter(target=PolicyChange.Target.QUEUE).exists()
 
 
 def test_a_queue_needs_some_capacity(admin_client, aws_queue):
@@ -68,7 +68,7 @@ def test_a_queue_needs_some_capacity(admin_client, aws_queue):
 
     assert response.status_code == 200
     assert response.context["form"].limit_errors
-    assert not PolicyChange.objects.exists()
+    assert not PolicyChange.objects.filter(target=PolicyChange.Target.QUEUE).exists()
 
 
 def test_dropping_a_type_the_shares_still_use_is_refused(admin_client, aws_queue):

@@ -81,7 +81,7 @@ def test_rule_is_shown_next_to_its_field(admin_client, fields, field):
     assert response.context["form"].errors[field]
     assert f'id="id_{field}_error"' in response.content.decode()
     assert UrgencyDefinition.objects.count() == 1
-    assert not PolicyChange.objects.exists()
+    assert not PolicyChange.objects.filter(target=PolicyChange.Target.URGENCY).exists()
 
 
 def test_the_editor_shows_the_definition_as_it_is(admin_client):
