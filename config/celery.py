@@ -48,7 +48,11 @@ class CoalescingTask(Task):
     demo's files: its one machine). If the cache cannot answer, the task runs."""
 
     def before_start(self, task_id, args, kwargs):
-        period = getattr(self.request, PERIODIC_HEADER, None)
+        # A worker's request carries message headers as attributes; `apply` (eager) in
+        # `headers`.
+        period = getattr(self.request, PERIODIC_HEADER, None) or (self.request.headers or {}).get(
+            PERIODIC_HEADER
+        )
         if not period:
             return
         from scheduler.liveness import tick_cache

@@ -461,7 +461,7 @@ SIMULATED_SECONDS_PER_SECOND = env_int("SIMULATED_SECONDS_PER_SECOND", 60)
 SCHEDULER_TICK_SECONDS = env_int("SCHEDULER_TICK_SECONDS", 2)
 # The repair sweep; often, as it also requeues the runs of dead runners (seconds after
 # their death, see RUNNER_DEAD_AFTER_SECONDS); cheap when there is nothing to repair.
-JOB_SWEEP_SECONDS = env_int("JOB_SWEEP_SECONDS", 2)
+JOB_SWEEP_SECONDS = env_int("JOB_SWEEP_SECONDS", 1)
 JOB_HEARTBEAT_SECONDS = env_int("JOB_HEARTBEAT_SECONDS", 2)
 # How long a runner keeps a run's process without renewing its lease (a database
 # stall shorter than this stops nothing); the lease is this plus the definition's
