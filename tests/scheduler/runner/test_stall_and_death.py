@@ -9,6 +9,7 @@ test prints its figures (`pytest -s` shows them).
 
 from __future__ import annotations
 
+import threading
 import time
 
 import psycopg
@@ -24,6 +25,7 @@ from scheduler.services.runs import jobs_requeue_lost
 from tests.scheduler.live.conftest import wait_for
 from tests.scheduler.runner.conftest import train
 from tests.scheduler.runner.procs import Sampler, processes_of
+from tests.scheduler.runner.test_faults import terminate_other_connections
 
 pytestmark = [
     pytest.mark.redis,
@@ -33,7 +35,8 @@ pytestmark = [
 
 RUNNERS_ONLY = "instances.ml.g5.xlarge"
 # The runner keeps a process 20 s without renewing its lease (tests/scheduler/runner/
-# stall_settings.py); with a grace of 5 s the old rule stopped it at 14.8 s.
+# long_lease_settings.py); with a grace of 5 s the old rule stopped it at 14.8 s.
+LONG_LEASE = "tests.scheduler.runner.long_lease_settings"
 KEEP_SECONDS = 20
 GRACE = 5
 STALL_SECONDS = 16
@@ -53,6 +56,29 @@ def second_connection() -> psycopg.Connection:
         host=db["HOST"] or None,
         port=db["PORT"] or None,
     )
+
+
+class Sweeper(threading.Thread):
+    """The recovery sweep every `JOB_SWEEP_SECONDS`, as beat sends it, in a thread of
+    the test (with a connection of its own)."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.period = float(settings.JOB_SWEEP_SECONDS)
+        self.requeued: list[int] = []
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self._halt.is_set():
+                self.requeued.extend(jobs_requeue_lost(claim_timeout=30))
+                self._halt.wait(self.period)
+        finally:
+            connection.close()
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=10)
 
 
 @pytest.fixture
@@ -81,7 +107,7 @@ def two_running(started, runner):
 def test_a_table_lock_shorter_than_the_lease_stops_no_running_job(
     worker_env, start_worker, started, sampler, capsys
 ):
-    worker_env["DJANGO_SETTINGS_MODULE"] = "tests.scheduler.runner.stall_settings"
+    worker_env["DJANGO_SETTINGS_MODULE"] = LONG_LEASE
     runner = start_worker(name="stalled", queues=RUNNERS_ONLY)
     jobs = two_running(started, runner)
     pids_before = {job.pk: [p.pid for p in processes_of(job.pk)] for job in jobs}
@@ -133,6 +159,8 @@ def test_a_table_lock_shorter_than_the_lease_stops_no_running_job(
 def test_kill_9_of_a_runner_frees_its_slots_within_10_s_and_its_restart_adopts_nothing(
     worker_env, start_worker, started, sampler, process_queue, capsys
 ):
+    # Leases of 26 s: only the runner's liveness can free its slots within 10 s.
+    worker_env["DJANGO_SETTINGS_MODULE"] = LONG_LEASE
     doomed = start_worker(name="doomed", queues=RUNNERS_ONLY)
     jobs = [
         started("killed-a", train(100000, step_seconds=0.05), share="qs1"),
@@ -146,24 +174,29 @@ def test_kill_9_of_a_runner_frees_its_slots_within_10_s_and_its_restart_adopts_n
         what="the runner to hold its liveness lock",
     )
 
+    sweeper = Sweeper()  # as beat runs it: every JOB_SWEEP_SECONDS
+    sweeper.start()
     sampler.mark("kill -9 of the runner")
-    killed = time.monotonic()
+    killed_at = timezone.now()
     doomed.kill()
     # Restarted at once under the same name (a supervisor would): a new incarnation.
     restarted = start_worker(name="doomed", queues=RUNNERS_ONLY)
-    sweep_every = float(settings.JOB_SWEEP_SECONDS)  # the beat schedule's period
-    requeued: list[int] = []
-
-    def slots_free():
-        requeued.extend(jobs_requeue_lost(claim_timeout=30))
-        if all(fresh(job).state == "RUNNABLE" for job in jobs):
-            return True
-        time.sleep(sweep_every)
-        return False
-
-    wait_for(slots_free, timeout=30, interval=0, what="the dead runner's slots to be free")
-    free_after = time.monotonic() - killed
-    sampler.mark(f"both slots free ({free_after:.1f} s after the kill)")
+    try:
+        wait_for(
+            lambda: all(fresh(job).state == "RUNNABLE" for job in jobs),
+            timeout=30,
+            interval=0.05,
+            what="the dead runner's slots to be free",
+        )
+    finally:
+        sweeper.stop()
+    # When the sweep freed them (the restart above may still have been starting then).
+    requeues = JobEvent.objects.filter(job__in=jobs, type="REQUEUED")
+    freed_at = max(requeues.values_list("at", flat=True))
+    free_after = (freed_at - killed_at).total_seconds()
+    requeued = sweeper.requeued
+    sweep_every = sweeper.period
+    sampler.mark(f"seen free (the sweep freed both {free_after:.1f} s after the kill)")
     processes_gone = [processes_of(job.pk) for job in jobs]
 
     scheduling_pass(queue_id=process_queue.pk, now=timezone.now())
@@ -173,6 +206,11 @@ def test_kill_9_of_a_runner_frees_its_slots_within_10_s_and_its_restart_adopts_n
             and fresh(job).attempt == 2,
             timeout=30,
             what="attempt 2 on the restarted runner",
+        )
+        wait_for(
+            lambda job=job: [p.attempt for p in processes_of(job.pk)] == [2],
+            timeout=15,
+            what="attempt 2's process",
         )
     sampler.stop()
     with capsys.disabled():
@@ -195,3 +233,37 @@ def test_kill_9_of_a_runner_frees_its_slots_within_10_s_and_its_restart_adopts_n
     assert restarted.process.pid != old_pid
     names = set(Runner.objects.filter(pid__in=[old_pid, restarted.process.pid]).values_list("name"))
     assert len(names) == 1
+
+
+def test_a_live_runner_whose_connections_are_terminated_keeps_its_runs_while_sweeps_run(
+    start_worker, started, sampler, capsys
+):
+    runner = start_worker(name="cut-off", queues=RUNNERS_ONLY)
+    job = started("cut-off", train(240, step_seconds=0.05))
+    wait_for(lambda: fresh(job).progress >= 5, timeout=30, what="the run to report")
+    wait_for(
+        lambda: Runner.objects.filter(
+            pid=runner.process.pid, liveness_locked_at__isnull=False
+        ).exists(),
+        what="the runner to hold its liveness lock",
+    )
+
+    requeued, terminated = [], []
+    for _ in range(12):  # its liveness lock is free again and again, for moments
+        terminated.append(terminate_other_connections())
+        sampler.mark(f"terminated {terminated[-1]} backends")
+        for _ in range(2):
+            requeued.extend(jobs_requeue_lost(claim_timeout=30))
+            time.sleep(0.35)
+
+    done = wait_for(
+        lambda: fresh(job).state == "SUCCEEDED" and fresh(job), timeout=40, what="the job"
+    )
+    sampler.stop()
+    with capsys.disabled():
+        print("\n" + sampler.timeline(job.pk, "a live runner's connections terminated 12 times"))
+    assert all(count >= 1 for count in terminated)
+    assert requeued == []
+    assert sampler.max_live(job.pk) == 1 and len(sampler.seen(job.pk)) == 1
+    assert (done.attempt, done.requeues, done.exit_code) == (1, 0, 0)
+    assert "liveness lock lost" in runner.output()
