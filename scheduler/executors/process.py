@@ -478,8 +478,9 @@ class Run:
     # Lease.
 
     def keep_lease(self) -> str | None:
-        """Renew the lease when a beat is due. None while the run is ours; "fenced" or
-        "lease_lost" when it is not, and the process must stop."""
+        """Renew the lease when a beat is due. None while the run is ours; "fenced",
+        "lease_lost" or "liveness_lost" when the process must stop (with
+        `stop_grace`)."""
         now = time.monotonic()
         stop_at, grace, why = self.stop_plan()
         if now >= stop_at:
@@ -701,6 +702,10 @@ class Run:
             self.report(runs.job_run_released, cause=runs.RUNNER_STOPPED, **figures)
         elif outcome.kind == "busy":
             self.report(runs.job_run_released, cause=runs.CHECKPOINT_BUSY, **figures)
+        elif outcome.kind == "liveness_lost":
+            # The process is gone; if the database answers again, the slot is free now
+            # rather than when the lease runs out (refused if the sweep was first).
+            self.report(runs.job_run_released, cause=runs.WORKER_LOST, **figures)
 
 
 def _retrying(call, *, until: float):

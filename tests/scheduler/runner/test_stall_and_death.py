@@ -9,6 +9,7 @@ test prints its figures (`pytest -s` shows them).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -46,11 +47,12 @@ def fresh(job: Job) -> Job:
     return Job.objects.get(pk=job.pk)
 
 
-def second_connection() -> psycopg.Connection:
-    """A connection of the test's own to the test database, outside Django's."""
+def second_connection(dbname: str | None = None) -> psycopg.Connection:
+    """A connection of the test's own to the test database (or `dbname`), outside
+    Django's."""
     db = connection.settings_dict
     return psycopg.connect(
-        dbname=db["NAME"],
+        dbname=dbname or db["NAME"],
         user=db["USER"] or None,
         password=db["PASSWORD"] or None,
         host=db["HOST"] or None,
@@ -66,12 +68,22 @@ class Sweeper(threading.Thread):
         super().__init__(daemon=True)
         self.period = float(settings.JOB_SWEEP_SECONDS)
         self.requeued: list[int] = []
+        self.requeued_at: float | None = None  # monotonic, when the first requeue committed
+        self.backend_pid: int | None = None
+        self.connected = threading.Event()
         self._halt = threading.Event()
 
     def run(self) -> None:
         try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                self.backend_pid = cursor.fetchone()[0]
+            self.connected.set()
             while not self._halt.is_set():
-                self.requeued.extend(jobs_requeue_lost(claim_timeout=30))
+                requeued = jobs_requeue_lost(claim_timeout=30)
+                if requeued and self.requeued_at is None:
+                    self.requeued_at = time.monotonic()
+                self.requeued.extend(requeued)
                 self._halt.wait(self.period)
         finally:
             connection.close()
@@ -267,3 +279,59 @@ def test_a_live_runner_whose_connections_are_terminated_keeps_its_runs_while_swe
     assert sampler.max_live(job.pk) == 1 and len(sampler.seen(job.pk)) == 1
     assert (done.attempt, done.requeues, done.exit_code) == (1, 0, 0)
     assert "liveness lock lost" in runner.output()
+
+
+def test_a_runner_cut_off_from_the_database_stops_its_process_before_the_sweep_requeues(
+    worker_env, start_worker, started, sampler, capsys
+):
+    # Long leases: what stops the process here is the unconfirmed liveness lock.
+    worker_env["DJANGO_SETTINGS_MODULE"] = LONG_LEASE
+    runner = start_worker(name="cut-off", queues=RUNNERS_ONLY)
+    job = started("cut-off", train(100000, step_seconds=0.05))
+    wait_for(lambda: fresh(job).progress >= 5, timeout=30, what="the run to report")
+    wait_for(
+        lambda: Runner.objects.filter(
+            pid=runner.process.pid, liveness_locked_at__isnull=False
+        ).exists(),
+        what="the runner to hold its liveness lock",
+    )
+    name = connection.settings_dict["NAME"]
+    # From the database the test one was made from (one cannot lock out one's own).
+    admin = second_connection(os.environ["DATABASE_URL"].rpartition("/")[2])
+    admin.autocommit = True
+    sweeper = Sweeper()
+    sweeper.start()
+    assert sweeper.connected.wait(10)
+    ours = [sweeper.backend_pid]
+    try:
+        # As if the network failed: no new connection, and the runner's are cut.
+        admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false')
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND pid <> ALL(%s)",
+                [ours],
+            )
+            assert cursor.fetchone()[0] >= 1
+        cut = time.monotonic()
+        sampler.mark("the runner is cut off from the database")
+        wait_for(lambda: sweeper.requeued, timeout=30, interval=0.05, what="the requeue")
+        requeued_at = sweeper.requeued_at - sampler.started_at
+    finally:
+        sweeper.stop()
+        admin.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS true')
+        admin.close()
+    sampler.mark("the sweep requeued the run")
+    sampler.stop()
+    spans = sampler.spans(job.pk)
+    last_alive = max(end for _, end, live in spans if live)
+    with capsys.disabled():
+        print(
+            f"\ncut off: the process stopped {last_alive - (cut - sampler.started_at):.1f} s "
+            f"after the cut, the sweep requeued at {requeued_at - (cut - sampler.started_at):.1f} s"
+        )
+        print(sampler.timeline(job.pk, "runner cut off from the database"))
+    assert sweeper.requeued == [job.pk]
+    assert last_alive < requeued_at  # no live process behind the requeued run
+    assert "liveness is unconfirmed" in runner.output()
