@@ -40,25 +40,28 @@ PERIODIC_HEADER = "periodic_seconds"
 class CoalescingTask(Task):
     """Every task of the app. A periodic message (beat sends it with the
     `periodic_seconds` header) runs only if no message of the same task ran in the last
-    half period: a worker that was stopped or busy works through a backlog of beat
-    messages as no-ops instead of running each. This replaces Celery's `expires`, an
-    absolute time computed on the sender's clock and compared on the worker's, which
-    made a worker whose clock is ahead drop every beat message. The half period is
-    measured by the liveness cache (Redis: its own clock, one for every process; the
-    demo's files: its one machine). If the cache cannot answer, the task runs."""
+    half period (in whole seconds): a worker that was stopped or busy works through a
+    backlog of beat messages as no-ops instead of running each. This replaces Celery's
+    `expires`, an absolute time computed on the sender's clock and compared on the
+    worker's, which made a worker whose clock is ahead drop every beat message. The
+    half period is measured by the liveness cache (Redis: its own clock, one for every
+    process; the demo's files: its one machine). If the cache cannot answer, the task
+    runs."""
 
     def before_start(self, task_id, args, kwargs):
         # A worker's request carries message headers as attributes; `apply` (eager) in
         # `headers`.
-        period = getattr(self.request, PERIODIC_HEADER, None) or (self.request.headers or {}).get(
-            PERIODIC_HEADER
-        )
-        if not period:
+        headers = self.request.headers or {}
+        period = getattr(self.request, PERIODIC_HEADER, None) or headers.get(PERIODIC_HEADER)
+        # Whole seconds (Redis's expiry): a task due more often than every 2 s does not
+        # coalesce, and its backlog is worked through (the sweep: cheap, idempotent).
+        window = int(float(period or 0) // 2)
+        if window < 1:
             return
         from scheduler.liveness import tick_cache
 
         try:
-            first = tick_cache().add(f"periodic:{self.name}", task_id, timeout=float(period) / 2)
+            first = tick_cache().add(f"periodic:{self.name}", task_id, timeout=window)
         except Exception:  # noqa: BLE001 - no cache: run rather than drop
             return
         if not first:

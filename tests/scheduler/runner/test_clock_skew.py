@@ -12,10 +12,12 @@ sweep would requeue them. No hook of the product's code is involved.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
 import uuid
 
 import pytest
+import redis
 from django.utils import timezone
 
 from config.celery import app, periodic
@@ -24,6 +26,7 @@ from scheduler.liveness import database_clock_offset, live_runners, served_insta
 from scheduler.services.passes import scheduling_pass
 from scheduler.services.runners import runner_beat, runner_register
 from scheduler.services.runs import job_claim_run, job_heartbeat, jobs_requeue_lost
+from tests.scheduler.live.conftest import wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -144,3 +147,26 @@ def test_beat_messages_carry_no_time_and_a_backlog_runs_once_per_half_period(ske
     assert [result.state for result in backlog] == ["IGNORED"] * 3
     # Work sent by hand (no periodic header) always runs.
     assert sweep.apply().state == "SUCCESS"
+
+
+@pytest.mark.redis
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_runs_one_of_a_backlog_of_beat_messages(start_worker, worker_env):
+    # The worker's liveness cache is Redis: no mark of an earlier run may linger there.
+    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    for key in client.scan_iter("*periodic:governance.exceptions.sweep*"):
+        client.delete(key)
+    worker = start_worker(name="scheduling", queues="celery")
+    options = app.conf.beat_schedule["exceptions-sweep"]["options"]  # every 60 s
+    assert "expires" not in options
+    for _ in range(3):  # a backlog, as a worker back from a stop finds it
+        app.tasks["governance.exceptions.sweep"].apply_async(**options)
+
+    def handled():
+        log = worker.output()
+        return log.count("governance.exceptions.sweep[") >= 6 and log  # 3 received, 3 done
+
+    log = wait_for(handled, timeout=30, what="the three messages")
+    assert log.count("] succeeded in") == 1
+    assert log.count("] ignored") == 2
