@@ -4,7 +4,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("scheduler", "0007_fleet_models_moved")]
+    dependencies = [("scheduler", "0008_runner_problems")]
 
     operations = [
         migrations.AlterModelOptions(name="runner", options={"ordering": ["name", "pid"]}),
