@@ -9,7 +9,7 @@ queues every task goes to.
   sweep, the exceptions sweep, start estimates of waiting jobs (scheduler.services.
   estimates: pages show the last forecast "as of" its instant until the next is
   stored), dashboard rollups and the monthly pack.
-- `demo`: the demo's traffic generator, bounded (its beat messages expire).
+- `demo`: the demo's traffic generator, bounded (its beat messages coalesce).
 - `instances.<type>`: runs of the process executor (scheduler.executors), one queue
   per instance type, for the runner workers.
 
@@ -17,12 +17,13 @@ Workers name the queues they consume (`--queues`); a worker started without name
 consumes `interactive`, `celery` and `demo`.
 
 Also declared here, once for every app: the retry policy of tasks (`retry_policy`) and
-the beat schedule (`beat_schedule`).
+the beat schedule (`beat_schedule`), whose messages coalesce (`Task.before_start`).
 """
 
 import os
 
-from celery import Celery
+from celery import Celery, Task
+from celery.exceptions import Ignore
 from celery.schedules import crontab
 from django.db import OperationalError
 from kombu import Queue
@@ -33,7 +34,41 @@ INTERACTIVE_QUEUE = "interactive"
 BACKGROUND_QUEUE = "celery"
 DEMO_QUEUE = "demo"
 
-app = Celery("governance")
+PERIODIC_HEADER = "periodic_seconds"
+
+
+class CoalescingTask(Task):
+    """Every task of the app. A periodic message (beat sends it with the
+    `periodic_seconds` header) runs only if no message of the same task ran in the last
+    half period (in whole seconds): a worker that was stopped or busy works through a
+    backlog of beat messages as no-ops instead of running each. This replaces Celery's
+    `expires`, an absolute time computed on the sender's clock and compared on the
+    worker's, which made a worker whose clock is ahead drop every beat message. The
+    half period is measured by the liveness cache (Redis: its own clock, one for every
+    process; the demo's files: its one machine). If the cache cannot answer, the task
+    runs."""
+
+    def before_start(self, task_id, args, kwargs):
+        # A worker's request carries message headers as attributes; `apply` (eager) in
+        # `headers`.
+        headers = self.request.headers or {}
+        period = getattr(self.request, PERIODIC_HEADER, None) or headers.get(PERIODIC_HEADER)
+        # Whole seconds (Redis's expiry): a task due more often than every 2 s does not
+        # coalesce, and its backlog is worked through (the sweep: cheap, idempotent).
+        window = int(float(period or 0) // 2)
+        if window < 1:
+            return
+        from scheduler.liveness import tick_cache
+
+        try:
+            first = tick_cache().add(f"periodic:{self.name}", task_id, timeout=window)
+        except Exception:  # noqa: BLE001 - no cache: run rather than drop
+            return
+        if not first:
+            raise Ignore()
+
+
+app = Celery("governance", task_cls=CoalescingTask)
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 # The governance app keeps its tasks in its feature packages.
@@ -80,34 +115,41 @@ def retry_policy(*transient: type[Exception], patient: bool = False) -> dict:
     }
 
 
+def periodic(seconds: float) -> dict:
+    """The options of a periodic message: it coalesces (`CoalescingTask`)."""
+    return {"headers": {PERIODIC_HEADER: seconds}}
+
+
 def beat_schedule(settings) -> dict:
-    """Every periodic task. Messages expire before the next one is due, so a busy or
-    stopped worker never finds a backlog of them."""
+    """Every periodic task. Messages of a task closer than half its period to the last
+    one that ran are dropped by the worker, so a busy or stopped worker never works
+    through a backlog of them, whatever its clock says."""
     tick = float(settings.SCHEDULER_TICK_SECONDS)
     sweep = float(settings.JOB_SWEEP_SECONDS)
     schedule = {
-        # The scheduler: passes of queues with live jobs, and runs whose runner is gone.
+        # The scheduler: passes of queues with live jobs, and runs whose runner is gone
+        # (often: a dead runner's runs are requeued within seconds).
         "scheduler-tick": {
             "task": "scheduler.tick",
             "schedule": tick,
-            "options": {"expires": tick},
+            "options": periodic(tick),
         },
         "scheduler-sweep": {
             "task": "scheduler.sweep",
             "schedule": sweep,
-            "options": {"expires": sweep},
+            "options": periodic(sweep),
         },
         # Every minute: an exception's window starts or ends at most a minute late.
         "exceptions-sweep": {
             "task": "governance.exceptions.sweep",
             "schedule": EXCEPTIONS_SWEEP_SECONDS,
-            "options": {"expires": EXCEPTIONS_SWEEP_SECONDS - 5},
+            "options": periodic(EXCEPTIONS_SWEEP_SECONDS),
         },
         # Every 15 minutes: the dashboard's figures are at most a quarter of an hour old.
         "dashboard-rollups": {
             "task": "governance.dashboard.refresh_rollups",
             "schedule": 15 * 60.0,
-            "options": {"expires": 14 * 60},
+            "options": periodic(15 * 60.0),
         },
         # The first of each month, 06:00 UTC: last month, with its late events counted.
         "dashboard-monthly-pack": {
@@ -120,7 +162,7 @@ def beat_schedule(settings) -> dict:
         schedule["demo-traffic"] = {
             "task": "scheduler.demo_traffic",
             "schedule": 10.0,
-            "options": {"expires": 9.0},
+            "options": periodic(10.0),
         }
     return schedule
 

@@ -459,12 +459,16 @@ LOGGING = {
 # Simulated executor: how many simulated seconds of work pass per real second.
 SIMULATED_SECONDS_PER_SECOND = env_int("SIMULATED_SECONDS_PER_SECOND", 60)
 SCHEDULER_TICK_SECONDS = env_int("SCHEDULER_TICK_SECONDS", 2)
-JOB_SWEEP_SECONDS = env_int("JOB_SWEEP_SECONDS", 15)
+# The repair sweep; often, as it also requeues the runs of dead runners (seconds after
+# their death, see RUNNER_DEAD_AFTER_SECONDS); cheap when there is nothing to repair.
+JOB_SWEEP_SECONDS = env_int("JOB_SWEEP_SECONDS", 1)
 JOB_HEARTBEAT_SECONDS = env_int("JOB_HEARTBEAT_SECONDS", 2)
-# A run's lease: its runner renews it with every heartbeat and stops the process when
-# it cannot; a run whose lease is older than this (at least its grace plus three
-# heartbeats), or that no runner claimed within it, is requeued.
+# How long a runner keeps a run's process without renewing its lease (a database
+# stall shorter than this stops nothing); the lease is this plus the definition's
+# grace plus JOB_KILL_MARGIN_SECONDS, and the sweep requeues a run at its end. A run no
+# runner claimed within it is requeued too.
 JOB_HEARTBEAT_TIMEOUT = env_int("JOB_HEARTBEAT_TIMEOUT", 30, minimum=1)
+JOB_KILL_MARGIN_SECONDS = env_float("JOB_KILL_MARGIN_SECONDS", 3, minimum=0.5)
 # Stopping sends SIGTERM, then SIGKILL after the definition's grace (this one without).
 JOB_STOP_GRACE_SECONDS = env_int("JOB_STOP_GRACE_SECONDS", 10)
 JOB_CHECKPOINT_ROOT = env_path("JOB_CHECKPOINT_ROOT", VAR_DIR / "checkpoints")
@@ -478,6 +482,13 @@ RUNNER_ALLOW_ROOT = env_bool("RUNNER_ALLOW_ROOT", False)
 # this is set: then it runs them on its own network (scheduler.executors.process).
 RUNNER_ALLOW_HOST_NETWORK = env_bool("RUNNER_ALLOW_HOST_NETWORK", False)
 RUNNER_BEAT_SECONDS = env_int("RUNNER_BEAT_SECONDS", 5, minimum=1)
+# PostgreSQL: a runner holds a liveness lock all its life and confirms it this often; a
+# runner whose lock stayed free RUNNER_DEAD_AFTER_SECONDS is dead and its runs are
+# requeued (a live runner that could not confirm its lock that long stopped them).
+RUNNER_LIVENESS_CHECK_SECONDS = env_float("RUNNER_LIVENESS_CHECK_SECONDS", 0.5, minimum=0.1)
+RUNNER_DEAD_AFTER_SECONDS = env_float("RUNNER_DEAD_AFTER_SECONDS", 6, minimum=2)
+# /healthz/ says "degraded" when a live runner's clock is off the database's by more.
+RUNNER_CLOCK_SKEW_LIMIT_SECONDS = env_float("RUNNER_CLOCK_SKEW_LIMIT_SECONDS", 2, minimum=0)
 
 # The demo keeps jobs flowing through its AWS sample queue (make demo turns it on).
 DEMO_TRAFFIC = env_bool("DEMO_TRAFFIC", False)

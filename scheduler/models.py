@@ -12,10 +12,13 @@ class Runner(models.Model):
     """A runner worker process: which instance types it serves and when it was last seen.
 
     Runners register and beat on their own (not per job), so the product knows which
-    instance types have a live runner (`/healthz/`, a waiting job's reason).
+    instance types have a live runner (`/healthz/`, a waiting job's reason). One row per
+    incarnation (name and pid): a runner restarted under the same Celery node name is a
+    new row, and its dead predecessor's row keeps what the sweep needs to requeue the
+    predecessor's runs (scheduler.services.runs). Times are the database's clock.
     """
 
-    name = models.CharField(max_length=200, unique=True)
+    name = models.CharField(max_length=200)
     hostname = models.CharField(max_length=200)
     pid = models.PositiveIntegerField()
     instance_types = models.JSONField(default=list)
@@ -26,9 +29,19 @@ class Runner(models.Model):
     # registered program as the job account, isolate their network), one sentence each
     # (scheduler.executors.sandbox_check).
     problems = models.JSONField(default=list, blank=True)
+    # The runner's clock minus the database's, measured at its last beat (seconds).
+    clock_offset_seconds = models.FloatField(null=True, blank=True)
+    # PostgreSQL only: when the runner last took its liveness lock (a session advisory
+    # lock the kernel releases when the process dies), and since when the sweep has
+    # found that lock free (None: held, or not looked at since it was taken).
+    liveness_locked_at = models.DateTimeField(null=True, blank=True)
+    liveness_free_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["name"]
+        ordering = ["name", "pid"]
+        constraints = [
+            models.UniqueConstraint(fields=["name", "pid"], name="runner_incarnation_unique")
+        ]
 
     def __str__(self):
         return self.name

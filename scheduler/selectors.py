@@ -35,7 +35,13 @@ from fleet.models import (
 )
 from fleet.selectors import QueueUsage, ShareUsage, queue_list, queue_usage
 from scheduler.executors import executor_for, executor_names
-from scheduler.liveness import TICK_KEY, live_runners, served_instance_types, tick_cache
+from scheduler.liveness import (
+    TICK_KEY,
+    clock_skew_limit,
+    live_runners,
+    served_instance_types,
+    tick_cache,
+)
 from scheduler.models import JobDecision
 from scheduler.work import compute_seconds
 
@@ -660,19 +666,45 @@ def scheduler_liveness(*, now: dt.datetime | None = None) -> dict:
     return {"status": "late" if late else "ok", "last_tick_age_seconds": round(age, 1)}
 
 
+def runner_clocks(*, now: dt.datetime | None = None) -> dict:
+    """The live runners' clock offsets from the database's (as each last measured it):
+    {"status": "ok" | "degraded", "max_offset_seconds": float | None, "skewed": n}.
+    "degraded" past `RUNNER_CLOCK_SKEW_LIMIT_SECONDS` either way. Leases and liveness
+    do not depend on it (they use the database's clock); logs and job timelines do."""
+    offsets = [
+        offset
+        for offset in live_runners(now=now).values_list("clock_offset_seconds", flat=True)
+        if offset is not None
+    ]
+    if not offsets:
+        return {"status": "ok", "max_offset_seconds": None, "skewed": 0}
+    limit = clock_skew_limit()
+    worst = max(offsets, key=abs)
+    skewed = sum(1 for offset in offsets if abs(offset) > limit)
+    return {
+        "status": "degraded" if skewed else "ok",
+        "max_offset_seconds": round(worst, 3),
+        "skewed": skewed,
+    }
+
+
 def system_health(*, now: dt.datetime | None = None) -> dict:
     """What `/healthz/` reports once the database answered.
 
     "degraded" (still served with 200: the product works, some jobs cannot run) when
     the scheduler is not ticking, an instance type of a process queue has no live
-    runner, or a live runner cannot run some of its jobs (`runner_problems`). Runner
-    names and hosts are left out: the endpoint needs no login.
+    runner, a live runner cannot run some of its jobs (`runner_problems`), or a live
+    runner's clock is off the database's by more than `RUNNER_CLOCK_SKEW_LIMIT_SECONDS`.
+    Runner names and hosts are left out: the endpoint needs no login. Runner liveness
+    is judged on the database's clock.
     """
-    now = now or timezone.now()
-    scheduler = scheduler_liveness(now=now)
+    scheduler = scheduler_liveness(now=now or timezone.now())
     without = instance_types_without_runner(now=now)
     problems = runner_problems(now=now)
-    degraded = scheduler["status"] != "ok" or bool(without) or bool(problems)
+    clocks = runner_clocks(now=now)
+    degraded = (
+        scheduler["status"] != "ok" or bool(without) or bool(problems) or clocks["status"] != "ok"
+    )
     return {
         "status": "degraded" if degraded else "ok",
         "database": "ok",
@@ -681,6 +713,7 @@ def system_health(*, now: dt.datetime | None = None) -> dict:
             "live": live_runners(now=now).count(),
             "instance_types_without_runner": without,
             "problems": problems,
+            "clock": clocks,
         },
     }
 

@@ -46,12 +46,28 @@ rename or replace what is in it):
   older attempt's processes outlive the wait.
 
 Lease. The claim returns a lease token; every heartbeat renews it and reports the
-status file's figures. Transient database errors are retried with backoff (the broken
-connection is closed first), but only while the process can still be stopped before
-the lease expires: a runner that cannot renew in time stops its process group
-(SIGTERM, the definition's grace, SIGKILL), so the recovery sweep, which requeues
-only expired leases, never finds a live process behind a requeued run. A refused
-heartbeat (preempted, terminated, requeued: fenced) stops the group at once.
+status file's figures. The lease asked for is the time the runner keeps its process
+without news from the database (`JOB_HEARTBEAT_TIMEOUT`, at least three heartbeats)
+plus the time it needs to stop it (the definition's grace, then `JOB_KILL_MARGIN_SECONDS`
+for SIGKILL and a late wake-up), `lease_seconds_for`. Transient database errors and
+heartbeats that hang (a lock on the job table) are waited out: the process keeps
+running for the whole keeping time, so a database stall shorter than that stops
+nothing. Only when nothing but the stopping time is left of the lease does the runner
+stop its group (SIGTERM, the grace, SIGKILL; a guard thread does it if the run's own
+thread is stuck in a database call), so the recovery sweep, which requeues a run
+only once its lease expired on the database's clock, never finds a live process
+behind a requeued run. The runner counts the lease from the moment it sent the
+claim or heartbeat, on its monotonic clock; the database counts it from when it
+wrote it, later: the runner's view is the shorter. A refused heartbeat (preempted,
+terminated, requeued: fenced) stops the group at once.
+
+Liveness. A runner worker on PostgreSQL holds a liveness lock for its whole life
+(scheduler.executors.runner) and confirms every `RUNNER_LIVENESS_CHECK_SECONDS` that
+it still does (`liveness`). The sweep requeues a dead runner's runs once the lock has
+been free for `RUNNER_DEAD_AFTER_SECONDS` (scheduler.services.runs); so a runner that
+could not confirm its lock stops its processes in time for that, whatever its
+leases say: `LIVENESS_KILL_BUDGET` before the last confirmation plus
+`RUNNER_DEAD_AFTER_SECONDS` they are dead (with a grace of at most a third of it).
 
 Endings. An exit of its own is reported (0 SUCCEEDED, else FAILED with the code); a
 run past its wall-clock limit is stopped and FAILED with cause `wall_clock_limit`; a
@@ -100,6 +116,9 @@ CLONE_NEWUSER = 0x10000000
 STATUS_MAX_BYTES = 4096
 LOCK_POLL_SECONDS = 0.1
 FIRST_RETRY_SECONDS = 0.05
+# Seconds between the end of a liveness stop (SIGKILL sent) and the moment the sweep
+# may requeue: the kill itself and the guard thread's late wake-up.
+LIVENESS_KILL_BUDGET = 1.5
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _prctl = getattr(_libc, "prctl", None)
@@ -122,8 +141,42 @@ def default_grace_seconds() -> float:
 
 
 def heartbeat_timeout() -> float:
-    """The shortest lease, and how long a run may stay unclaimed."""
+    """How long a runner keeps its process without renewing its lease (the lease is
+    this plus the stopping time), and how long a run may stay unclaimed."""
     return float(getattr(settings, "JOB_HEARTBEAT_TIMEOUT", 30))
+
+
+def kill_margin_seconds() -> float:
+    """What a lease keeps beyond the grace: SIGKILL, and a late wake-up of the guard."""
+    return float(getattr(settings, "JOB_KILL_MARGIN_SECONDS", 3))
+
+
+def runner_dead_after() -> float:
+    return float(getattr(settings, "RUNNER_DEAD_AFTER_SECONDS", 6))
+
+
+class Liveness:
+    """This runner's last confirmation that it holds its liveness lock (monotonic
+    time the confirming query was sent); None until it first held it (no lock: on
+    SQLite, or a run outside a runner worker), when the leases alone apply."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._confirmed: float | None = None
+
+    def confirm(self, sent: float) -> None:
+        with self._lock:
+            self._confirmed = sent if self._confirmed is None else max(self._confirmed, sent)
+
+    def dead_by(self) -> float | None:
+        """When the sweep may first count this runner dead, if it stays unconfirmed."""
+        with self._lock:
+            if self._confirmed is None:
+                return None
+            return self._confirmed + runner_dead_after()
+
+
+liveness = Liveness()
 
 
 def checkpoint_root() -> Path:
@@ -519,7 +572,8 @@ def _reset_connection() -> None:
 class Outcome:
     """How a run ended, and what (if anything) to report."""
 
-    kind: str  # exited | fenced | lease_lost | wall_clock_limit | stopping | busy | refused
+    # exited | fenced | lease_lost | liveness_lost | wall_clock_limit | stopping | busy | refused
+    kind: str
     exit_code: int | None = None
 
 
@@ -545,11 +599,23 @@ class Run:
         self.paths = RunPaths.of(job.pk, attempt)
         self.figures = (job.checkpointed, job.checkpointed)
         self.guard_fired = threading.Event()
+        self.stop_grace = self.limits.grace
 
     @property
     def stop_by(self) -> float:
-        """When to start stopping the process so it is dead before the lease expires."""
-        return self.deadline - self.limits.grace - self.heartbeat
+        """When to start stopping the process so it is dead before the lease expires:
+        all of the lease is the runner's but its stopping time (`lease_seconds_for`)."""
+        return self.deadline - self.limits.grace - kill_margin_seconds()
+
+    def stop_plan(self) -> tuple[float, float, str]:
+        """(when to start stopping the process, the grace it then gets, why): at the
+        end of the lease, or sooner when the runner's liveness is unconfirmed."""
+        plan = (self.stop_by, self.limits.grace, "lease_lost")
+        dead_by = liveness.dead_by()
+        if dead_by is not None:
+            grace = min(self.limits.grace, runner_dead_after() / 3)
+            plan = min(plan, (dead_by - LIVENESS_KILL_BUDGET - grace, grace, "liveness_lost"))
+        return plan
 
     def log(self, level: int, message: str, *args) -> None:
         logger.log(level, "job %s attempt %s: " + message, self.job_id, self.attempt, *args)
@@ -557,12 +623,18 @@ class Run:
     # Lease.
 
     def keep_lease(self) -> str | None:
-        """Renew the lease when a beat is due. None while the run is ours; "fenced" or
-        "lease_lost" when it is not, and the process must stop."""
+        """Renew the lease when a beat is due. None while the run is ours; "fenced",
+        "lease_lost" or "liveness_lost" when the process must stop (with
+        `stop_grace`)."""
         now = time.monotonic()
-        if now >= self.stop_by:
-            self.log(logging.ERROR, "could not renew the lease in time; stopping the process")
-            return "lease_lost"
+        stop_at, grace, why = self.stop_plan()
+        if now >= stop_at:
+            if why == "lease_lost":
+                self.log(logging.ERROR, "could not renew the lease in time; stopping the process")
+            else:
+                self.log(logging.ERROR, "the runner's liveness is unconfirmed; stopping")
+            self.stop_grace = grace
+            return why
         if now < self.next_beat:
             return None
         reported = read_status(self.paths.status)
@@ -666,7 +738,7 @@ class Run:
         wall_end = started + self.limits.wall_clock if self.limits.wall_clock else None
         while True:
             now = time.monotonic()
-            wake = min(self.next_beat, self.stop_by, wall_end or float("inf"))
+            wake = min(self.next_beat, self.stop_plan()[0], wall_end or float("inf"))
             exited = group.exited(min(max(0.0, wake - now), self.heartbeat))
             if self.guard_fired.is_set():
                 return Outcome("lease_lost")
@@ -684,19 +756,23 @@ class Run:
             if self.guard_fired.is_set():
                 return Outcome("lease_lost")
             if why is not None:
-                group.stop(self.limits.grace)
+                group.stop(self.stop_grace)
                 return Outcome(why)
 
     def guard(self, group: Group, done: threading.Event) -> None:
-        """Stop the process when the lease runs out while the run's own thread is stuck
-        (a database call that hangs rather than fails). The thread normally stops it
-        itself at `stop_by`; this fires a moment later."""
+        """Stop the process when the lease runs out (or the runner's liveness goes
+        unconfirmed) while the run's own thread is stuck (a database call that hangs
+        rather than fails). The thread normally stops it itself at the plan's time;
+        this fires a moment later (the kill margin covers the delay)."""
         margin = min(1.0, self.heartbeat)
-        while not done.wait(max(0.01, self.stop_by + margin - time.monotonic())):
-            if time.monotonic() >= self.stop_by + margin:
+        while True:
+            stop_at, grace, why = self.stop_plan()
+            if done.wait(max(0.01, min(stop_at + margin - time.monotonic(), self.heartbeat))):
+                return
+            if time.monotonic() >= stop_at + margin:
                 self.guard_fired.set()
-                self.log(logging.ERROR, "the lease runs out and the runner is stuck; stopping")
-                group.stop(self.limits.grace)
+                self.log(logging.ERROR, "%s and the runner is stuck; stopping", why)
+                group.stop(grace)
                 return
 
     def execute(self, account: Account) -> Outcome:
@@ -772,6 +848,10 @@ class Run:
             self.report(
                 runs.job_run_failed, cause=runs.RUNNER_REFUSED, detail={"reason": self.refusal}
             )
+        elif outcome.kind == "liveness_lost":
+            # The process is gone; if the database answers again, the slot is free now
+            # rather than when the lease runs out (refused if the sweep was first).
+            self.report(runs.job_run_released, cause=runs.WORKER_LOST, **figures)
 
 
 def _retrying(call, *, until: float):
@@ -789,8 +869,12 @@ def _retrying(call, *, until: float):
 
 
 def lease_seconds_for(grace: float) -> float:
-    """A lease long enough to renew a few times and still stop the process in time."""
-    return max(heartbeat_timeout(), grace + 3 * heartbeat_seconds())
+    """The lease a run asks for: the time its runner keeps the process without news
+    from the database (`JOB_HEARTBEAT_TIMEOUT`, at least three heartbeats), then the
+    time it takes to stop it (the grace, then the kill margin). The sweep requeues at
+    its end, on the database's clock, when the process is gone."""
+    keep = max(heartbeat_timeout(), 3 * heartbeat_seconds())
+    return keep + grace + kill_margin_seconds()
 
 
 def run_job(job_id: int, attempt: int) -> str:

@@ -9,7 +9,12 @@ A worker is a runner when it consumes `instances.<type>` queues. Such a worker
   (`sandbox_check`), logs what it cannot do and records it on its Runner row, where
   `/healthz/` reports it;
 - registers with the instance types it serves and beats from a thread of its own every
-  `RUNNER_BEAT_SECONDS`, retrying after database errors (`worker_ready`);
+  `RUNNER_BEAT_SECONDS`, retrying after database errors, each beat with its clock's
+  offset from the database's (`worker_ready`);
+- on PostgreSQL, holds its liveness lock from another thread, on a connection of its
+  own, for its whole life, and confirms it every `RUNNER_LIVENESS_CHECK_SECONDS`
+  (`process.liveness`): when the process dies the lock is free at once, and the sweep
+  requeues its runs within seconds (scheduler.services.runs);
 - on shutdown (warm: SIGTERM or Ctrl-C) tells its runs to stop their processes and
   give the jobs back, and marks itself stopped (`worker_shutting_down`,
   `worker_shutdown`).
@@ -25,11 +30,17 @@ import logging
 import os
 import socket
 import threading
+import time
 
 from celery import signals
 
 from scheduler.executors import process, sandbox_check
-from scheduler.liveness import runner_beat_seconds
+from scheduler.liveness import (
+    database_clock_offset,
+    liveness_check_seconds,
+    runner_beat_seconds,
+    uses_liveness_lock,
+)
 from scheduler.services import runners
 from scheduler.services.runner_problems import runner_problems_record
 
@@ -44,7 +55,12 @@ class _Registration:
         self.instance_types = instance_types
         self.consumer = consumer
         self.stop = threading.Event()
+        # Set once the runs are over (worker_shutdown): the lock is held until then.
+        self.release = threading.Event()
         self.thread = threading.Thread(target=self.loop, name="runner-beat", daemon=True)
+        self.liveness_thread = threading.Thread(
+            target=self.hold_liveness_lock, name="runner-liveness", daemon=True
+        )
 
     def current_types(self) -> list[str]:
         # Queues added or cancelled at run time (celery control add_consumer) count.
@@ -65,11 +81,14 @@ class _Registration:
                     "hostname": self.hostname,
                     "pid": self.pid,
                     "instance_types": self.current_types(),
+                    "clock_offset": database_clock_offset(),
                 }
                 if first:
                     runners.runner_register(**fields)
                     runner_problems_record(name=self.name, pid=self.pid, problems=_problems)
                     first = False
+                    if uses_liveness_lock():
+                        self.liveness_thread.start()
                 else:
                     runners.runner_beat(**fields)
             except Exception as error:  # noqa: BLE001 - a beat that fails is retried
@@ -85,6 +104,36 @@ class _Registration:
             runners.runner_stopped(name=self.name, pid=self.pid)
         with contextlib.suppress(Exception):
             connection.close()
+
+    def hold_liveness_lock(self) -> None:
+        """Take the liveness lock and confirm, every check, that this thread's
+        connection (which holds it) still works; after an error, a new connection takes
+        it again. Each confirmation counts from when its query was sent."""
+        from django.db import connection
+
+        interval = liveness_check_seconds()
+        held = False
+        while not self.release.is_set():
+            sent = time.monotonic()
+            try:
+                if not held:
+                    held = runners.runner_take_liveness_lock(
+                        name=self.name, hostname=self.hostname, pid=self.pid
+                    )
+                    if held:
+                        logger.info("runner %s: holds its liveness lock", self.name)
+                else:
+                    held = runners.runner_liveness_confirmed()
+                if held:
+                    process.liveness.confirm(sent)
+            except Exception as error:  # noqa: BLE001 - the lock is taken again
+                logger.warning("runner %s: liveness lock lost (%s)", self.name, error)
+                held = False
+                with contextlib.suppress(Exception):
+                    connection.close()
+            self.release.wait(interval)
+        with contextlib.suppress(Exception):
+            connection.close()  # releases the lock
 
 
 _registration: _Registration | None = None
@@ -149,3 +198,6 @@ def wait_for_stopped_mark(sender=None, **kwargs) -> None:
     if _registration is not None:
         _registration.stop.set()
         _registration.thread.join(timeout=10)
+        _registration.release.set()
+        if _registration.liveness_thread.is_alive():
+            _registration.liveness_thread.join(timeout=5)

@@ -4,12 +4,22 @@ heartbeats, how the run ended, and recovery of runs whose runner went silent.
 A run is one attempt of a job. The runner that claims it gets a lease: a random token
 and an expiry. Only the holder of the current attempt's token may report for the run
 (heartbeats, its exit, a refusal, a release), and each heartbeat pushes the expiry
-forward. The recovery sweep requeues a claimed run only once its lease expired. Any
-end of a run (a requeue, a preemption, a termination) fences the attempt: its token
-no longer matches a running attempt, so its next heartbeat or report is refused and
-its runner stops the process. The runner keeps its side of the bargain too: one that
-cannot renew its lease stops its process before the lease expires
-(`scheduler.executors.process`).
+forward. The recovery sweep requeues a claimed run only once its lease expired (or its
+runner is dead, see `_requeue_runs_of_dead_runners`). Any end of a run (a requeue, a
+preemption, a termination) fences the attempt: its token no longer matches a running
+attempt, so its next heartbeat or report is refused and its runner stops the process.
+
+The rule both sides keep, so a requeued run never has a live process behind it: the
+lease a runner asks for is the time it keeps its process without news from the
+database *plus* the time it needs to stop it (the definition's grace and a kill
+margin, `scheduler.executors.process.lease_seconds_for`). A runner that cannot renew
+keeps its process until only that stopping time is left, then stops it; so a database
+stall shorter than the keeping time stops nothing, and the expiry the sweep waits for
+is after the process is gone.
+
+Lease expiries are written and compared on the database's clock (`Now()`), never the
+caller's: a runner or sweeper whose clock is off cannot make a lease look expired. A
+`now` given explicitly (tests, replays) is used as is.
 
 Every change of a live job's state happens under its queue's row lock, as in
 `scheduler.services.jobs`; a heartbeat is a conditional update of the run it names.
@@ -21,15 +31,22 @@ import datetime as dt
 import secrets
 import signal
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from fleet.locks import lock_queue
 from fleet.models import InstanceType, Job, JobEvent, JobQueue
 from scheduler import work
 from scheduler.executors import executor_for, executor_names
-from scheduler.liveness import served_instance_types
+from scheduler.liveness import (
+    liveness_lock_key,
+    runner_dead_after,
+    served_instance_types,
+    uses_liveness_lock,
+)
+from scheduler.models import Runner
 from scheduler.services.jobs import locked_live_job
 from scheduler.services.passes import DECIDED_FIELDS, request_pass
 
@@ -60,7 +77,7 @@ def job_claim_run(
 
     None when the run is not the job's current one or another runner claimed it.
     """
-    now = now or timezone.now()
+    now = now if now is not None else Now()
     token = secrets.token_urlsafe(24)
     updated = Job.objects.filter(
         pk=job_id, attempt=attempt, state=Job.State.RUNNING, worker=""
@@ -90,7 +107,7 @@ def job_heartbeat(
     """
     if not lease_token:
         return False
-    now = now or timezone.now()
+    now = now if now is not None else Now()
     updated = Job.objects.filter(
         pk=job_id, attempt=attempt, lease_token=lease_token, state=Job.State.RUNNING
     ).update(
@@ -253,50 +270,123 @@ def job_run_released(
 def jobs_requeue_lost(*, claim_timeout: float, now: dt.datetime | None = None) -> list[int]:
     """Requeue running jobs of process queues whose run is lost.
 
-    A claimed run is lost once its lease expired: its runner stopped renewing it (and,
-    if alive, already stopped the process). A run no runner claimed within
-    `claim_timeout` is lost only while some runner serves its instance type (its
-    message went missing); with none, the message waits in the broker for a runner and
-    requeueing would only start the run again.
+    A claimed run is lost once its lease expired: its runner stopped renewing it and,
+    if alive, stopped the process before that (the lease covers the stop, see the
+    module's docstring). On PostgreSQL a run is lost sooner when its runner is dead:
+    its liveness lock stayed free for `RUNNER_DEAD_AFTER_SECONDS`
+    (`_requeue_runs_of_dead_runners`). A run no runner claimed within `claim_timeout`
+    is lost only while some runner serves its instance type (its message went
+    missing); with none, the message waits in the broker for a runner and requeueing
+    would only start the run again.
+
+    Times are compared on the database's clock unless `now` is given (tests, replays).
     """
-    now = now or timezone.now()
-    lost = _lost(now, claim_timeout)
+    clock = now if now is not None else Now()
+    event_time = now or timezone.now()
+    lost = _lost(clock, claim_timeout)
     candidates = (
-        Job.objects.filter(
-            state=Job.State.RUNNING, queue__executor__in=executor_names(reconciles=True)
-        )
-        .filter(lost)
-        .values_list("queue_id", flat=True)
+        _process_runs().filter(lost).values_list("queue_id", flat=True).order_by("queue_id")
     )
     queue_ids = sorted(set(candidates))
-    if not queue_ids:
-        return []
-    served = set(
-        InstanceType.objects.filter(name__in=served_instance_types(now=now)).values_list(
-            "pk", flat=True
-        )
-    )
     requeued: list[int] = []
-    for queue_id in queue_ids:
+    if queue_ids:
+        served = set(
+            InstanceType.objects.filter(name__in=served_instance_types(now=now)).values_list(
+                "pk", flat=True
+            )
+        )
+        for queue_id in queue_ids:
+            requeued.extend(
+                _requeue_in_queue(
+                    queue_id,
+                    lost,
+                    now=event_time,
+                    keep=lambda job: bool(job.worker) or job.instance_type_id in served,
+                )
+            )
+    if now is None and uses_liveness_lock():
+        requeued.extend(_requeue_runs_of_dead_runners(now=event_time))
+    return requeued
+
+
+def _process_runs():
+    return Job.objects.filter(
+        state=Job.State.RUNNING, queue__executor__in=executor_names(reconciles=True)
+    )
+
+
+def _requeue_in_queue(queue_id: int, lost: Q, *, now: dt.datetime, keep) -> list[int]:
+    with transaction.atomic():
+        queue = lock_queue(queue_id)
+        speed = executor_for(queue).speed
+        # Row locks: a heartbeat that renewed the lease meanwhile takes the job out.
+        jobs = [
+            job
+            for job in Job.objects.select_for_update()
+            .filter(queue=queue, state=Job.State.RUNNING)
+            .filter(lost)
+            .order_by("pk")
+            if keep(job)
+        ]
+        if not jobs:
+            return []
+        events = [_requeue(job, now=now, speed=speed, cause=_lost_cause(job)) for job in jobs]
+        Job.objects.bulk_update(jobs, _REQUEUE_FIELDS)
+        JobEvent.objects.bulk_create(events)
+        request_pass(queue.pk)
+    return [job.pk for job in jobs]
+
+
+def _requeue_runs_of_dead_runners(*, now: dt.datetime) -> list[int]:
+    """Requeue the runs of runners whose liveness lock has been free long enough.
+
+    A runner holds its lock (a session advisory lock, `runner_take_liveness_lock`) for
+    its whole life; a killed runner's connection closes and the lock is free at once.
+    A free lock alone proves nothing (a live runner's connection may have dropped), so
+    the first sweep that finds it free notes the time on the runner's row, and the
+    runs are requeued only when a later sweep finds it still free
+    `RUNNER_DEAD_AFTER_SECONDS` after that, with no new taking of the lock between
+    (taking it clears the note). A live runner that could not confirm its lock for
+    that long has stopped its processes by then (scheduler.executors.process), and a
+    dead one's processes died with it (PR_SET_PDEATHSIG, its watchdog): no live
+    process is behind a requeued run. The sweep holds the lock itself (for its
+    transaction) while it decides, so the runner cannot take it back meanwhile.
+
+    Runners that never took a lock (SQLite, or a runner of an older release) are left
+    to their leases.
+    """
+    workers = sorted(set(_process_runs().exclude(worker="").values_list("worker", flat=True)))
+    dead_after = dt.timedelta(seconds=runner_dead_after())
+    requeued: list[int] = []
+    for worker in workers:
+        hostname, _, pid = worker.rpartition(":")
+        if not pid.isdigit():
+            continue
         with transaction.atomic():
-            queue = lock_queue(queue_id)
-            speed = executor_for(queue).speed
-            # Row locks: a heartbeat that renewed the lease meanwhile takes the job out.
-            jobs = [
-                job
-                for job in Job.objects.select_for_update()
-                .filter(queue=queue, state=Job.State.RUNNING)
-                .filter(lost)
-                .order_by("pk")
-                if job.worker or job.instance_type_id in served
-            ]
-            if not jobs:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_try_advisory_xact_lock(%s)", [liveness_lock_key(worker)])
+                if not cursor.fetchone()[0]:
+                    continue  # held: the runner is alive
+            runner = (
+                Runner.objects.select_for_update()
+                .filter(hostname=hostname, pid=int(pid), liveness_locked_at__isnull=False)
+                .first()
+            )
+            if runner is None:
                 continue
-            events = [_requeue(job, now=now, speed=speed, cause=_lost_cause(job)) for job in jobs]
-            Job.objects.bulk_update(jobs, _REQUEUE_FIELDS)
-            JobEvent.objects.bulk_create(events)
-            requeued.extend(job.pk for job in jobs)
-            request_pass(queue.pk)
+            if runner.liveness_free_since is None:
+                Runner.objects.filter(pk=runner.pk).update(liveness_free_since=Now())
+                continue
+            dead = Runner.objects.filter(
+                pk=runner.pk, liveness_free_since__lte=Now() - dead_after
+            ).exists()
+            if not dead:
+                continue
+            runs_of = Q(worker=worker)
+            queues = _process_runs().filter(runs_of).values_list("queue_id", flat=True)
+            queue_ids = sorted(set(queues))
+            for queue_id in queue_ids:
+                requeued.extend(_requeue_in_queue(queue_id, runs_of, now=now, keep=bool))
     return requeued
 
 
@@ -304,10 +394,10 @@ def _lost_cause(job: Job) -> str:
     return WORKER_LOST if job.worker else NOT_CLAIMED
 
 
-def _lost(now: dt.datetime, claim_timeout: float) -> Q:
+def _lost(clock, claim_timeout: float) -> Q:
     """Claimed runs whose lease expired (or that never had one), and runs nobody
-    claimed within the timeout."""
+    claimed within the timeout; `clock` is a time or the database's `Now()`."""
     claimed = ~Q(worker="")
-    expired = Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True)
-    unclaimed = Q(worker="", started_at__lt=now - _seconds(claim_timeout))
+    expired = Q(lease_expires_at__lt=clock) | Q(lease_expires_at__isnull=True)
+    unclaimed = Q(worker="", started_at__lt=clock - _seconds(claim_timeout))
     return (claimed & expired) | unclaimed

@@ -213,7 +213,10 @@ def worker_env(transactional_db, tmp_path):
         checkpoints = tempfile.mkdtemp(prefix="test-checkpoints-")
         os.chmod(checkpoints, 0o711)
         env.update(RUNNER_USER="nobody", JOB_CHECKPOINT_ROOT=checkpoints)
-    yield env
+    from tests.scheduler.runner.procs import watched_root
+
+    with watched_root(checkpoint_root(env)):
+        yield env
     if checkpoints is not None:
         shutil.rmtree(checkpoints, ignore_errors=True)
 

@@ -22,6 +22,7 @@ from django.utils import timezone
 from scheduler.services.passes import scheduling_pass
 from tests.factories import job_definition
 from tests.scheduler.live import conftest as live
+from tests.scheduler.runner.procs import watched_root
 
 # The live scheduler tests' fixtures, for these tests too.
 fast_passwords = live.fast_passwords
@@ -67,7 +68,8 @@ def process_queue(queue):
 def checkpoints():
     root = Path(tempfile.mkdtemp(prefix="test-runner-"))
     root.chmod(0o711)
-    yield root
+    with watched_root(root):
+        yield root
     shutil.rmtree(root, ignore_errors=True)
 
 

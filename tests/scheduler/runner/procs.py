@@ -1,13 +1,16 @@
 """Jobs' processes as the kernel sees them, not as the database says.
 
 A job's process is any live process whose environment carries its `JOB_ID` (the runner
-sets it; whatever the process starts inherits it). `Sampler` reads /proc every few
+sets it; whatever the process starts inherits it) and a `JOB_CHECKPOINT_DIR` under a
+checkpoint root of this test session (`watched_root`): other test sessions on the
+machine number their jobs from 1 too. `Sampler` reads /proc every few
 milliseconds in a thread of the test and keeps, per sample, each job's live processes
 with their attempt; a test asserts on what it saw and prints the timeline.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -32,6 +35,27 @@ def _live(pid: str) -> bool:
     return state not in (b"Z", b"X")  # a zombie has exited; only its status remains
 
 
+_roots: set[str] = set()
+
+
+@contextlib.contextmanager
+def watched_root(root):
+    """Count only the jobs whose files are under `root` (while any root is watched)."""
+    _roots.add(str(root))
+    try:
+        yield
+    finally:
+        _roots.discard(str(root))
+
+
+def _ours(checkpoint_dir: bytes | None) -> bool:
+    if not _roots:
+        return True
+    return checkpoint_dir is not None and any(
+        checkpoint_dir.decode(errors="replace").startswith(root + os.sep) for root in _roots
+    )
+
+
 def job_processes() -> list[JobProcess]:
     found = []
     for pid in os.listdir("/proc"):
@@ -42,13 +66,15 @@ def job_processes() -> list[JobProcess]:
                 variables = environ.read().split(b"\0")
         except OSError:
             continue
-        job_id = attempt = None
+        job_id = attempt = checkpoint_dir = None
         for variable in variables:
             if variable.startswith(b"JOB_ID="):
                 job_id = int(variable[7:])
             elif variable.startswith(b"JOB_ATTEMPT="):
                 attempt = int(variable[12:])
-        if job_id is not None and _live(pid):
+            elif variable.startswith(b"JOB_CHECKPOINT_DIR="):
+                checkpoint_dir = variable[19:]
+        if job_id is not None and _ours(checkpoint_dir) and _live(pid):
             found.append(JobProcess(int(pid), job_id, attempt or 0))
     return found
 

@@ -12,12 +12,14 @@ from django.utils import timezone
 from fleet.models import Job
 from scheduler import tasks
 from scheduler.liveness import TICK_KEY, tick_cache
+from scheduler.models import Runner
 from scheduler.selectors import runner_wait_reason
 from scheduler.services.runners import runner_beat, runner_register, runner_stopped
 
 pytestmark = pytest.mark.django_db
 
 GPU = "ml.g5.xlarge"
+NO_CLOCK = {"status": "ok", "max_offset_seconds": None, "skewed": 0}
 
 
 @pytest.fixture(autouse=True)
@@ -40,9 +42,14 @@ def health(client) -> dict:
     return response.json()
 
 
-def register(name="runner@gpu-1", types=(GPU,), at=None):
+def register(name="runner@gpu-1", types=(GPU,), at=None, offset=None, pid=4242):
     return runner_register(
-        name=name, hostname="gpu-1", pid=4242, instance_types=list(types), now=at
+        name=name,
+        hostname="gpu-1",
+        pid=pid,
+        instance_types=list(types),
+        clock_offset=offset,
+        now=at,
     )
 
 
@@ -58,7 +65,12 @@ def test_all_well_once_the_scheduler_ticks_and_every_process_type_has_a_runner(
         "status": "ok",
         "database": "ok",
         "scheduler": {"status": "ok"},
-        "runners": {"live": 1, "instance_types_without_runner": [], "problems": []},
+        "runners": {
+            "live": 1,
+            "instance_types_without_runner": [],
+            "problems": [],
+            "clock": {"status": "ok", "max_offset_seconds": None, "skewed": 0},
+        },
     }
     assert 0 <= age < 10
 
@@ -71,6 +83,7 @@ def test_degraded_while_an_instance_type_of_a_process_queue_has_no_live_runner(
         "live": 0,
         "instance_types_without_runner": [GPU],
         "problems": [],
+        "clock": NO_CLOCK,
     }
     assert health(client)["status"] == "degraded"
 
@@ -86,6 +99,7 @@ def test_a_runner_silent_for_three_beats_or_stopped_is_not_live(client, process_
         "live": 0,
         "instance_types_without_runner": [GPU],
         "problems": [],
+        "clock": NO_CLOCK,
     }
 
     runner_beat(name="runner@gpu-1", hostname="gpu-1", pid=4242, instance_types=[GPU])
@@ -135,3 +149,41 @@ def test_a_waiting_job_says_no_runner_is_serving_its_instance_type(process_queue
 
 def test_a_job_of_a_simulated_queue_waits_for_no_runner(queue, submit):
     assert runner_wait_reason(submit("qs1", "modelled", at=None)) == ""
+
+
+def test_degraded_past_two_seconds_of_a_live_runners_clock_skew_with_the_offset_shown(
+    client, process_queue
+):
+    tasks.tick()
+    register(offset=-1.5)  # within the limit either way
+    assert health(client)["status"] == "ok"
+
+    register(name="runner@gpu-2", pid=4343, offset=-60.25)  # 60 s behind the database
+    report = health(client)
+    assert report["status"] == "degraded"
+    assert report["runners"]["clock"] == {
+        "status": "degraded",
+        "max_offset_seconds": -60.25,
+        "skewed": 1,
+    }
+    assert report["runners"]["live"] == 2  # skewed, yet live: liveness is the database's
+
+
+def test_a_stopped_runners_clock_does_not_count(client, process_queue):
+    tasks.tick()
+    register(offset=90.0)
+    runner_stopped(name="runner@gpu-1", pid=4242)
+    register(name="runner@gpu-2", pid=4343, offset=0.2)
+    assert health(client)["runners"]["clock"] == {
+        "status": "ok",
+        "max_offset_seconds": 0.2,
+        "skewed": 0,
+    }
+
+
+def test_a_runner_restarted_under_the_same_name_is_a_row_of_its_own(process_queue):
+    first = register(pid=1)
+    second = register(pid=2)
+    # The first incarnation has no run left: its row goes, the second is the runner.
+    assert list(Runner.objects.values_list("pk", "pid")) == [(second.pk, 2)]
+    assert first.pk != second.pk
