@@ -407,13 +407,20 @@ CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", REDIS_URL) or None
 
 # The cache holds the API throttles' counters: Redis when REDIS_URL is set, so every
 # web process counts against the same limits; otherwise this process's memory, which is
-# enough for the single-process demo.
+# enough for the single-process demo. While Redis is unreachable a request goes without
+# it (config.cache): a connect gives up after half a second, a command after a second,
+# and the process then stops asking for CIRCUIT_SECONDS.
 if REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "config.cache.SharedClientRedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "qg",
+            "OPTIONS": {
+                "socket_connect_timeout": 0.5,
+                "socket_timeout": 1.0,
+                "CIRCUIT_SECONDS": 2.0,
+            },
         }
     }
 else:
