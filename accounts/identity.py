@@ -16,16 +16,19 @@ Expiry and revocation are still checked on every request, from the cached token.
 While the cache is unreachable (config.cache.CacheUnavailable, at once while its circuit
 is open) every request reads the token and its user from the database, and nothing is
 kept. A change made meanwhile could not set a new generation, so entries kept before
-the outage could outlive it: a process that met the outage therefore owes a new
-generation, and sets it before it next trusts the cache. (An entry could then outlive
-its change only if no process that met the outage is left, and at most for the
-time-to-live.)
+the outage could outlive it. So a process that met the outage owes a new generation,
+and sets it before it next trusts the cache; and the process that made the change
+also tries to set it every second in the background until the cache answers, so
+processes that met no outage stop trusting the old entries within about a second of
+its return (at worst, when that process is gone, after the time-to-live).
 """
 
 from __future__ import annotations
 
 import logging
 import secrets
+import threading
+import time
 
 from django.conf import settings
 from django.core.cache import cache
@@ -40,9 +43,16 @@ GENERATION = "identity:generation"
 
 
 class _Outage:
-    """Whether this process met the cache unreachable since it last set a generation."""
+    """Whether this process met the cache unreachable since it last set a generation,
+    and whether it is trying to set one in the background."""
 
     met = False
+    retrying = False
+    lock = threading.Lock()
+
+
+# How often the background retry tries the cache again.
+RETRY_SECONDS = 1.0
 
 
 def _entry_key(digest: str) -> str:
@@ -110,6 +120,30 @@ def _try_new_generation() -> None:
         _new_generation()
     except CacheUnavailable:
         _Outage.met = True  # owed: set before this process next trusts the cache
+        _retry_in_background()
+
+
+def _retry_in_background() -> None:
+    with _Outage.lock:
+        if _Outage.retrying:
+            return
+        _Outage.retrying = True
+    threading.Thread(target=_retry_new_generation, name="identity-generation", daemon=True).start()
+
+
+def _retry_new_generation() -> None:
+    # Past the time-to-live every entry kept before the change has expired anyway.
+    deadline = time.monotonic() + _seconds()
+    try:
+        while _Outage.met and time.monotonic() < deadline:
+            time.sleep(RETRY_SECONDS)
+            try:
+                _new_generation()
+            except CacheUnavailable:
+                continue
+    finally:
+        with _Outage.lock:
+            _Outage.retrying = False
 
 
 def forget_everyone(**_signal_arguments) -> None:
