@@ -390,7 +390,14 @@ AXES_LOCKOUT_CALLABLE = "accounts.views.locked_out"
 REDIS_URL = env_str("REDIS_URL", "")
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS = {}
+    # A Redis that hangs (lost network) would hold whoever sends a task, a request
+    # after its commit included, until the kernel gives up: connects and replies are
+    # bounded instead (above the workers' 1 s wait for a message).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "socket_connect_timeout": 1,
+        "socket_timeout": 5,
+        "max_retries": 0,
+    }
 else:
     _queue_dir = VAR_DIR / "celery"
     CELERY_BROKER_URL = "filesystem://"

@@ -97,8 +97,9 @@ def send_pass(queue_id: int) -> None:
         return
     try:
         # No result wanted: a Redis result store that is down would hold the request
-        # (its subscription to the result retries for some 20 s) after the commit.
-        task("scheduler.run_pass").apply_async((queue_id,), ignore_result=True)
+        # (its subscription to the result retries for some 20 s) after the commit; and
+        # no retries of the publish: a lost request is the tick's to repair.
+        task("scheduler.run_pass").apply_async((queue_id,), ignore_result=True, retry=False)
     except Exception as error:  # noqa: BLE001 - any broker failure; the tick repairs it
         pass_request_taken(queue_id)
         logger.warning("could not enqueue a pass of queue %s (%s): the tick asks", queue_id, error)
