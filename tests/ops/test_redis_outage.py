@@ -216,9 +216,7 @@ def summary(label: str, results: list[tuple[str, int, float]]) -> str:
 
 
 @pytest.mark.parametrize("outage", ["stopped", "hung"])
-def test_token_calls_survive_a_redis_outage_and_a_revocation_made_during_it(
-    outage, own_redis, web
-):
+def test_token_calls_survive_a_redis_outage_and_a_revocation_made_during_it(outage, own_redis, web):
     port, log = web
     queue = aws_sample_queue()
     share = queue.shares.get(name="qs1")
