@@ -183,3 +183,25 @@ def test_the_throttle_counts_in_the_process_while_the_cache_is_down(
     client = client_for(token_issue(user=lead, name="t")[1])
     codes = [client.get("/api/v1/queues/").status_code for _ in range(5)]
     assert codes == [200, 200, 200, 429, 429]
+
+
+def test_estimates_and_job_pages_are_served_while_the_cache_is_down(
+    unreachable_cache, lead_and_share
+):
+    # The stored forecasts live in the cache (scheduler.services.estimates.store): while
+    # it is down, a queue's forecast is this process's last one or is computed afresh.
+    lead, share = lead_and_share
+    queue = share.queue
+    job_definition(queue, instance_type=InstanceType.objects.get(name="ml.g5.xlarge"))
+    client = client_for(token_issue(user=lead, name="t")[1])
+    body = {"definition": "sample-work", "share": share.pk, "name": "waits"}
+    job = client.post("/api/v1/jobs/", body, format="json").json()["id"]
+    pending = client.get(f"/api/v1/queues/{queue.pk}/pending/")
+    assert pending.status_code == 200, pending.content
+    assert [entry["job"] for entry in pending.json()["results"]] == [job]
+    estimate = client.post("/api/v1/jobs/estimate/", body, format="json")
+    assert estimate.status_code == 200, estimate.content
+    pages = APIClient()
+    pages.force_login(lead)
+    for path in ("/jobs/", f"/jobs/{job}/", "/queues/"):
+        assert pages.get(path).status_code == 200, path
