@@ -135,10 +135,13 @@ def _retry_new_generation() -> None:
     # Past the time-to-live every entry kept before the change has expired anyway.
     deadline = time.monotonic() + _seconds()
     try:
-        while _Outage.met and time.monotonic() < deadline:
+        while True:
             time.sleep(RETRY_SECONDS)
+            if not _Outage.met or time.monotonic() > deadline:
+                return  # set meanwhile (by a request), or no longer needed
             try:
                 _new_generation()
+                return
             except CacheUnavailable:
                 continue
     finally:

@@ -9,7 +9,7 @@ threads: each command borrows a connection from the pool.
 An unreachable Redis costs every operation its connect or socket timeout (settings:
 CACHES' `socket_connect_timeout`, `socket_timeout`), and a request makes several. So the
 first failure opens a circuit for CIRCUIT_SECONDS (an OPTIONS key): until then, every
-operation of this process raises CacheUnavailable at once, without touching the
+operation of this process (every thread) raises CacheUnavailable at once, without touching the
 network; the first one after it tries Redis again. Callers on the request path
 (accounts.identity, accounts.throttling) catch CacheUnavailable and carry on without the
 cache; the others see it as the connection error it is.
@@ -39,11 +39,14 @@ class CacheUnavailable(redis.exceptions.ConnectionError):
 
 class CircuitBreaker:
     """Remembers for `seconds` that Redis failed, so this process's next operations fail
-    at once instead of each waiting for a timeout."""
+    at once instead of each waiting for a timeout. After that one operation tries Redis
+    (the others still fail at once while it does): its success closes the circuit, its
+    failure opens it again."""
 
     def __init__(self, seconds: float):
         self.seconds = seconds
-        self._open_until = 0.0
+        self._open_until = 0.0  # 0: closed, nothing failed since the last success
+        self._probing = False
         self._lock = threading.Lock()
 
     @property
@@ -52,19 +55,42 @@ class CircuitBreaker:
 
     @contextmanager
     def guard(self):
-        if self.is_open:
-            raise CacheUnavailable("the cache's Redis failed a moment ago")
+        probe = False
+        if self._open_until:
+            with self._lock:
+                if self.is_open or self._probing:
+                    raise CacheUnavailable("the cache's Redis failed a moment ago")
+                self._probing = probe = True
         try:
             yield
         except _UNREACHABLE as error:
             with self._lock:
-                newly = not self.is_open
+                newly = not self._open_until
                 self._open_until = time.monotonic() + self.seconds
             if newly:
                 logger.warning(
-                    "cache unreachable (%s): going without it for %.1f s", error, self.seconds
+                    "cache unreachable (%s): going without it for %.1f s at a time",
+                    error,
+                    self.seconds,
                 )
             raise CacheUnavailable(str(error)) from error
+        else:
+            if probe:
+                self._open_until = 0.0
+                logger.warning("cache reachable again")
+        finally:
+            if probe:
+                self._probing = False
+
+
+# One breaker per Redis server and process: Django keeps a cache backend per thread.
+_BREAKERS: dict[tuple, CircuitBreaker] = {}
+_BREAKERS_LOCK = threading.Lock()
+
+
+def breaker_for(servers: list[str], seconds: float) -> CircuitBreaker:
+    with _BREAKERS_LOCK:
+        return _BREAKERS.setdefault((*servers, seconds), CircuitBreaker(seconds))
 
 
 def _guarded(method):
@@ -77,10 +103,10 @@ def _guarded(method):
 
 
 class _SharedClient(RedisCacheClient):
-    def __init__(self, *args, circuit_seconds: float, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, servers, *args, circuit_seconds: float, **kwargs):
+        super().__init__(servers, *args, **kwargs)
         self._clients = {}
-        self.breaker = CircuitBreaker(circuit_seconds)
+        self.breaker = breaker_for(servers, circuit_seconds)
 
     def get_client(self, key=None, *, write=False):
         pool = self._get_connection_pool(write)

@@ -7,8 +7,10 @@ running Redis under gunicorn is tests/ops/test_redis_outage.py."""
 
 import socket
 import threading
+import time
 
 import pytest
+import redis
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
@@ -41,6 +43,14 @@ def redis_cache_at(port: int, **options) -> dict:
             },
         }
     }
+
+
+@pytest.fixture(autouse=True)
+def fresh_breakers():
+    """Each test's Redis starts with a closed circuit (a port can come round again)."""
+    from config import cache as shared_cache
+
+    shared_cache._BREAKERS.clear()
 
 
 @pytest.fixture
@@ -205,3 +215,46 @@ def test_estimates_and_job_pages_are_served_while_the_cache_is_down(
     pages.force_login(lead)
     for path in ("/jobs/", f"/jobs/{job}/", "/queues/"):
         assert pages.get(path).status_code == 200, path
+
+
+def test_once_the_circuit_s_seconds_are_over_one_operation_tries_redis_the_others_wait_not(
+    settings,
+):
+    server = SilentServer()
+    try:
+        settings.CACHES = redis_cache_at(server.port)
+        with pytest.raises(CacheUnavailable):
+            cache.get("anything")
+        cache.breaker._open_until = time.monotonic() - 1  # its seconds are over
+        outcomes = []
+
+        def read():
+            try:
+                cache.get("anything")
+            except CacheUnavailable as error:
+                outcomes.append(str(error))
+
+        threads = [threading.Thread(target=read) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=10)
+        assert len(outcomes) == 6
+        assert len(server.accepted) == 2  # the first failure, and one probe since
+        assert sum("a moment ago" in outcome for outcome in outcomes) == 5, outcomes
+    finally:
+        server.close()
+
+
+def test_a_success_closes_the_circuit():
+    from config.cache import CircuitBreaker
+
+    breaker = CircuitBreaker(0)
+    with pytest.raises(CacheUnavailable), breaker.guard():
+        raise redis.exceptions.ConnectionError("refused")
+    with breaker.guard():
+        pass  # the probe, which succeeds
+    assert breaker._open_until == 0.0
+    for _ in range(3):
+        with breaker.guard():
+            pass

@@ -261,11 +261,16 @@ def test_token_calls_survive_a_redis_outage_and_a_revocation_made_during_it(outa
             time.sleep(0.05)
 
     def reader():
-        paths = ["/api/v1/queues/", "/api/v1/jobs/", f"/api/v1/shares/{share.pk}/"]
+        paths = [
+            "/api/v1/queues/",
+            "/api/v1/jobs/",
+            f"/api/v1/shares/{share.pk}/",
+            f"/api/v1/queues/{queue.pk}/pending/",
+        ]
         n = 0
         while time.monotonic() - outage_started < OUTAGE_SECONDS:
             path = paths[n % len(paths)]
-            record(f"GET {path.split('/')[3]}", call(port, "GET", path, key=key))
+            record(f"GET {path.removeprefix('/api/v1/')}", call(port, "GET", path, key=key))
             n += 1
             time.sleep(0.02)
 
