@@ -53,6 +53,12 @@ ALREADY_APPLIED = {
     ("governance", "0003_exceptions_and_knowledge"): (
         "PolicyChange.exception_request's foreign-key index"
     ),
+    # Merged just before the rule (membership policy). If no deployed database has run
+    # it yet, better: db_index=False on the two foreign keys and their indexes added
+    # concurrently by a migration of their own (governance/policy/models.py).
+    ("governance", "0012_membership_policy"): (
+        "PolicyChange.subject's and PolicyChange.team's foreign-key indexes"
+    ),
 }
 
 
@@ -223,7 +229,7 @@ def _with_migration(loader, app_label, name, operations, *, atomic=True):
 )
 def test_a_new_plain_index_on_a_large_table_is_named_with_its_migration(operation, found):
     loader = _with_migration(MigrationLoader(None), "fleet", "0099_new", [operation])
-    problems = migration_problems(loader)
+    problems = [p for p in migration_problems(loader) if p.startswith("fleet.0099_new")]
     assert len(problems) == 1 and problems[0].startswith(found), problems
 
 
@@ -245,7 +251,7 @@ def test_a_concurrent_index_passes_in_a_non_atomic_migration_only():
     ]
 
 
-def test_a_plain_index_on_a_small_table_or_a_new_one_passes():
+def test_a_plain_index_on_a_small_table_passes():
     small = migrations.AddIndex(
         model_name="runner", index=models.Index(fields=["host"], name="runner_host_idx")
     )
