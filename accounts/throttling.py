@@ -14,20 +14,36 @@ writes it back, which 32 threads beat: 198 of 200 writes accepted at 120/min):
 - Redis (production, shared by every web process): INCR and EXPIRE in one MULTI;
 - any other cache (LocMemCache for the SQLite demo, one process): `cache.add` then
   `cache.incr`, which LocMemCache does under its lock.
+
+While Redis is unreachable (config.cache.CacheUnavailable) each web process counts in
+its own memory instead, the same way: the limits still hold per process, so a client
+gets at most the rate times the number of web processes (gunicorn's workers) in a
+window, and the window it was in starts again from zero. Requests are neither refused
+for want of Redis nor let through uncounted; once Redis answers, its counters count
+again.
 """
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from django.core.cache import DEFAULT_CACHE_ALIAS, BaseCache, caches
+from django.core.cache.backends.locmem import LocMemCache
 from django.core.cache.backends.redis import RedisCache
 from django.utils.connection import ConnectionProxy
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.settings import api_settings
 from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 
+from config.cache import CacheUnavailable, SharedClientRedisCache
+
 # A window's counter outlives its window by this many seconds, so it never expires
 # while it is still counted.
 _MARGIN = 5
+
+# This process's counters while the shared cache is unreachable: room for a window's
+# counters of many clients (one entry per client and scope).
+_FALLBACK = LocMemCache("throttle-fallback", {"OPTIONS": {"MAX_ENTRIES": 50_000}})
 
 
 def count_request(cache: BaseCache, key: str, ttl: int) -> int:
@@ -35,7 +51,9 @@ def count_request(cache: BaseCache, key: str, ttl: int) -> int:
     if isinstance(cache, RedisCache):
         name = cache.make_and_validate_key(key)
         client = cache._cache.get_client(name, write=True)
-        with client.pipeline(transaction=True) as pipe:
+        shared = isinstance(cache, SharedClientRedisCache)
+        guard = cache.breaker.guard() if shared else nullcontext()
+        with guard, client.pipeline(transaction=True) as pipe:
             count, _ = pipe.incr(name).expire(name, ttl).execute()
         return count
     while True:
@@ -71,7 +89,11 @@ class _LiveRatesFixedWindow:
         self.now = self.timer()
         window = int(self.now // self.duration)
         self.window_end = (window + 1) * self.duration
-        count = count_request(self._cache(), f"{self.key}_{window}", self.duration + _MARGIN)
+        key, ttl = f"{self.key}_{window}", self.duration + _MARGIN
+        try:
+            count = count_request(self._cache(), key, ttl)
+        except CacheUnavailable:
+            count = count_request(_FALLBACK, key, ttl)
         return count <= self.num_requests
 
     def wait(self):

@@ -390,7 +390,14 @@ AXES_LOCKOUT_CALLABLE = "accounts.views.locked_out"
 REDIS_URL = env_str("REDIS_URL", "")
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
-    CELERY_BROKER_TRANSPORT_OPTIONS = {}
+    # A Redis that hangs (lost network) would hold whoever sends a task, a request
+    # after its commit included, until the kernel gives up: connects and replies are
+    # bounded instead (above the workers' 1 s wait for a message).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "socket_connect_timeout": 1,
+        "socket_timeout": 5,
+        "max_retries": 0,
+    }
 else:
     _queue_dir = VAR_DIR / "celery"
     CELERY_BROKER_URL = "filesystem://"
@@ -407,13 +414,20 @@ CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", REDIS_URL) or None
 
 # The cache holds the API throttles' counters: Redis when REDIS_URL is set, so every
 # web process counts against the same limits; otherwise this process's memory, which is
-# enough for the single-process demo.
+# enough for the single-process demo. While Redis is unreachable a request goes without
+# it (config.cache): a connect gives up after half a second, a command after a second,
+# and the process then stops asking for CIRCUIT_SECONDS.
 if REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "config.cache.SharedClientRedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "qg",
+            "OPTIONS": {
+                "socket_connect_timeout": 0.5,
+                "socket_timeout": 1.0,
+                "CIRCUIT_SECONDS": 2.0,
+            },
         }
     }
 else:

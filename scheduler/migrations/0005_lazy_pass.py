@@ -4,8 +4,15 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
+from core.migration_ops import AddIndexConcurrently
+
 
 class Migration(migrations.Migration):
+    # The indexes on scheduler_job are built concurrently on PostgreSQL
+    # (core.migration_ops), which no transaction may hold. (The new table beside them
+    # needs no transaction: it is one statement.)
+    atomic = False
+
     dependencies = [
         ("governance", "0007_rules_and_duties"),
         ("scheduler", "0004_job_definitions_submissions"),
@@ -31,7 +38,7 @@ class Migration(migrations.Migration):
                 ("pass_requested_at", models.DateTimeField(blank=True, null=True)),
             ],
         ),
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name="job",
             index=models.Index(
                 condition=models.Q(("misconfigured_since__isnull", True), ("state", "RUNNABLE")),
@@ -39,7 +46,7 @@ class Migration(migrations.Migration):
                 name="job_dispatch_order_idx",
             ),
         ),
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name="job",
             index=models.Index(
                 condition=models.Q(
@@ -61,7 +68,7 @@ class Migration(migrations.Migration):
                 name="job_pass_attention_idx",
             ),
         ),
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name="job",
             index=models.Index(
                 condition=models.Q(("misconfigured_since__isnull", False), ("state", "RUNNABLE")),

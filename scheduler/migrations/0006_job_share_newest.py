@@ -3,8 +3,14 @@
 from django.conf import settings
 from django.db import migrations, models
 
+from core.migration_ops import AddIndexConcurrently
+
 
 class Migration(migrations.Migration):
+    # The indexes on scheduler_job are built concurrently on PostgreSQL
+    # (core.migration_ops), which no transaction may hold.
+    atomic = False
+
     dependencies = [
         ("governance", "0009_monthlyrollup_version"),
         ("scheduler", "0005_lazy_pass"),
@@ -12,7 +18,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.AddIndex(
+        AddIndexConcurrently(
             model_name="job",
             index=models.Index(
                 fields=["share", "-submitted_at", "-id"], name="job_share_newest_idx"

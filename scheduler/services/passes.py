@@ -96,10 +96,13 @@ def send_pass(queue_id: int) -> None:
     if not claim_pass_request(queue_id):
         return
     try:
-        task("scheduler.run_pass").delay(queue_id)
-    except Exception:  # noqa: BLE001 - any broker failure; the tick repairs it
+        # No result wanted: a Redis result store that is down would hold the request
+        # (its subscription to the result retries for some 20 s) after the commit; and
+        # no retries of the publish: a lost request is the tick's to repair.
+        task("scheduler.run_pass").apply_async((queue_id,), ignore_result=True, retry=False)
+    except Exception as error:  # noqa: BLE001 - any broker failure; the tick repairs it
         pass_request_taken(queue_id)
-        logger.exception("could not enqueue a pass of queue %s", queue_id)
+        logger.warning("could not enqueue a pass of queue %s (%s): the tick asks", queue_id, error)
 
 
 def claim_pass_request(queue_id: int, *, now: dt.datetime | None = None) -> bool:

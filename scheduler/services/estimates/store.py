@@ -6,6 +6,7 @@ coalesce; one computation per queue at a time).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import threading
@@ -16,6 +17,7 @@ from django.core.cache import cache
 from django.db import connection, transaction
 from django.utils import timezone
 
+from config.cache import CacheUnavailable
 from config.celery import task
 from engine.gc_pause import cyclic_gc_paused
 from fleet.models import JobQueue
@@ -43,15 +45,18 @@ _LOCAL_QUEUES = 8  # 2.8 MB pickled each at 10,000 waiting jobs (bench_eta)
 
 def load(queue_id: int) -> Stored | None:
     key = cache_key(queue_id)
-    header = cache.get(key + ":v")
-    if header is None:
-        return None
     with _LOCAL_LOCK:
         local = _LOCAL.get(queue_id)
-    if local is not None and local.version == header[0]:
-        return local
-    with cyclic_gc_paused():  # some 100,000 objects at 10,000 waiting jobs, no cycles
-        stored = cache.get(key)
+    try:
+        header = cache.get(key + ":v")
+        if header is None:
+            return None
+        if local is not None and local.version == header[0]:
+            return local
+        with cyclic_gc_paused():  # some 100,000 objects at 10,000 waiting jobs, no cycles
+            stored = cache.get(key)
+    except CacheUnavailable:
+        return local  # Redis is down: this process's last one, or none (then computed)
     if stored is None:
         return None
     _remember(queue_id, stored)
@@ -69,9 +74,10 @@ def _remember(queue_id: int, stored: Stored) -> None:
 def _save(queue_id: int, stored: Stored) -> None:
     key = cache_key(queue_id)
     timeout = getattr(settings, "ESTIMATE_STORE_SECONDS", 24 * 3600)
-    cache.set(key, stored, timeout)
-    cache.set(key + ":v", (stored.version, stored.now, time.time(), stored.spent), timeout)
     _remember(queue_id, stored)
+    with contextlib.suppress(CacheUnavailable):  # kept in this process meanwhile
+        cache.set(key, stored, timeout)
+        cache.set(key + ":v", (stored.version, stored.now, time.time(), stored.spent), timeout)
 
 
 def forget(queue: JobQueue) -> None:
@@ -149,6 +155,13 @@ def request_estimates(queue_id: int, *, read: bool = False) -> None:
 
 
 def send_estimates(queue_id: int, *, read: bool = False, wait: float = 0.0) -> None:
+    try:
+        _send_estimates(queue_id, read=read, wait=wait)
+    except CacheUnavailable as error:  # Redis is down: the next read or pass asks again
+        logger.warning("could not ask for the estimates of queue %s (%s)", queue_id, error)
+
+
+def _send_estimates(queue_id: int, *, read: bool, wait: float) -> None:
     key = cache_key(queue_id) + ":asked"
     kind = "read" if read else "change"
     if not cache.add(key, kind, REQUEST_STALE):

@@ -257,18 +257,21 @@ def test_a_submission_asks_for_a_pass_after_commit(
     queue, submit, django_capture_on_commit_callbacks
 ):
     with (
-        mock.patch.object(tasks.run_pass, "delay") as delay,
+        mock.patch.object(tasks.run_pass, "apply_async") as send,
         django_capture_on_commit_callbacks(execute=True),
     ):
         submit("qs1", "a")
-    delay.assert_called_once_with(queue.pk)
+    send.assert_called_once()
+    assert send.call_args.args == ((queue.pk,),)
 
 
 def test_a_broker_outage_does_not_fail_a_submission(
     queue, submit, django_capture_on_commit_callbacks
 ):
     with (
-        mock.patch.object(tasks.run_pass, "delay", side_effect=ConnectionError("broker down")),
+        mock.patch.object(
+            tasks.run_pass, "apply_async", side_effect=ConnectionError("broker down")
+        ),
         django_capture_on_commit_callbacks(execute=True),
     ):
         job = submit("qs1", "a")
@@ -277,11 +280,12 @@ def test_a_broker_outage_does_not_fail_a_submission(
 
 def test_a_policy_change_asks_for_a_pass(queue, django_capture_on_commit_callbacks):
     with (
-        mock.patch.object(tasks.run_pass, "delay") as delay,
+        mock.patch.object(tasks.run_pass, "apply_async") as send,
         django_capture_on_commit_callbacks(execute=True),
     ):
         policy_changed.send(sender=JobQueue, queue_id=queue.pk)
-    delay.assert_called_once_with(queue.pk)
+    send.assert_called_once()
+    assert send.call_args.args == ((queue.pk,),)
 
 
 def test_the_tick_asks_for_a_pass_of_every_queue_with_live_jobs(queue, submit, settings):
@@ -294,9 +298,10 @@ def test_the_tick_asks_for_a_pass_of_every_queue_with_live_jobs(queue, submit, s
     }
     submit("qs1", "a")
     submit("qs1", "b")
-    with mock.patch.object(tasks.run_pass, "delay") as delay:
+    with mock.patch.object(tasks.run_pass, "apply_async") as send:
         tasks.tick()
-    delay.assert_called_once_with(queue.pk)
+    send.assert_called_once()
+    assert send.call_args.args == ((queue.pk,),)
 
 
 def test_the_pass_task_of_a_deleted_queue_does_nothing():
