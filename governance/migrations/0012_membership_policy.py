@@ -27,6 +27,7 @@ class Migration(migrations.Migration):
                 on_delete=django.db.models.deletion.SET_NULL,
                 related_name="+",
                 to=settings.AUTH_USER_MODEL,
+                db_index=False,
             ),
         ),
         migrations.AddField(
@@ -38,6 +39,7 @@ class Migration(migrations.Migration):
                 on_delete=django.db.models.deletion.SET_NULL,
                 related_name="changes",
                 to="fleet.team",
+                db_index=False,
             ),
         ),
         migrations.AddField(

@@ -41,12 +41,24 @@ class PolicyChange(models.Model):
     urgency = models.ForeignKey(
         UrgencyDefinition, null=True, blank=True, on_delete=models.SET_NULL, related_name="changes"
     )
+    # Their indexes are the Meta ones below, built concurrently (migration 0013): the
+    # history is a large table (tests/core/test_migrations_policy.py).
     team = models.ForeignKey(
-        Team, null=True, blank=True, on_delete=models.SET_NULL, related_name="changes"
+        Team,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="changes",
+        db_index=False,
     )
     # The user whose roles a ROLE change changed.
     subject = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
     )
     object_repr = models.CharField(max_length=200)
     before = models.JSONField(null=True, blank=True)
@@ -64,7 +76,11 @@ class PolicyChange(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["target", "-created_at"])]
+        indexes = [
+            models.Index(fields=["target", "-created_at"]),
+            models.Index(fields=["team", "-created_at"], name="policychange_team_idx"),
+            models.Index(fields=["subject", "-created_at"], name="policychange_subject_idx"),
+        ]
 
     def __str__(self):
         return f"{self.get_target_display()} {self.object_repr} ({self.get_cause_display()})"

@@ -53,12 +53,6 @@ ALREADY_APPLIED = {
     ("governance", "0003_exceptions_and_knowledge"): (
         "PolicyChange.exception_request's foreign-key index"
     ),
-    # Merged just before the rule (membership policy). If no deployed database has run
-    # it yet, better: db_index=False on the two foreign keys and their indexes added
-    # concurrently by a migration of their own (governance/policy/models.py).
-    ("governance", "0012_membership_policy"): (
-        "PolicyChange.subject's and PolicyChange.team's foreign-key indexes"
-    ),
 }
 
 
