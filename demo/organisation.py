@@ -20,6 +20,7 @@ from demo.jobs import SAMPLE_DEFINITIONS, seed_definitions, seed_process_demo
 from demo.knowledge import seed_knowledge
 from fleet.models import InstanceType, Job, JobQueue, QuotaShare, Team
 from governance.models import PolicyChange
+from governance.policy.membership import role_changes_by
 from governance.policy.services import (
     ShareData,
     queue_create,
@@ -114,7 +115,9 @@ def _users(password: str) -> dict[str, User]:
         if created:
             user.set_password(password)
             user.save()
-        user.groups.add(Group.objects.get_or_create(name=demo.role)[0])
+        # Recorded in the history as the seeding's own change, not as a direct one.
+        with role_changes_by(actor=None, reason=SEED_REASON, cause=PolicyChange.Cause.IMPORT):
+            user.groups.add(Group.objects.get_or_create(name=demo.role)[0])
         users[demo.username] = user
     return users
 
