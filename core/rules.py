@@ -200,6 +200,7 @@ RULES: dict[str, Rule] = {
     "account.use": Rule(_roles(SIGNED_IN), "sign in first"),
     "lockout.manage": Rule(_roles(ADMINS), "only platform admins see login lockouts"),
     "outbox.view": Rule(_roles(ADMINS), "only platform admins read the e-mails the product sent"),
+    "runner.view": Rule(_roles(ADMINS), "only platform admins see the runners and their hosts"),
     # Dashboard and what-if.
     "dashboard.view": Rule(
         _roles(ADMINS, LEADERSHIP), "the dashboard is for leadership and platform admins"

@@ -38,11 +38,12 @@ from scheduler.executors import executor_for, executor_names
 from scheduler.liveness import (
     TICK_KEY,
     clock_skew_limit,
+    database_clock_offset,
     live_runners,
     served_instance_types,
     tick_cache,
 )
-from scheduler.models import JobDecision
+from scheduler.models import JobDecision, Runner
 from scheduler.work import compute_seconds
 
 logger = logging.getLogger(__name__)
@@ -729,3 +730,76 @@ def runner_problems(*, now: dt.datetime | None = None) -> list[dict]:
         for pk, types, problems in rows
         if problems
     ]
+
+
+@dataclass(frozen=True)
+class RunnerRow:
+    """One runner incarnation as the runners page shows it."""
+
+    name: str
+    hostname: str
+    pid: int
+    instance_types: list[str]
+    status: str  # live | gone (silent past its timeout) | stopped
+    started_at: dt.datetime
+    last_seen_at: dt.datetime
+    last_seen_seconds: float
+    clock_offset_seconds: float | None
+    clock_skewed: bool
+    problems: list[str]
+    running_jobs: int
+
+
+def runner_overview(*, now: dt.datetime | None = None, limit: int = 200) -> dict:
+    """The runners page: every runner incarnation, live ones first (newest first), with
+    what `/healthz/` judges from them (instance types nobody serves, clock skew, what a
+    runner cannot run), named, since the page is for admins. Runners stopped or gone
+    more than a day ago are left out. Times are the database's clock, as the beats."""
+    # The ages are on the database's clock, as the beats are (this process's may drift).
+    reference = now or timezone.now() - dt.timedelta(seconds=database_clock_offset())
+    live_ids = set(live_runners(now=now).values_list("pk", flat=True))
+    limit_skew = clock_skew_limit()
+    recent = Runner.objects.filter(last_seen_at__gte=reference - dt.timedelta(days=1))
+    running = dict(
+        Job.objects.filter(state=Job.State.RUNNING)
+        .exclude(worker="")
+        .order_by()
+        .values("worker")
+        .annotate(n=Count("pk"))
+        .values_list("worker", "n")
+    )
+    rows = []
+    for runner in recent.order_by("-last_seen_at")[:limit]:
+        if runner.pk in live_ids:
+            status = "live"
+        elif runner.stopped_at is not None:
+            status = "stopped"
+        else:
+            status = "gone"
+        offset = runner.clock_offset_seconds
+        rows.append(
+            RunnerRow(
+                name=runner.name,
+                hostname=runner.hostname,
+                pid=runner.pid,
+                instance_types=list(runner.instance_types),
+                status=status,
+                started_at=runner.started_at,
+                last_seen_at=runner.last_seen_at,
+                last_seen_seconds=max(0.0, (reference - runner.last_seen_at).total_seconds()),
+                clock_offset_seconds=offset,
+                clock_skewed=status == "live" and offset is not None and abs(offset) > limit_skew,
+                problems=list(runner.problems or []) if status == "live" else [],
+                running_jobs=running.get(f"{runner.hostname}:{runner.pid}", 0),
+            )
+        )
+    rows.sort(key=lambda row: (row.status != "live", -row.last_seen_at.timestamp()))
+    health = system_health(now=now)
+    return {
+        "status": health["status"],
+        "rows": rows,
+        "without_runner": health["runners"]["instance_types_without_runner"],
+        "clock": health["runners"]["clock"],
+        "skew_limit": limit_skew,
+        "live": sum(1 for row in rows if row.status == "live"),
+    }

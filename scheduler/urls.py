@@ -4,7 +4,7 @@
 from django.urls import path
 from rest_framework.routers import SimpleRouter
 
-from scheduler import api, views
+from scheduler import api, runner_views, views
 
 router = SimpleRouter()
 router.register("api/v1/job-definitions", api.JobDefinitionViewSet, basename="api-job-definition")
@@ -18,6 +18,7 @@ urlpatterns = [
     path("jobs/<int:pk>/terminate/", views.job_terminate, name="job-terminate"),
     path("jobs/<int:pk>/decision/", views.job_decision, name="job-decision"),
     path("jobs/queues/<int:pk>/live/", views.queue_live, name="queue-live"),
+    path("jobs/runners/", runner_views.runner_list, name="runner-list"),
     path("jobs/definitions/", views.definition_list, name="definition-list"),
     path("jobs/definitions/new/", views.definition_create, name="definition-create"),
     path("jobs/definitions/<int:pk>/", views.definition_detail, name="definition-detail"),

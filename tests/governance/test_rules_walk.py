@@ -215,6 +215,7 @@ PAGES: dict[tuple[str, str], Entry] = {
     ("lockouts", ""): Entry(("lockout.manage",), methods=("GET", "POST")),
     ("profile", ""): Entry(("account.use",), methods=("GET", "POST")),
     ("outbox", ""): Entry(("outbox.view",)),
+    ("runner-list", ""): Entry(("runner.view",)),
     ("time-zone-detect", ""): Entry(("account.use",), methods=("POST",)),
     ("api-schema", ""): Entry(("account.use",)),
     ("api-docs", ""): Entry(("account.use",)),
