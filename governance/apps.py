@@ -11,6 +11,9 @@ class GovernanceConfig(AppConfig):
 
         scopes.register()
         self._record_role_changes()
+        # Registers the revert of workload-class changes (governance.policy.services).
+        from governance.policy import workload_classes  # noqa: F401
+
         # Register the feature packages' tasks in every process (web, worker, tests), so
         # services enqueue them by name (config.celery.task) without importing them, and
         # eager runs (CELERY_TASK_ALWAYS_EAGER) find them.

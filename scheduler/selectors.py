@@ -591,6 +591,9 @@ def revision_facts(revision: JobDefinitionRevision, *, show_values: bool) -> dic
         else f"{revision.max_address_space_mb} MB",
         "CPU time limit": _seconds(revision.max_cpu_seconds),
         "Network": "yes (the runner's)" if revision.network else "none",
+        "Workload class": revision.workload_class.name
+        if revision.workload_class
+        else "the share's default",
     }
 
 

@@ -3,7 +3,7 @@
 from django.conf import settings
 from django.db import models
 
-from fleet.models import JobQueue, QuotaShare, Team, UrgencyDefinition
+from fleet.models import JobQueue, QuotaShare, Team, UrgencyDefinition, WorkloadClass
 
 
 class PolicyChange(models.Model):
@@ -24,6 +24,7 @@ class PolicyChange(models.Model):
         URGENCY = "urgency", "Urgency definition"
         TEAM = "team", "Team membership"
         ROLE = "role", "Role assignment"
+        WORKLOAD_CLASS = "workload_class", "Workload class"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(
@@ -50,6 +51,9 @@ class PolicyChange(models.Model):
         on_delete=models.SET_NULL,
         related_name="changes",
         db_index=False,
+    )
+    workload_class = models.ForeignKey(
+        WorkloadClass, null=True, blank=True, on_delete=models.SET_NULL, related_name="changes"
     )
     # The user whose roles a ROLE change changed.
     subject = models.ForeignKey(
