@@ -192,13 +192,17 @@ def share_validate_in_policy(
     ):
         errors["priority_ceiling"] = ["must be a whole number from 0 to 9999"]
     default_class = data.default_workload_class
-    if default_class is not KEEP_CLASS and default_class is not None:
-        if not isinstance(default_class, str) or not (
-            WorkloadClass.objects.filter(name=default_class).exists()
-        ):
-            errors["default_workload_class"] = [
-                f"no workload class named {default_class!r}; choose one, or none"
-            ]
+    if (
+        default_class is not KEEP_CLASS
+        and default_class is not None
+        and not (
+            isinstance(default_class, str)
+            and WorkloadClass.objects.filter(name=default_class).exists()
+        )
+    ):
+        errors["default_workload_class"] = [
+            f"no workload class named {default_class!r}; choose one, or none"
+        ]
     capacity = queue_doc.get("capacity") if isinstance(queue_doc.get("capacity"), dict) else {}
     stored = share_docs[index].get("capacity_limits", {}) if index < len(share_docs) else {}
     for type_name, limit in data.capacity_limits.items():

@@ -9,6 +9,7 @@ import pytest
 
 from core.errors import NON_FIELD
 from fleet.models import QuotaShare, WorkloadClass
+from fleet.selectors import share_document
 from governance.models import PolicyChange, PolicyProposal
 from governance.policy import contracts
 from governance.policy.impact import share_change_impact, workload_class_change_impact
@@ -20,7 +21,6 @@ from governance.policy.services import (
 )
 from governance.policy.workload_classes import workload_class_delete, workload_class_save
 from governance.proposals.services import proposal_approve
-from fleet.selectors import share_document
 from tests.factories import UserFactory, job_definition
 
 pytestmark = pytest.mark.django_db
