@@ -732,3 +732,80 @@ def runner_problems(*, now: dt.datetime | None = None) -> list[dict]:
         for pk, types, problems in rows
         if problems
     ]
+
+
+# Interruption contracts (spec v2): what a job's copied contract, or a workload class,
+# promises, in words; and, for a running job, until when its current run is protected.
+
+
+def _span(seconds: int) -> str:
+    """Seconds as a contract is written: "120 s", "30 min", "2 h"."""
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    if seconds % 60 == 0 and seconds >= 600:
+        return f"{seconds // 60} min"
+    return f"{seconds} s" if seconds < 600 else duration(seconds)
+
+
+def contract_words(contract) -> list[str]:
+    """A contract (a job's copied fields, or a workload class: min_runtime_reclaim,
+    min_runtime_preempt, grace, checkpoint_on_notice) as sentences, one per promise."""
+    words = []
+    for seconds, cause in (
+        (contract.min_runtime_reclaim, "reclaim"),
+        (contract.min_runtime_preempt, "in-share preemption"),
+    ):
+        if seconds:
+            words.append(f"protected from {cause} for {_span(seconds)} after each start")
+        else:
+            words.append(f"not protected from {cause}")
+    grace, checkpoint = contract.grace, contract.checkpoint_on_notice
+    if not grace:
+        words.append("no notice: a victim stops at once")
+    elif checkpoint is None:
+        words.append(
+            f"{_span(grace)} notice, does not checkpoint on notice (it stops at the end of "
+            "its notice and resumes from its last periodic checkpoint)"
+        )
+    elif checkpoint <= grace:
+        words.append(f"{_span(grace)} notice, checkpoints in {_span(checkpoint)}")
+    else:
+        words.append(
+            f"{_span(grace)} notice, but checkpointing takes {_span(checkpoint)}: it stops at "
+            "the end of its notice and resumes from its last periodic checkpoint"
+        )
+    return words
+
+
+@dataclass(frozen=True)
+class JobContract:
+    """The job page's contract: the class it came from, its promises in words, and, while
+    the job runs, until when its current run is protected (None: not protected now)."""
+
+    workload_class: str
+    words: list[str]
+    protected_from_reclaim_until: dt.datetime | None
+    protected_from_preemption_until: dt.datetime | None
+
+
+def job_contract(job: Job, *, now: dt.datetime | None = None) -> JobContract:
+    """The job's copied contract. Protection counts from the start of the current run
+    (Job.started_at) in real seconds, as the scheduler's pass reads it."""
+    now = now or timezone.now()
+    until = {}
+    for name, seconds in (
+        ("reclaim", job.min_runtime_reclaim),
+        ("preemption", job.min_runtime_preempt),
+    ):
+        end = None
+        if job.state == Job.State.RUNNING and job.started_at is not None and seconds:
+            end = job.started_at + dt.timedelta(seconds=seconds)
+            if end <= now:
+                end = None
+        until[name] = end
+    return JobContract(
+        workload_class=job.workload_class,
+        words=contract_words(job),
+        protected_from_reclaim_until=until["reclaim"],
+        protected_from_preemption_until=until["preemption"],
+    )
