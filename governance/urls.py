@@ -8,8 +8,8 @@ from governance import system
 from governance.policy import history_views as history
 from governance.policy import team_views as teams
 from governance.policy import urgency_views as urgency
-from governance.policy import workload_class_views as classes
 from governance.policy import views as policy
+from governance.policy import workload_class_views as classes
 from governance.policy_code import views as policy_code
 from governance.proposals import views as proposals
 from governance.proposals.api import ProposalViewSet

@@ -23,9 +23,9 @@ from fleet.selectors import queue_list, queue_usage, share_get
 from governance import glossary
 from governance.exceptions.selectors import active_exceptions
 from governance.knowledge.selectors import articles_by_share
+from governance.policy import contracts
 from governance.policy.forms import CapacityForm, ShareForm
 from governance.policy.history_views import display_value, field_label, history_url_for
-from governance.policy import contracts
 from governance.policy.impact import capacity_change_impact, share_change_impact
 from governance.policy.services import (
     PolicyError,
