@@ -3,6 +3,8 @@ to the field, the reason, a proposal under review, the trade-off and its preview
 delete page refusing a class in use; the share editor's default class and its figure."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from fleet.models import QuotaShare, WorkloadClass
@@ -136,3 +138,18 @@ def test_the_share_editor_sets_the_default_class_and_shows_the_figure(admin_clie
     assert qs1.default_workload_class.name == "batch"
     change = PolicyChange.objects.filter(share=qs1).latest("id")
     assert change.after["default_workload_class"] == "batch"
+
+
+def _list_queries(client) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(reverse("workload-class-list")).status_code == 200
+    return len(queries)
+
+
+def test_the_list_costs_the_same_queries_for_one_class_or_many(admin_client):
+    WorkloadClass.objects.create(name="class-0")
+    one = _list_queries(admin_client)
+    for n in range(1, 8):
+        WorkloadClass.objects.create(name=f"class-{n}", grace=60, checkpoint_on_notice=30)
+
+    assert _list_queries(admin_client) == one
