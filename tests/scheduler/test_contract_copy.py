@@ -11,7 +11,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from fleet.models import Job, QuotaShare, WorkloadClass
+from fleet.models import Job, JobDefinition, QuotaShare, WorkloadClass
 from governance.policy.workload_classes import workload_class_save
 from scheduler.selectors import job_contract
 from scheduler.services.jobs import JobData, job_submit, jobs_submit
@@ -160,3 +160,30 @@ def test_the_job_page_shows_the_contract_and_until_when_it_is_protected(
     html = client.get(reverse("job-detail", args=[job.pk])).content.decode()
     until = timezone.localtime(started + dt.timedelta(seconds=1800))
     assert f"protected from reclaim until {until:%H:%M:%S}" in html
+
+
+def test_the_definition_form_sets_the_class_and_its_page_shows_it(
+    client, admin, aws_queue, classes
+):
+    client.force_login(admin)
+    form = {
+        "name": "train",
+        "queues": [aws_queue.pk],
+        "instances": 1,
+        "restart_overhead": 0,
+        "stop_grace_seconds": 10,
+        "workload_class": classes["batch"].pk,
+        "reason": "long runs",
+        "parameters-TOTAL_FORMS": 0,
+        "parameters-INITIAL_FORMS": 0,
+    }
+
+    page = client.get(reverse("definition-create")).content.decode()
+    assert "the share&#x27;s default class" in page and ">batch<" in page
+    response = client.post(reverse("definition-create"), form)
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    definition = JobDefinition.objects.get(name="train")
+    assert definition.revisions.get().workload_class == classes["batch"]
+    detail = client.get(reverse("definition-detail", args=[definition.pk])).content.decode()
+    assert "Workload class" in detail and "batch" in detail
