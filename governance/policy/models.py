@@ -52,8 +52,14 @@ class PolicyChange(models.Model):
         related_name="changes",
         db_index=False,
     )
+    # Its index is the Meta one below, built concurrently (migration 0015).
     workload_class = models.ForeignKey(
-        WorkloadClass, null=True, blank=True, on_delete=models.SET_NULL, related_name="changes"
+        WorkloadClass,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="changes",
+        db_index=False,
     )
     # The user whose roles a ROLE change changed.
     subject = models.ForeignKey(
@@ -84,6 +90,9 @@ class PolicyChange(models.Model):
             models.Index(fields=["target", "-created_at"]),
             models.Index(fields=["team", "-created_at"], name="policychange_team_idx"),
             models.Index(fields=["subject", "-created_at"], name="policychange_subject_idx"),
+            models.Index(
+                fields=["workload_class", "-created_at"], name="policychange_class_idx"
+            ),
         ]
 
     def __str__(self):
