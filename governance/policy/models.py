@@ -90,9 +90,7 @@ class PolicyChange(models.Model):
             models.Index(fields=["target", "-created_at"]),
             models.Index(fields=["team", "-created_at"], name="policychange_team_idx"),
             models.Index(fields=["subject", "-created_at"], name="policychange_subject_idx"),
-            models.Index(
-                fields=["workload_class", "-created_at"], name="policychange_class_idx"
-            ),
+            models.Index(fields=["workload_class", "-created_at"], name="policychange_class_idx"),
         ]
 
     def __str__(self):
