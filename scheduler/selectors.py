@@ -506,9 +506,9 @@ def definition_list(
 def with_latest(definitions) -> list[JobDefinition]:
     """The definitions (of `definition_list`), each with `.latest`: one query for all."""
     definitions = list(definitions)
-    revisions = JobDefinitionRevision.objects.select_related("instance_type", "created_by").in_bulk(
-        [definition.latest_revision_id for definition in definitions]
-    )
+    revisions = JobDefinitionRevision.objects.select_related(
+        "instance_type", "created_by", "workload_class"
+    ).in_bulk([definition.latest_revision_id for definition in definitions])
     for definition in definitions:
         definition.latest = revisions[definition.latest_revision_id]
         definition.latest.definition = definition
@@ -526,7 +526,9 @@ def definition_get(*, pk: int) -> JobDefinition:
 def definition_revisions(definition: JobDefinition) -> list[JobDefinitionRevision]:
     """Every revision, newest first."""
     revisions = list(
-        definition.revisions.select_related("instance_type", "created_by").order_by("-revision")
+        definition.revisions.select_related(
+            "instance_type", "created_by", "workload_class"
+        ).order_by("-revision")
     )
     for revision in revisions:
         revision.definition = definition
