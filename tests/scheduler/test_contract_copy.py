@@ -8,6 +8,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -187,3 +189,22 @@ def test_the_definition_form_sets_the_class_and_its_page_shows_it(
     assert definition.revisions.get().workload_class == classes["batch"]
     detail = client.get(reverse("definition-detail", args=[definition.pk])).content.decode()
     assert "Workload class" in detail and "batch" in detail
+
+
+def _definition_list_queries(client) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get("/api/v1/job-definitions/")
+    assert response.status_code == 200
+    return len(queries)
+
+
+def test_the_definition_list_reads_the_classes_in_constant_queries(
+    client, admin, aws_queue, classes
+):
+    client.force_login(admin)
+    job_definition(aws_queue, name="def-0", workload_class=classes["batch"])
+    one = _definition_list_queries(client)
+    for n in range(1, 5):
+        job_definition(aws_queue, name=f"def-{n}", workload_class=classes["serving"])
+
+    assert _definition_list_queries(client) == one
