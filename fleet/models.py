@@ -110,6 +110,58 @@ class QueueCapacity(models.Model):
         return f"{self.queue}: {self.instances} × {self.instance_type}"
 
 
+class WorkloadClass(models.Model):
+    """A kind of work and the interruption contract (spec v2) its jobs carry: how long
+    each run is protected from reclaim and from in-share preemption, the notice a
+    victim gets, and how soon after notice it saves and exits. Global, as urgency
+    definitions are: one vocabulary the admins edit for every queue. Each job copies
+    its class's contract at submission (scheduler.services.jobs), so a later change of
+    a class never changes a submitted job."""
+
+    name = models.CharField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    min_runtime_reclaim = models.PositiveIntegerField(
+        default=0,
+        help_text="Seconds from the start of each run during which a job is not a victim "
+        "of reclaim (0 = none).",
+    )
+    min_runtime_preempt = models.PositiveIntegerField(
+        default=0,
+        help_text="Seconds from the start of each run during which a job is not a victim "
+        "of in-share preemption (0 = none).",
+    )
+    grace = models.PositiveIntegerField(
+        default=0,
+        help_text="Seconds of notice a victim gets before its capacity is taken (0 = it "
+        "stops at once).",
+    )
+    checkpoint_on_notice = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Seconds a job needs after notice to save a checkpoint and exit; empty = "
+        "it does not checkpoint on notice. Needs a grace: with grace 0 no notice is given.",
+    )
+    version = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(min_runtime_reclaim__gte=0) & Q(min_runtime_preempt__gte=0),
+                name="workloadclass_min_runtimes_ge_0",
+            ),
+            models.CheckConstraint(condition=Q(grace__gte=0), name="workloadclass_grace_ge_0"),
+            models.CheckConstraint(
+                condition=Q(checkpoint_on_notice__isnull=True)
+                | (Q(checkpoint_on_notice__gte=1) & Q(grace__gte=1)),
+                name="workloadclass_checkpoint_on_notice_ge_1_with_grace",
+            ),
+        ]
+
+    def __str__(self):
+        return self.name
+
+
 DEFAULT_PRIORITY_CEILING = 100
 MAX_PRIORITY = 9999
 
@@ -142,6 +194,15 @@ class QuotaShare(models.Model):
         default=DEFAULT_PRIORITY_CEILING,
         help_text="The highest job priority a team lead may give without an active "
         "priority-raise exception or an urgency that names the team (0–9999).",
+    )
+    # The contract of the share's jobs whose definition names no class (and of jobs
+    # submitted without a definition); None: no contract.
+    default_workload_class = models.ForeignKey(
+        WorkloadClass,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="default_of_shares",
     )
     # Position in the queue: entitlement is granted in this order (the spec's listed order).
     position = models.PositiveIntegerField(default=0)
@@ -311,6 +372,14 @@ class JobDefinitionRevision(models.Model):
     # False: the process runs in an empty network namespace of its own (no route to
     # anything, the database and Redis included); True: on the runner's network.
     network = models.BooleanField(default=False)
+    # The interruption contract of the jobs it runs; None: the share's default class.
+    workload_class = models.ForeignKey(
+        WorkloadClass,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="definition_revisions",
+    )
     reason = models.TextField(blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

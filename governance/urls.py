@@ -9,6 +9,7 @@ from governance.policy import history_views as history
 from governance.policy import team_views as teams
 from governance.policy import urgency_views as urgency
 from governance.policy import views as policy
+from governance.policy import workload_class_views as classes
 from governance.policy_code import views as policy_code
 from governance.proposals import views as proposals
 from governance.proposals.api import ProposalViewSet
@@ -64,5 +65,20 @@ urlpatterns = [
     path("urgency/", urgency.urgencies, name="urgency-list"),
     path("urgency/new/", urgency.urgency_edit, name="urgency-create"),
     path("urgency/<int:pk>/edit/", urgency.urgency_edit, name="urgency-edit"),
+    path("workload-classes/", classes.workload_classes, name="workload-class-list"),
+    path("workload-classes/new/", classes.workload_class_edit, name="workload-class-create"),
+    path(
+        "workload-classes/<int:pk>/edit/", classes.workload_class_edit, name="workload-class-edit"
+    ),
+    path(
+        "workload-classes/<int:pk>/impact/",
+        classes.workload_class_impact,
+        name="workload-class-impact",
+    ),
+    path(
+        "workload-classes/<int:pk>/delete/",
+        classes.workload_class_delete,
+        name="workload-class-delete",
+    ),
     *router.urls,
 ]

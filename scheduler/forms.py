@@ -21,6 +21,7 @@ from fleet.models import (
     JobQueue,
     QuotaShare,
     UrgencyDefinition,
+    WorkloadClass,
 )
 from scheduler import selectors
 from scheduler.models import JobDecision
@@ -365,6 +366,14 @@ class DefinitionForm(forms.Form):
         "database, Redis or anything else. Tick it only for a program that must download "
         "or talk to a service.",
     )
+    workload_class = forms.ModelChoiceField(
+        queryset=WorkloadClass.objects.all(),
+        required=False,
+        empty_label="the share's default class",
+        label="Workload class",
+        help_text="The interruption contract its jobs copy when submitted (minimum "
+        "runtimes, notice, checkpoint on notice).",
+    )
     reason = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 2}),
@@ -408,6 +417,7 @@ class DefinitionForm(forms.Form):
             "command": "\n".join(revision.command),
             "environment": "\n".join(f"{k}={v}" for k, v in revision.environment.items()),
             "instance_type": revision.instance_type,
+            "workload_class": revision.workload_class,
             **{
                 name: getattr(revision, name)
                 for name in (

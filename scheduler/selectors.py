@@ -507,9 +507,9 @@ def definition_list(
 def with_latest(definitions) -> list[JobDefinition]:
     """The definitions (of `definition_list`), each with `.latest`: one query for all."""
     definitions = list(definitions)
-    revisions = JobDefinitionRevision.objects.select_related("instance_type", "created_by").in_bulk(
-        [definition.latest_revision_id for definition in definitions]
-    )
+    revisions = JobDefinitionRevision.objects.select_related(
+        "instance_type", "created_by", "workload_class"
+    ).in_bulk([definition.latest_revision_id for definition in definitions])
     for definition in definitions:
         definition.latest = revisions[definition.latest_revision_id]
         definition.latest.definition = definition
@@ -527,7 +527,9 @@ def definition_get(*, pk: int) -> JobDefinition:
 def definition_revisions(definition: JobDefinition) -> list[JobDefinitionRevision]:
     """Every revision, newest first."""
     revisions = list(
-        definition.revisions.select_related("instance_type", "created_by").order_by("-revision")
+        definition.revisions.select_related(
+            "instance_type", "created_by", "workload_class"
+        ).order_by("-revision")
     )
     for revision in revisions:
         revision.definition = definition
@@ -592,6 +594,9 @@ def revision_facts(revision: JobDefinitionRevision, *, show_values: bool) -> dic
         else f"{revision.max_address_space_mb} MB",
         "CPU time limit": _seconds(revision.max_cpu_seconds),
         "Network": "yes (the runner's)" if revision.network else "none",
+        "Workload class": revision.workload_class.name
+        if revision.workload_class
+        else "the share's default",
     }
 
 
@@ -803,3 +808,80 @@ def runner_overview(*, now: dt.datetime | None = None, limit: int = 200) -> dict
         "skew_limit": limit_skew,
         "live": sum(1 for row in rows if row.status == "live"),
     }
+
+
+# Interruption contracts (spec v2): what a job's copied contract, or a workload class,
+# promises, in words; and, for a running job, until when its current run is protected.
+
+
+def _span(seconds: int) -> str:
+    """Seconds as a contract is written: "120 s", "30 min", "2 h"."""
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    if seconds % 60 == 0 and seconds >= 600:
+        return f"{seconds // 60} min"
+    return f"{seconds} s" if seconds < 600 else duration(seconds)
+
+
+def contract_words(contract) -> list[str]:
+    """A contract (a job's copied fields, or a workload class: min_runtime_reclaim,
+    min_runtime_preempt, grace, checkpoint_on_notice) as sentences, one per promise."""
+    words = []
+    for seconds, cause in (
+        (contract.min_runtime_reclaim, "reclaim"),
+        (contract.min_runtime_preempt, "in-share preemption"),
+    ):
+        if seconds:
+            words.append(f"protected from {cause} for {_span(seconds)} after each start")
+        else:
+            words.append(f"not protected from {cause}")
+    grace, checkpoint = contract.grace, contract.checkpoint_on_notice
+    if not grace:
+        words.append("no notice: a victim stops at once")
+    elif checkpoint is None:
+        words.append(
+            f"{_span(grace)} notice, does not checkpoint on notice (it stops at the end of "
+            "its notice and resumes from its last periodic checkpoint)"
+        )
+    elif checkpoint <= grace:
+        words.append(f"{_span(grace)} notice, checkpoints in {_span(checkpoint)}")
+    else:
+        words.append(
+            f"{_span(grace)} notice, but checkpointing takes {_span(checkpoint)}: it stops at "
+            "the end of its notice and resumes from its last periodic checkpoint"
+        )
+    return words
+
+
+@dataclass(frozen=True)
+class JobContract:
+    """The job page's contract: the class it came from, its promises in words, and, while
+    the job runs, until when its current run is protected (None: not protected now)."""
+
+    workload_class: str
+    words: list[str]
+    protected_from_reclaim_until: dt.datetime | None
+    protected_from_preemption_until: dt.datetime | None
+
+
+def job_contract(job: Job, *, now: dt.datetime | None = None) -> JobContract:
+    """The job's copied contract. Protection counts from the start of the current run
+    (Job.started_at) in real seconds, as the scheduler's pass reads it."""
+    now = now or timezone.now()
+    until = {}
+    for name, seconds in (
+        ("reclaim", job.min_runtime_reclaim),
+        ("preemption", job.min_runtime_preempt),
+    ):
+        end = None
+        if job.state == Job.State.RUNNING and job.started_at is not None and seconds:
+            end = job.started_at + dt.timedelta(seconds=seconds)
+            if end <= now:
+                end = None
+        until[name] = end
+    return JobContract(
+        workload_class=job.workload_class,
+        words=contract_words(job),
+        protected_from_reclaim_until=until["reclaim"],
+        protected_from_preemption_until=until["preemption"],
+    )

@@ -24,6 +24,7 @@ from fleet.models import (
     JobQueue,
     QuotaShare,
     UrgencyDefinition,
+    WorkloadClass,
 )
 from scheduler.services import job_definitions as definitions
 from scheduler.services.jobs import (
@@ -471,6 +472,12 @@ def _content_fields(*, partial: bool) -> dict[str, serializers.Field]:
             "in an empty network namespace and reaches nothing, the database included.",
             **given(False),
         ),
+        "workload_class": serializers.CharField(
+            allow_null=True,
+            help_text="The name of the workload class whose interruption contract its jobs "
+            "copy at submission; null (the default): the share's default class.",
+            **given(None),
+        ),
         "description": serializers.CharField(allow_blank=True, **given("")),
         "reason": serializers.CharField(
             allow_blank=True,
@@ -533,6 +540,11 @@ def definition_data_from_input(values: dict, *, base: definitions.DefinitionData
         changes["instance_type"] = InstanceType.objects.filter(name=name).first()
         if changes["instance_type"] is None:
             errors["instance_type"] = [f"no instance type named {name}"]
+    if changes.get("workload_class") is not None:
+        name = changes["workload_class"]
+        changes["workload_class"] = WorkloadClass.objects.filter(name=name).first()
+        if changes["workload_class"] is None:
+            errors["workload_class"] = [f"no workload class named {name}"]
     if "parameters" in changes:
         changes["parameters"] = [
             {key: value for key, value in spec.items() if value is not None}
@@ -558,6 +570,12 @@ class RevisionOutputSerializer(serializers.ModelSerializer):
     )
     instance_type = serializers.CharField(
         source="instance_type.name", allow_null=True, default=None
+    )
+    workload_class = serializers.CharField(
+        source="workload_class.name",
+        allow_null=True,
+        default=None,
+        help_text="Its jobs' workload class; null: the share's default.",
     )
     created_by = serializers.CharField(source="created_by.username", allow_null=True, default=None)
 

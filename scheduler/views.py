@@ -143,6 +143,7 @@ def job_detail(request, pk: int):
             "wait": job_estimate(job) if not too_big else None,
             "waiting": selectors.job_waiting(job),
             "timeline": selectors.job_timeline(job),
+            "contract": selectors.job_contract(job),
             "can_manage": can_manage,
             "priority_form": PriorityForm(initial={"priority": job.priority}),
             "decision": decision,

@@ -22,6 +22,7 @@ router.register("v1/instance-types", views.InstanceTypeViewSet, basename="api-in
 router.register(
     "v1/urgency-definitions", views.UrgencyDefinitionViewSet, basename="api-urgency-definition"
 )
+router.register("v1/workload-classes", views.WorkloadClassViewSet, basename="api-workload-class")
 router.register("v1/policy-changes", views.PolicyChangeViewSet, basename="api-policy-change")
 
 urlpatterns = [

@@ -23,12 +23,14 @@ from fleet.models import (
     QuotaShare,
     Team,
     UrgencyDefinition,
+    WorkloadClass,
 )
 from governance.filters import PolicyChangeFilter, ShareFilter
 from governance.models import PolicyChange
 from governance.policy import serializers as api
 from governance.policy.membership import TeamData, team_delete, team_save
 from governance.policy.services import (
+    KEEP_CLASS,
     PolicyWrite,
     ShareData,
     policy_change_revert,
@@ -38,6 +40,11 @@ from governance.policy.services import (
     share_update,
     urgency_document,
     urgency_save,
+)
+from governance.policy.workload_classes import (
+    workload_class_delete,
+    workload_class_document,
+    workload_class_save,
 )
 from governance.proposals.api import ProposalSerializer, proposed
 
@@ -230,6 +237,7 @@ _SHARE_DEFAULTS = {
     "state": QuotaShare.State.ENABLED,
     "capacity_limits": {},
     "priority_ceiling": None,
+    "default_workload_class": KEEP_CLASS,
 }
 
 
@@ -250,6 +258,7 @@ def _share_base(share: QuotaShare) -> dict:
             limit.instance_type.name: limit.max_instances for limit in share.limits.all()
         },
         "priority_ceiling": share.priority_ceiling,
+        "default_workload_class": KEEP_CLASS,
     }
 
 
@@ -279,7 +288,9 @@ def _share_base(share: QuotaShare) -> dict:
     ),
 )
 class ShareViewSet(ApiViewSet):
-    queryset = QuotaShare.objects.select_related("queue", "team").prefetch_related(
+    queryset = QuotaShare.objects.select_related(
+        "queue", "team", "default_workload_class"
+    ).prefetch_related(
         Prefetch("limits", queryset=CapacityLimit.objects.select_related("instance_type"))
     )
     serializer_class = api.ShareOutputSerializer
@@ -391,6 +402,94 @@ class UrgencyDefinitionViewSet(ApiViewSet):
 
     def partial_update(self, request, pk=None):
         return self.update(request, pk, partial=True)
+
+
+# Workload classes.
+
+_CLASS_WRITE = (
+    "A policy write: needs a `reason`, is recorded in the policy history, and with "
+    "POLICY_CHANGES_NEED_REVIEW becomes a proposal (202). Jobs already submitted keep the "
+    "contract they copied."
+)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List workload classes", responses=api.WorkloadClassOutputSerializer(many=True)
+    ),
+    retrieve=extend_schema(
+        summary="Get a workload class", responses=api.WorkloadClassOutputSerializer
+    ),
+    create=extend_schema(
+        summary="Create a workload class (admins)",
+        description=_CLASS_WRITE,
+        request=api.WorkloadClassCreateSerializer,
+        responses={201: api.WorkloadClassOutputSerializer, 202: ProposalSerializer},
+    ),
+    update=extend_schema(
+        summary="Replace a workload class (admins)",
+        description=_CLASS_WRITE + " Fields left out take their defaults (0, none).",
+        request=api.WorkloadClassUpdateSerializer,
+        responses={200: api.WorkloadClassOutputSerializer, 202: ProposalSerializer},
+    ),
+    partial_update=extend_schema(
+        summary="Change a workload class (admins)",
+        description=_CLASS_WRITE + " Fields left out keep their current value.",
+        request=api.WorkloadClassUpdateSerializer,
+        responses={200: api.WorkloadClassOutputSerializer, 202: ProposalSerializer},
+    ),
+    destroy=extend_schema(
+        summary="Delete a workload class nothing uses (admins)",
+        description=_CLASS_WRITE,
+        request=api.WorkloadClassDeleteSerializer,
+        responses={204: None, 202: ProposalSerializer},
+    ),
+)
+class WorkloadClassViewSet(ApiViewSet):
+    queryset = WorkloadClass.objects.all()
+    serializer_class = api.WorkloadClassOutputSerializer
+
+    def list(self, request):
+        return self.paginated(self.get_queryset(), api.WorkloadClassOutputSerializer)
+
+    def retrieve(self, request, pk=None):
+        return Response(api.WorkloadClassOutputSerializer(self.get_object()).data)
+
+    def create(self, request):
+        values = self.parse(api.WorkloadClassCreateSerializer)
+        reason = values.pop("reason")
+        write = workload_class_save(actor=request.user, data=values, reason=reason)
+        return self.written(
+            write, api.WorkloadClassOutputSerializer, status=status.HTTP_201_CREATED
+        )
+
+    def update(self, request, pk=None, partial=False):
+        workload_class = self.get_object()
+        values = self.parse(api.WorkloadClassUpdateSerializer)
+        reason, version = values.pop("reason"), values.pop("version")
+        data = workload_class_document(workload_class) if partial else {}
+        data.update(values)
+        write = workload_class_save(
+            actor=request.user,
+            data=data,
+            reason=reason,
+            workload_class=workload_class,
+            expected_version=version,
+        )
+        return self.written(write, api.WorkloadClassOutputSerializer)
+
+    def partial_update(self, request, pk=None):
+        return self.update(request, pk, partial=True)
+
+    def destroy(self, request, pk=None):
+        workload_class = self.get_object()
+        values = self.parse(api.WorkloadClassDeleteSerializer)
+        write = workload_class_delete(
+            actor=request.user, workload_class=workload_class, reason=values["reason"]
+        )
+        if write.proposal is not None:
+            return proposed(write.proposal)
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 # Policy history.

@@ -14,10 +14,17 @@ from django.contrib.auth import get_user_model
 from core.bounds import MAX_COUNT, MAX_ID, MAX_TEXT
 from core.form_errors import apply_errors
 from engine.strategies import STRATEGIES, spoken_list, strategy_capabilities
-from fleet.models import BORROWING_STRATEGIES, InstanceType, JobQueue, QuotaShare, Team
+from fleet.models import (
+    BORROWING_STRATEGIES,
+    InstanceType,
+    JobQueue,
+    QuotaShare,
+    Team,
+    WorkloadClass,
+)
 from fleet.models import UrgencyDefinition as Urgency
 from governance.models import PolicyChange
-from governance.policy import services
+from governance.policy import services, workload_classes
 from governance.policy.membership import TeamData, team_save, team_validate
 from governance.policy.services import PolicyError, PolicyWrite, ShareData
 
@@ -213,6 +220,16 @@ class ShareForm(LimitRowsMixin, PolicyForm):
         "a job needs an approved priority-raise exception or an urgency that names the team. "
         "Empty keeps it as it is (new shares: 100).",
     )
+    default_workload_class = forms.ModelChoiceField(
+        label="Default workload class",
+        queryset=WorkloadClass.objects.all(),
+        to_field_name="name",
+        required=False,
+        empty_label="none (no interruption contract)",
+        help_text="The interruption contract the share's jobs copy when their job "
+        "definition names no class. Its minimum runtime and grace are how long the shares "
+        "it borrows from may wait to get their capacity back.",
+    )
     state = forms.ChoiceField(
         label="State",
         choices=QuotaShare.State.choices,
@@ -259,6 +276,7 @@ class ShareForm(LimitRowsMixin, PolicyForm):
             "borrow_limit": share.borrow_limit,
             "in_share_preemption": share.in_share_preemption,
             "priority_ceiling": share.priority_ceiling,
+            "default_workload_class": share.default_workload_class,
             "state": share.state,
             "version": share.version,
         }
@@ -274,6 +292,9 @@ class ShareForm(LimitRowsMixin, PolicyForm):
             state=data.get("state") or QuotaShare.State.ENABLED,
             capacity_limits=self.entries(),
             priority_ceiling=data.get("priority_ceiling"),
+            default_workload_class=(
+                data["default_workload_class"].name if data.get("default_workload_class") else None
+            ),
         )
 
     def apply_errors(self, errors: dict[str, list[str]]) -> None:
@@ -447,6 +468,102 @@ class UrgencyForm(PolicyForm):
             if set(errors) == {"reason"}:
                 errors.update(services.urgency_validate(data, urgency=self.urgency))
             self.apply_errors(errors)
+            raise
+
+
+class WorkloadClassForm(PolicyForm):
+    """Create or edit a workload class; every rule is the service's
+    (governance.policy.workload_classes.workload_class_validate)."""
+
+    name = ServiceCharField(max_length=100, label="Name")
+    description = forms.CharField(
+        label="Description",
+        required=False,
+        max_length=MAX_TEXT,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="What kind of work it is, and why its jobs need this contract.",
+    )
+    min_runtime_reclaim = ServiceIntegerField(
+        label="Protected from reclaim (seconds)",
+        help_text="From the start of each run, its jobs are not taken back by the share "
+        "they borrow from for this long. 0: no protection.",
+    )
+    min_runtime_preempt = ServiceIntegerField(
+        label="Protected from in-share preemption (seconds)",
+        help_text="From the start of each run, a higher-priority job of the same share "
+        "does not preempt them for this long. 0: no protection.",
+    )
+    grace = ServiceIntegerField(
+        label="Notice before stopping (grace, seconds)",
+        help_text="A victim keeps its capacity this long after notice, to save and exit. "
+        "0: it stops at once.",
+    )
+    checkpoint_on_notice = forms.IntegerField(
+        label="Checkpoints on notice within (seconds)",
+        required=False,
+        help_text="How soon after notice its jobs save a checkpoint and exit; at least 1. "
+        "Empty: they do not checkpoint on notice. Needs a grace: with grace 0 no notice "
+        "is given.",
+    )
+    version = forms.IntegerField(widget=forms.HiddenInput, required=False)
+    reason = _reason_field()
+
+    def __init__(self, *args, workload_class: WorkloadClass | None = None, **kwargs):
+        if workload_class is not None and _unbound(args, kwargs):
+            kwargs.setdefault(
+                "initial",
+                {
+                    **workload_classes.workload_class_document(workload_class),
+                    "version": workload_class.version,
+                },
+            )
+        elif _unbound(args, kwargs):
+            kwargs.setdefault(
+                "initial", {"min_runtime_reclaim": 0, "min_runtime_preempt": 0, "grace": 0}
+            )
+        super().__init__(*args, **kwargs)
+        self.workload_class = workload_class
+        for name in ("min_runtime_reclaim", "min_runtime_preempt", "grace"):
+            self.fields[name].widget.attrs.update({"inputmode": "numeric"})
+        self.fields["reason"].widget.attrs.update(NO_PREVIEW)
+
+    def class_data(self) -> dict:
+        return {key: self.cleaned_data.get(key) for key in workload_classes.CLASS_FIELDS}
+
+    def save(self, *, actor) -> PolicyWrite:
+        data = self.class_data()
+        try:
+            return workload_classes.workload_class_save(
+                actor=actor,
+                data=data,
+                reason=self.cleaned_data.get("reason") or "",
+                workload_class=self.workload_class,
+                expected_version=self.cleaned_data.get("version") if self.workload_class else None,
+            )
+        except PolicyError as error:
+            errors = dict(error.errors)
+            if set(errors) == {"reason"}:
+                errors.update(
+                    workload_classes.workload_class_validate(
+                        data, workload_class=self.workload_class
+                    )
+                )
+            self.apply_errors(errors)
+            raise
+
+
+class WorkloadClassDeleteForm(PolicyForm):
+    reason = _reason_field()
+
+    def save(self, *, actor, workload_class: WorkloadClass) -> PolicyWrite:
+        try:
+            return workload_classes.workload_class_delete(
+                actor=actor,
+                workload_class=workload_class,
+                reason=self.cleaned_data.get("reason") or "",
+            )
+        except PolicyError as error:
+            self.apply_errors(error.errors)
             raise
 
 

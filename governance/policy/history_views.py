@@ -45,6 +45,12 @@ FIELD_LABELS = {
     "members": "Members",
     "roles": "Roles",
     "exception_owner_of": "Decides exceptions for",
+    "priority_ceiling": "Priority ceiling",
+    "default_workload_class": "Default workload class",
+    "min_runtime_reclaim": "Protected from reclaim (s)",
+    "min_runtime_preempt": "Protected from in-share preemption (s)",
+    "grace": "Notice before stopping (s)",
+    "checkpoint_on_notice": "Checkpoints on notice within (s)",
 }
 
 
@@ -62,6 +68,10 @@ def field_label(key: str) -> str:
 
 def display_value(key: str, value) -> str:
     """A recorded policy value as people read it."""
+    if value is None and key == "default_workload_class":
+        return "none (no contract)"
+    if value is None and key == "checkpoint_on_notice":
+        return "does not checkpoint on notice"
     if value is None:
         return "—"
     if isinstance(value, bool):

@@ -11,8 +11,9 @@ from dataclasses import dataclass, replace
 
 from engine import assess_policy_change
 from fleet.bridge import queue_snapshot, share_spec_from_document
-from fleet.models import Job, JobQueue, QuotaShare
-from governance.policy.services import ShareData, share_data_document
+from fleet.models import Job, JobQueue, QuotaShare, WorkloadClass
+from governance.policy import contracts
+from governance.policy.services import KEEP_CLASS, ShareData, share_data_document
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,42 @@ def share_change_impact(
         # Running jobs name the share as it is now; a rename must not hide them.
         proposed = replace(proposed, name=share.name)
         shares = [proposed if spec.name == share.name else spec for spec in shares]
-    return _lines(assess_policy_change(snapshot, shares=shares, now=now))
+    lines = _lines(assess_policy_change(snapshot, shares=shares, now=now))
+    return lines + _bound_lines(queue=queue, data=data, spec=proposed, share=share)
+
+
+def _bound_lines(
+    *, queue: JobQueue, data: ShareData, spec, share: QuotaShare | None
+) -> list[ImpactLine]:
+    """What the change does to the lenders' worst-case time to get capacity back (a
+    share's strategy, limits, borrow limit or default class all move it)."""
+    if data.default_workload_class is KEEP_CLASS:
+        default = share.default_workload_class_id if share is not None else None
+    elif data.default_workload_class is None:
+        default = None
+    else:
+        default = (
+            WorkloadClass.objects.filter(name=data.default_workload_class)
+            .values_list("pk", flat=True)
+            .first()
+        )
+    before = contracts.queue_contracts(queue)
+    after = contracts.with_share(
+        before, spec=spec, limits=data.capacity_limits, default_class=default, new=share is None
+    )
+    return [
+        ImpactLine(kind="reclaim_bound", text=text, jobs=())
+        for text in contracts.bound_change_lines(before, after)
+    ]
+
+
+def workload_class_change_impact(*, workload_class: WorkloadClass, data) -> list[ImpactLine]:
+    """The class editor's preview: what changing the class's contract does to the
+    worst-case reclaim time of the shares whose borrowers may carry it."""
+    return [
+        ImpactLine(kind="reclaim_bound", text=text, jobs=())
+        for text in contracts.class_change_lines(workload_class, data)
+    ]
 
 
 def capacity_change_impact(*, queue: JobQueue, capacity: Mapping[str, int]) -> list[ImpactLine]:

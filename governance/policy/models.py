@@ -3,7 +3,7 @@
 from django.conf import settings
 from django.db import models
 
-from fleet.models import JobQueue, QuotaShare, Team, UrgencyDefinition
+from fleet.models import JobQueue, QuotaShare, Team, UrgencyDefinition, WorkloadClass
 
 
 class PolicyChange(models.Model):
@@ -24,6 +24,7 @@ class PolicyChange(models.Model):
         URGENCY = "urgency", "Urgency definition"
         TEAM = "team", "Team membership"
         ROLE = "role", "Role assignment"
+        WORKLOAD_CLASS = "workload_class", "Workload class"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(
@@ -45,6 +46,15 @@ class PolicyChange(models.Model):
     # history is a large table (tests/core/test_migrations_policy.py).
     team = models.ForeignKey(
         Team,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="changes",
+        db_index=False,
+    )
+    # Its index is the Meta one below, built concurrently (migration 0015).
+    workload_class = models.ForeignKey(
+        WorkloadClass,
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
@@ -80,6 +90,7 @@ class PolicyChange(models.Model):
             models.Index(fields=["target", "-created_at"]),
             models.Index(fields=["team", "-created_at"], name="policychange_team_idx"),
             models.Index(fields=["subject", "-created_at"], name="policychange_subject_idx"),
+            models.Index(fields=["workload_class", "-created_at"], name="policychange_class_idx"),
         ]
 
     def __str__(self):

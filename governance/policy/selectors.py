@@ -17,7 +17,14 @@ def policy_history(
     team: int | None = None,
 ) -> QuerySet[PolicyChange]:
     changes = PolicyChange.objects.select_related(
-        "actor", "queue", "share", "urgency", "reverts", "team", "subject"
+        "actor",
+        "queue",
+        "share",
+        "urgency",
+        "reverts",
+        "team",
+        "subject",
+        "workload_class",
     ).prefetch_related("whatif_comparisons")
     filters = Q()
     if queue:

@@ -29,6 +29,7 @@ from fleet.models import (
     QuotaShare,
     Team,
     UrgencyDefinition,
+    WorkloadClass,
 )
 from governance.models import PolicyChange
 from governance.policy.services import BORROW_LIMIT_MAX, changed_fields
@@ -182,6 +183,14 @@ class ShareOutputSerializer(OutputSerializer):
     queue_name = serializers.CharField(source="queue.name", read_only=True)
     team = serializers.CharField(source="team.name", read_only=True)
     capacity_limits = serializers.SerializerMethodField()
+    default_workload_class = serializers.CharField(
+        source="default_workload_class.name",
+        read_only=True,
+        allow_null=True,
+        default=None,
+        help_text="The workload class whose contract its jobs copy when their definition "
+        "names none; null: no contract.",
+    )
 
     class Meta:
         model = QuotaShare
@@ -195,6 +204,7 @@ class ShareOutputSerializer(OutputSerializer):
             "borrow_limit",
             "in_share_preemption",
             "priority_ceiling",
+            "default_workload_class",
             "state",
             "position",
             "capacity_limits",
@@ -249,6 +259,13 @@ class _ShareFieldsSerializer(serializers.Serializer):
     )
     capacity_limits = InstanceMapField(
         required=False, help_text="Instance type of the queue -> max instances (1 to 5 types)."
+    )
+    default_workload_class = serializers.CharField(
+        max_length=100,
+        required=False,
+        allow_null=True,
+        help_text="Name of the workload class whose contract the share's jobs copy when "
+        "their definition names none; null: no contract. Left out: kept as it is.",
     )
     reason = _reason_field()
 
@@ -327,6 +344,65 @@ class UrgencyCreateSerializer(_UrgencyFieldsSerializer):
 
 class UrgencyUpdateSerializer(_UrgencyFieldsSerializer):
     version = _version_field()
+
+
+# Workload classes.
+
+
+class WorkloadClassOutputSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = WorkloadClass
+        fields = [
+            "id",
+            "name",
+            "description",
+            "min_runtime_reclaim",
+            "min_runtime_preempt",
+            "grace",
+            "checkpoint_on_notice",
+            "version",
+        ]
+
+
+class _WorkloadClassFieldsSerializer(serializers.Serializer):
+    """The class's fields as typed; their ranges are the service's one check
+    (governance.policy.workload_classes.workload_class_validate)."""
+
+    name = serializers.CharField(max_length=100, allow_blank=True, required=False)
+    description = text_field(allow_blank=True, required=False)
+    min_runtime_reclaim = serializers.IntegerField(
+        required=False,
+        help_text="Seconds from the start of each run during which its jobs are not a "
+        "victim of reclaim (0 = none).",
+    )
+    min_runtime_preempt = serializers.IntegerField(
+        required=False,
+        help_text="Seconds from the start of each run during which its jobs are not a "
+        "victim of in-share preemption (0 = none).",
+    )
+    grace = serializers.IntegerField(
+        required=False,
+        help_text="Seconds of notice a victim gets before its capacity is taken (0 = none).",
+    )
+    checkpoint_on_notice = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        help_text="Seconds its jobs need after notice to save and exit (at least 1); null: "
+        "they do not checkpoint on notice. Only with a grace.",
+    )
+    reason = _reason_field()
+
+
+class WorkloadClassCreateSerializer(_WorkloadClassFieldsSerializer):
+    pass
+
+
+class WorkloadClassUpdateSerializer(_WorkloadClassFieldsSerializer):
+    version = _version_field()
+
+
+class WorkloadClassDeleteSerializer(serializers.Serializer):
+    reason = _reason_field()
 
 
 # Policy history.

@@ -53,6 +53,7 @@ from fleet.models import (
     QuotaShare,
     Team,
     UrgencyDefinition,
+    WorkloadClass,
 )
 from fleet.selectors import queue_document, share_document
 from governance.models import PolicyChange, PolicyProposal
@@ -97,6 +98,10 @@ class PolicyWrite:
     proposal: PolicyProposal | None = None
 
 
+# ShareData.default_workload_class when the writer does not say (the share keeps its own).
+KEEP_CLASS = type("KeepClass", (), {"__repr__": lambda self: "KEEP_CLASS"})()
+
+
 @dataclass(frozen=True)
 class ShareData:
     """A proposed share, as the editor, the API or an import gives it."""
@@ -111,6 +116,10 @@ class ShareData:
     # Not part of the scheduling policy (the engine never sees it): the highest priority
     # a lead may give the share's jobs without an exception. None: keep it as it is.
     priority_ceiling: int | None = None
+    # Not part of the engine's policy either: the name of the workload class whose
+    # contract the share's jobs copy when their definition names none (None: no
+    # contract). KEEP_CLASS: keep it as it is.
+    default_workload_class: str | None | object = KEEP_CLASS
 
 
 # Documents: the canonical JSON shape used for validation, history and revert (a saved
@@ -182,6 +191,18 @@ def share_validate_in_policy(
         not isinstance(ceiling, int) or isinstance(ceiling, bool) or not 0 <= ceiling <= 9999
     ):
         errors["priority_ceiling"] = ["must be a whole number from 0 to 9999"]
+    default_class = data.default_workload_class
+    if (
+        default_class is not KEEP_CLASS
+        and default_class is not None
+        and not (
+            isinstance(default_class, str)
+            and WorkloadClass.objects.filter(name=default_class).exists()
+        )
+    ):
+        errors["default_workload_class"] = [
+            f"no workload class named {default_class!r}; choose one, or none"
+        ]
     capacity = queue_doc.get("capacity") if isinstance(queue_doc.get("capacity"), dict) else {}
     stored = share_docs[index].get("capacity_limits", {}) if index < len(share_docs) else {}
     for type_name, limit in data.capacity_limits.items():
@@ -395,6 +416,7 @@ def _record(
     exception_request=None,
     team: Team | None = None,
     subject=None,
+    workload_class: WorkloadClass | None = None,
 ) -> PolicyChange:
     return PolicyChange.objects.create(
         actor=actor,
@@ -411,6 +433,7 @@ def _record(
         exception_request=exception_request,
         team=team,
         subject=subject,
+        workload_class=workload_class,
     )
 
 
@@ -450,6 +473,7 @@ def share_create(
         in_share_preemption=data.in_share_preemption,
         state=data.state,
         position=position + 1,
+        default_workload_class=_default_class(data, None),
         **({} if data.priority_ceiling is None else {"priority_ceiling": data.priority_ceiling}),
     )
     _write_limits(share, data.capacity_limits)
@@ -506,7 +530,13 @@ def share_update(
     if errors:
         raise PolicyError(errors)
     ceiling = current.priority_ceiling if data.priority_ceiling is None else data.priority_ceiling
-    if {**share_data_document(data), "priority_ceiling": ceiling} == before:
+    default_class = _default_class(data, current)
+    proposed = {
+        **share_data_document(data),
+        "priority_ceiling": ceiling,
+        "default_workload_class": default_class.name if default_class else None,
+    }
+    if proposed == before:
         # Nothing changes: no new version, no history entry.
         return PolicyWrite(applied=current, entry=None)
     current.team = data.team
@@ -516,6 +546,7 @@ def share_update(
     current.in_share_preemption = data.in_share_preemption
     current.state = data.state
     current.priority_ceiling = ceiling
+    current.default_workload_class = default_class
     current.version = F("version") + 1
     current.save()
     _write_limits(current, data.capacity_limits)
@@ -554,19 +585,37 @@ def share_data_from_document(doc: Mapping, *, team: Team | None = None) -> Share
         state=doc.get("state", QuotaShare.State.ENABLED),
         capacity_limits=dict(doc.get("capacity_limits", {})),
         priority_ceiling=doc.get("priority_ceiling"),
+        default_workload_class=doc.get("default_workload_class", KEEP_CLASS),
     )
 
 
 def _history_document(share: QuotaShare) -> dict:
-    """The share as a PolicyChange records it: its policy and its priority ceiling."""
-    return {**share_document(share), "priority_ceiling": share.priority_ceiling}
+    """The share as a PolicyChange records it: its policy, its priority ceiling and its
+    default workload class."""
+    default_class = share.default_workload_class
+    return {
+        **share_document(share),
+        "priority_ceiling": share.priority_ceiling,
+        "default_workload_class": default_class.name if default_class else None,
+    }
 
 
 def _proposed_document(data: ShareData) -> dict:
     doc = share_data_document(data)
     if data.priority_ceiling is not None:
         doc["priority_ceiling"] = data.priority_ceiling
+    if data.default_workload_class is not KEEP_CLASS:
+        doc["default_workload_class"] = data.default_workload_class
     return doc
+
+
+def _default_class(data: ShareData, share: QuotaShare | None) -> WorkloadClass | None:
+    """The default class saving `data` gives the share (validated before)."""
+    if data.default_workload_class is KEEP_CLASS:
+        return share.default_workload_class if share is not None else None
+    if data.default_workload_class is None:
+        return None
+    return WorkloadClass.objects.get(name=data.default_workload_class)
 
 
 def queue_capacity_validate(
@@ -899,6 +948,7 @@ def _revert_proposal(*, change: PolicyChange, **_) -> _Proposal:
         "urgency": change.urgency,
         "team": change.team,
         "subject": change.subject,
+        "workload_class": change.workload_class,
     }
     return _Proposal(Kind.REVERT, {}, about)
 
@@ -919,7 +969,7 @@ def policy_change_revert(*, actor, change: PolicyChange, reason: str) -> PolicyW
         else:
             restored = {**current}
             for key, old, _new in diff:
-                if old is None:
+                if old is None and key != "default_workload_class":
                     restored.pop(key, None)
                 else:
                     restored[key] = old

@@ -23,6 +23,7 @@ from fleet.selectors import queue_list, queue_usage, share_get
 from governance import glossary
 from governance.exceptions.selectors import active_exceptions
 from governance.knowledge.selectors import articles_by_share
+from governance.policy import contracts
 from governance.policy.forms import CapacityForm, ShareForm
 from governance.policy.history_views import display_value, field_label, history_url_for
 from governance.policy.impact import capacity_change_impact, share_change_impact
@@ -97,6 +98,7 @@ def _editor_context(form: ShareForm, **extra) -> dict:
         "form": form,
         "queue": form.queue,
         "share": form.share,
+        "bounds": contracts.reclaim_bounds(contracts.queue_contracts(form.queue)),
         "strategy_options": [
             (radio, glossary.explain(radio.data["value"])) for radio in form["strategy"]
         ],

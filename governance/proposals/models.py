@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from fleet.models import JobQueue, QuotaShare, Team, UrgencyDefinition
+from fleet.models import JobQueue, QuotaShare, Team, UrgencyDefinition, WorkloadClass
 from governance.policy.models import PolicyChange
 
 
@@ -28,6 +28,9 @@ class PolicyProposal(models.Model):
         TEAM_UPDATE = "team_update", "Change of a team's membership"
         TEAM_DELETE = "team_delete", "Deletion of a team"
         ROLES = "role_assignment", "Change of a user's roles"
+        CLASS_CREATE = "class_create", "New workload class"
+        CLASS_UPDATE = "class_update", "Change of a workload class"
+        CLASS_DELETE = "class_delete", "Deletion of a workload class"
         REVERT = "revert", "Revert of a change"
 
     class State(models.TextChoices):
@@ -65,6 +68,10 @@ class PolicyProposal(models.Model):
     )
     subject = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # SET_NULL: approving a class's deletion deletes the class, and the proposal stays.
+    workload_class = models.ForeignKey(
+        WorkloadClass, null=True, blank=True, on_delete=models.SET_NULL, related_name="proposals"
     )
     # The object as it was when proposed, and what the proposal would make it.
     before = models.JSONField(null=True, blank=True)

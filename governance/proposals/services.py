@@ -14,7 +14,7 @@ from django.utils import timezone
 from core import rules
 from core.errors import NON_FIELD, InvalidInput, WrongState
 from governance.models import PolicyProposal
-from governance.policy import membership
+from governance.policy import membership, workload_classes
 from governance.policy import services as policy
 
 Kind = PolicyProposal.Kind
@@ -82,6 +82,21 @@ def _apply(proposal: PolicyProposal) -> policy.PolicyWrite:
         return membership.user_roles_set(
             user=proposal.subject, roles=payload["roles"], expected=proposal.before, **common
         )
+    if proposal.kind in (Kind.CLASS_CREATE, Kind.CLASS_UPDATE):
+        return workload_classes.workload_class_save(
+            data=payload["data"],
+            workload_class=proposal.workload_class,
+            expected_version=proposal.base_version,
+            **common,
+        )
+    if proposal.kind == Kind.CLASS_DELETE:
+        if proposal.workload_class is None:
+            raise InvalidInput({NON_FIELD: ["this workload class no longer exists"]})
+        written = workload_classes.workload_class_delete(
+            workload_class=proposal.workload_class, **common
+        )
+        proposal.workload_class = None  # deleted with the class's row (SET_NULL)
+        return written
     return policy.policy_change_revert(change=proposal.reverts, **common)
 
 

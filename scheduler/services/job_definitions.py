@@ -32,7 +32,14 @@ from django.utils import timezone
 
 from core import rules
 from core.errors import Conflict, InvalidInput
-from fleet.models import InstanceType, JobDefinition, JobDefinitionRevision, JobQueue, QueueCapacity
+from fleet.models import (
+    InstanceType,
+    JobDefinition,
+    JobDefinitionRevision,
+    JobQueue,
+    QueueCapacity,
+    WorkloadClass,
+)
 from scheduler.executors import executor_for
 
 NON_FIELD = "non_field_errors"
@@ -113,6 +120,8 @@ class DefinitionData:
     max_address_space_mb: int | None = None
     max_cpu_seconds: int | None = None
     network: bool = False
+    # The interruption contract of its jobs; None: the share's default class.
+    workload_class: WorkloadClass | None = None
 
 
 REVISION_FIELDS = (
@@ -129,6 +138,7 @@ REVISION_FIELDS = (
     "max_address_space_mb",
     "max_cpu_seconds",
     "network",
+    "workload_class",
 )
 
 
@@ -470,12 +480,15 @@ def definition_clean(*, data: DefinitionData) -> tuple[dict, dict[str, list[str]
                 break
     if not isinstance(data.network, bool):
         errors.add("network", "true (the job may use the network) or false (it runs without)")
+    if data.workload_class is not None and not isinstance(data.workload_class, WorkloadClass):
+        errors.add("workload_class", "a workload class, or empty for the share's default")
     fields = {
         "command": command,
         "parameters": specs,
         "environment": environment,
         "instance_type": itype,
         "network": data.network is True,
+        "workload_class": data.workload_class,
         **numbers,
     }
     return fields, dict(errors)

@@ -37,6 +37,7 @@ from fleet.models import (
     QueueCapacity,
     QuotaShare,
     UrgencyDefinition,
+    WorkloadClass,
 )
 from scheduler import work
 from scheduler.executors import executor_for
@@ -365,7 +366,42 @@ def _replays(
     return replays, errors, originals
 
 
-def _new_job(item: JobData, resolved: _Resolved, *, submitted_by, now, resubmitted_from) -> Job:
+def _classes_of(items: Sequence[JobData]) -> dict[int, WorkloadClass]:
+    """The workload classes the items' contracts come from, in one query."""
+    ids = {item.share.default_workload_class_id for item in items}
+    ids |= {item.revision.workload_class_id for item in items if item.revision is not None}
+    ids.discard(None)
+    return WorkloadClass.objects.in_bulk(ids) if ids else {}
+
+
+def contract_fields(item: JobData, classes: Mapping[int, WorkloadClass]) -> dict:
+    """The interruption contract a job copies at submission (spec v2): its definition
+    revision's class, else its share's default class, else none (all 0). Copied, so a
+    later change of the class never changes a submitted job."""
+    class_id = item.revision.workload_class_id if item.revision is not None else None
+    if class_id is None:
+        class_id = item.share.default_workload_class_id
+    workload_class = classes.get(class_id) if class_id is not None else None
+    if workload_class is None:
+        return {}
+    return {
+        "workload_class": workload_class.name,
+        "min_runtime_reclaim": workload_class.min_runtime_reclaim,
+        "min_runtime_preempt": workload_class.min_runtime_preempt,
+        "grace": workload_class.grace,
+        "checkpoint_on_notice": workload_class.checkpoint_on_notice,
+    }
+
+
+def _new_job(
+    item: JobData,
+    resolved: _Resolved,
+    *,
+    submitted_by,
+    now,
+    resubmitted_from,
+    classes: Mapping[int, WorkloadClass],
+) -> Job:
     share = item.share
     disabled = not share.enabled
     priority = item.priority
@@ -398,6 +434,7 @@ def _new_job(item: JobData, resolved: _Resolved, *, submitted_by, now, resubmitt
         reason="share_disabled" if disabled else "",
         runnable_since=None if disabled else now,
         finished_at=now if disabled else None,
+        **contract_fields(item, classes),
     )
 
 
@@ -409,6 +446,7 @@ def _submit_once(items, submitted_by, now, resubmitted_from) -> list[Submitted]:
     resolved, errors = _resolve_all(items, fresh, len(items))
     if errors:
         raise JobError(errors)
+    classes = _classes_of([items[index] for index in fresh])
     jobs = {
         index: _new_job(
             items[index],
@@ -416,6 +454,7 @@ def _submit_once(items, submitted_by, now, resubmitted_from) -> list[Submitted]:
             submitted_by=submitted_by,
             now=now,
             resubmitted_from=resubmitted_from,
+            classes=classes,
         )
         for index in fresh
     }

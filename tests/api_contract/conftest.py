@@ -15,7 +15,7 @@ from django.test import Client
 from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 
-from fleet.models import QuotaShare, Team
+from fleet.models import QuotaShare, Team, WorkloadClass
 from fleet.selectors import share_document
 from governance.models import ExceptionRequest, KnowledgeArticle
 from governance.policy.services import share_data_from_document, share_update
@@ -85,6 +85,8 @@ class Fleet:
             "invokers": [self.share.team.name],
             "jobs": [self.job.pk],
             "shares": [self.share.pk],
+            "workload_class": "batch",
+            "default_workload_class": "batch",
         }
 
     def session(self, user) -> tuple[dict[str, str], dict[str, str]]:
@@ -114,6 +116,7 @@ def fleet(db) -> Fleet:
     qs1 = QuotaShare.objects.get(queue=queue, name="qs1")
     Team.objects.get(name="team-qs1").leads.add(lead)
     urgency = UrgencyDefinitionFactory(name="Deadline")
+    WorkloadClass.objects.create(name="batch", min_runtime_reclaim=600, grace=60)
     job = JobFactory(share=qs1, name="contract-job")
     doc = share_document(qs1)
     share_update(

@@ -43,6 +43,7 @@ RESOURCES = {
     "teams": "fleet.Team",
     "instance-types": "fleet.InstanceType",
     "urgency-definitions": "fleet.UrgencyDefinition",
+    "workload-classes": "fleet.WorkloadClass",
     "policy-changes": "governance.PolicyChange",
     "exception-requests": "governance.ExceptionRequest",
     "knowledge": "governance.KnowledgeArticle",

@@ -7,6 +7,7 @@ page is the whole list).
 
 import pytest
 
+from fleet.models import WorkloadClass
 from fleet.selectors import share_document
 from governance.policy.services import share_data_from_document, share_update
 from tests.factories import (
@@ -35,6 +36,7 @@ def many(admin):
         team.members.add(*(UserFactory() for _ in range(3)))
         team.leads.add(UserFactory())
         UrgencyDefinitionFactory(name=f"urgency-{n}").invokers.add(team)
+        WorkloadClass.objects.create(name=f"class-{n}", grace=60 * n)
         for share in queue.shares.all():
             doc = share_document(share)
             doc["in_share_preemption"] = not doc["in_share_preemption"]
@@ -55,6 +57,7 @@ def many(admin):
         ("/api/v1/teams/", 1 + 2, 11),  # members, leads
         ("/api/v1/instance-types/", 1, 5),
         ("/api/v1/urgency-definitions/", 1 + 1, 4),  # invokers
+        ("/api/v1/workload-classes/", 1, 4),
         # Actors and subjects joined; 16 share edits and the admin fixture's role grant.
         ("/api/v1/policy-changes/", 1, 17),
     ],

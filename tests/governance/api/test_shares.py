@@ -63,6 +63,7 @@ def test_detail_nests_capacity_limits(admin_api, aws_queue):
         "borrow_limit": 200,
         "in_share_preemption": True,
         "priority_ceiling": 100,
+        "default_workload_class": None,
         "state": "ENABLED",
         "position": 0,
         "capacity_limits": {XL: 1},
