@@ -20,9 +20,13 @@ Classes: b2, b3 are `graceful`, b1, b4 `protected` (set as a submission copies t
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
+import io
 
 import pytest
+from django.urls import reverse
+from drf_spectacular.generators import SchemaGenerator
 
 from fleet.models import Job, JobEvent
 from governance.dashboards.rollups import rollups_refresh
@@ -160,3 +164,64 @@ def test_a_stopping_job_holds_its_capacity(month):
     # 1130-1300; b1 and b4 together over the limit of 1 in 1500-1600 and 1700-2500.
     expected = 220 + 200 + 130 + 170 + 100 + 800
     assert borrower["instance_hours"]["borrowed"] * HOUR == pytest.approx(expected)
+
+
+def test_the_signals_api_carries_the_evidence(client, leadership, month):
+    client.force_login(leadership)
+    body = client.get(
+        "/api/v1/signals/", {"month": "2025-03", "scope": "share:interruption-month/lender"}
+    ).json()
+    assert body["reclaim_time_s"] == {"p50": 30, "p90": 120, "n": 3, "max": 120}
+    assert body["time_to_reclaim_s"]["n"] == 3  # the lender wait: same starts here
+    whole = client.get("/api/v1/signals/", {"month": "2025-03"}).json()
+    reclaim = next(row for row in whole["stops_by_cause"] if row["cause"] == "reclaim")
+    assert reclaim["stops"] == {
+        "immediate": 1,
+        "stopped_without_checkpoint": 1,
+        "checkpointed_on_notice": 1,
+    }
+    assert reclaim["lost_gpu_hours"]["stopped_without_checkpoint"] * HOUR == pytest.approx(20)
+    assert whole["stops"]["checkpointed_on_notice"] == 1
+    assert whole["lost_gpu_hours_by_stop"]["immediate"] * HOUR == pytest.approx(1600)
+    assert whole["preemptions_avoided"] == {"avoided": 1, "jobs": 1}
+    classes = {row["workload_class"]: row for row in whole["by_class"]}
+    assert set(classes) == {"", "graceful", "protected"}
+    assert classes["graceful"]["reclaim_time_s"] == {"p50": 30, "p90": 120, "n": 2, "max": 120}
+    assert classes["protected"]["preemptions_avoided"] == {"avoided": 1, "jobs": 1}
+
+
+def test_the_schema_documents_the_evidence():
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    operation = schema["paths"]["/api/v1/signals/"]["get"]
+    ref = operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+    fields = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]["properties"]
+    for name in (
+        "reclaim_time_s",
+        "stops",
+        "lost_gpu_hours_by_stop",
+        "stops_by_cause",
+        "preemptions_avoided",
+        "by_class",
+    ):
+        assert name in fields, name
+    assert "lower median" in fields["reclaim_time_s"]["description"]
+
+
+def test_the_page_and_the_csv_show_the_evidence(client, leadership, month):
+    client.force_login(leadership)
+    page = client.get(reverse("dashboard"), {"month": "2025-03"}).content.decode()
+    assert 'data-kpi="reclaim_time_p90"' in page
+    assert 'data-kpi="preemptions_avoided"' in page
+    assert "Time to reclaim by share" in page
+    assert "graceful" in page and "(no class)" in page
+    response = client.get(reverse("dashboard-csv", args=["classes"]), {"month": "2025-03"})
+    rows = list(csv.reader(io.StringIO(response.content.decode("utf-8-sig"))))
+    header, body = rows[0], {row[0]: dict(zip(rows[0], row, strict=True)) for row in rows[2:]}
+    assert "time to reclaim p50" in header
+    assert body["graceful"]["time to reclaim p50"] == "30"
+    assert body["graceful"]["stops checkpointed_on_notice"] == "1"
+    assert body["protected"]["preemptions avoided"] == "1"
+    response = client.get(reverse("dashboard-csv", args=["reclaim"]), {"month": "2025-03"})
+    rows = list(csv.reader(io.StringIO(response.content.decode("utf-8-sig"))))
+    lender = next(row for row in rows[2:] if row[1] == "lender")
+    assert lender[3:] == ["3", "30", "120", "120"]
