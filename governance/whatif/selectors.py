@@ -145,6 +145,15 @@ def contract_text(contracts: dict) -> str:
     return "; ".join(parts)
 
 
+def contract_rows(comparison: WhatIfComparison) -> list[tuple[str, str]]:
+    """(run label, its contracts in words) of the comparison's contract overrides."""
+    contracts = comparison.contracts or {}
+    return [
+        (label, contract_text(contracts.get(run, {})))
+        for run, label in (("current", "Current policy"), ("draft", "Draft policy"))
+    ]
+
+
 def _ttr(stats: dict) -> str:
     if not stats["n"]:
         return "no reclaim"

@@ -430,6 +430,21 @@ def comparison_set_contracts(
     return comparison
 
 
+def comparison_set_share_contract(
+    *, actor, comparison: WhatIfComparison, run: str, share: str, contract: Mapping
+) -> WhatIfComparison:
+    """Set (or, with no field, remove) one share's contract in one run, keeping the
+    others (comparison_set_contracts checks the whole)."""
+    contracts = copy.deepcopy(comparison.contracts or {})
+    by_share = contracts.setdefault(run, {})
+    if contract:
+        by_share[share] = dict(contract)
+    else:
+        by_share.pop(share, None)
+    contracts = {key: value for key, value in contracts.items() if value}
+    return comparison_set_contracts(actor=actor, comparison=comparison, contracts=contracts)
+
+
 def comparison_run(*, actor, comparison: WhatIfComparison) -> WhatIfComparison:
     """Queue a run of both policies (the task is enqueued after commit)."""
     rules.require(actor, "whatif.use")

@@ -164,3 +164,28 @@ def test_contracts_on_a_comparison_are_checked_and_replayed(comparison, client):
     page = client.get(reverse("whatif-detail", args=[comparison.pk])).content.decode()
     assert "lost work against lender wait and time to reclaim" in page
     assert "qs2: grace 2 m 00 s" in page
+
+
+@pytest.mark.django_db
+def test_the_page_sets_a_share_contract_and_refuses_bad_input(comparison, client):
+    client.force_login(comparison.author)
+    url = reverse("whatif-contracts", args=[comparison.pk])
+    response = client.post(url, {"run": "draft", "share": "qs2", "grace": "-1"})
+    assert response.status_code == 400
+    assert "Ensure this value is greater than or equal to 0" in response.content.decode()
+    response = client.post(url, {"run": "draft", "share": "qs9", "grace": "120"})
+    assert response.status_code == 400
+    comparison.refresh_from_db()
+    assert comparison.contracts == {}
+    response = client.post(
+        url, {"run": "draft", "share": "qs2", "grace": "120", "checkpoint_on_notice": "30"}
+    )
+    assert response.status_code == 302
+    comparison.refresh_from_db()
+    assert comparison.contracts == {"draft": {"qs2": {"grace": 120, "checkpoint_on_notice": 30}}}
+    page = client.get(reverse("whatif-detail", args=[comparison.pk])).content.decode()
+    assert "Draft policy: qs2: grace 2 m 00 s, checkpoint on notice 30 s" in page
+    # All fields blank removes the share's contract.
+    assert client.post(url, {"run": "draft", "share": "qs2"}).status_code == 302
+    comparison.refresh_from_db()
+    assert comparison.contracts == {}
