@@ -720,8 +720,9 @@ CHECKPOINT_INTERVAL = 1800
 RESTART_OVERHEAD = 120
 # Interruption contracts (spec v2) of some teams' training, as their workload classes
 # would give them: the class name copied onto each job, and its contract. The others
-# have none (preempted at once, as before). Borrowers with a contract make a lender
-# wait for its capacity: the dashboard's time to reclaim is not 0 s.
+# have the standard one (`HISTORY_DEFAULT_CONTRACT`). Borrowers with a contract make a
+# lender wait for its capacity: the dashboard's time to reclaim is not 0 s.
+HISTORY_DEFAULT_CONTRACT = ("standard-training", {"grace": 60, "checkpoint_on_notice": 30})
 HISTORY_CONTRACTS = {
     "vc-6214e9": (
         "checkpointing-training",
@@ -1004,6 +1005,11 @@ class _History:
             self.requests.append((request, timeline))
 
 
+def _history_contract(share: str) -> tuple[str, dict]:
+    """(workload class, contract) of a replayed share's jobs."""
+    return HISTORY_CONTRACTS.get(share, HISTORY_DEFAULT_CONTRACT)
+
+
 def _trace_jobs(days: float) -> list[dict]:
     """The trace's jobs of the window, on the demo queue's share and type names."""
     options = TraceOptions(
@@ -1017,7 +1023,7 @@ def _trace_jobs(days: float) -> list[dict]:
     for job in document["jobs"]:
         job["share"] = f"vc-{job['share']}"
         job["instance_type"] = HISTORY_TYPE
-        job.update(HISTORY_CONTRACTS.get(job["share"], ("", {}))[1])
+        job.update(_history_contract(job["share"])[1])
     return document["jobs"]
 
 
@@ -1170,7 +1176,7 @@ def seed_history(*, months: int = 3, end: dt.datetime | None = None) -> HistoryS
             origin=origin,
             name_prefix=HISTORY_PREFIX,
             until=end_month,
-            workload_classes={share: name for share, (name, _) in HISTORY_CONTRACTS.items()},
+            workload_classes={share: _history_contract(share)[0] for share in shares},
         )
         summary.policy_changes, summary.exceptions = _write_records(story, queue)
         _analyze()

@@ -305,6 +305,7 @@ def comparison_document(comparison: WhatIfComparison) -> dict:
             "description": comparison.workload_description,
             "jobs": len(comparison.workload_jobs),
         },
+        "contracts": comparison.contracts,
         "results": comparison.results,
         "created_at": comparison.created_at.isoformat(),
         "finished_at": comparison.finished_at.isoformat() if comparison.finished_at else None,

@@ -189,3 +189,27 @@ def test_the_page_sets_a_share_contract_and_refuses_bad_input(comparison, client
     assert client.post(url, {"run": "draft", "share": "qs2"}).status_code == 302
     comparison.refresh_from_db()
     assert comparison.contracts == {}
+
+
+@pytest.mark.django_db
+def test_the_api_takes_contracts_and_names_a_bad_field(admin, aws_queue, client):
+    client.force_login(admin)
+    bad = {
+        "queue": aws_queue.pk,
+        "run": False,
+        "contracts": [{"run": "draft", "share": "qs2", "grace": -1}],
+    }
+    response = client.post("/api/v1/what-if/", bad, content_type="application/json")
+    assert response.status_code == 400
+    assert "grace" in response.content.decode()
+    response = client.post(
+        "/api/v1/what-if/",
+        {**bad, "contracts": [{"run": "draft", "share": "nope", "grace": 1}]},
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    assert "contracts.draft.nope" in response.content.decode()
+    good = {**bad, "contracts": [{"run": "draft", "share": "qs2", "grace": 120}]}
+    response = client.post("/api/v1/what-if/", good, content_type="application/json")
+    assert response.status_code == 201
+    assert response.json()["contracts"] == {"draft": {"qs2": {"grace": 120}}}
