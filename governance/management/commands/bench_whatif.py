@@ -126,8 +126,8 @@ class Command(BaseCommand):
             ttr = figures["time_to_reclaim"]
             contract = next(iter(contracts[run].values()))
             self.stdout.write(
-                f"  {run} {contract}: lost {figures['lost_gpu_seconds'] / 3600:,.1f} GPU-h, "
-                f"lender wait {figures['lender_wait_gpu_seconds'] / 3600:,.1f} GPU-h, "
+                f"  {run} {contract}: lost {figures['lost_gpu_seconds'] / 3600:,.2f} GPU-h, "
+                f"lender wait {figures['lender_wait_gpu_seconds'] / 3600:,.2f} GPU-h, "
                 f"time to reclaim n={ttr['n']} p50={ttr['p50']} s p90={ttr['p90']} s "
                 f"max={ttr['max']} s, stops {figures['stops']}, "
                 f"preemptions avoided {figures['protected_blocks']}"
