@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("governance", "0011_fleet_models_moved"),
+        ("governance", "0015_policychange_workload_class_index"),
     ]
 
     operations = [
