@@ -75,6 +75,8 @@ class _Track:
     start_seq: int = 0
     borrowed: bool = False
     running: bool = False
+    # A notice under way (spec v2): whether the job saves its progress on it.
+    saves: bool = False
     # Progress when the job ended FAILED: a job terminated mid-run keeps the work of
     # its last run (as scheduler.services.jobs.job_terminate writes it), not only its
     # last checkpoint.
@@ -95,14 +97,23 @@ def result_load(
     origin: dt.datetime,
     name_prefix: str = "",
     until: dt.datetime | None = None,
+    workload_classes: dict[str, str] | None = None,
 ) -> LoadSummary:
     """Write the jobs and events of `result` (a run of `scenario`) on `queue`.
 
     `shares` and `instance_types` map the scenario's names to rows. With `until`, only
     jobs that ended before it are written (with all their events), so no replayed job
     is left live for the real scheduler; without it every job is written, a job that
-    never finished staying RUNNABLE with its reason.
+    never finished staying RUNNABLE with its reason. `workload_classes` names the
+    workload class of each share's jobs (by scenario share name), copied onto them as
+    a submission does.
+
+    A v2 result (interruption contracts) is written to the contract the live scheduler
+    writes: a PREEMPTED with notice carries `grace_until` and `saves`, its STOPPED the
+    same cause and `by` with `lost_work` and `saved_on_notice`; a STARTED that ended a
+    reclaim episode (spec V12) carries its length as `reclaim_wait`.
     """
+    workload_classes = workload_classes or {}
     started = time.perf_counter()
     specs = {job.id: job for job in scenario.jobs}
     outcomes = {job.id: job for job in result.jobs}
@@ -123,6 +134,10 @@ def result_load(
     )
 
     tracks = {job_id: _Track() for job_id in kept}
+    # Each start that ended a reclaim episode (spec V12), with the episode's length.
+    reclaim_waits = {
+        (job_id, start): start - begin for job_id, begin, start in result.reclaim_episodes
+    }
     # (t, job id, type, cause, by, borrowed, attempt, detail), in the order they happened.
     rows: list[tuple] = []
     priority = {job_id: specs[job_id].priority for job_id in kept}
@@ -192,6 +207,39 @@ def result_load(
             track.borrowed = bool(event.borrowed)
             track.running = True
             start_seq += 1
+            wait = reclaim_waits.get((event.job, event.t))
+            if wait is not None:
+                detail = {"reclaim_wait": wait}
+        elif event.type == "PREEMPTED" and event.grace_until is not None:
+            # Notice (spec V6): the job runs on, holding its capacity, until STOPPED.
+            track.saves = (
+                spec.checkpoint_on_notice is not None and spec.checkpoint_on_notice <= spec.grace
+            )
+            detail = {
+                "grace_until": _instant(origin, event.grace_until).isoformat(),
+                "saves": track.saves,
+            }
+        elif event.type == "STOPPED":
+            progress = run_progress(
+                saved=track.saved,
+                elapsed=event.t - track.started_at,
+                overhead=track.overhead,
+                duration=spec.duration,
+            )
+            # A capacity cut during notice stops the job before its save (V10.1).
+            saved_on_notice = track.saves and event.cause != "capacity_change"
+            saved = (
+                progress if saved_on_notice else checkpointed(progress, spec.checkpoint_interval)
+            )
+            detail = {
+                "lost_work": progress - saved,
+                "saved_on_notice": saved_on_notice,
+                "resumes_from": saved,
+            }
+            track.saved = saved
+            track.saves = False
+            track.running = False
+            track.runnable_since = event.t
         elif event.type == "PREEMPTED":
             progress = run_progress(
                 saved=track.saved,
@@ -204,7 +252,7 @@ def result_load(
             track.saved = saved
             track.running = False
             track.runnable_since = event.t
-        by = event.by if event.type == "PREEMPTED" and event.by in kept else None
+        by = event.by if event.type in ("PREEMPTED", "STOPPED") and event.by in kept else None
         rows.append(
             (
                 event.t,
@@ -273,6 +321,13 @@ def result_load(
                 restart_overhead_spent=outcome.restart_overhead,
                 waiting_time=outcome.waiting_time,
                 ran_borrowed=outcome.ran_borrowed,
+                min_runtime_reclaim=spec.min_runtime_reclaim,
+                min_runtime_preempt=spec.min_runtime_preempt,
+                grace=spec.grace,
+                checkpoint_on_notice=spec.checkpoint_on_notice,
+                workload_class=workload_classes.get(spec.share, ""),
+                notice_time=outcome.notice_time,
+                protected_blocks=outcome.protected_blocks,
             )
         )
     with transaction.atomic():
@@ -663,6 +718,20 @@ HISTORY_SCALE = 0.3
 HISTORY_SEED = 2017
 CHECKPOINT_INTERVAL = 1800
 RESTART_OVERHEAD = 120
+# Interruption contracts (spec v2) of some teams' training, as their workload classes
+# would give them: the class name copied onto each job, and its contract. The others
+# have the standard one (`HISTORY_DEFAULT_CONTRACT`). Borrowers with a contract make a
+# lender wait for its capacity: the dashboard's time to reclaim is not 0 s.
+HISTORY_DEFAULT_CONTRACT = ("standard-training", {"grace": 60, "checkpoint_on_notice": 30})
+HISTORY_CONTRACTS = {
+    "vc-6214e9": (
+        "checkpointing-training",
+        {"min_runtime_reclaim": 600, "grace": 120, "checkpoint_on_notice": 60},
+    ),
+    "vc-b436b2": ("long-training", {"min_runtime_reclaim": 1800, "grace": 300}),
+    "vc-ee9e8c": ("graceful-batch", {"grace": 120, "checkpoint_on_notice": 90}),
+    "vc-7f04ca": ("protected-finetune", {"min_runtime_preempt": 900}),
+}
 
 
 @dataclass
@@ -936,6 +1005,11 @@ class _History:
             self.requests.append((request, timeline))
 
 
+def _history_contract(share: str) -> tuple[str, dict]:
+    """(workload class, contract) of a replayed share's jobs."""
+    return HISTORY_CONTRACTS.get(share, HISTORY_DEFAULT_CONTRACT)
+
+
 def _trace_jobs(days: float) -> list[dict]:
     """The trace's jobs of the window, on the demo queue's share and type names."""
     options = TraceOptions(
@@ -949,6 +1023,7 @@ def _trace_jobs(days: float) -> list[dict]:
     for job in document["jobs"]:
         job["share"] = f"vc-{job['share']}"
         job["instance_type"] = HISTORY_TYPE
+        job.update(_history_contract(job["share"])[1])
     return document["jobs"]
 
 
@@ -1101,6 +1176,7 @@ def seed_history(*, months: int = 3, end: dt.datetime | None = None) -> HistoryS
             origin=origin,
             name_prefix=HISTORY_PREFIX,
             until=end_month,
+            workload_classes={share: _history_contract(share)[0] for share in shares},
         )
         summary.policy_changes, summary.exceptions = _write_records(story, queue)
         _analyze()

@@ -55,7 +55,9 @@ class JobOutcome(NamedTuple):
 class SimulationResult:
     """`shares` are the scenario's share names in listed order. `contracts`: a v2
     document, whose result has the v2 fields (spec V12); `reclaims` are its reclaim
-    episodes' lengths, in the order they ended."""
+    episodes' lengths, in the order they ended, and `reclaim_episodes` the same episodes
+    as (job id, begin, start) (in memory only: not part of the dumped document, whose
+    bytes stay those of the spec; the dashboard's history writes each start's wait)."""
 
     scenario: str
     shares: tuple[str, ...]
@@ -64,6 +66,7 @@ class SimulationResult:
     events: tuple[Event, ...]
     contracts: bool = False
     reclaims: tuple[int, ...] = ()
+    reclaim_episodes: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def time_to_reclaim(self) -> dict:

@@ -117,6 +117,7 @@ class Replay:
         # v2 fields; `reclaims` are the reclaim episodes' lengths (V12).
         self.v2 = self.board.v2 = scenario.contracts
         self.reclaims: list[int] = []
+        self.reclaim_episodes: list[tuple[str, int, int]] = []
         index = {share.name: i for i, share in enumerate(self.shares)}
         self.jobs = [SimJob(spec, index[spec.share]) for spec in scenario.jobs]
         self.by_id = {job.id: job for job in self.jobs}
@@ -208,6 +209,7 @@ class Replay:
         protections are wake-ups (V5), unless the run is over by then."""
         if job.episode is not None:
             self.reclaims.append(now - job.episode)
+            self.reclaim_episodes.append((job.id, job.episode, now))
             job.episode = None
         ends = {now + job.min_reclaim, now + job.min_preempt} - {now}
         for end in sorted(ends):
@@ -437,6 +439,7 @@ class Replay:
             events=tuple(self.events),
             contracts=self.v2,
             reclaims=tuple(self.reclaims),
+            reclaim_episodes=tuple(self.reclaim_episodes),
         )
 
 

@@ -129,6 +129,47 @@ class Percentiles(serializers.Serializer):
     n = serializers.IntegerField(help_text="Observations.")
 
 
+class ReclaimTime(Percentiles):
+    max = serializers.IntegerField(allow_null=True, help_text="Seconds; null when n is 0.")
+
+
+class StopCounts(serializers.Serializer):
+    immediate = serializers.IntegerField(help_text="Stopped at the preemption (no notice).")
+    stopped_without_checkpoint = serializers.IntegerField(
+        help_text="Had notice, did not save: rolled back to the last periodic checkpoint."
+    )
+    checkpointed_on_notice = serializers.IntegerField(help_text="Saved within its notice.")
+
+
+class StopHours(serializers.Serializer):
+    immediate = serializers.FloatField(help_text="GPU-hours lost by immediate stops.")
+    stopped_without_checkpoint = serializers.FloatField(
+        help_text="GPU-hours lost by stops at the end of a notice without a save."
+    )
+    checkpointed_on_notice = serializers.FloatField(
+        help_text="GPU-hours lost by stops that saved on notice (0 unless a run ended early)."
+    )
+
+
+class StopsByCause(serializers.Serializer):
+    cause = serializers.ChoiceField(choices=f.PREEMPTION_CAUSES)
+    stops = StopCounts()
+    lost_gpu_hours = StopHours()
+
+
+class Avoided(serializers.Serializer):
+    avoided = serializers.IntegerField(help_text="Victim choices a protection changed.")
+    jobs = serializers.IntegerField(help_text="n: jobs spared at least once.")
+
+
+class ClassEvidence(serializers.Serializer):
+    workload_class = serializers.CharField(help_text='The class copied onto jobs; "" for none.')
+    reclaim_time_s = ReclaimTime(help_text=D["reclaim_time"])
+    stops = StopCounts(help_text=D["stops"])
+    lost_gpu_hours_by_stop = StopHours(help_text=D["stops"])
+    preemptions_avoided = Avoided(help_text=D["preemptions_avoided"])
+
+
 class Fraction(serializers.Serializer):
     fraction = serializers.FloatField(allow_null=True, help_text="0 to 1; null when n is 0.")
     n = serializers.IntegerField(help_text="Observations.")
@@ -192,6 +233,14 @@ class SignalsSerializer(serializers.Serializer):
     wait_s = Percentiles(help_text=D["wait"])
     entitlement_honoured = Fraction(help_text=D["entitlement_honoured"])
     time_to_reclaim_s = Percentiles(help_text=D["time_to_reclaim"])
+    reclaim_time_s = ReclaimTime(help_text=D["reclaim_time"])
+    stops = StopCounts(help_text=D["stops"])
+    lost_gpu_hours_by_stop = StopHours(help_text=D["stops"])
+    stops_by_cause = StopsByCause(many=True, help_text=D["stops"])
+    preemptions_avoided = Avoided(help_text=D["preemptions_avoided"])
+    by_class = ClassEvidence(
+        many=True, help_text="The interruption figures by workload class, ordered by name."
+    )
     goodput = Goodput()
     completion_rate_preempted = Fraction(help_text=D["recovery"])
     fairness = Fairness(allow_null=True, help_text=D["fairness"] + " Null for `all`.")
@@ -201,6 +250,39 @@ class SignalsSerializer(serializers.Serializer):
 
 def _percentiles(stats: dict) -> dict:
     return {"p50": stats.get("p50"), "p90": stats.get("p90"), "n": stats["n"]}
+
+
+def _reclaim_time(stats: dict) -> dict:
+    return {**_percentiles(stats), "max": stats.get("max")}
+
+
+def _interruptions(data: dict) -> dict:
+    """The spec v2 evidence of a rollup (formulas.reclaim_time, stop_kind,
+    preemptions_avoided) in the API's shape."""
+    return {
+        "reclaim_time_s": _reclaim_time(data["reclaim_time_s"]),
+        "stops": data["stops"]["total"],
+        "lost_gpu_hours_by_stop": data["lost_gpu_hours_by_stop"]["total"],
+        "stops_by_cause": [
+            {
+                "cause": cause,
+                "stops": data["stops"]["by_cause"][cause],
+                "lost_gpu_hours": data["lost_gpu_hours_by_stop"]["by_cause"][cause],
+            }
+            for cause in f.PREEMPTION_CAUSES
+        ],
+        "preemptions_avoided": data["preemptions_avoided"],
+        "by_class": [
+            {
+                "workload_class": name,
+                "reclaim_time_s": _reclaim_time(figures["reclaim_time_s"]),
+                "stops": figures["stops"],
+                "lost_gpu_hours_by_stop": figures["lost_gpu_hours_by_stop"],
+                "preemptions_avoided": figures["preemptions_avoided"],
+            }
+            for name, figures in data["by_class"].items()
+        ],
+    }
 
 
 def signals_document(*, month: dt.date, scope: str, data: dict, parent: dict | None, computed_at):
@@ -231,6 +313,7 @@ def signals_document(*, month: dt.date, scope: str, data: dict, parent: dict | N
             "n": data["entitlement_honoured"]["n"],
         },
         "time_to_reclaim_s": _percentiles(data["time_to_reclaim_s"]),
+        **_interruptions(data),
         "goodput": {
             "fraction": data["goodput"],
             "delivered_gpu_hours": data["delivered_gpu_hours"],

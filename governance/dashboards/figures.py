@@ -227,6 +227,80 @@ def wait_bars(shares: list[dict]) -> dict:
     )
 
 
+STOP_LABELS = {
+    "immediate": "At once (no notice)",
+    "stopped_without_checkpoint": "Stopped without checkpoint",
+    "checkpointed_on_notice": "Checkpointed on notice",
+}
+STOP_COLOURS = {
+    "immediate": FAILED,
+    "stopped_without_checkpoint": BORROWED,
+    "checkpointed_on_notice": DONE,
+}
+
+
+def reclaim_bars(shares: list[dict]) -> dict:
+    """Time to reclaim per share: p50, p90 and max, in minutes, n in the label.
+
+    `shares`: [{"name", "stats": {"n", "p50", "p90", "max"}}] (formulas.reclaim_time)."""
+    title = "Time to reclaim by share (minutes)"
+    rows = [(share["name"], share["stats"]) for share in shares if share["stats"].get("n")]
+    if not rows:
+        return no_data(title, "No reclaim this month")
+    names = [f"{name} (n={stats['n']})" for name, stats in rows]
+    traces = [
+        {
+            "type": "bar",
+            "name": label,
+            "x": names,
+            "y": [round(stats[key] / 60, 2) for _, stats in rows],
+            "marker": {"color": colour},
+            "hovertemplate": "%{x}: %{y:,.2f} min<extra>" + label + "</extra>",
+        }
+        for key, label, colour in (
+            ("p50", "p50", WITHIN),
+            ("p90", "p90", "#1b4a80"),
+            ("max", "Longest", BORROWED),
+        )
+    ]
+    return _figure(
+        traces,
+        chart_layout(
+            title, barmode="group", yaxis={"title": {"text": "minutes"}, "rangemode": "tozero"}
+        ),
+    )
+
+
+def stop_bars(lost: dict[str, float], stops: dict[str, int]) -> dict:
+    """Lost GPU-hours of preempted jobs by how they stopped, n stops in the label.
+
+    `lost`: {stop kind: GPU-hours}; `stops`: {stop kind: count} (formulas.stop_kind)."""
+    title = "How preempted jobs stopped (lost GPU-hours)"
+    if not any(stops.values()):
+        return no_data(title, "No preemption this month")
+    kinds = list(STOP_LABELS)
+    return _figure(
+        [
+            {
+                "type": "bar",
+                "orientation": "h",
+                "y": [f"{STOP_LABELS[kind]} (n={stops[kind]})" for kind in kinds],
+                "x": [round(lost[kind], 2) for kind in kinds],
+                "marker": {"color": [STOP_COLOURS[kind] for kind in kinds]},
+                "showlegend": False,
+                "hovertemplate": "%{y}: %{x:,.2f} GPU-h<extra></extra>",
+            }
+        ],
+        chart_layout(
+            title,
+            xaxis={"title": {"text": "lost GPU-hours"}, "rangemode": "tozero"},
+            yaxis={"autorange": "reversed", "automargin": True},
+            height=220,
+            margin={"l": 220, "r": 20, "t": 48, "b": 50},
+        ),
+    )
+
+
 def lost_weekly(weeks: list[dict]) -> dict:
     """Lost GPU-hours per week stacked by cause, and preemptions (line, right axis).
 

@@ -35,6 +35,11 @@ MONTH_RULE = (
 )
 
 CAPACITY_CATEGORIES = ("within_limit", "borrowed", "idle_lendable", "idle_reserved")
+# How a preempted job stopped (spec v2): at once (no notice), at the end of its notice
+# without a checkpoint (rolled back to its last periodic checkpoint), or after saving
+# its progress on notice.
+STOP_KINDS = ("immediate", "stopped_without_checkpoint", "checkpointed_on_notice")
+NO_CLASS = ""
 LOST_CAUSES = ("reclaim", "priority", "capacity_change", "terminated", "failed", "requeued")
 PREEMPTION_CAUSES = ("reclaim", "priority", "capacity_change")
 
@@ -92,9 +97,48 @@ def capacity_lent_out(*, borrowed_by_others: int, free: int, reserved_for_others
     """Lent out: when an entitled job becomes runnable, its capacity is lent out if
     other shares borrow instances of its type and the free instances (less what
     shares hold for themselves) do not cover it, so it can start only by reclaiming.
-    *Time to reclaim* is how long such a job waited from becoming runnable to its start
-    (the promise a lender is given), p50 and p90; settled at the start."""
+    *Lender wait* (the signals' `time_to_reclaim_s`) is how long such a job waited from
+    becoming runnable to its start (the promise a lender is given), p50 and p90;
+    settled at the start. It includes waiting behind its own share's queue; *time to
+    reclaim* (`reclaim_time_s`) is the engine's reclaim episode alone."""
     return borrowed_by_others > 0 and free - reserved_for_others < need
+
+
+def reclaim_time(*, reclaim_waits: Iterable[int]) -> dict:
+    """Time to reclaim (the engine's, scenario format V12): a *reclaim episode* of a job
+    begins when it is its share's head, within its limit, and can start only by taking
+    back capacity other shares borrow; it ends when the job starts, and lasts
+    start − begin seconds (0 when the reclaim was immediate). Recorded on the start
+    (`reclaim_wait` of the STARTED event), settled in the month of the start; n =
+    episodes, p50 the lower median (element ⌊(n−1)/2⌋ of the sorted waits, as the
+    engine's), p90 nearest rank, and max. By share: the share of the job that waited
+    (the lender). By class: the workload classes of the jobs the episode's start
+    preempted (its victims, whose minimum runtime and grace made the lender wait); an
+    episode with no victim counts under "no class"."""
+    return duration_stats(reclaim_waits)
+
+
+def stop_kind(*, notice: bool, saved_on_notice: bool) -> str:
+    """Lost GPU-hours by how the preempted job stopped: *immediate* (no notice, rule 5:
+    the work since the last periodic checkpoint is lost at the preemption),
+    *stopped without checkpoint* (it had notice but did not save within it: at its
+    STOPPED event it falls back to its last periodic checkpoint) and *checkpointed on
+    notice* (it saved within its notice: nothing lost, the count shows the stops it
+    saved). Counted in the month of the stop, with n = stops, by cause and by the
+    stopped job's workload class."""
+    if not notice:
+        return STOP_KINDS[0]
+    return STOP_KINDS[2] if saved_on_notice else STOP_KINDS[1]
+
+
+def preemptions_avoided(*, protected_blocks: Iterable[int]) -> dict:
+    """Preemptions avoided by protection: each time a victim was chosen (reclaim or
+    in-share), the jobs the choice would have taken had no job been protected by its
+    minimum runtime, and were spared (the engine's per-job `protected_blocks`, spec V4,
+    at most one per job per instant). Settled in the month the protected job ended,
+    with n = jobs spared at least once, by share and by the job's workload class."""
+    blocks = [count for count in protected_blocks if count]
+    return {"avoided": sum(blocks), "jobs": len(blocks)}
 
 
 def goodput(*, delivered: float, lost: float, overhead: float):
@@ -155,6 +199,9 @@ DEFINITIONS = {
     "entitled_start": fits_within_limit.__doc__,
     "entitlement_honoured": entitlement_honoured.__doc__,
     "time_to_reclaim": capacity_lent_out.__doc__,
+    "reclaim_time": reclaim_time.__doc__,
+    "stops": stop_kind.__doc__,
+    "preemptions_avoided": preemptions_avoided.__doc__,
     "goodput": goodput.__doc__,
     "per_thousand": per_thousand_gpu_hours.__doc__,
     "fairness": fairness.__doc__,

@@ -66,14 +66,35 @@ KPIS = (
         "entitlement_honoured",
     ),
     Kpi(
-        "time_to_reclaim_p90",
+        "reclaim_time_p90",
         "Time to reclaim, p90",
-        "How long a job within its limit waited while its capacity was lent out: one "
-        "in ten waited longer.",
+        "How long a lender's job waited, once it could start only by taking back lent "
+        "capacity, for the borrowers' protection and notice to run out: one in ten "
+        "waited longer.",
+        LOWER,
+        "duration",
+        "seconds",
+        "reclaim_time",
+    ),
+    Kpi(
+        "time_to_reclaim_p90",
+        "Lender wait, p90",
+        "How long a job within its limit waited while its capacity was lent out, its "
+        "own share's queue included: one in ten waited longer.",
         LOWER,
         "duration",
         "seconds",
         "time_to_reclaim",
+    ),
+    Kpi(
+        "preemptions_avoided",
+        "Preemptions avoided by protection",
+        "Times a job would have been preempted but its minimum runtime protected it "
+        "(n: the jobs spared).",
+        NO_DIRECTION,
+        "count",
+        "victim choices",
+        "preemptions_avoided",
     ),
     Kpi(
         "turnaround_p50",
@@ -175,9 +196,14 @@ def kpi_values(data: dict | None) -> dict[str, tuple]:
             data["entitlement_honoured"]["fraction"],
             data["entitlement_honoured"]["n"],
         ),
+        "reclaim_time_p90": (data["reclaim_time_s"].get("p90"), data["reclaim_time_s"]["n"]),
         "time_to_reclaim_p90": (
             data["time_to_reclaim_s"].get("p90"),
             data["time_to_reclaim_s"]["n"],
+        ),
+        "preemptions_avoided": (
+            data["preemptions_avoided"]["avoided"],
+            data["preemptions_avoided"]["jobs"],
         ),
         "turnaround_p50": (data["turnaround_s"].get("p50"), data["turnaround_s"]["n"]),
         "wait_p90": (data["wait_s"].get("p90"), data["wait_s"]["n"]),
@@ -327,6 +353,9 @@ def _extra(key: str, data: dict | None) -> str:
         )
     if key == "lost_per_1000":
         return f"{data['lost_gpu_hours_total']:,.1f} GPU-hours lost in all"
+    if key == "reclaim_time_p90" and data["reclaim_time_s"]["n"]:
+        stats = data["reclaim_time_s"]
+        return f"p50 {duration(stats['p50'])}, longest {duration(stats['max'])}"
     return ""
 
 
@@ -354,6 +383,8 @@ def team_rows(teams: list[dict], whole: dict | None) -> list[dict]:
 # -- the tables behind every figure (also the CSV exports and the pack) -----------------
 
 STAT_KEYS = ("n", "p50", "p90", "q1", "q3", "min", "max", "mean")
+RECLAIM_KEYS = ("n", "p50", "p90", "max")
+NO_CLASS_LABEL = "(no class)"
 
 
 def _stats(stats: dict) -> list:
@@ -473,6 +504,59 @@ def tables(view: dict) -> dict[str, dict]:
             for share in shares
         ],
     }
+    result["reclaim"] = {
+        "title": "Time to reclaim by share (the lender that waited)",
+        "header": ["queue", "share", "team", "n", "p50", "p90", "max"],
+        "units": ["", "", "", "count", "seconds", "seconds", "seconds"],
+        "rows": [
+            _share_cells(share) + [share["reclaim_time_s"].get(key) for key in RECLAIM_KEYS]
+            for share in shares
+        ],
+    }
+    result["classes"] = {
+        "title": "Reclaims and interruptions by workload class",
+        "header": [
+            "workload class",
+            "time to reclaim n",
+            "time to reclaim p50",
+            "time to reclaim p90",
+            "time to reclaim max",
+            *(f"stops {kind}" for kind in f.STOP_KINDS),
+            *(f"lost {kind}" for kind in f.STOP_KINDS),
+            "preemptions avoided",
+            "jobs spared",
+        ],
+        "units": [
+            "",
+            "count",
+            *["seconds"] * 3,
+            *["count"] * len(f.STOP_KINDS),
+            *["GPU-hours"] * len(f.STOP_KINDS),
+            "count",
+            "jobs",
+        ],
+        "rows": [
+            [name or NO_CLASS_LABEL]
+            + [figures_["reclaim_time_s"].get(key) for key in RECLAIM_KEYS]
+            + [figures_["stops"][kind] for kind in f.STOP_KINDS]
+            + [figures_["lost_gpu_hours_by_stop"][kind] for kind in f.STOP_KINDS]
+            + [figures_["preemptions_avoided"]["avoided"], figures_["preemptions_avoided"]["jobs"]]
+            for name, figures_ in current.get("by_class", {}).items()
+        ],
+    }
+    stops = current.get("stops", {}).get("by_cause", {})
+    lost_by_stop = current.get("lost_gpu_hours_by_stop", {}).get("by_cause", {})
+    result["stops"] = {
+        "title": "Lost GPU-hours by cause and by how the preempted job stopped",
+        "header": ["cause", "stopped", "stops", "lost GPU-hours"],
+        "units": ["", "", "count", "GPU-hours"],
+        "rows": [
+            [cause, kind, stops[cause][kind], lost_by_stop[cause][kind]]
+            for cause in f.PREEMPTION_CAUSES
+            if cause in stops
+            for kind in f.STOP_KINDS
+        ],
+    }
     result["lost"] = {
         "title": "Lost GPU-hours by cause and preemptions per week",
         "header": [
@@ -555,8 +639,23 @@ SIGNAL_COLUMNS = (
     ("waiting at end", "jobs", lambda d: d["jobs_waiting_at_end"]["n"]),
     ("entitlement honoured", "fraction", lambda d: d["entitlement_honoured"]["fraction"]),
     ("entitled starts", "count", lambda d: d["entitlement_honoured"]["n"]),
-    ("time to reclaim p90", "seconds", lambda d: d["time_to_reclaim_s"].get("p90")),
-    ("time to reclaim n", "count", lambda d: d["time_to_reclaim_s"]["n"]),
+    ("lender wait p90", "seconds", lambda d: d["time_to_reclaim_s"].get("p90")),
+    ("lender wait n", "count", lambda d: d["time_to_reclaim_s"]["n"]),
+    ("time to reclaim p50", "seconds", lambda d: d["reclaim_time_s"].get("p50")),
+    ("time to reclaim p90", "seconds", lambda d: d["reclaim_time_s"].get("p90")),
+    ("time to reclaim max", "seconds", lambda d: d["reclaim_time_s"].get("max")),
+    ("time to reclaim n", "count", lambda d: d["reclaim_time_s"]["n"]),
+    (
+        "lost stopped without checkpoint",
+        "GPU-hours",
+        lambda d: d["lost_gpu_hours_by_stop"]["total"]["stopped_without_checkpoint"],
+    ),
+    (
+        "stops checkpointed on notice",
+        "count",
+        lambda d: d["stops"]["total"]["checkpointed_on_notice"],
+    ),
+    ("preemptions avoided", "count", lambda d: d["preemptions_avoided"]["avoided"]),
     ("preemptions", "count", lambda d: d["preemptions_total"]),
     ("reclaims", "count", lambda d: d["preemptions"]["reclaim"]),
     ("jobs preempted", "count", lambda d: d["jobs_preempted"]),
@@ -652,6 +751,12 @@ def dashboard_view(*, stored: dict, month: dt.date, queue_id: int | None) -> dic
             "waiting": figures.wait_bars(
                 [{"name": labels[id(share)], "stats": share["wait_s"]} for share in shares]
             ),
+            "reclaim": figures.reclaim_bars(
+                [{"name": labels[id(s)], "stats": s["reclaim_time_s"]} for s in shares]
+            ),
+            "stops": figures.stop_bars(
+                current["lost_gpu_hours_by_stop"]["total"], current["stops"]["total"]
+            ),
             "lost": figures.lost_weekly(current["weeks"]),
             "recovery": figures.recovery_funnel(
                 preempted=current["preempted_ended"],
@@ -673,6 +778,13 @@ def dashboard_view(*, stored: dict, month: dt.date, queue_id: int | None) -> dic
             ]
         )
     view["tables"] = tables(view)
+    # The page's table equivalents of the reclaim figures (the same rows as the CSVs).
+    view["reclaim_rows"] = [
+        [labels[id(share)], *row[3:]]
+        for share, row in zip(shares, view["tables"]["reclaim"]["rows"], strict=True)
+        if share["reclaim_time_s"]["n"]
+    ]
+    view["class_rows"] = view["tables"]["classes"]["rows"]
     return view
 
 
@@ -701,6 +813,21 @@ CHARTS = (
         "p50 and p90 of the time the jobs that first started this month waited after "
         "submission, per share (n in the label). Jobs still waiting at the month's end "
         "are in the table below.",
+    ),
+    (
+        "reclaim",
+        "Time to reclaim by share",
+        "How long each share's jobs waited to take back capacity they had lent (p50, p90 "
+        "and the longest, n in the label): from the moment the job could start only by "
+        "reclaiming to its start, while the borrowers' minimum runtime and notice ran. "
+        "0 s is an immediate reclaim.",
+    ),
+    (
+        "stops",
+        "How preempted jobs stopped",
+        "GPU-hours lost by preempted jobs, by how they stopped (n stops in the label): "
+        "at once without notice, at the end of their notice without a checkpoint (back "
+        "to the last periodic one), or after checkpointing on notice (nothing lost).",
     ),
     (
         "lost",

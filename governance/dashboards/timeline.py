@@ -48,6 +48,8 @@ class Job:
     reason: str
     finished_at: dt.datetime | None
     speed: float  # compute seconds per wall-clock second
+    workload_class: str = f.NO_CLASS  # as copied at submission
+    protected_blocks: int = 0  # the engine's per-job figure (spec v2, V4)
 
 
 @dataclass
@@ -58,6 +60,7 @@ class Event:
     type: str
     cause: str
     detail: dict
+    by_id: int | None = None
 
 
 @dataclass
@@ -72,6 +75,20 @@ class SharePolicy:
     team_id: int
     created_at: dt.datetime
     policy: list[tuple[dt.datetime, dict[str, int], str, int]]
+
+
+def _by_stop() -> dict:
+    return dict.fromkeys(f.STOP_KINDS, 0)
+
+
+@dataclass
+class ClassFigures:
+    """The interruption figures of one workload class (spec v2) within a share."""
+
+    reclaim_waits: list[int] = field(default_factory=list)
+    stops: dict[str, int] = field(default_factory=_by_stop)
+    lost_gpu_seconds: dict[str, float] = field(default_factory=_by_stop)
+    protected_blocks: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -101,6 +118,18 @@ class ShareFigures:
     entitled: int = 0
     honoured: int = 0
     reclaim_waits: list[int] = field(default_factory=list)
+    # Spec v2: reclaim episodes ended by this share's starts (formulas.reclaim_time),
+    # stops and lost work by how the job stopped (formulas.stop_kind), by cause, and
+    # the protected blocks of the jobs that ended (formulas.preemptions_avoided).
+    reclaim_time: list[int] = field(default_factory=list)
+    stops: dict[str, dict[str, int]] = field(
+        default_factory=lambda: {cause: _by_stop() for cause in f.PREEMPTION_CAUSES}
+    )
+    lost_gpu_seconds_by_stop: dict[str, dict[str, float]] = field(
+        default_factory=lambda: {cause: _by_stop() for cause in f.PREEMPTION_CAUSES}
+    )
+    protected_blocks: list[int] = field(default_factory=list)
+    classes: dict[str, ClassFigures] = field(default_factory=lambda: defaultdict(ClassFigures))
     waiting_at_end: list[tuple[int, str]] = field(default_factory=list)  # (age s, job name)
     jobs_started: int = 0
     jobs_succeeded: int = 0
@@ -136,6 +165,8 @@ class _Run:
     resumed_after_preemption: bool = False
     overhead_left: int = 0
     pending: tuple[dt.datetime, bool] | None = None  # (became runnable, lent out)
+    # The workload classes of the jobs this one preempted since its last start.
+    victim_classes: set[str] = field(default_factory=set)
 
 
 class MonthSweep:
@@ -322,15 +353,34 @@ class MonthSweep:
         run.running = False
         run.run_start = None
 
-    def _lose(self, run: _Run, at: dt.datetime, cause: str, compute_seconds: int) -> None:
+    def _lose(self, run: _Run, at: dt.datetime, cause: str, compute_seconds: int) -> float:
+        """Count lost work; returns the GPU-seconds counted in the month."""
         if not self._in_month(at) or not compute_seconds:
-            return
+            return 0.0
         job = run.job
         instance_seconds = compute_seconds * job.instances / job.speed
         figures = self.figures[job.share_id]
         figures.lost_instance_seconds[cause] += instance_seconds
         figures.lost_gpu_seconds[cause] += instance_seconds * job.gpus
         figures.weekly_lost[self.week_of(at)][cause] += instance_seconds * job.gpus
+        return instance_seconds * job.gpus
+
+    def _stopped(self, run: _Run, at: dt.datetime, cause: str, kind: str, gpu_seconds: float):
+        """A preempted job stopped (at once, or at the end of its notice)."""
+        if not self._in_month(at) or cause not in f.PREEMPTION_CAUSES:
+            return
+        figures = self.figures[run.job.share_id]
+        figures.stops[cause][kind] += 1
+        figures.lost_gpu_seconds_by_stop[cause][kind] += gpu_seconds
+        by_class = figures.classes[run.job.workload_class]
+        by_class.stops[kind] += 1
+        by_class.lost_gpu_seconds[kind] += gpu_seconds
+
+    def _requeue(self, run: _Run, at: dt.datetime) -> None:
+        run.interrupted_at = at
+        run.runnable_since = at
+        self._queue_insert(run)
+        self._judge(run, at)
 
     def _ended(self, run: _Run, at: dt.datetime, succeeded: bool) -> None:
         if not self._in_month(at):
@@ -346,6 +396,8 @@ class MonthSweep:
             figures.jobs_failed += 1
             if job.reason == "retries_exhausted":
                 figures.retries_exhausted += 1
+        figures.protected_blocks.append(job.protected_blocks)
+        figures.classes[job.workload_class].protected_blocks.append(job.protected_blocks)
         if job.preemptions:
             figures.preempted_ended += 1
             if succeeded:
@@ -428,6 +480,12 @@ class MonthSweep:
         if kind == "STARTED":
             self._queue_remove(run)
             self._settle(run, started=at, ended=None)
+            reclaim_wait = (event.detail or {}).get("reclaim_wait")
+            if reclaim_wait is not None and in_month:
+                figures.reclaim_time.append(int(reclaim_wait))
+                for name in sorted(run.victim_classes or {f.NO_CLASS}):
+                    figures.classes[name].reclaim_waits.append(int(reclaim_wait))
+            run.victim_classes = set()
             if not run.started_ever:
                 run.started_ever = True
                 if in_month:
@@ -451,21 +509,33 @@ class MonthSweep:
             run.running = True
             run.run_start = at
             run.runnable_since = None
+        elif kind == "PREEMPTED" and "grace_until" in (event.detail or {}):
+            # Notice (spec v2): the job runs on, holding its capacity, until STOPPED.
+            self._preempted(run, event, in_month)
+        elif kind == "STOPPED":
+            if run.running:
+                self._end_run(run, at)
+            detail = event.detail or {}
+            cause = event.cause if event.cause in f.LOST_CAUSES else "requeued"
+            lost = self._lose(run, at, cause, int(detail.get("lost_work", 0)))
+            saved = bool(detail.get("saved_on_notice"))
+            self._stopped(
+                run, at, event.cause, f.stop_kind(notice=True, saved_on_notice=saved), lost
+            )
+            self._requeue(run, at)
         elif kind in ("PREEMPTED", "REQUEUED"):
             if run.running:
                 self._end_run(run, at)
             cause = event.cause if kind == "PREEMPTED" else "requeued"
             if cause not in f.LOST_CAUSES:
                 cause = "requeued"
-            self._lose(run, at, cause, int((event.detail or {}).get("lost_work", 0)))
-            if kind == "PREEMPTED" and in_month and event.cause in f.PREEMPTION_CAUSES:
-                figures.preemptions[event.cause] += 1
-                figures.weekly_preemptions[self.week_of(at)][event.cause] += 1
-                figures.jobs_preempted.add(job.pk)
-            run.interrupted_at = at
-            run.runnable_since = at
-            self._queue_insert(run)
-            self._judge(run, at)
+            lost = self._lose(run, at, cause, int((event.detail or {}).get("lost_work", 0)))
+            if kind == "PREEMPTED":
+                self._preempted(run, event, in_month)
+                self._stopped(
+                    run, at, event.cause, f.stop_kind(notice=False, saved_on_notice=False), lost
+                )
+            self._requeue(run, at)
         elif kind in ("SUCCEEDED", "FAILED"):
             if run.running:
                 self._end_run(run, at)
@@ -490,6 +560,18 @@ class MonthSweep:
                 run.priority = int(new)
                 if queued:
                     self._queue_insert(run)
+
+    def _preempted(self, run: _Run, event: Event, in_month: bool) -> None:
+        """A preemption decision (with or without notice): counted, and the victim's
+        class noted on the job it made room for."""
+        starter = self.jobs.get(event.by_id) if event.by_id is not None else None
+        if starter is not None and event.cause == "reclaim":
+            starter.victim_classes.add(run.job.workload_class)
+        if in_month and event.cause in f.PREEMPTION_CAUSES:
+            figures = self.figures[run.job.share_id]
+            figures.preemptions[event.cause] += 1
+            figures.weekly_preemptions[self.week_of(event.at)][event.cause] += 1
+            figures.jobs_preempted.add(run.job.pk)
 
     def _close(self) -> None:
         """The month's end: runs still going, capacity to the end, who still waits."""

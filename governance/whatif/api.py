@@ -58,11 +58,31 @@ class WorkloadInput(serializers.Serializer):
         return data
 
 
+class ContractInput(serializers.Serializer):
+    """One share's interruption contract (spec v2) in one run of the comparison."""
+
+    run = serializers.ChoiceField(choices=services.CONTRACT_RUNS)
+    share = serializers.CharField(max_length=100, help_text="The share (its current name).")
+    min_runtime_reclaim = serializers.IntegerField(required=False, min_value=0, max_value=10**9)
+    min_runtime_preempt = serializers.IntegerField(required=False, min_value=0, max_value=10**9)
+    grace = serializers.IntegerField(required=False, min_value=0, max_value=10**9)
+    checkpoint_on_notice = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=10**9
+    )
+
+
 class CreateInput(serializers.Serializer):
     queue = BoundedPrimaryKeyRelatedField(queryset=JobQueue.objects.all())
     title = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
     shares = DraftShareInput(many=True, required=False, default=list)
     workload = WorkloadInput(required=False)
+    contracts = ContractInput(
+        many=True,
+        required=False,
+        default=list,
+        help_text="Replay these shares' jobs under these contracts (e.g. grace 0 in "
+        "`current`, 120 in `draft`); the results gain `interruptions` per run.",
+    )
     run = serializers.BooleanField(required=False, default=True)
     exception_request = BoundedPrimaryKeyRelatedField(
         queryset=ExceptionRequest.objects.all(), required=False, allow_null=True
@@ -96,6 +116,15 @@ class WhatIfCreateApi(ApiView):
                     days=workload["days"],
                     scale=workload["scale"],
                     upload=workload.get("csv", "").encode() or None,
+                )
+            if data["contracts"]:
+                contracts: dict[str, dict] = {}
+                for item in data["contracts"]:
+                    fields = {k: v for k, v in item.items() if k not in ("run", "share")}
+                    contracts.setdefault(item["run"], {})[item["share"]] = fields
+                comparison.refresh_from_db()
+                services.comparison_set_contracts(
+                    actor=request.user, comparison=comparison, contracts=contracts
                 )
             if data["run"]:
                 # The services stored the edits and the workload on their own copies:

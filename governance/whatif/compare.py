@@ -13,9 +13,17 @@ from collections.abc import Callable, Mapping, Sequence
 
 from engine import result_to_json, simulate
 from fleet.bridge import engine_share_document
-from governance.whatif.metrics import differences, run_metrics
+from governance.whatif.metrics import differences, interruption_metrics, run_metrics
 
 PHASES = (("current", "current policy"), ("draft", "draft policy"))
+# The interruption contract of a job (scenario format v2, V1) and its value when none
+# is given: all 0 and no checkpoint on notice is no contract.
+CONTRACT_FIELDS = {
+    "min_runtime_reclaim": 0,
+    "min_runtime_preempt": 0,
+    "grace": 0,
+    "checkpoint_on_notice": None,
+}
 
 Progress = Callable[[float, str], None]
 
@@ -33,6 +41,15 @@ def with_names(policy: Mapping, names: Sequence[str]) -> dict:
 def scenario_for(policy: Mapping, jobs: Sequence[Mapping], *, names: Sequence[str], name: str):
     shares = engine_shares(with_names(policy, names))
     return {"name": name, "queue": dict(policy["queue"]), "shares": shares, "jobs": list(jobs)}
+
+
+def with_contracts(jobs: Sequence[Mapping], contracts: Mapping[str, Mapping]) -> list[dict]:
+    """The jobs with the contract of their share applied (`contracts`: share name ->
+    the fields of CONTRACT_FIELDS it sets, over the job's own); every job carries all
+    four fields, so the replay is a v2 document (its reclaim episodes are counted) even
+    where all are 0.
+    A workload class maps onto this: its shares' jobs get the class's contract."""
+    return [{**CONTRACT_FIELDS, **job, **contracts.get(job["share"], {})} for job in jobs]
 
 
 def share_labels(policy: Mapping) -> dict[str, str]:
@@ -56,14 +73,21 @@ def compare_policies(
     jobs: Sequence[Mapping],
     gpus_per_instance: Mapping[str, int],
     progress: Progress | None = None,
+    contracts: Mapping[str, Mapping[str, Mapping]] | None = None,
 ) -> dict:
     """The stored results of a comparison: metrics of both replays and the sentences.
-    `progress(fraction, label)` may raise to stop the work (the task's cancellation)."""
+    `progress(fraction, label)` may raise to stop the work (the task's cancellation).
+
+    `contracts` ({"current": {share: contract}, "draft": {share: contract}}) replays the
+    jobs of those shares under those interruption contracts (compare.with_contracts),
+    and the results gain each run's `interruptions` (metrics.interruption_metrics):
+    lost GPU-hours against lender wait and time to reclaim."""
     started = time.monotonic()
     names = [share["name"] for share in current["shares"]]
     policies = {"current": current, "draft": with_names(draft, names)}
     report = progress or (lambda fraction, label: None)
     results = {}
+    interruptions: dict[str, dict] = {}
     for phase, (key, label) in enumerate(PHASES):
         total_jobs = len(jobs)
         report(phase / 2, f"Simulating the {label}: 0 of {total_jobs:,} jobs submitted")
@@ -72,8 +96,18 @@ def compare_policies(
             fraction = (phase + (submitted / total if total else 1)) / 2
             report(fraction, f"Simulating the {label}: {submitted:,} of {total:,} jobs submitted")
 
-        scenario = scenario_for(policies[key], jobs, names=names, name=f"what-if {key}")
-        results[key] = result_to_json(simulate(scenario, progress=engine_progress))
+        replayed = jobs if contracts is None else with_contracts(jobs, contracts.get(key, {}))
+        scenario = scenario_for(policies[key], replayed, names=names, name=f"what-if {key}")
+        simulated = simulate(scenario, progress=engine_progress)
+        results[key] = result_to_json(simulated)
+        if contracts is not None:
+            interruptions[key] = interruption_metrics(
+                result=results[key],
+                episodes=simulated.reclaim_episodes,
+                jobs=replayed,
+                policy=policies[key],
+                gpus_per_instance=gpus_per_instance,
+            )
     report(1.0, "Measuring both replays")
     horizon = max(results["current"]["makespan"], results["draft"]["makespan"], 1)
     measured = {
@@ -86,9 +120,14 @@ def compare_policies(
         )
         for key, _ in PHASES
     }
+    for key, figures in interruptions.items():
+        measured[key]["interruptions"] = figures
     labels = share_labels(current)
     return {
         **measured,
+        "contracts": {key: dict(contracts.get(key, {})) for key, _ in PHASES}
+        if contracts is not None
+        else None,
         "labels": labels,
         "sentences": differences(
             current=measured["current"], draft=measured["draft"], labels=labels

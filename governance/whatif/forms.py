@@ -169,3 +169,42 @@ class ApplyForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Recorded in the policy history with your name and a link to this comparison.",
     )
+
+
+class ContractForm(forms.Form):
+    """One share's interruption contract for one run of the comparison (spec v2, V1);
+    a blank field is no override."""
+
+    run = forms.ChoiceField(
+        choices=[("current", "Current policy"), ("draft", "Draft policy")], label="Run"
+    )
+    share = forms.ChoiceField(label="Share (its jobs get the contract)")
+    min_runtime_reclaim = forms.IntegerField(
+        required=False, min_value=0, label="Minimum runtime before reclaim (seconds)"
+    )
+    min_runtime_preempt = forms.IntegerField(
+        required=False, min_value=0, label="Minimum runtime before in-share preemption (seconds)"
+    )
+    grace = forms.IntegerField(required=False, min_value=0, label="Grace: notice (seconds)")
+    checkpoint_on_notice = forms.IntegerField(
+        required=False,
+        min_value=1,
+        label="Checkpoint on notice: seconds to save and exit (blank: it does not)",
+    )
+
+    def __init__(self, *args, comparison: WhatIfComparison, **kwargs):
+        super().__init__(*args, **kwargs)
+        names = [share["name"] for share in comparison.current_policy["shares"]]
+        self.fields["share"].choices = [(name, name) for name in names]
+
+    def contract(self) -> dict:
+        return {
+            name: self.cleaned_data[name]
+            for name in (
+                "min_runtime_reclaim",
+                "min_runtime_preempt",
+                "grace",
+                "checkpoint_on_notice",
+            )
+            if self.cleaned_data.get(name) is not None
+        }

@@ -12,7 +12,11 @@ that produced it, so a test can recompute every number from `simulate`. Definiti
 - utilisation: GPU-seconds held / (GPUs x horizon); per share against its own limit
   (over 100% when it borrows), overall against the queue's capacity; the horizon is the
   same for both policies of a comparison (the later makespan), so they compare;
-- never ran: jobs that were never started (misconfigured, or failed at submission).
+- never ran: jobs that were never started (misconfigured, or failed at submission);
+- interruptions (spec v2; `interruption_metrics`): time to reclaim over the engine's
+  reclaim episodes (n, p50 lower median, p90 nearest rank, max), by the share that
+  waited; lender wait GPU-seconds: each episode's length x the waiting job's GPUs (the
+  entitled capacity a lender went without); stops by how the victim stopped.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ def _quartiles(values: Sequence[int]) -> dict | None:
 
 
 def _held_intervals(events: Sequence[Mapping]) -> list[tuple[str, int, int]]:
-    """(job, start, end) of every run: STARTED until its PREEMPTED, SUCCEEDED or FAILED."""
+    """(job, start, end) of every run: STARTED until its PREEMPTED, SUCCEEDED or FAILED;
+    a victim given notice (spec v2, `grace_until`) holds its capacity until STOPPED."""
     open_runs: dict[str, int] = {}
     runs = []
     last = 0
@@ -47,7 +52,9 @@ def _held_intervals(events: Sequence[Mapping]) -> list[tuple[str, int, int]]:
         last = t
         if event["type"] == "STARTED":
             open_runs[job] = t
-        elif event["type"] in ("PREEMPTED", "SUCCEEDED", "FAILED") and job in open_runs:
+        elif event["type"] == "PREEMPTED" and "grace_until" in event:
+            continue
+        elif event["type"] in ("PREEMPTED", "STOPPED", "SUCCEEDED", "FAILED") and job in open_runs:
             runs.append((job, open_runs.pop(job), t))
     runs += [(job, start, last) for job, start in open_runs.items()]
     return runs
@@ -158,6 +165,75 @@ def run_metrics(
                 for value in timeline
             ],
         },
+    }
+
+
+STOP_KINDS = ("immediate", "stopped_without_checkpoint", "checkpointed_on_notice")
+
+
+def reclaim_stats(waits: Sequence[int]) -> dict:
+    """n, p50 (the lower median, element (n-1)//2, as the engine's), p90 (nearest rank)
+    and max of reclaim episode lengths in seconds; None values when n is 0."""
+    ordered = sorted(waits)
+    count = len(ordered)
+    return {
+        "n": count,
+        "p50": ordered[(count - 1) // 2] if count else None,
+        "p90": nearest_rank(ordered, 90),
+        "max": ordered[-1] if count else None,
+    }
+
+
+def interruption_metrics(
+    *,
+    result: Mapping,
+    episodes: Sequence[tuple[str, int, int]],
+    jobs: Sequence[Mapping],
+    policy: Mapping,
+    gpus_per_instance: Mapping[str, int],
+) -> dict:
+    """Time to reclaim, lender wait, lost work and stops of one replay (spec v2).
+
+    `episodes` are the engine's reclaim episodes (job, begin, start)
+    (SimulationResult.reclaim_episodes); `result` its JSON document; `jobs` the
+    replayed jobs with the contracts they ran under."""
+    spec = {job["id"]: job for job in jobs}
+    gpu_of = {
+        job["id"]: gpus_per_instance.get(job["instance_type"], 1) * job["instances"] for job in jobs
+    }
+    shares = [share["name"] for share in policy["shares"]]
+    waits: dict[str, list[int]] = {name: [] for name in [*shares, OVERALL]}
+    lender_wait = dict.fromkeys([*shares, OVERALL], 0)
+    for job_id, begin, start in episodes:
+        share = result["jobs"][job_id]["share"]
+        for key in (share, OVERALL):
+            waits[key].append(start - begin)
+            lender_wait[key] += (start - begin) * gpu_of[job_id]
+    stops = dict.fromkeys(STOP_KINDS, 0)
+    for event in result["events"]:
+        if event.get("cause") not in ("reclaim", "priority"):
+            continue
+        if event["type"] == "PREEMPTED" and "grace_until" not in event:
+            stops["immediate"] += 1
+        elif event["type"] == "STOPPED":
+            job = spec[event["job"]]
+            notice = job.get("checkpoint_on_notice")
+            saves = notice is not None and notice <= (job.get("grace") or 0)
+            stops["checkpointed_on_notice" if saves else "stopped_without_checkpoint"] += 1
+    outcomes = result["jobs"].values()
+    return {
+        "time_to_reclaim": reclaim_stats(waits[OVERALL]),
+        "time_to_reclaim_by_share": {name: reclaim_stats(waits[name]) for name in shares},
+        "lender_wait_gpu_seconds": lender_wait[OVERALL],
+        "lender_wait_gpu_seconds_by_share": {name: lender_wait[name] for name in shares},
+        "lost_gpu_seconds": sum(
+            o["lost_work"] * gpu_of[job_id] for job_id, o in result["jobs"].items()
+        ),
+        "stops": stops,
+        "notice_gpu_seconds": sum(
+            o.get("notice_time", 0) * gpu_of[job_id] for job_id, o in result["jobs"].items()
+        ),
+        "protected_blocks": sum(o.get("protected_blocks", 0) for o in outcomes),
     }
 
 

@@ -59,6 +59,10 @@ class WhatIfComparison(models.Model):
     workload_description = models.TextField(blank=True)
     # Scenario-format jobs; `share` names a share of current_policy.
     workload_jobs = models.JSONField(default=list, blank=True)
+    # Interruption contracts to replay under (spec v2), per run and share:
+    # {"current": {share name: {field: value}}, "draft": {...}}; {} replays the jobs as
+    # recorded. A workload class maps onto its shares' contracts.
+    contracts = models.JSONField(default=dict, blank=True)
 
     status = models.CharField(max_length=16, choices=Status, default=Status.DRAFT, db_index=True)
     progress = models.PositiveSmallIntegerField(default=0, help_text="Percent done.")

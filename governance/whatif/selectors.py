@@ -124,6 +124,108 @@ def _metric_rows(current: dict, draft: dict, *, overall: bool) -> list[MetricRow
     ]
 
 
+CONTRACT_LABELS = {
+    "min_runtime_reclaim": "min runtime (reclaim)",
+    "min_runtime_preempt": "min runtime (in-share)",
+    "grace": "grace",
+    "checkpoint_on_notice": "checkpoint on notice",
+}
+
+
+def contract_text(contracts: dict) -> str:
+    """One run's contracts for people: "borrower: grace 2m 00s, checkpoint on notice 30s"."""
+    if not contracts:
+        return "as recorded (no contract)"
+    parts = []
+    for share, fields in sorted(contracts.items()):
+        spoken = ", ".join(
+            f"{CONTRACT_LABELS[name]} {duration(value)}" for name, value in fields.items()
+        )
+        parts.append(f"{share}: {spoken or 'none'}")
+    return "; ".join(parts)
+
+
+def contract_rows(comparison: WhatIfComparison) -> list[tuple[str, str]]:
+    """(run label, its contracts in words) of the comparison's contract overrides."""
+    contracts = comparison.contracts or {}
+    return [
+        (label, contract_text(contracts.get(run, {})))
+        for run, label in (("current", "Current policy"), ("draft", "Draft policy"))
+    ]
+
+
+def _ttr(stats: dict) -> str:
+    if not stats["n"]:
+        return "no reclaim"
+    return (
+        f"p50 {duration(stats['p50'])}, p90 {duration(stats['p90'])}, "
+        f"longest {duration(stats['max'])} (n = {stats['n']})"
+    )
+
+
+def _interruption_rows(current: dict, draft: dict) -> list[MetricRow]:
+    """Lost GPU-hours against lender wait and time to reclaim (metrics.interruption_metrics)."""
+    rows = [
+        ("Lost GPU-hours (preempted work)", "lost_gpu_seconds", "gpu"),
+        ("Lender wait (GPU-hours)", "lender_wait_gpu_seconds", "gpu"),
+        ("Capacity held during notice (GPU-hours)", "notice_gpu_seconds", "gpu"),
+        ("Preemptions avoided by protection", "protected_blocks", "count"),
+    ]
+    result = [
+        MetricRow(
+            label,
+            FORMAT[kind](current[key]),
+            FORMAT[kind](draft[key]),
+            _change(current[key], draft[key], kind),
+        )
+        for label, key, kind in rows
+    ]
+    old, new = current["time_to_reclaim"], draft["time_to_reclaim"]
+    result.insert(
+        2,
+        MetricRow(
+            "Time to reclaim", _ttr(old), _ttr(new), _change(old["p90"], new["p90"], "duration")
+        ),
+    )
+    for kind, label in (
+        ("immediate", "Stops at once (no notice)"),
+        ("stopped_without_checkpoint", "Stops at the end of notice, no checkpoint"),
+        ("checkpointed_on_notice", "Stops checkpointed on notice"),
+    ):
+        result.append(
+            MetricRow(
+                label,
+                FORMAT["count"](current["stops"][kind]),
+                FORMAT["count"](draft["stops"][kind]),
+                _change(current["stops"][kind], draft["stops"][kind], "count"),
+            )
+        )
+    return result
+
+
+def _contracts_view(results: dict, labels: dict) -> dict | None:
+    current, draft = results["current"], results["draft"]
+    if "interruptions" not in current:
+        return None
+    old, new = current["interruptions"], draft["interruptions"]
+    return {
+        "current_text": contract_text((results.get("contracts") or {}).get("current", {})),
+        "draft_text": contract_text((results.get("contracts") or {}).get("draft", {})),
+        "rows": _interruption_rows(old, new),
+        "shares": [
+            {
+                "label": labels.get(name, name),
+                "current": _ttr(stats),
+                "draft": _ttr(new["time_to_reclaim_by_share"][name]),
+                "current_wait": FORMAT["gpu"](old["lender_wait_gpu_seconds_by_share"][name]),
+                "draft_wait": FORMAT["gpu"](new["lender_wait_gpu_seconds_by_share"][name]),
+            }
+            for name, stats in old["time_to_reclaim_by_share"].items()
+            if stats["n"] or new["time_to_reclaim_by_share"][name]["n"]
+        ],
+    }
+
+
 def results_view(comparison: WhatIfComparison) -> dict | None:
     """Tables, sentences and charts of a finished comparison (None before)."""
     results = comparison.results
@@ -153,6 +255,7 @@ def results_view(comparison: WhatIfComparison) -> dict | None:
     ]
     return {
         "sentences": results["sentences"],
+        "contracts": _contracts_view(results, labels),
         "overall": _metric_rows(current["overall"], draft["overall"], overall=True),
         "shares": shares,
         "jobs": results["jobs"],
@@ -202,6 +305,7 @@ def comparison_document(comparison: WhatIfComparison) -> dict:
             "description": comparison.workload_description,
             "jobs": len(comparison.workload_jobs),
         },
+        "contracts": comparison.contracts,
         "results": comparison.results,
         "created_at": comparison.created_at.isoformat(),
         "finished_at": comparison.finished_at.isoformat() if comparison.finished_at else None,

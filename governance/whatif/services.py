@@ -43,7 +43,7 @@ from governance.policy.services import (
     share_validate_in_policy,
 )
 from governance.whatif import workloads
-from governance.whatif.compare import compare_policies
+from governance.whatif.compare import CONTRACT_FIELDS, compare_policies
 
 Status = WhatIfComparison.Status
 Review = WhatIfComparison.Review
@@ -359,6 +359,92 @@ def comparison_set_workload(
 # -- run, cancel, execute --------------------------------------------------------------
 
 
+CONTRACT_RUNS = ("current", "draft")
+
+
+def contracts_clean(*, comparison: WhatIfComparison, contracts: Mapping) -> dict:
+    """`contracts` ({run: {share name: {field: value}}}) checked against spec v2's V1 and
+    the comparison's shares; problems keyed by `contracts.<run>.<share>.<field>`.
+    Blank values (None, "") are dropped: no override. An empty result replays as
+    recorded."""
+    errors: dict[str, list[str]] = {}
+    shares = {share["name"] for share in comparison.current_policy["shares"]}
+    cleaned: dict[str, dict] = {}
+    if not isinstance(contracts, Mapping):
+        raise InvalidInput({"contracts": ["give {run: {share: {field: seconds}}}"]})
+    for run, by_share in contracts.items():
+        if run not in CONTRACT_RUNS:
+            errors[f"contracts.{run}"] = ["the runs are 'current' and 'draft'"]
+            continue
+        if not isinstance(by_share, Mapping):
+            errors[f"contracts.{run}"] = ["give {share: {field: seconds}}"]
+            continue
+        for share, contract in by_share.items():
+            key = f"contracts.{run}.{share}"
+            if share not in shares:
+                errors[key] = [f"no share named {share!r} in this comparison"]
+                continue
+            if not isinstance(contract, Mapping):
+                errors[key] = ["give {field: seconds}"]
+                continue
+            fields = _contract_fields(key, contract, errors)
+            if fields:
+                cleaned.setdefault(run, {})[share] = fields
+    if errors:
+        raise InvalidInput(errors)
+    return cleaned
+
+
+def _contract_fields(key: str, contract: Mapping, errors: dict) -> dict:
+    fields = {}
+    for name, value in contract.items():
+        if name not in CONTRACT_FIELDS:
+            errors[f"{key}.{name}"] = [f"not a contract field ({', '.join(CONTRACT_FIELDS)})"]
+            continue
+        if value is None or value == "":
+            continue
+        least = 1 if name == "checkpoint_on_notice" else 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            errors[f"{key}.{name}"] = [f"must be a whole number of seconds, {least} or more"]
+            continue
+        fields[name] = value
+    return fields
+
+
+@transaction.atomic
+def comparison_set_contracts(
+    *, actor, comparison: WhatIfComparison, contracts: Mapping
+) -> WhatIfComparison:
+    """Replay both runs under these interruption contracts (contracts_clean): e.g. the
+    current policy with grace 0 against the draft with grace 120 s on the borrowers.
+    Earlier results are dropped: they were measured under other contracts."""
+    rules.require(actor, "whatif.use")
+    comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
+    _require_editable(comparison)
+    cleaned = contracts_clean(comparison=comparison, contracts=contracts)
+    if cleaned == comparison.contracts:
+        return comparison
+    comparison.contracts = cleaned
+    _reset_results(comparison)
+    comparison.save()
+    return comparison
+
+
+def comparison_set_share_contract(
+    *, actor, comparison: WhatIfComparison, run: str, share: str, contract: Mapping
+) -> WhatIfComparison:
+    """Set (or, with no field, remove) one share's contract in one run, keeping the
+    others (comparison_set_contracts checks the whole)."""
+    contracts = copy.deepcopy(comparison.contracts or {})
+    by_share = contracts.setdefault(run, {})
+    if contract:
+        by_share[share] = dict(contract)
+    else:
+        by_share.pop(share, None)
+    contracts = {key: value for key, value in contracts.items() if value}
+    return comparison_set_contracts(actor=actor, comparison=comparison, contracts=contracts)
+
+
 def comparison_run(*, actor, comparison: WhatIfComparison) -> WhatIfComparison:
     """Queue a run of both policies (the task is enqueued after commit)."""
     rules.require(actor, "whatif.use")
@@ -441,6 +527,7 @@ def comparison_execute(*, comparison_id: int) -> str:
             jobs=comparison.workload_jobs,
             gpus_per_instance=gpus_per_instance(policy=comparison.current_policy),
             progress=_ProgressWriter(comparison_id),
+            contracts=comparison.contracts or None,
         )
     except WhatIfCancelled:
         rows.update(

@@ -24,6 +24,7 @@ from governance.models import WhatIfComparison
 from governance.whatif import selectors, services, workloads
 from governance.whatif.forms import (
     ApplyForm,
+    ContractForm,
     CreateForm,
     ReviewForm,
     SaveForm,
@@ -128,6 +129,8 @@ def _detail(request, comparison: WhatIfComparison, *, status_code: int = 200, **
         "workload_form": forms.get("workload_form")
         or WorkloadForm(initial=_workload_initial(comparison)),
         "workload_problems": forms.get("workload_problems", []),
+        "contract_form": forms.get("contract_form") or ContractForm(comparison=comparison),
+        "contracts": selectors.contract_rows(comparison),
         "save_form": forms.get("save_form")
         or SaveForm(
             initial={
@@ -250,6 +253,33 @@ def whatif_workload(request, pk: int):
     else:
         comparison.refresh_from_db()
         messages.success(request, f"Workload: {comparison.workload_description}.")
+    return redirect("whatif-detail", pk=pk)
+
+
+@require_POST
+def whatif_contracts(request, pk: int):
+    comparison = _comparison(request, pk)
+    form = ContractForm(request.POST, comparison=comparison)
+    if not form.is_valid():
+        return _detail(request, comparison, status_code=400, contract_form=form)
+    try:
+        services.comparison_set_share_contract(
+            actor=request.user,
+            comparison=comparison,
+            run=form.cleaned_data["run"],
+            share=form.cleaned_data["share"],
+            contract=form.contract(),
+        )
+    except InvalidInput as error:
+        for key, problems in error.errors.items():
+            # Keys name `contracts.<run>.<share>.<field>`: the form's field where it has one.
+            field = key.rsplit(".", 1)[-1]
+            form.add_error(field if field in form.fields else None, problems)
+        return _detail(request, comparison, status_code=400, contract_form=form)
+    except WrongState as error:
+        _error_messages(request, error)
+        return redirect("whatif-detail", pk=pk)
+    messages.success(request, "Contracts updated: run the comparison to measure them.")
     return redirect("whatif-detail", pk=pk)
 
 

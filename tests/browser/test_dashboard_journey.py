@@ -54,7 +54,7 @@ def test_leader_reads_two_months_and_downloads_csv(
 
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Dashboard").click()
     expect(page).to_have_title(f"Dashboard: {last:%B %Y} · Quota governance")
-    expect(page.locator(".kpi")).to_have_count(13)
+    expect(page.locator(".kpi")).to_have_count(15)
     expect(page.locator(".kpi__n").first).to_contain_text("n = ")
     # Two months of figures: each card's sparkline has a line.
     expect(page.locator(".kpi--turnaround_p50 svg.sparkline polyline")).to_have_count(1)

@@ -88,6 +88,20 @@ class Scope:
         self.entitled = 0
         self.honoured = 0
         self.reclaim_waits: list[int] = []
+        self.reclaim_time: list[int] = []
+        self.stops = {cause: dict.fromkeys(f.STOP_KINDS, 0) for cause in f.PREEMPTION_CAUSES}
+        self.lost_gpu_seconds_by_stop = {
+            cause: dict.fromkeys(f.STOP_KINDS, 0.0) for cause in f.PREEMPTION_CAUSES
+        }
+        self.protected_blocks: list[int] = []
+        self.classes: dict[str, dict] = defaultdict(
+            lambda: {
+                "reclaim_waits": [],
+                "stops": dict.fromkeys(f.STOP_KINDS, 0),
+                "lost_gpu_seconds": dict.fromkeys(f.STOP_KINDS, 0.0),
+                "protected_blocks": [],
+            }
+        )
         self.waiting_at_end: list[tuple[int, str]] = []
         self.counts: dict[str, int] = defaultdict(int)
         self.yielders: list[dict] = []
@@ -127,6 +141,21 @@ class Scope:
         self.entitled += share.entitled
         self.honoured += share.honoured
         self.reclaim_waits.extend(share.reclaim_waits)
+        self.reclaim_time.extend(share.reclaim_time)
+        for cause in f.PREEMPTION_CAUSES:
+            for kind in f.STOP_KINDS:
+                self.stops[cause][kind] += share.stops[cause][kind]
+                self.lost_gpu_seconds_by_stop[cause][kind] += share.lost_gpu_seconds_by_stop[cause][
+                    kind
+                ]
+        self.protected_blocks.extend(share.protected_blocks)
+        for name, figures in share.classes.items():
+            mine = self.classes[name]
+            mine["reclaim_waits"].extend(figures.reclaim_waits)
+            mine["protected_blocks"].extend(figures.protected_blocks)
+            for kind in f.STOP_KINDS:
+                mine["stops"][kind] += figures.stops[kind]
+                mine["lost_gpu_seconds"][kind] += figures.lost_gpu_seconds[kind]
         self.waiting_at_end.extend(share.waiting_at_end)
         for name in (
             "jobs_started",
@@ -221,6 +250,38 @@ class Scope:
                 "honoured": self.honoured,
             },
             "time_to_reclaim_s": f.duration_stats(self.reclaim_waits),
+            "reclaim_time_s": f.reclaim_time(reclaim_waits=self.reclaim_time),
+            "stops": {
+                "by_cause": {cause: dict(kinds) for cause, kinds in self.stops.items()},
+                "total": {
+                    kind: sum(kinds[kind] for kinds in self.stops.values()) for kind in f.STOP_KINDS
+                },
+            },
+            "lost_gpu_hours_by_stop": {
+                "by_cause": {
+                    cause: {kind: s / HOUR for kind, s in kinds.items()}
+                    for cause, kinds in self.lost_gpu_seconds_by_stop.items()
+                },
+                "total": {
+                    kind: sum(kinds[kind] for kinds in self.lost_gpu_seconds_by_stop.values())
+                    / HOUR
+                    for kind in f.STOP_KINDS
+                },
+            },
+            "preemptions_avoided": f.preemptions_avoided(protected_blocks=self.protected_blocks),
+            "by_class": {
+                name: {
+                    "reclaim_time_s": f.reclaim_time(reclaim_waits=figures["reclaim_waits"]),
+                    "stops": dict(figures["stops"]),
+                    "lost_gpu_hours_by_stop": {
+                        kind: s / HOUR for kind, s in figures["lost_gpu_seconds"].items()
+                    },
+                    "preemptions_avoided": f.preemptions_avoided(
+                        protected_blocks=figures["protected_blocks"]
+                    ),
+                }
+                for name, figures in sorted(self.classes.items())
+            },
             "preempted_ended": counts["preempted_ended"],
             "preempted_resumed": counts["preempted_resumed"],
             "preempted_succeeded": counts["preempted_succeeded"],

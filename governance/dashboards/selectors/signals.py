@@ -43,7 +43,7 @@ from scheduler.executors import executor_named, simulated_speed
 
 # Stored rollups carry the version that computed them (MonthlyRollup.version); older
 # ones are recomputed when read. Raise it whenever a figure is added, removed or redefined.
-SIGNALS_VERSION = 2
+SIGNALS_VERSION = 3
 EXCEPTION_EVENT_COUNT = {
     ExceptionEvent.Type.FILED: "filed",
     ExceptionEvent.Type.APPROVED: "approved",
@@ -245,6 +245,8 @@ JOB_FIELDS = (
     "state",
     "reason",
     "finished_at",
+    "workload_class",
+    "protected_blocks",
 )
 
 
@@ -264,16 +266,24 @@ def _sweep(start, stop, weeks, share_rows) -> dict:
         )
         .filter(Q(job__finished_at__isnull=True) | Q(job__finished_at__gte=begin))
         .order_by("at", "id")
-        .values_list("id", "at", "job_id", "type", "cause", "detail")
+        .values_list("id", "at", "job_id", "type", "cause", "detail", "by_id")
     )
-    for pk, at, job_id, kind, cause, detail in rows.iterator(chunk_size=20000):
+    for pk, at, job_id, kind, cause, detail, by_id in rows.iterator(chunk_size=20000):
         if kind == JobEvent.Type.PRIORITY_CHANGED and job_id not in first_priority:
             first_priority[job_id] = (detail or {}).get("from")
         if kind == JobEvent.Type.SUBMITTED and (detail or {}).get("replayed"):
             replayed.add(job_id)
         if at < stop:
             events.append(
-                Event(at=at, seq=pk, job_id=job_id, type=kind, cause=cause, detail=detail)
+                Event(
+                    at=at,
+                    seq=pk,
+                    job_id=job_id,
+                    type=kind,
+                    cause=cause,
+                    detail=detail,
+                    by_id=by_id,
+                )
             )
     live_speed = simulated_speed()
     jobs = []
@@ -295,6 +305,8 @@ def _sweep(start, stop, weeks, share_rows) -> dict:
         state,
         reason,
         finished_at,
+        workload_class,
+        protected_blocks,
     ) in job_rows:
         if share_id not in share_rows:
             continue
@@ -321,6 +333,8 @@ def _sweep(start, stop, weeks, share_rows) -> dict:
                 reason=reason,
                 finished_at=finished_at,
                 speed=speed,
+                workload_class=workload_class,
+                protected_blocks=protected_blocks,
             )
         )
     shares, capacity = _policy_timelines(share_rows, begin, stop)

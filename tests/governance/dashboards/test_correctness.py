@@ -76,7 +76,10 @@ def expected_figures(result: dict, document: dict, origin: dt.datetime, month: d
     for job_id in jobs:
         waiting_since = None
         for event in events_of[job_id]:
-            if event["type"] == "PREEMPTED":
+            # A victim with notice (spec v2) stops running at its STOPPED event.
+            if event["type"] == "STOPPED" or (
+                event["type"] == "PREEMPTED" and "grace_until" not in event
+            ):
                 waiting_since = event["t"]
             elif event["type"] == "STARTED" and waiting_since is not None:
                 if in_month(event["t"]):
@@ -92,7 +95,10 @@ def expected_figures(result: dict, document: dict, origin: dt.datetime, month: d
         if event["type"] == "STARTED":
             holding.add(event["job"])
             usage_changes.append((event["t"], event["share"], instances[event["job"]]))
-        elif event["job"] in holding and event["type"] in ("PREEMPTED", "SUCCEEDED", "FAILED"):
+        elif event["job"] in holding and (
+            event["type"] in ("STOPPED", "SUCCEEDED", "FAILED")
+            or (event["type"] == "PREEMPTED" and "grace_until" not in event)
+        ):
             holding.discard(event["job"])
             usage_changes.append((event["t"], event["share"], -instances[event["job"]]))
     within = borrowed = 0.0
@@ -138,6 +144,8 @@ def expected_figures(result: dict, document: dict, origin: dt.datetime, month: d
             for job in ended.values()
         ),
         "repeated_yielders": sorted(j for j, job in ended.items() if job["preemptions"] >= 3),
+        "stops": expected_stops(result, document, in_month),
+        "preemptions_avoided": sum(job.get("protected_blocks", 0) for job in ended.values()),
         "within_instance_hours": within / 3600,
         "borrowed_instance_hours": borrowed / 3600,
         "priority_changes": sum(
@@ -147,6 +155,25 @@ def expected_figures(result: dict, document: dict, origin: dt.datetime, month: d
             for action in document.get("actions", [])
         ),
     }
+
+
+def expected_stops(result: dict, document: dict, in_month) -> dict:
+    """Spec v2: how each preempted job stopped, from the events and the job's contract
+    (it saves when checkpoint_on_notice <= grace, unless a capacity cut stopped it)."""
+    contract = {job["id"]: job for job in document["jobs"]}
+    stops = dict.fromkeys(("immediate", "stopped_without_checkpoint", "checkpointed_on_notice"), 0)
+    for event in result["events"]:
+        if not in_month(event["t"]) or event.get("cause") not in ("reclaim", "priority"):
+            continue
+        if event["type"] == "PREEMPTED" and "grace_until" not in event:
+            stops["immediate"] += 1
+        elif event["type"] == "STOPPED":
+            spec = contract[event["job"]]
+            saves = spec.get("checkpoint_on_notice") is not None and spec[
+                "checkpoint_on_notice"
+            ] <= spec.get("grace", 0)
+            stops["checkpointed_on_notice" if saves else "stopped_without_checkpoint"] += 1
+    return stops
 
 
 def assert_dashboard_matches(expected: dict, data: dict) -> None:
@@ -175,6 +202,9 @@ def assert_dashboard_matches(expected: dict, data: dict) -> None:
     )
     assert data["instance_hours"]["borrowed"] == pytest.approx(expected["borrowed_instance_hours"])
     assert data["priority_changes"] == expected["priority_changes"]
+    for kind, count in expected["stops"].items():
+        assert sum(data["stops"]["by_cause"][c][kind] for c in ("reclaim", "priority")) == count
+    assert data["preemptions_avoided"]["avoided"] == expected["preemptions_avoided"]
 
 
 SCENARIOS = (
@@ -187,10 +217,28 @@ SCENARIOS = (
     # preemptions caused by a capacity change
     "19-set-capacity-preemption-order.json",
 )
+# Spec v2 (interruption contracts): notice and STOPPED, protection and its blocks,
+# checkpoint on notice, a capacity cut and a terminate during notice, retries spent at
+# the stop, a stopping job that completes, and two reclaim episodes.
+CONTRACT_SCENARIOS = (
+    "41-grace-notice-keeps-capacity.json",
+    "42-min-runtime-protection.json",
+    "43-checkpoint-on-notice.json",
+    "44-min-runtime-wake-up-events.json",
+    "45-reclaim-bound-sum-of-maxima.json",
+    "46-freed-capacity-held-for-the-waiting-starter.json",
+    "47-terminating-the-waiting-starter.json",
+    "48-capacity-cut-stops-a-stopping-job.json",
+    "49-terminating-a-stopping-job.json",
+    "50-retries-exhausted-at-the-stop.json",
+    "51-stopping-job-that-completes-succeeds.json",
+    "52-in-share-wake-up.json",
+    "53-time-to-reclaim.json",
+)
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("name", SCENARIOS)
+@pytest.mark.parametrize("name", SCENARIOS + CONTRACT_SCENARIOS)
 def test_dashboard_numbers_equal_hand_computed_figures(name):
     document = scenario_document(name)
     result, _, queue = load_into_db(document)
@@ -202,7 +250,7 @@ def test_dashboard_numbers_equal_hand_computed_figures(name):
         data = dashboard_rollups(month=MARCH, queue_id=queue_id)["current"]
         assert_dashboard_matches(expected, data)
         # A scenario's events all fall in one month: lost work is the jobs' total (the
-        # work since a checkpoint at each preemption; nothing here is terminated).
+        # work since a checkpoint at each preemption or stop; terminated jobs apart).
         lost = sum(job["lost_work"] * instances[j] for j, job in result["jobs"].items())
         preempted_lost = sum(
             data["lost_instance_hours"][c] for c in ("reclaim", "priority", "capacity_change")
@@ -214,6 +262,15 @@ def test_dashboard_numbers_equal_hand_computed_figures(name):
             sorted(y["name"] for y in dashboard_yielders(queue_id))
             == (expected["repeated_yielders"])
         )
+        # Time to reclaim is the engine's (V12): its count, max and lower median.
+        if "time_to_reclaim" in result:
+            engine = result["time_to_reclaim"]
+            ttr = data["reclaim_time_s"]
+            assert (ttr["n"], ttr.get("max"), ttr.get("p50")) == (
+                engine["count"],
+                engine["max"],
+                engine["p50"],
+            )
         kpis = kpi_values(data)
         assert kpis["turnaround_p50"] == (expected["turnaround_p50"], expected["jobs_finished"])
         assert data["preemptions_total"] == sum(expected["preemptions"].values())
@@ -225,7 +282,7 @@ def dashboard_yielders(queue_id):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("name", SCENARIOS)
+@pytest.mark.parametrize("name", SCENARIOS + CONTRACT_SCENARIOS)
 def test_loader_writes_what_the_result_says(name):
     """Job counters and lifecycle events as the live scheduler writes them."""
     document = scenario_document(name)
@@ -241,7 +298,7 @@ def test_loader_writes_what_the_result_says(name):
         assert job.waiting_time == outcome["waiting_time"]
         assert job.ran_borrowed == outcome["ran_borrowed"]
     lifecycle = list(
-        JobEvent.objects.filter(type__in=JobEvent.LIFECYCLE)
+        JobEvent.objects.filter(type__in=(*JobEvent.LIFECYCLE, JobEvent.Type.STOPPED))
         .order_by("at", "id")
         .values_list("job__name", "type", "cause", "by__name", "borrowed")
     )
@@ -255,14 +312,30 @@ def test_loader_writes_what_the_result_says(name):
         )
         for e in result["events"]
     ]
-    # The lost work of each preemption adds up to the job's counter.
+    # The lost work of each preemption (or stop after notice) adds up to the job's counter.
     lost = defaultdict(int)
-    for name_, detail in JobEvent.objects.filter(type="PREEMPTED").values_list(
-        "job__name", "detail"
-    ):
-        lost[name_] += detail["lost_work"]
+    for name_, kind, detail in JobEvent.objects.filter(
+        type__in=("PREEMPTED", "STOPPED")
+    ).values_list("job__name", "type", "detail"):
+        assert ("lost_work" in detail) != ("grace_until" in detail), (kind, detail)
+        lost[name_] += detail.get("lost_work", 0)
     for job_id, outcome in result["jobs"].items():
         assert lost.get(job_id, 0) == outcome["lost_work"]
+        assert jobs[job_id].notice_time == outcome.get("notice_time", 0)
+        assert jobs[job_id].protected_blocks == outcome.get("protected_blocks", 0)
+    # Each start that ended a reclaim episode carries its wait: they are the engine's.
+    waits = sorted(
+        detail["reclaim_wait"]
+        for detail in JobEvent.objects.filter(type="STARTED").values_list("detail", flat=True)
+        if "reclaim_wait" in detail
+    )
+    if "time_to_reclaim" in result:
+        engine = result["time_to_reclaim"]
+        assert len(waits) == engine["count"]
+        assert (waits[-1] if waits else None) == engine["max"]
+        assert (waits[(len(waits) - 1) // 2] if waits else None) == engine["p50"]
+    else:
+        assert waits == []  # a v1 document has no episodes (spec V2)
 
 
 # Our own scenario with many jobs: four days of the Philly trace from 30 March, so the

@@ -47,6 +47,13 @@ BUILT = {
     ),
     "capacity": figures.capacity_bars([{"name": "qs1", "gpu_hours": CAPACITY}]),
     "waiting": figures.wait_bars([{"name": "qs2", "stats": STATS}]),
+    "reclaim": figures.reclaim_bars(
+        [{"name": "qs1", "stats": {"n": 3, "p50": 30, "p90": 120, "max": 120}}]
+    ),
+    "stops": figures.stop_bars(
+        {"immediate": 0.44, "stopped_without_checkpoint": 0.01, "checkpointed_on_notice": 0.0},
+        {"immediate": 1, "stopped_without_checkpoint": 1, "checkpointed_on_notice": 1},
+    ),
     "lost": figures.lost_weekly(WEEKS),
     "recovery": figures.recovery_funnel(preempted=10, resumed=9, succeeded=8, failed=2),
     "policy": figures.policy_weekly(WEEKS),
@@ -63,6 +70,11 @@ EMPTY = {
     ),
     "capacity": figures.capacity_bars([{"name": "qs1", "gpu_hours": dict.fromkeys(CAPACITY, 0)}]),
     "waiting": figures.wait_bars([{"name": "qs1", "stats": {"n": 0}}]),
+    "reclaim": figures.reclaim_bars([{"name": "qs1", "stats": {"n": 0}}]),
+    "stops": figures.stop_bars(
+        dict.fromkeys(("immediate", "stopped_without_checkpoint", "checkpointed_on_notice"), 0.0),
+        dict.fromkeys(("immediate", "stopped_without_checkpoint", "checkpointed_on_notice"), 0),
+    ),
     "lost": figures.lost_weekly(QUIET_WEEKS),
     "recovery": figures.recovery_funnel(preempted=0, resumed=0, succeeded=0, failed=0),
     "policy": figures.policy_weekly(QUIET_WEEKS),
@@ -120,3 +132,9 @@ def test_a_change_smaller_than_the_figures_precision_is_no_change():
     assert (moved["text"], moved["word"]) == ("down 5 points", "worse")
     # Enough observations this month, too few the month before: no verdict.
     assert change(goodput, (0.90, 500), (0.95, 3))["word"] == ""
+
+
+def test_reclaim_bars_are_in_minutes_with_n():
+    p50, p90, longest = BUILT["reclaim"]["data"]
+    assert p50["x"] == ["qs1 (n=3)"]
+    assert (p50["y"], p90["y"], longest["y"]) == ([0.5], [2.0], [2.0])

@@ -55,12 +55,14 @@ def test_leadership_and_admins_see_the_month(client, request, role, march):
         "capacity",
         "turnaround",
         "waiting",
+        "reclaim",
+        "stops",
         "lost",
         "recovery",
         "policy",
         "trend",
     ]
-    assert page.count("data-plotly-figure") == 7
+    assert page.count("data-plotly-figure") == 9
     assert re.search(r"vendor/plotly\.min(\.[0-9a-f]+)?\.js", page)
     # The month rule and every figure's n are on the page.
     assert "counts in the month in which it was settled" in page
