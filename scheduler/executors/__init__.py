@@ -87,7 +87,7 @@ class SimulatedExecutor:
         Reads a few numbers per running job and loads only the finished ones.
         """
         speed = self.speed
-        rows = Job.objects.filter(queue=queue, state=Job.State.RUNNING).values_list(
+        rows = Job.objects.filter(queue=queue, state__in=Job.HOLDING_STATES).values_list(
             "pk",
             epoch_column("started_at"),
             "run_overhead",
@@ -119,6 +119,9 @@ class SimulatedExecutor:
 
     def started(self, jobs: list[tuple[int, int, str]]) -> None:
         """Nothing to launch: the next pass (or tick) finishes the work."""
+
+    def notify(self, job_ids: list[int]) -> None:
+        """Nothing to tell: a pass stops a STOPPING job at its modelled stop instant."""
 
 
 class ProcessExecutor:
