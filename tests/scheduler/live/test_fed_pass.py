@@ -197,5 +197,8 @@ def test_misconfigured_jobs_are_not_read_while_the_policy_holds(
         assert (
             "LIMIT" in sql
             or "\"state\" = 'RUNNING'" in sql
+            # The jobs that hold capacity (running or STOPPING): bounded by capacity.
+            or "\"state\" IN ('RUNNING', 'STOPPING')" in sql
+            or "\"state\" = 'STOPPING'" in sql
             or 'NOT ("scheduler_job"."reason" IN' in sql
         ), sql
