@@ -317,8 +317,13 @@ def _add_rows(
     live: dict[int, LiveJob],
     running: list[RunningJob],
     pending: list[PendingJob],
+    notice_floor: int = 0,
 ) -> int:
     """Turn rows of `job_rows` into engine jobs; returns the highest start_seq seen.
+
+    `notice_floor` is the least notice a victim gets: 1 where a victim is a real
+    process, whose capacity is free only once it has exited, so even a job without
+    grace is given notice (SIGTERM) and its starter waits for its exit.
 
     A STOPPING job is a running one with `stopping_until` (spec v2, V7); a waiting
     starter's victims are filled in by `_with_waits` once every running job is read."""
@@ -367,7 +372,7 @@ def _add_rows(
                     preemption_retries=retries,
                     min_runtime_reclaim=min_runtime_reclaim,
                     min_runtime_preempt=min_runtime_preempt,
-                    grace=grace,
+                    grace=max(grace, notice_floor),
                     checkpoint_on_notice=checkpoint_on_notice,
                     run_started_at=started,
                     stopping_until=_ceil_seconds(stop_at) if stopping else None,
@@ -421,7 +426,11 @@ def _with_waits(running: list[RunningJob], pending: list[PendingJob]) -> list[Pe
 
 
 def queue_state(
-    queue: JobQueue, *, now: dt.datetime, policy: QueuePolicy | None = None
+    queue: JobQueue,
+    *,
+    now: dt.datetime,
+    policy: QueuePolicy | None = None,
+    notice_floor: int = 0,
 ) -> QueueState:
     """The queue's policy and every live job at `now`: one query for the jobs, values only."""
     policy = policy or queue_policy(queue)
@@ -430,7 +439,7 @@ def queue_state(
     pending: list[PendingJob] = []
     live: dict[int, LiveJob] = {}
     rows = job_rows(Job.objects.filter(queue=queue, state__in=Job.LIVE_STATES).order_by("pk"))
-    max_seq = _add_rows(rows, policy, now_seconds, live, running, pending)
+    max_seq = _add_rows(rows, policy, now_seconds, live, running, pending, notice_floor)
     snapshot = Snapshot(
         queue=policy.queue,
         shares=policy.shares,
@@ -643,7 +652,12 @@ class FedState:
 
 
 def fed_queue_state(
-    queue: JobQueue, *, now: dt.datetime, policy: QueuePolicy, page: int = PAGE
+    queue: JobQueue,
+    *,
+    now: dt.datetime,
+    policy: QueuePolicy,
+    page: int = PAGE,
+    notice_floor: int = 0,
 ) -> FedState:
     """The start of a lazily fed pass: the running jobs (bounded by capacity), the
     waiting jobs whose stored reason may be stale (new ones are judged before this, see
@@ -674,7 +688,7 @@ def fed_queue_state(
         if row[0] not in seen:
             seen.add(row[0])
             unique.append(row)
-    max_seq = _add_rows(unique, policy, now_seconds, live, running, pending)
+    max_seq = _add_rows(unique, policy, now_seconds, live, running, pending, notice_floor)
     state = FedState(
         queue_id=queue.pk,
         policy=policy,

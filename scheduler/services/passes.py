@@ -195,6 +195,8 @@ def scheduling_pass(
         outcome.stopped = stop_due(queue, now=now)
         policy = queue_policy(queue)
         key = policy.key
+        # A real process frees its capacity when it has exited: every victim gets notice.
+        floor = 1 if executor.capabilities.stops_with_notice else 0
         judged = (
             QueuePassState.objects.filter(queue_id=queue_id)
             .values_list("policy_key", flat=True)
@@ -202,14 +204,14 @@ def scheduling_pass(
         )
         state: QueueState | FedState
         if full or judged != key:
-            state = queue_state(queue, now=now, policy=policy)
+            state = queue_state(queue, now=now, policy=policy, notice_floor=floor)
             result = schedule(state.snapshot, state.now)
             QueuePassState.objects.update_or_create(
                 queue_id=queue_id, defaults={"policy_key": key, "judged_at": now}
             )
         else:
             _judge_new(queue, policy, now)
-            state = fed_queue_state(queue, now=now, policy=policy, page=page)
+            state = fed_queue_state(queue, now=now, policy=policy, page=page, notice_floor=floor)
             result = schedule_fed(state.snapshot, state.now, state.feeds)
         launches = _apply(queue, state, result, now, outcome)
         if launches:
@@ -305,8 +307,11 @@ def stop_due(queue: JobQueue, *, now: dt.datetime) -> list[int]:
     events: list[JobEvent] = []
     releases: list[tuple[int, int]] = []
     for job in due:
-        at = job.stop_at if executor.capabilities.modelled_clock else now
+        modelled = executor.capabilities.modelled_clock
+        at = job.stop_at if modelled else now
         progress, saved = executor.interrupted(job, at)
+        if modelled and job.saves_on_notice:
+            saved = progress  # V6.2: saved at its stop instant
         stop_events, release = stop_job(
             job, at=at, speed=executor.speed, progress=progress, saved=saved
         )
@@ -344,9 +349,10 @@ def stop_job(
     """A STOPPING job stops at `at` and frees its capacity (V9); returns its events and
     the hold to pass on (`release_holds`, once saved).
 
-    `progress` / `saved` are what the run reached and what it checkpointed (periodic
-    checkpoints); a job that saves on notice keeps all of its progress, unless a
-    capacity cut (`cause` "capacity_change", V10.1) stops it before its save completes.
+    `progress` / `saved` are what the run reached and what it kept: a modelled job that
+    saves on notice keeps all of it (the caller passes `saved = progress`), unless a
+    capacity cut (`cause` "capacity_change", V10.1) stops it before its save completes;
+    a real process kept what its status file last said it checkpointed.
     Then it is RUNNABLE again in its place, or FAILED: its retry bound spent
     (`retries_exhausted`), or terminated during its notice (`terminated`). The caller
     saves the job and the events, then calls `release_holds`.
@@ -354,8 +360,6 @@ def stop_job(
     stop_cause = cause or job.stop_cause
     by_id = None if cause == "capacity_change" else job.notice_for_id
     saves = job.saves_on_notice and cause != "capacity_change"
-    if saves:
-        saved = progress
     fails = job.fails_at_stop if fails is None else fails
     terminated = job.terminate_at_stop
     release = end_notice(job, at=at, hold=cause != "capacity_change")
@@ -377,7 +381,7 @@ def stop_job(
             cause=stop_cause,
             by_id=by_id,
             attempt=job.attempt,
-            detail={"lost_work": lost, "saved_on_notice": saves},
+            detail={"lost_work": lost, "saved_on_notice": saves and lost == 0},
         )
     ]
     if fails:
@@ -427,7 +431,11 @@ def _apply(
     executor = executor_for(queue)
     speed = executor.speed
     decided = {job_pk(decision.job) for decision in result.decisions}
-    jobs = Job.objects.select_related("instance_type").in_bulk(decided) if decided else {}
+    jobs = (
+        Job.objects.select_related("instance_type", "definition_revision").in_bulk(decided)
+        if decided
+        else {}
+    )
     events: list[JobEvent] = []
     releases: list[tuple[int, int]] = []
     # Starters that wait for victims given notice in this pass (V8): a new wait, whose
@@ -578,6 +586,11 @@ def _notice(job: Job, decision: Preempt, executor, now: dt.datetime, by_id) -> N
     job.state = Job.State.STOPPING
     job.notice_at = now
     job.grace_until = _moment(decision.grace_until, now)
+    if executor.capabilities.stops_with_notice and not job.grace:
+        # No contract: the definition's grace between SIGTERM and SIGKILL.
+        revision = job.definition_revision
+        grace = revision.stop_grace_seconds if revision is not None else 0
+        job.grace_until = now + dt.timedelta(seconds=grace)
     job.stop_at = notice_stop_at(executor, job.grace_until, _moment(decision.stop_at, now))
     job.notice_for_id = by_id
     job.saves_on_notice = decision.saves
