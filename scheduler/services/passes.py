@@ -381,7 +381,11 @@ def stop_job(
             cause=stop_cause,
             by_id=by_id,
             attempt=job.attempt,
-            detail={"lost_work": lost, "saved_on_notice": saves and lost == 0},
+            detail={
+                "lost_work": lost,
+                "saved_on_notice": saves and lost == 0,
+                "resumes_from": job.checkpointed,
+            },
         )
     ]
     if fails:
