@@ -407,6 +407,22 @@ def _ceil_seconds(value) -> int | None:
     return None if seconds is None else math.ceil(seconds - 1e-6)
 
 
+# A job with an interruption contract (spec v2, V1).
+HAS_CONTRACT = (
+    Q(grace__gt=0)
+    | Q(min_runtime_reclaim__gt=0)
+    | Q(min_runtime_preempt__gt=0)
+    | Q(checkpoint_on_notice__isnull=False)
+)
+
+
+def _has_contracts(queue: JobQueue, running: list[RunningJob]) -> bool:
+    """Whether some live job of the queue has a contract: the pass applies v2's rules."""
+    if any(job.grace or job.min_runtime_reclaim or job.min_runtime_preempt for job in running):
+        return True
+    return Job.objects.filter(HAS_CONTRACT, queue=queue, state__in=Job.LIVE_STATES).exists()
+
+
 def _with_waits(running: list[RunningJob], pending: list[PendingJob]) -> list[PendingJob]:
     """The pending jobs, each waiting starter (V8) with the STOPPING victims it waits
     for (in victim id order) and its held instances; a job nobody stops for holds none."""
@@ -445,6 +461,7 @@ def queue_state(
         shares=policy.shares,
         running=tuple(running),
         pending=tuple(_with_waits(running, pending)),
+        contracts=_has_contracts(queue, running),
     )
     return QueueState(snapshot=snapshot, now=now_seconds, live=live, next_start_seq=max_seq + 1)
 
@@ -698,6 +715,7 @@ def fed_queue_state(
             shares=policy.shares,
             running=tuple(running),
             pending=tuple(_with_waits(running, pending)),
+            contracts=_has_contracts(queue, running),
         ),
         live=live,
         next_start_seq=max_seq + 1,

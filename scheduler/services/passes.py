@@ -456,9 +456,14 @@ def _apply(
         if isinstance(decision, Start):
             if job.state != Job.State.RUNNABLE:
                 raise RuntimeError(f"the engine started job {job.pk}, which is {job.state}")
+            # V12: the reclaim episode this start ends, if one began (now, or before).
+            since = job.reclaim_wait_since
+            if since is None and decision.job in result.reclaim_episodes:
+                since = now
             work.on_start(
                 job, now=now, speed=speed, borrowed=decision.borrowed, start_seq=start_seq
             )
+            job.reclaim_wait_since = None
             start_seq += 1
             outcome.started.append(job.pk)
             events.append(
@@ -468,6 +473,9 @@ def _apply(
                     type=JobEvent.Type.STARTED,
                     borrowed=decision.borrowed,
                     attempt=job.attempt,
+                    detail={}
+                    if since is None
+                    else {"reclaim_wait": max(0, round((now - since).total_seconds()))},
                 )
             )
         elif isinstance(decision, Preempt):
@@ -495,6 +503,11 @@ def _apply(
         JobEvent.objects.bulk_create(events, batch_size=_CHUNK)
     for starter, held in holds.items():
         Job.objects.filter(pk=starter, state=Job.State.RUNNABLE).update(held_instances=held)
+    begun = [job_pk(job_id) for job_id in result.reclaim_episodes]
+    if begun:  # V12: the first pass of its RUNNABLE period that found it reclaiming
+        Job.objects.filter(
+            pk__in=begun, state=Job.State.RUNNABLE, reclaim_wait_since__isnull=True
+        ).update(reclaim_wait_since=now)
     release_holds(releases)
     return [
         (job.pk, job.attempt, job.instance_type.name)

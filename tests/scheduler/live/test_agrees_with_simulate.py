@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine import result_to_json, simulate
+from fleet.models import JobEvent
 from tests.scheduler.live.driver import live_events, replay, seconds, simulated_events
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"
@@ -36,6 +37,17 @@ def test_live_replay_matches_simulate(db, path):
     queue, jobs = replay(doc)
 
     assert live_events(queue) == simulated_events(expected)
+    if "time_to_reclaim" in expected:  # a v2 document (spec V12)
+        waits = sorted(
+            event.detail["reclaim_wait"]
+            for event in JobEvent.objects.filter(job__queue=queue, type="STARTED")
+            if "reclaim_wait" in event.detail
+        )
+        assert {
+            "count": len(waits),
+            "max": waits[-1] if waits else None,
+            "p50": waits[(len(waits) - 1) // 2] if waits else None,
+        } == expected["time_to_reclaim"]
     # A job that never finishes waits until the last instant processed (spec v1.1).
     end = max([expected["makespan"], *(action["at"] for action in doc.get("actions", []))])
     for job_id, want in expected["jobs"].items():
