@@ -58,8 +58,21 @@ thread is stuck in a database call), so the recovery sweep, which requeues a run
 only once its lease expired on the database's clock, never finds a live process
 behind a requeued run. The runner counts the lease from the moment it sent the
 claim or heartbeat, on its monotonic clock; the database counts it from when it
-wrote it, later: the runner's view is the shorter. A refused heartbeat (preempted,
-terminated, requeued: fenced) stops the group at once.
+wrote it, later: the runner's view is the shorter. A refused heartbeat (the run was
+requeued or ended: fenced) stops the group at once.
+
+Notice. A victim (reclaim, in-share preemption) or a terminated job is not stopped at
+the decision: it is STOPPING, holding its capacity, until its process is gone. After
+commit the pass broadcasts the notice (`ProcessExecutor.notify`, the `job_notice`
+control command of scheduler.executors.runner); `wake_runs` writes to the run's wake
+pipe, the run renews its lease at once and the reply says how much grace is left on
+the database's clock (`runs.Renewal`). The run sends SIGTERM to the group then, SIGKILL
+when the grace is over, and reports the exit with the status file's figures
+(`runs.job_run_stopped`): only then is the capacity free. Without the broadcast (a
+broker that cannot fan out, or is down) the next heartbeat learns the notice, at most
+`JOB_HEARTBEAT_SECONDS` later. A runner that never reports is covered by the sweep,
+which stops the job at the end of its grace plus `JOB_KILL_MARGIN_SECONDS`
+(`runs.jobs_stop_overdue`); a STOPPING run is not requeued by its lease.
 
 Liveness. A runner worker on PostgreSQL holds a liveness lock for its whole life
 (scheduler.executors.runner) and confirms every `RUNNER_LIVENESS_CHECK_SECONDS` that
