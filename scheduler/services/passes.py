@@ -297,10 +297,15 @@ def stop_due(queue: JobQueue, *, now: dt.datetime) -> list[int]:
     notices; caller holds the lock. A modelled clock stops a job at the engine's stop
     instant; a real process is stopped when its runner reports the exit, or, when no
     runner does, once its grace and the kill margin are over (`stop_at`): by then the
-    runner has killed it or is gone, and its lease has expired."""
+    runner has killed it or is gone. A run no runner claimed has no process: it
+    stops at once."""
     executor = executor_for(queue)
+    due_now = Q(stop_at__lte=now)
+    if executor.capabilities.needs_runner:
+        # No runner claimed the run (a claim needs RUNNING): no process to wait for.
+        due_now |= Q(worker="")
     due = list(
-        Job.objects.filter(queue=queue, state=Job.State.STOPPING, stop_at__lte=now).order_by(
+        Job.objects.filter(due_now, queue=queue, state=Job.State.STOPPING).order_by(
             "notice_at", "pk"
         )
     )
