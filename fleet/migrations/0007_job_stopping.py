@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("fleet", "0005_jobdefinition_network"),
+        ("fleet", "0006_workload_classes"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
