@@ -13,8 +13,9 @@ service so its history is recorded:
 ml.g5.xlarge shared by a borrowing team and a lending team, through the policy
 services, and submits two runs of `train-example`. A worker serving
 `instances.ml.g5.xlarge` runs them; submitting a job into `lab-owner` reclaims the
-borrowed instance, the borrower's process gets SIGTERM, and its next attempt resumes
-from its checkpoint.
+borrowed instance: the borrower is STOPPING, its process gets SIGTERM at once, saves
+the step it is at (`--checkpoint-on-sigterm`) and exits, the owner starts only then,
+and the borrower's next attempt resumes from that checkpoint.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ DEFINITIONS = {
                 "1",
                 "--checkpoint-every",
                 "{checkpoint_every}",
+                # A victim gets notice (SIGTERM) and its grace: the script saves the
+                # step it is at and exits, so its next attempt loses nothing.
+                "--checkpoint-on-sigterm",
             ],
             "parameters": [
                 {

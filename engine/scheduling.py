@@ -336,6 +336,7 @@ def schedule_fed(snapshot: Snapshot, now: int, feeds: Mapping[str, Feed]) -> Pas
         raise ValueError(f"feeds name shares the snapshot lacks: {sorted(unknown)}")
     board = FedBoard(policy, [feeds.get(rule.name) for rule in policy.shares])
     pending = fill_board(board, snapshot)
+    board.v2 = board.v2 or snapshot.contracts
     out: list = []
     enforce_capacity(board, out)
     board.settle(now)
@@ -344,7 +345,16 @@ def schedule_fed(snapshot: Snapshot, now: int, feeds: Mapping[str, Feed]) -> Pas
     reasons = board.pending_reasons()
     if board.unsettled:  # jobs the reasons' look at the heads brought in
         board.settle(now)
-    return PassResult(decisions=decisions_to_values(out), reasons=reasons)
+    return PassResult(
+        decisions=decisions_to_values(out),
+        reasons=reasons,
+        reclaim_episodes=_episodes([*pending, *board.fetched]),
+    )
+
+
+def _episodes(jobs: list[Job]) -> dict[str, int]:
+    """The reclaim episodes this pass found (a snapshot's jobs begin with none)."""
+    return {job.id: job.episode for job in jobs if job.episode is not None}
 
 
 def decisions_to_values(out: list) -> tuple[Start | Preempt | Fail, ...]:
@@ -384,9 +394,14 @@ def schedule(snapshot: Snapshot, now: int) -> PassResult:
     SHARE_LIMIT_REACHED, BORROW_LIMIT_REACHED, BLOCKED_BEHIND_HEAD).
     """
     board, pending = board_from_snapshot(snapshot)
+    board.v2 = board.v2 or snapshot.contracts
     out: list = []
     enforce_capacity(board, out)
     board.settle(now)
     fail_overdue(board, pending, now, out)
     run_passes(board, now, out)
-    return PassResult(decisions=decisions_to_values(out), reasons=board.pending_reasons())
+    return PassResult(
+        decisions=decisions_to_values(out),
+        reasons=board.pending_reasons(),
+        reclaim_episodes=_episodes(pending),
+    )

@@ -234,12 +234,18 @@ class PendingJob:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The queue, its shares and its jobs at one instant: what `schedule` decides on."""
+    """The queue, its shares and its jobs at one instant: what `schedule` decides on.
+
+    `contracts` says the caller's jobs have interruption contracts (spec v2) even when
+    none in the snapshot shows one (a pending job's contract is not carried): the pass
+    then applies the v2 rules, the reclaim episodes (V12) included, as the simulator
+    does for a v2 document."""
 
     queue: QueueSpec
     shares: tuple[ShareSpec, ...]
     running: tuple[RunningJob, ...] = ()
     pending: tuple[PendingJob, ...] = ()
+    contracts: bool = False
 
     def __post_init__(self) -> None:
         for name in ("shares", "running", "pending"):
@@ -283,15 +289,22 @@ Decision = Start | Preempt | Fail
 
 @dataclass(frozen=True)
 class PassResult:
-    """Decisions in the order they apply, and why each pending job that did not start waits."""
+    """Decisions in the order they apply, and why each pending job that did not start waits.
+
+    `reclaim_episodes` (spec v2, V12): the pending jobs (started in this pass or not)
+    for which this pass found a reclaim episode's condition (its share's head, within
+    its limit, `n > avail`, `avail + Σ over ≥ n`), with the instant; a caller that keeps
+    the first such instant of a job's RUNNABLE period has the episode's begin."""
 
     decisions: tuple[Decision, ...]
     reasons: Mapping[str, str] = field(default_factory=FrozenMap)
+    reclaim_episodes: Mapping[str, int] = field(default_factory=FrozenMap)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "decisions", tuple(self.decisions))
-        if not isinstance(self.reasons, FrozenMap):
-            object.__setattr__(self, "reasons", FrozenMap(self.reasons))
+        for name in ("reasons", "reclaim_episodes"):
+            if not isinstance(getattr(self, name), FrozenMap):
+                object.__setattr__(self, name, FrozenMap(getattr(self, name)))
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,9 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.db import connection
 from django.db.models import F, FloatField, Func, Q
@@ -225,8 +226,15 @@ JOB_COLUMNS = (
     "preemption_retries",
     "misconfigured_since",
     "reason",
+    "min_runtime_reclaim",
+    "min_runtime_preempt",
+    "grace",
+    "checkpoint_on_notice",
+    "stop_at",
+    "notice_for_id",
+    "held_instances",
 )
-_TIMES = {"submitted_at", "started_at", "protected_until", "misconfigured_since"}
+_TIMES = {"submitted_at", "started_at", "protected_until", "misconfigured_since", "stop_at"}
 
 
 def job_rows(queryset) -> list[tuple]:
@@ -309,8 +317,16 @@ def _add_rows(
     live: dict[int, LiveJob],
     running: list[RunningJob],
     pending: list[PendingJob],
+    notice_floor: int = 0,
 ) -> int:
-    """Turn rows of `job_rows` into engine jobs; returns the highest start_seq seen."""
+    """Turn rows of `job_rows` into engine jobs; returns the highest start_seq seen.
+
+    `notice_floor` is the least notice a victim gets: 1 where a victim is a real
+    process, whose capacity is free only once it has exited, so even a job without
+    grace is given notice (SIGTERM) and its starter waits for its exit.
+
+    A STOPPING job is a running one with `stopping_until` (spec v2, V7); a waiting
+    starter's victims are filled in by `_with_waits` once every running job is read."""
     share_names, type_names = policy.share_names, policy.type_names
     max_seq = 0
     for (
@@ -328,11 +344,20 @@ def _add_rows(
         retries,
         misconfigured_since,
         reason,
+        min_runtime_reclaim,
+        min_runtime_preempt,
+        grace,
+        checkpoint_on_notice,
+        stop_at,
+        notice_for_id,
+        held_instances,
     ) in rows:
         live[pk] = LiveJob(pk, state, reason, misconfigured_since is not None)
-        if state == Job.State.RUNNING:
+        if state in Job.HOLDING_STATES:
             max_seq = max(max_seq, start_seq)
             started = _int_seconds(started_at)
+            started = now_seconds if started is None else started
+            stopping = state == Job.State.STOPPING
             running.append(
                 RunningJob(
                     id=engine_id(pk),
@@ -340,11 +365,20 @@ def _add_rows(
                     priority=priority,
                     instance_type=type_names[itype_id],
                     instances=instances,
-                    started_at=now_seconds if started is None else started,
+                    started_at=started,
                     start_seq=start_seq,
                     protected_until=_int_seconds(protected_until),
                     preemptions=preemptions,
                     preemption_retries=retries,
+                    min_runtime_reclaim=min_runtime_reclaim,
+                    min_runtime_preempt=min_runtime_preempt,
+                    grace=max(grace, notice_floor),
+                    checkpoint_on_notice=checkpoint_on_notice,
+                    run_started_at=started,
+                    stopping_until=_ceil_seconds(stop_at) if stopping else None,
+                    notice_for=engine_id(notice_for_id)
+                    if stopping and notice_for_id is not None
+                    else None,
                 )
             )
         else:
@@ -361,13 +395,58 @@ def _add_rows(
                     preemption_retries=retries,
                     protected_until=_int_seconds(protected_until),
                     misconfigured_since=_int_seconds(misconfigured_since),
+                    held_instances=held_instances,
                 )
             )
     return max_seq
 
 
+def _ceil_seconds(value) -> int | None:
+    """A stop instant in whole seconds, rounded up: capacity is never free early."""
+    seconds = seconds_of(value)
+    return None if seconds is None else math.ceil(seconds - 1e-6)
+
+
+# A job with an interruption contract (spec v2, V1).
+HAS_CONTRACT = (
+    Q(grace__gt=0)
+    | Q(min_runtime_reclaim__gt=0)
+    | Q(min_runtime_preempt__gt=0)
+    | Q(checkpoint_on_notice__isnull=False)
+)
+
+
+def _has_contracts(queue: JobQueue, running: list[RunningJob]) -> bool:
+    """Whether some live job of the queue has a contract: the pass applies v2's rules."""
+    if any(job.grace or job.min_runtime_reclaim or job.min_runtime_preempt for job in running):
+        return True
+    return Job.objects.filter(HAS_CONTRACT, queue=queue, state__in=Job.LIVE_STATES).exists()
+
+
+def _with_waits(running: list[RunningJob], pending: list[PendingJob]) -> list[PendingJob]:
+    """The pending jobs, each waiting starter (V8) with the STOPPING victims it waits
+    for (in victim id order) and its held instances; a job nobody stops for holds none."""
+    victims: dict[str, list[str]] = {}
+    for job in running:
+        if job.stopping_until is not None and job.notice_for is not None:
+            victims.setdefault(job.notice_for, []).append(job.id)
+    out = []
+    for job in pending:
+        awaiting = tuple(sorted(victims.get(job.id, ())))
+        if awaiting or job.held_instances:
+            job = replace(
+                job, awaiting_victims=awaiting, held_instances=job.held_instances if awaiting else 0
+            )
+        out.append(job)
+    return out
+
+
 def queue_state(
-    queue: JobQueue, *, now: dt.datetime, policy: QueuePolicy | None = None
+    queue: JobQueue,
+    *,
+    now: dt.datetime,
+    policy: QueuePolicy | None = None,
+    notice_floor: int = 0,
 ) -> QueueState:
     """The queue's policy and every live job at `now`: one query for the jobs, values only."""
     policy = policy or queue_policy(queue)
@@ -376,12 +455,13 @@ def queue_state(
     pending: list[PendingJob] = []
     live: dict[int, LiveJob] = {}
     rows = job_rows(Job.objects.filter(queue=queue, state__in=Job.LIVE_STATES).order_by("pk"))
-    max_seq = _add_rows(rows, policy, now_seconds, live, running, pending)
+    max_seq = _add_rows(rows, policy, now_seconds, live, running, pending, notice_floor)
     snapshot = Snapshot(
         queue=policy.queue,
         shares=policy.shares,
         running=tuple(running),
-        pending=tuple(pending),
+        pending=tuple(_with_waits(running, pending)),
+        contracts=_has_contracts(queue, running),
     )
     return QueueState(snapshot=snapshot, now=now_seconds, live=live, next_start_seq=max_seq + 1)
 
@@ -589,7 +669,12 @@ class FedState:
 
 
 def fed_queue_state(
-    queue: JobQueue, *, now: dt.datetime, policy: QueuePolicy, page: int = PAGE
+    queue: JobQueue,
+    *,
+    now: dt.datetime,
+    policy: QueuePolicy,
+    page: int = PAGE,
+    notice_floor: int = 0,
 ) -> FedState:
     """The start of a lazily fed pass: the running jobs (bounded by capacity), the
     waiting jobs whose stored reason may be stale (new ones are judged before this, see
@@ -601,9 +686,14 @@ def fed_queue_state(
     running: list[RunningJob] = []
     pending: list[PendingJob] = []
     # No ORDER BY: sorted below; an order by id tempts the planner to walk the primary key.
-    rows = job_rows(Job.objects.filter(queue=queue, state=Job.State.RUNNING).order_by())
+    rows = job_rows(Job.objects.filter(queue=queue, state__in=Job.HOLDING_STATES).order_by())
     waiting = Job.objects.filter(queue=queue, state=Job.State.RUNNABLE)
     rows += job_rows(waiting.exclude(reason__in=SETTLED_REASONS).order_by())
+    # Starters waiting for STOPPING victims (V8) are in the snapshot with their waits.
+    starters = {row[JOB_COLUMNS.index("notice_for_id")] for row in rows if row[1] == "STOPPING"}
+    starters.discard(None)
+    if starters:
+        rows += job_rows(waiting.filter(pk__in=starters).order_by())
     limit = policy.queue.runnable_time_limit
     if limit is not None:
         rows += job_rows(
@@ -615,13 +705,17 @@ def fed_queue_state(
         if row[0] not in seen:
             seen.add(row[0])
             unique.append(row)
-    max_seq = _add_rows(unique, policy, now_seconds, live, running, pending)
+    max_seq = _add_rows(unique, policy, now_seconds, live, running, pending, notice_floor)
     state = FedState(
         queue_id=queue.pk,
         policy=policy,
         now=now_seconds,
         snapshot=Snapshot(
-            queue=policy.queue, shares=policy.shares, running=tuple(running), pending=tuple(pending)
+            queue=policy.queue,
+            shares=policy.shares,
+            running=tuple(running),
+            pending=tuple(_with_waits(running, pending)),
+            contracts=_has_contracts(queue, running),
         ),
         live=live,
         next_start_seq=max_seq + 1,

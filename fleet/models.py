@@ -407,10 +407,14 @@ class Job(models.Model):
     class State(models.TextChoices):
         RUNNABLE = "RUNNABLE", "Runnable"
         RUNNING = "RUNNING", "Running"
+        # Given notice (spec v2): it runs on, holding its capacity, until it stops.
+        STOPPING = "STOPPING", "Stopping"
         SUCCEEDED = "SUCCEEDED", "Succeeded"
         FAILED = "FAILED", "Failed"
 
-    LIVE_STATES = (State.RUNNABLE, State.RUNNING)
+    LIVE_STATES = (State.RUNNABLE, State.RUNNING, State.STOPPING)
+    # The states that hold capacity: a STOPPING job keeps its instances until it stops.
+    HOLDING_STATES = (State.RUNNING, State.STOPPING)
     # Failures that need a person to decide what happens next (the "needs a decision"
     # list): the decision service accepts only these, the selectors list them.
     NEEDS_DECISION_CAUSES = (
@@ -519,6 +523,30 @@ class Job(models.Model):
     # seconds spent STOPPING after notice, and victim choices its protection blocked.
     notice_time = models.PositiveIntegerField(default=0)
     protected_blocks = models.PositiveIntegerField(default=0)
+    # STOPPING (spec v2, V6): the notice runs until `grace_until`; `stop_at` is when
+    # its capacity is free at the latest (a modelled clock: the engine's stop instant;
+    # a real process: the end of its grace plus the kill margin, unless its runner
+    # reports the exit first). `notice_for` is the starter waiting for it (V8),
+    # `saves_on_notice` whether it saves its progress on notice, `fails_at_stop`
+    # whether its retry bound is spent (it ends FAILED at the stop, V9), `stop_cause`
+    # the PREEMPTED event's cause (repeated on STOPPED, with `notice_for` as its by),
+    # and `notice_at` the decision (for `notice_time`).
+    notice_at = models.DateTimeField(null=True, blank=True)
+    grace_until = models.DateTimeField(null=True, blank=True)
+    stop_at = models.DateTimeField(null=True, blank=True)
+    notice_for = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    saves_on_notice = models.BooleanField(default=False)
+    fails_at_stop = models.BooleanField(default=False)
+    stop_cause = models.CharField(max_length=32, blank=True)
+    # A terminate during notice: the job ends FAILED terminated at its stop.
+    terminate_at_stop = models.BooleanField(default=False)
+    # A waiting starter (V8.2): instances its victims have freed already, held for it
+    # until its last victim stops.
+    held_instances = models.PositiveIntegerField(default=0)
+    # When the reclaim episode (V12) of the current RUNNABLE period began, if one did.
+    reclaim_wait_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         # The table keeps the name of the app the model came from (fleet/migrations/0001).
@@ -568,8 +596,12 @@ class Job(models.Model):
                 condition=Q(expected_duration__gte=1), name="job_expected_duration_ge_1"
             ),
             models.CheckConstraint(
-                condition=~Q(state="RUNNING") | Q(started_at__isnull=False),
+                condition=~Q(state__in=["RUNNING", "STOPPING"]) | Q(started_at__isnull=False),
                 name="job_running_has_started_at",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state="STOPPING") | Q(stop_at__isnull=False),
+                name="job_stopping_has_stop_at",
             ),
             models.UniqueConstraint(
                 fields=["submitted_by", "client_token"],
@@ -601,7 +633,14 @@ class JobEvent(models.Model):
         STOPPED = "STOPPED", "Stopped"
 
     # The lifecycle events of the scenario format; the others are notes on the timeline.
-    LIFECYCLE = (Type.SUBMITTED, Type.STARTED, Type.PREEMPTED, Type.SUCCEEDED, Type.FAILED)
+    LIFECYCLE = (
+        Type.SUBMITTED,
+        Type.STARTED,
+        Type.PREEMPTED,
+        Type.STOPPED,
+        Type.SUCCEEDED,
+        Type.FAILED,
+    )
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
     at = models.DateTimeField(db_index=True)

@@ -114,7 +114,8 @@ class QueueUsage:
 
 def _running_usage(queue: JobQueue) -> dict[tuple[int, str], int]:
     rows = (
-        Job.objects.filter(queue=queue, state=Job.State.RUNNING)
+        # A STOPPING job holds its capacity until it stops (spec v2, V7).
+        Job.objects.filter(queue=queue, state__in=Job.HOLDING_STATES)
         .values("share_id", "instance_type__name")
         .annotate(used=Sum("instances"))
     )

@@ -136,7 +136,9 @@ def _plural(n: int, word: str) -> str:
 
 def _share_usage(job: Job) -> int:
     used = Job.objects.filter(
-        share_id=job.share_id, instance_type_id=job.instance_type_id, state=Job.State.RUNNING
+        share_id=job.share_id,
+        instance_type_id=job.instance_type_id,
+        state__in=Job.HOLDING_STATES,
     ).aggregate(n=Sum("instances"))["n"]
     return used or 0
 
@@ -225,6 +227,15 @@ def _with_runner(job: Job, reason: str) -> str:
     return f"{no_runner}; {reason}" if no_runner else reason
 
 
+def stopping_reason(job: Job) -> str:
+    """'Stopping (notice until 14:02:10 UTC)': it keeps its capacity until it stops."""
+    if job.grace_until is None:
+        return "stopping"
+    until = job.grace_until.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    why = "terminated" if job.terminate_at_stop else "preempted"
+    return f"Stopping (notice until {until}): {why}, it keeps its capacity until it stops"
+
+
 def current_reason(job: Job) -> str:
     if job.state == Job.State.RUNNABLE:
         return _with_runner(job, waiting_reason(job))
@@ -234,6 +245,8 @@ def current_reason(job: Job) -> str:
             return _with_runner(job, "started, waiting for a runner to take it")
         where = "on borrowed capacity" if job.borrowed else "within its share's limit"
         return f"running {where}"
+    if job.state == Job.State.STOPPING:
+        return stopping_reason(job)
     if job.state == Job.State.SUCCEEDED:
         return "finished"
     return failure_reason(job)
@@ -370,7 +383,7 @@ def job_last_checkpoint(job: Job, progress: int) -> int | None:
 
 def job_progress(job: Job, now: dt.datetime | None = None) -> int:
     """Compute seconds done now (modelled for simulated queues, reported for processes)."""
-    if job.state != Job.State.RUNNING:
+    if job.state not in Job.HOLDING_STATES:
         return job.progress
     return executor_for(job.queue).progress(job, now or timezone.now())
 
@@ -423,7 +436,7 @@ def live_queue(queue: JobQueue) -> LiveQueue:
     """
     usage = queue_usage(queue)
     running = list(
-        Job.objects.filter(queue=queue, state=Job.State.RUNNING)
+        Job.objects.filter(queue=queue, state__in=Job.HOLDING_STATES)
         .select_related("share__team", "instance_type", "queue")
         .order_by("share__position", "-priority", "started_at", "pk")
     )

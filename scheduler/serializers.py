@@ -293,6 +293,8 @@ class JobOutputSerializer(OutputSerializer):
             "client_token",
             "state",
             "reason",
+            # STOPPING (given notice): when its grace ends; it holds its capacity till then.
+            "grace_until",
             "submitted_at",
             "first_started_at",
             "started_at",

@@ -14,7 +14,11 @@ pass message per queue waits, however many submissions arrive.
   after a pass (if the queue changed) or a read of an old forecast; stored in the
   shared cache for pages and the API (`scheduler.services.estimates`). Coalesced too.
 - `scheduler.sweep()`: periodic; requeues runs of process queues whose lease expired
-  (their runner stopped renewing it) or that no runner claimed in time.
+  (their runner stopped renewing it) or that no runner claimed in time, and stops the
+  runs with notice whose runner never reported the exit by their grace plus the kill
+  margin.
+- `scheduler.notify_runs(job_ids)`: nothing but a nudge. The runs named got notice
+  (STOPPING); a runner that runs one renews its lease at once and so learns it.
 - `scheduler.run_job(job_id, attempt)`: the process executor's run, routed to the
   Celery queue of the job's instance type; the run is claimed once, under a lease.
 
@@ -80,9 +84,10 @@ def tick() -> None:
 
 @shared_task(name="scheduler.sweep", acks_late=True, **RETRY)
 def sweep() -> list[int]:
-    from scheduler.services.runs import jobs_requeue_lost
+    from scheduler.services.runs import jobs_requeue_lost, jobs_stop_overdue
 
-    return jobs_requeue_lost(claim_timeout=float(getattr(settings, "JOB_HEARTBEAT_TIMEOUT", 30)))
+    timeout = float(getattr(settings, "JOB_HEARTBEAT_TIMEOUT", 30))
+    return jobs_requeue_lost(claim_timeout=timeout) + jobs_stop_overdue()
 
 
 # Not acks_late: a run is claimed in the database, and a run whose runner died is

@@ -71,6 +71,7 @@ def on_start(job: Job, *, now: dt.datetime, speed: float, borrowed: bool, start_
     job.progress = job.checkpointed
     job.heartbeat_at = None
     job.worker = ""
+    job.held_instances = 0  # its wait for victims, if any, is over
 
 
 def _end_run(job: Job, now: dt.datetime, speed: float) -> None:
@@ -115,7 +116,7 @@ def on_finish(job: Job, *, at: dt.datetime, speed: float) -> None:
 
 def on_fail(job: Job, *, now: dt.datetime, speed: float, cause: str) -> None:
     """End a job FAILED whatever its state (terminated, time limit, exit code, ...)."""
-    if job.state == Job.State.RUNNING:
+    if job.state in Job.HOLDING_STATES:
         _end_run(job, now, speed)
     elif job.state == Job.State.RUNNABLE and job.runnable_since is not None:
         job.waiting_time += compute_seconds(job.runnable_since, now, speed)

@@ -21,6 +21,7 @@ and callers ask that (`executor_for(queue).capabilities.runs_programs`,
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from dataclasses import dataclass, fields
 
 from django.conf import settings
@@ -30,6 +31,8 @@ from fleet.bridge import epoch_column, fetch_rows, seconds_of
 from fleet.executors import register_executor_name
 from fleet.models import Job, JobQueue
 from scheduler.work import finish_at, modelled_progress, saved_progress
+
+logger = logging.getLogger(__name__)
 
 
 def simulated_speed() -> float:
@@ -87,7 +90,7 @@ class SimulatedExecutor:
         Reads a few numbers per running job and loads only the finished ones.
         """
         speed = self.speed
-        rows = Job.objects.filter(queue=queue, state=Job.State.RUNNING).values_list(
+        rows = Job.objects.filter(queue=queue, state__in=Job.HOLDING_STATES).values_list(
             "pk",
             epoch_column("started_at"),
             "run_overhead",
@@ -120,6 +123,9 @@ class SimulatedExecutor:
     def started(self, jobs: list[tuple[int, int, str]]) -> None:
         """Nothing to launch: the next pass (or tick) finishes the work."""
 
+    def notify(self, job_ids: list[int]) -> None:
+        """Nothing to tell: a pass stops a STOPPING job at its modelled stop instant."""
+
 
 class ProcessExecutor:
     name = "process"
@@ -150,6 +156,19 @@ class ProcessExecutor:
             task("scheduler.run_job").apply_async(
                 args=(job_id, attempt), queue=instances_queue(instance_type)
             )
+
+    def notify(self, job_ids: list[int]) -> None:
+        """Tell the runners at once that these runs got notice (a broadcast control
+        command, `scheduler.executors.runner.job_notice`): the run renews its lease
+        now, learns its grace and sends SIGTERM. A broker that cannot broadcast (the
+        local filesystem one) or is down loses nothing: the run's next heartbeat, at
+        most `JOB_HEARTBEAT_SECONDS` later, learns it all the same."""
+        from config.celery import app
+
+        try:
+            app.control.broadcast("job_notice", arguments={"job_ids": list(job_ids)})
+        except Exception:  # noqa: BLE001 - any broker failure; the heartbeat repairs it
+            logger.warning("could not broadcast the notice of jobs %s", job_ids, exc_info=True)
 
 
 Executor = SimulatedExecutor | ProcessExecutor

@@ -58,8 +58,21 @@ thread is stuck in a database call), so the recovery sweep, which requeues a run
 only once its lease expired on the database's clock, never finds a live process
 behind a requeued run. The runner counts the lease from the moment it sent the
 claim or heartbeat, on its monotonic clock; the database counts it from when it
-wrote it, later: the runner's view is the shorter. A refused heartbeat (preempted,
-terminated, requeued: fenced) stops the group at once.
+wrote it, later: the runner's view is the shorter. A refused heartbeat (the run was
+requeued or ended: fenced) stops the group at once.
+
+Notice. A victim (reclaim, in-share preemption) or a terminated job is not stopped at
+the decision: it is STOPPING, holding its capacity, until its process is gone. After
+commit the pass broadcasts the notice (`ProcessExecutor.notify`, the `job_notice`
+control command of scheduler.executors.runner); `wake_runs` writes to the run's wake
+pipe, the run renews its lease at once and the reply says how much grace is left on
+the database's clock (`runs.Renewal`). The run sends SIGTERM to the group then, SIGKILL
+when the grace is over, and reports the exit with the status file's figures
+(`runs.job_run_stopped`): only then is the capacity free. Without the broadcast (a
+broker that cannot fan out, or is down) the next heartbeat learns the notice, at most
+`JOB_HEARTBEAT_SECONDS` later. A runner that never reports is covered by the sweep,
+which stops the job at the end of its grace plus `JOB_KILL_MARGIN_SECONDS`
+(`runs.jobs_stop_overdue`); a STOPPING run is not requeued by its lease.
 
 Liveness. A runner worker on PostgreSQL holds a liveness lock for its whole life
 (scheduler.executors.runner) and confirms every `RUNNER_LIVENESS_CHECK_SECONDS` that
@@ -126,6 +139,24 @@ _unshare = getattr(_libc, "unshare", None)
 
 # Set by the worker's shutdown signal: every run stops its process and gives it back.
 shutting_down = threading.Event()
+
+# The runs of this worker process by job id: the write end of each run's wake pipe.
+_wakes: dict[int, int] = {}
+_wakes_lock = threading.Lock()
+
+
+def wake_runs(job_ids) -> int:
+    """Wake the runs of these jobs that this process runs (a notice, `notify_runs`):
+    each renews its lease at once and so learns its notice. Returns how many."""
+    woken = 0
+    with _wakes_lock:
+        for job_id in job_ids:
+            fd = _wakes.get(int(job_id))
+            if fd is not None:
+                with contextlib.suppress(OSError):  # a full pipe is awake already
+                    os.write(fd, b"!")
+                woken += 1
+    return woken
 
 
 class RunnerRefused(Exception):
@@ -506,12 +537,14 @@ class Group:
         except OSError:  # before Linux 5.3, or a seccomp profile without it: poll
             self._pidfd = None
 
-    def exited(self, timeout: float) -> bool:
-        """Wait up to `timeout` for the first process to exit. It is left unreaped, so
-        its pid, the group's id, cannot be reused while the group is signalled."""
+    def exited(self, timeout: float, wake: int | None = None) -> bool:
+        """Wait up to `timeout` for the first process to exit (or a byte on the `wake`
+        pipe: a notice). It is left unreaped, so its pid, the group's id, cannot be
+        reused while the group is signalled."""
         if self._pidfd is not None:
-            readable, _, _ = select.select([self._pidfd], [], [], max(0.0, timeout))
-            return bool(readable)
+            watched = [self._pidfd] if wake is None else [self._pidfd, wake]
+            readable, _, _ = select.select(watched, [], [], max(0.0, timeout))
+            return self._pidfd in readable
         end = time.monotonic() + timeout
         while True:
             try:
@@ -572,7 +605,8 @@ def _reset_connection() -> None:
 class Outcome:
     """How a run ended, and what (if anything) to report."""
 
-    # exited | fenced | lease_lost | liveness_lost | wall_clock_limit | stopping | busy | refused
+    # exited | fenced | noticed | lease_lost | liveness_lost | wall_clock_limit | stopping
+    # | busy | refused
     kind: str
     exit_code: int | None = None
 
@@ -600,6 +634,8 @@ class Run:
         self.figures = (job.checkpointed, job.checkpointed)
         self.guard_fired = threading.Event()
         self.stop_grace = self.limits.grace
+        # Seconds of notice left (the run is STOPPING), as the last heartbeat said.
+        self.notice_left: float | None = None
 
     @property
     def stop_by(self) -> float:
@@ -667,6 +703,12 @@ class Run:
         self.deadline = sent + self.lease_seconds
         self.next_beat = sent + self.heartbeat
         self.retry_delay = FIRST_RETRY_SECONDS
+        if renewed.notice_left is not None:
+            # Counted from when the heartbeat was sent: the runner kills no later than
+            # the database's end of the grace.
+            self.notice_left = renewed.notice_left
+            self.notice_end = sent + renewed.notice_left
+            return "noticed"
         return None
 
     def report(self, call, **kwargs) -> bool:
@@ -739,11 +781,13 @@ class Run:
         while True:
             now = time.monotonic()
             wake = min(self.next_beat, self.stop_plan()[0], wall_end or float("inf"))
-            exited = group.exited(min(max(0.0, wake - now), self.heartbeat))
+            exited = group.exited(min(max(0.0, wake - now), self.heartbeat), self.wake_read)
             if self.guard_fired.is_set():
                 return Outcome("lease_lost")
             if exited:
                 return Outcome("exited")
+            if self._woken():
+                self.next_beat = time.monotonic()  # a notice: learn it now
             if shutting_down.is_set():
                 self.log(logging.INFO, "the runner is shutting down; stopping the process")
                 group.stop(self.limits.grace)
@@ -755,9 +799,29 @@ class Run:
             why = self.keep_lease()
             if self.guard_fired.is_set():
                 return Outcome("lease_lost")
+            if why == "noticed":
+                return self.stop_on_notice(group)
             if why is not None:
                 group.stop(self.stop_grace)
                 return Outcome(why)
+
+    def _woken(self) -> bool:
+        try:
+            return bool(os.read(self.wake_read, 64))
+        except BlockingIOError:
+            return False
+
+    def stop_on_notice(self, group: Group) -> Outcome:
+        """The run got notice: SIGTERM to the group now, SIGKILL at the end of the grace
+        (the database's `grace_until`), then report the exit (`job_run_stopped`) so the
+        capacity goes to the starter only once the processes are gone. The job is
+        STOPPING: the sweep does not requeue it, so the lease need not cover the grace
+        (the guard is told so)."""
+        left = max(0.0, self.notice_end - time.monotonic())
+        self.log(logging.INFO, "notice: SIGTERM now, SIGKILL in %.1f s", left)
+        self.deadline = max(self.deadline, self.notice_end + kill_margin_seconds() + 1)
+        group.stop(left)
+        return Outcome("noticed")
 
     def guard(self, group: Group, done: threading.Event) -> None:
         """Stop the process when the lease runs out (or the runner's liveness goes
@@ -776,6 +840,19 @@ class Run:
                 return
 
     def execute(self, account: Account) -> Outcome:
+        self.wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        with _wakes_lock:
+            _wakes[self.job_id] = wake_write
+        try:
+            return self._execute(account)
+        finally:
+            with _wakes_lock:
+                if _wakes.get(self.job_id) == wake_write:
+                    del _wakes[self.job_id]
+            os.close(wake_write)
+            os.close(self.wake_read)
+
+    def _execute(self, account: Account) -> Outcome:
         self.paths.prepare(account)
         lock_fd, why = self.acquire_lock()
         if lock_fd is None:
@@ -848,6 +925,8 @@ class Run:
             self.report(
                 runs.job_run_failed, cause=runs.RUNNER_REFUSED, detail={"reason": self.refusal}
             )
+        elif outcome.kind == "noticed":
+            self.report(runs.job_run_stopped, exit_code=outcome.exit_code, **figures)
         elif outcome.kind == "liveness_lost":
             # The process is gone; if the database answers again, the slot is free now
             # rather than when the lease runs out (refused if the sweep was first).

@@ -33,6 +33,7 @@ import threading
 import time
 
 from celery import signals
+from celery.worker.control import control_command
 
 from scheduler.executors import process, sandbox_check
 from scheduler.liveness import (
@@ -201,3 +202,11 @@ def wait_for_stopped_mark(sender=None, **kwargs) -> None:
         _registration.release.set()
         if _registration.liveness_thread.is_alive():
             _registration.liveness_thread.join(timeout=5)
+
+
+@control_command(args=[("job_ids", list)], signature="<job_ids>")
+def job_notice(state, job_ids=()):
+    """A broadcast after a pass or a terminate gave runs notice (`ProcessExecutor.notify`):
+    wake the runs of these jobs in this worker, which renew their lease at once and so
+    learn their notice. Only a nudge: without it the next heartbeat learns it."""
+    return {"woken": process.wake_runs(job_ids or ())}

@@ -44,7 +44,14 @@ from scheduler.executors import executor_for
 from scheduler.models import JobDecision
 from scheduler.priorities import job_priority_refusal
 from scheduler.services.job_definitions import BOUNDS, parameters_resolve
-from scheduler.services.passes import finish_due, request_pass
+from scheduler.services.passes import (
+    end_notice,
+    finish_due,
+    notice_stop_at,
+    release_holds,
+    request_pass,
+    stop_due,
+)
 
 MAX_PRIORITY = 9999
 MAX_BULK = 5000
@@ -539,6 +546,7 @@ def locked_live_job(job_id: int, now: dt.datetime) -> tuple[JobQueue, Job]:
     queue_id = Job.objects.values_list("queue_id", flat=True).get(pk=job_id)
     queue = lock_queue(queue_id)
     finish_due(queue, now=now)
+    stop_due(queue, now=now)
     job = Job.objects.select_related("share__team").get(pk=job_id)
     return queue, job
 
@@ -637,7 +645,13 @@ def _change_priority(queue, job: Job, priority: int, *, actor, now, cause=None) 
 
 
 def job_terminate(*, job_id: int, actor=None, now: dt.datetime | None = None) -> Job:
-    """End a live job FAILED (cause `terminated`); a running process is stopped."""
+    """End a live job FAILED (cause `terminated`).
+
+    A running process is not stopped at the decision but given its definition's grace:
+    the job is STOPPING (its runner sends SIGTERM at once and SIGKILL at the end of the
+    grace) and keeps its capacity until its exit is reported, when it ends FAILED
+    terminated; so does a STOPPING process, whose notice runs on. Elsewhere (a
+    modelled clock) the job ends at once, a STOPPING one too (spec V10.2)."""
     now = now or timezone.now()
     with transaction.atomic():
         queue, job = locked_live_job(job_id, now)
@@ -645,10 +659,15 @@ def job_terminate(*, job_id: int, actor=None, now: dt.datetime | None = None) ->
             rules.require(actor, "job.manage", job)
         if not job.is_live:
             raise JobError({NON_FIELD: [f"the job has already ended ({job.get_state_display()})"]})
-        was_running = job.state == Job.State.RUNNING
         executor = executor_for(queue)
-        if was_running:
+        if job.state in Job.HOLDING_STATES and executor.capabilities.stops_with_notice:
+            _terminate_with_notice(job, executor, now=now)
+            return job
+        releases = []
+        if job.state in Job.HOLDING_STATES:
             job.progress = executor.progress(job, now)
+        if job.state == Job.State.STOPPING:
+            releases = end_notice(job, at=now, hold=True)
         work.on_fail(job, now=now, speed=executor.speed, cause="terminated")
         job.save()
         JobEvent.objects.create(
@@ -659,8 +678,25 @@ def job_terminate(*, job_id: int, actor=None, now: dt.datetime | None = None) ->
             actor=_user(actor),
             attempt=job.attempt,
         )
+        release_holds(releases)
         request_pass(queue.pk)
     return job
+
+
+def _terminate_with_notice(job: Job, executor, *, now: dt.datetime) -> None:
+    """STOPPING until the process has exited, then FAILED terminated (`stop_job`)."""
+    if job.state == Job.State.RUNNING:
+        revision = job.definition_revision
+        grace = revision.stop_grace_seconds if revision is not None else 0
+        job.state = Job.State.STOPPING
+        job.notice_at = now
+        job.grace_until = now + dt.timedelta(seconds=grace)
+        job.stop_at = notice_stop_at(executor, job.grace_until, job.grace_until)
+        job.notice_for = None
+        job.stop_cause = "terminated"
+    job.terminate_at_stop = True
+    job.save()
+    transaction.on_commit(lambda: executor.notify([job.pk]))
 
 
 def _user(actor):

@@ -30,9 +30,10 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 import signal
+from dataclasses import dataclass
 
 from django.db import connection, transaction
-from django.db.models import Q
+from django.db.models import DateTimeField, Q, Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -48,7 +49,14 @@ from scheduler.liveness import (
 )
 from scheduler.models import Runner
 from scheduler.services.jobs import locked_live_job
-from scheduler.services.passes import DECIDED_FIELDS, request_pass
+from scheduler.services.passes import (
+    DECIDED_FIELDS,
+    end_notice,
+    release_holds,
+    request_pass,
+    stop_due,
+    stop_job,
+)
 
 # Causes a run ends with besides an exit code (FAILED) or that put it back (REQUEUED).
 WALL_CLOCK_LIMIT = "wall_clock_limit"  # FAILED: it ran longer than its definition allows
@@ -90,6 +98,15 @@ def job_claim_run(
     return token if updated else None
 
 
+@dataclass(frozen=True)
+class Renewal:
+    """A renewed lease (truthy). `notice_left` is not None when the run has notice
+    (STOPPING): seconds of its grace left on the database's clock, after which the
+    runner kills its process (SIGTERM at once, SIGKILL then)."""
+
+    notice_left: float | None = None
+
+
 def job_heartbeat(
     *,
     job_id: int,
@@ -99,24 +116,46 @@ def job_heartbeat(
     checkpointed: int,
     lease_seconds: float,
     now: dt.datetime | None = None,
-) -> bool:
-    """Renew a run's lease and record its progress; False when the run is over (stop it).
+) -> Renewal | None:
+    """Renew a run's lease and record its progress; None when the run is over (stop it).
 
     A conditional update, no lock: it only touches the run it names, and whatever ended
-    the run changed its state, attempt or token, so the update matches nothing.
+    the run changed its state, attempt or token, so the update matches nothing. A run
+    with notice (STOPPING) is still its runner's: its lease is renewed and the reply
+    says how much grace is left.
     """
     if not lease_token:
-        return False
+        return None
     now = now if now is not None else Now()
-    updated = Job.objects.filter(
-        pk=job_id, attempt=attempt, lease_token=lease_token, state=Job.State.RUNNING
-    ).update(
-        progress=max(0, progress),
-        checkpointed=max(0, checkpointed),
-        heartbeat_at=now,
-        lease_expires_at=now + _seconds(lease_seconds),
+    run = Job.objects.filter(pk=job_id, attempt=attempt, lease_token=lease_token)
+    figures = {
+        "progress": max(0, progress),
+        "checkpointed": max(0, checkpointed),
+        "heartbeat_at": now,
+        "lease_expires_at": now + _seconds(lease_seconds),
+    }
+    if run.filter(state=Job.State.RUNNING).update(**figures):
+        return Renewal()
+    if not run.filter(state=Job.State.STOPPING).update(**figures):
+        return None
+    return Renewal(notice_left=job_notice_left(job_id=job_id, attempt=attempt, now=now) or 0.0)
+
+
+def job_notice_left(*, job_id: int, attempt: int, now=None) -> float | None:
+    """Seconds of grace left to a run with notice (database clock); None without."""
+    row = (
+        Job.objects.filter(pk=job_id, attempt=attempt, state=Job.State.STOPPING)
+        .annotate(
+            clock=Value(now, output_field=DateTimeField())
+            if isinstance(now, dt.datetime)
+            else Now()
+        )
+        .values_list("grace_until", "clock")
+        .first()
     )
-    return bool(updated)
+    if row is None or row[0] is None:
+        return None
+    return max(0.0, (row[0] - row[1]).total_seconds())
 
 
 def _locked_run(
@@ -125,7 +164,7 @@ def _locked_run(
     """The run with its queue locked, if it is still the lease holder's; else None."""
     queue, job = locked_live_job(job_id, now)
     current = (
-        job.state == Job.State.RUNNING
+        job.state in Job.HOLDING_STATES
         and job.attempt == attempt
         and bool(lease_token)
         and job.lease_token == lease_token
@@ -170,6 +209,12 @@ def job_process_exited(
         queue, job = run
         _report_figures(job, progress, checkpointed)
         job.exit_code = exit_code
+        releases = []
+        if job.state == Job.State.STOPPING:
+            if exit_code != 0 or job.terminate_at_stop:
+                # Its runner had not told it to stop yet: it stops now all the same.
+                return _stopped(queue, job, now=now, exit_code=exit_code)
+            releases = end_notice(job, at=now, hold=True)  # its work done first (V7)
         if exit_code == 0:
             work.on_finish(job, at=now, speed=executor_for(queue).speed)
             event = JobEvent(job=job, at=now, type=JobEvent.Type.SUCCEEDED, attempt=attempt)
@@ -180,8 +225,78 @@ def job_process_exited(
             event = _fail(job, queue, now=now, cause="exit_code", detail=detail)
         job.save()
         event.save()
+        release_holds(releases)
         request_pass(queue.pk)
     return True
+
+
+def job_run_stopped(
+    *,
+    job_id: int,
+    attempt: int,
+    lease_token: str,
+    exit_code: int | None,
+    progress: int | None = None,
+    checkpointed: int | None = None,
+    now: dt.datetime | None = None,
+) -> bool:
+    """The runner stopped a run with notice (SIGTERM, SIGKILL at the grace) and its
+    process group is gone: the job stops now (spec V9) and its capacity is free. The
+    figures are the status file's last: what the process checkpointed is kept."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        run = _locked_run(job_id, attempt, lease_token, now)
+        if run is None or run[1].state != Job.State.STOPPING:
+            return False
+        queue, job = run
+        _report_figures(job, progress, checkpointed)
+        return _stopped(queue, job, now=now, exit_code=exit_code)
+
+
+def _stopped(queue: JobQueue, job: Job, *, now: dt.datetime, exit_code: int | None) -> bool:
+    """Stop a STOPPING run whose process is gone; caller holds the queue lock."""
+    job.exit_code = exit_code
+    events, release = stop_job(
+        job,
+        at=now,
+        speed=executor_for(queue).speed,
+        progress=job.progress,
+        saved=job.checkpointed,
+    )
+    if exit_code is not None and events:
+        events[0].detail["exit_code"] = exit_code
+    Job.objects.bulk_update(
+        [job], [*DECIDED_FIELDS, "lease_token", "lease_expires_at", "exit_code"]
+    )
+    JobEvent.objects.bulk_create(events)
+    release_holds(release)
+    request_pass(queue.pk)
+    return True
+
+
+def jobs_stop_overdue(*, now: dt.datetime | None = None) -> list[int]:
+    """Stop the STOPPING runs of process queues whose runner never reported the exit
+    by the end of their grace plus the kill margin (`stop_at`): the runner killed the
+    process at the grace, or it is gone (and its processes with it)."""
+    now = now or timezone.now()
+    queue_ids = sorted(
+        set(
+            Job.objects.filter(
+                state=Job.State.STOPPING,
+                stop_at__lte=now,
+                queue__executor__in=executor_names(reconciles=True),
+            ).values_list("queue_id", flat=True)
+        )
+    )
+    stopped: list[int] = []
+    for queue_id in queue_ids:
+        with transaction.atomic():
+            queue = lock_queue(queue_id)
+            done = stop_due(queue, now=now)
+            if done:
+                request_pass(queue.pk)
+            stopped += done
+    return stopped
 
 
 def _signal_name(number: int) -> str:
@@ -212,9 +327,11 @@ def job_run_failed(
         queue, job = run
         _report_figures(job, progress, checkpointed)
         job.exit_code = exit_code
+        releases = end_notice(job, at=now, hold=True) if job.state == Job.State.STOPPING else []
         event = _fail(job, queue, now=now, cause=cause, detail=detail or {})
         job.save()
         event.save()
+        release_holds(releases)
         request_pass(queue.pk)
     return True
 
@@ -260,6 +377,8 @@ def job_run_released(
             return False
         queue, job = run
         _report_figures(job, progress, checkpointed)
+        if job.state == Job.State.STOPPING:  # given back during notice: it has stopped
+            return _stopped(queue, job, now=now, exit_code=None)
         event = _requeue(job, now=now, speed=executor_for(queue).speed, cause=cause)
         Job.objects.bulk_update([job], _REQUEUE_FIELDS)
         event.save()

@@ -26,11 +26,12 @@ from fleet.models import (
     Team,
 )
 from scheduler.services.jobs import JobData, job_set_priority, job_submit, job_terminate
-from scheduler.services.passes import finish_due, scheduling_pass
+from scheduler.services.passes import finish_due, scheduling_pass, stop_due
 from scheduler.work import finish_at
 from tests.factories import job_definition
 
 EPOCH = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
+CONTRACT_FIELDS = ("min_runtime_reclaim", "min_runtime_preempt", "grace", "checkpoint_on_notice")
 
 
 def at(t: int) -> dt.datetime:
@@ -116,10 +117,16 @@ def _act(queue: JobQueue, action: dict, now: dt.datetime, jobs: dict[str, Job]) 
 def _next_internal(queue: JobQueue, after: int) -> int | None:
     """The next modelled finish, protection end or time-limit expiry after `after`."""
     times = []
-    for job in Job.objects.filter(queue=queue, state=Job.State.RUNNING):
+    for job in Job.objects.filter(queue=queue, state__in=Job.HOLDING_STATES):
         times.append(seconds(finish_at(job, 1.0)))
         if job.protected_until is not None:
             times.append(seconds(job.protected_until))
+        if job.state == Job.State.STOPPING:
+            times.append(seconds(job.stop_at))
+        else:  # V5: the ends of its minimum runtimes are wake-ups
+            for runtime in (job.min_runtime_reclaim, job.min_runtime_preempt):
+                if runtime:
+                    times.append(seconds(job.started_at) + runtime)
     limit = queue.runnable_time_limit
     if limit is not None:
         for since in Job.objects.filter(
@@ -159,7 +166,9 @@ def replay(doc: dict) -> tuple[JobQueue, dict[str, Job]]:
         t = min(candidates)
         now = at(t)
         with transaction.atomic():
-            finish_due(lock_queue(queue.pk), now=now)
+            locked = lock_queue(queue.pk)
+            finish_due(locked, now=now)
+            stop_due(locked, now=now)
         while actions and actions[0][1]["at"] == t:
             _act(queue, actions.pop(0)[1], now, jobs)
         while submissions and submissions[0].get("submit_at", 0) == t:
@@ -183,6 +192,10 @@ def replay(doc: dict) -> tuple[JobQueue, dict[str, Job]]:
             )
             if spec.get("protected_until") is not None:
                 Job.objects.filter(pk=job.pk).update(protected_until=at(spec["protected_until"]))
+            # The contract (spec v2) as a workload class would have set it at submission.
+            contract = {field: spec.get(field) or 0 for field in CONTRACT_FIELDS}
+            contract["checkpoint_on_notice"] = spec.get("checkpoint_on_notice")
+            Job.objects.filter(pk=job.pk).update(**contract)
             jobs[spec["id"]] = job
         scheduling_pass(queue_id=queue.pk, now=now)
         last = t

@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 
 from engine import result_to_json, simulate
+from fleet.models import JobEvent
 from tests.scheduler.live.driver import live_events, replay, seconds, simulated_events
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"
-# Every valid scenario (08, 31, 32 and 54 are documents the format rejects). The v2
-# fixtures (41 to 53, interruption contracts) join once the live scheduler carries the
-# contracts (issue 24: the engine follows v2 first, the database wiring comes later).
+# Every valid scenario (08, 31, 32 and 54 are documents the format rejects), the v2
+# ones (41 to 53, interruption contracts) included.
 SCENARIOS = sorted(
     path
     for path in FIXTURES.glob("*.json")
-    if not path.name.startswith(("08-", "31-", "32-")) and not 41 <= int(path.name[:2]) <= 54
+    if not path.name.startswith(("08-", "31-", "32-", "54-"))
 )
 
 
@@ -37,6 +37,17 @@ def test_live_replay_matches_simulate(db, path):
     queue, jobs = replay(doc)
 
     assert live_events(queue) == simulated_events(expected)
+    if "time_to_reclaim" in expected:  # a v2 document (spec V12)
+        waits = sorted(
+            event.detail["reclaim_wait"]
+            for event in JobEvent.objects.filter(job__queue=queue, type="STARTED")
+            if "reclaim_wait" in event.detail
+        )
+        assert {
+            "count": len(waits),
+            "max": waits[-1] if waits else None,
+            "p50": waits[(len(waits) - 1) // 2] if waits else None,
+        } == expected["time_to_reclaim"]
     # A job that never finishes waits until the last instant processed (spec v1.1).
     end = max([expected["makespan"], *(action["at"] for action in doc.get("actions", []))])
     for job_id, want in expected["jobs"].items():
@@ -54,6 +65,8 @@ def test_live_replay_matches_simulate(db, path):
             "restart_overhead": job.restart_overhead_spent,
             "waiting_time": waiting,
         }
+        if "notice_time" in want:  # a v2 document (spec V12)
+            got["notice_time"] = job.notice_time
         assert got == {key: want[key] for key in got}, job_id
         if want["state"] == "RUNNABLE":
             assert job.reason == want["reason"], job_id

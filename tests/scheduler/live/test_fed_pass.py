@@ -72,24 +72,62 @@ def compare_one_instant(queue, now, page):
     return fed
 
 
-def evolve(seed, queue, shares, submit, clock, run_pass) -> None:
-    """Twelve instants of a random queue; `run_pass(now, page)` runs each one's pass."""
+def reclaiming_policy(rng: random.Random, queue) -> None:
+    """A random policy under which shares borrow and reclaim, and preempt in-share."""
+    QueueCapacity.objects.filter(queue=queue).update(instances=rng.randint(3, 5))
+    itype = InstanceType.objects.get(name="ml.g5.xlarge")
+    for share, strategy in zip(
+        queue.shares.order_by("position"),
+        ["LEND_AND_BORROW", "LEND", "LEND_AND_BORROW"],
+        strict=True,
+    ):
+        QuotaShare.objects.filter(pk=share.pk).update(
+            strategy=strategy,
+            borrow_limit=-1 if strategy == "LEND_AND_BORROW" else None,
+            in_share_preemption=True,
+        )
+        CapacityLimit.objects.update_or_create(
+            share=share, instance_type=itype, defaults={"max_instances": rng.randint(1, 2)}
+        )
+
+
+def random_contract(rng: random.Random) -> dict:
+    """An interruption contract (spec v2), none a third of the time."""
+    if rng.random() < 0.33:
+        return {}
+    return {
+        "grace": rng.choice([0, 5, 15, 25]),
+        "checkpoint_on_notice": rng.choice([None, 3, 20]),
+        "min_runtime_reclaim": rng.choice([0, 0, 15]),
+        "min_runtime_preempt": rng.choice([0, 0, 25]),
+    }
+
+
+def evolve(seed, queue, shares, submit, clock, run_pass, contracts=False) -> None:
+    """Twelve instants of a random queue; `run_pass(now, page)` runs each one's pass.
+    With `contracts`, jobs have random interruption contracts: victims get notice,
+    STOPPING jobs hold their capacity, starters wait and hold what is freed for them."""
     rng = random.Random(seed)
-    randomize_policy(rng, queue)
+    if contracts:
+        reclaiming_policy(rng, queue)
+    else:
+        randomize_policy(rng, queue)
     names = list(shares)
     for instant in range(12):
         now = instant * 10
         if instant == 7 and rng.random() < 0.5:
             randomize_policy(rng, queue)  # a policy change: the next pass reads everything
         for number in range(rng.randint(0, 6)):
-            submit(
+            job = submit(
                 rng.choice(names),
                 f"j{instant}-{number}",
                 at=now - rng.randint(0, 1),
                 priority=rng.randint(0, 3),
-                instances=rng.choice([1, 1, 1, 2, 2, 3, 5]),
-                expected_duration=rng.randint(10, 90),
+                instances=rng.choice([1, 1, 2] if contracts else [1, 1, 1, 2, 2, 3, 5]),
+                expected_duration=rng.randint(30, 120) if contracts else rng.randint(10, 90),
             )
+            if contracts:
+                Job.objects.filter(pk=job.pk).update(**random_contract(rng))
         waiting = list(
             Job.objects.filter(queue=queue, state="RUNNABLE").values_list("pk", flat=True)
         )
@@ -108,6 +146,21 @@ def test_the_fed_pass_writes_what_the_full_pass_writes(seed, queue, shares, subm
 
     evolve(seed, queue, shares, submit, clock, both)
     assert decided, "the random queue decided nothing"
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_fed_pass_writes_what_the_full_pass_writes_with_contracts(
+    seed, queue, shares, submit, clock
+):
+    decided = []
+
+    def both(now, page):
+        outcome = compare_one_instant(queue, now, page)
+        decided.extend(outcome.started + outcome.noticed + outcome.stopped)
+
+    evolve(seed, queue, shares, submit, clock, both, contracts=True)
+    assert decided, "the random queue decided nothing"
+    print(f"seed {seed}: {JobEvent.objects.filter(type='STOPPED').count()} stops after notice")
 
 
 def test_the_comparison_covers_what_matters(queue, shares, submit, clock):
@@ -197,5 +250,8 @@ def test_misconfigured_jobs_are_not_read_while_the_policy_holds(
         assert (
             "LIMIT" in sql
             or "\"state\" = 'RUNNING'" in sql
+            # The jobs that hold capacity (running or STOPPING): bounded by capacity.
+            or "\"state\" IN ('RUNNING', 'STOPPING')" in sql
+            or "\"state\" = 'STOPPING'" in sql
             or 'NOT ("scheduler_job"."reason" IN' in sql
         ), sql

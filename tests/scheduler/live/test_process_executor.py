@@ -109,10 +109,16 @@ def test_preemption_stops_the_process_and_it_resumes_from_its_checkpoint(
 
     wait_for(lambda: fresh(borrower).preemptions == 1, what="the reclaim")
     wait_for(lambda: "SIGTERM at step" in job_log(borrower, 1), what="the process to get SIGTERM")
+    # The borrower got notice; it stops when its process has exited, with the figures
+    # its status file last reported.
+    stopped = wait_for(
+        lambda: JobEvent.objects.filter(job=borrower, type="STOPPED").first(), what="the stop"
+    )
     preempted = JobEvent.objects.get(job=borrower, type="PREEMPTED")
-    resumes_from = preempted.detail["resumes_from"]
+    assert "grace_until" in preempted.detail and stopped.at >= preempted.at
+    resumes_from = stopped.detail["resumes_from"]
     assert resumes_from >= 10 and resumes_from % 10 == 0
-    assert preempted.detail["lost_work"] == fresh(borrower).lost_work
+    assert stopped.detail["lost_work"] == fresh(borrower).lost_work
 
     done = wait_for(
         lambda: fresh(borrower).state == "SUCCEEDED" and fresh(borrower),
@@ -120,10 +126,9 @@ def test_preemption_stops_the_process_and_it_resumes_from_its_checkpoint(
         what="the borrower to restart and finish",
     )
     assert done.attempt == 2 and done.exit_code == 0
-    # From the checkpoint the pass knew of, or one the process saved before the SIGTERM
-    # reached it (it works until it is stopped).
+    # From the checkpoint its first attempt reported last.
     started_at = int(re.search(r"attempt 2: starting at step (\d+)", job_log(borrower, 2))[1])
-    assert started_at >= resumes_from and started_at % 10 == 0
+    assert started_at == resumes_from
 
 
 def test_a_job_of_a_killed_worker_is_requeued_and_finishes_elsewhere(

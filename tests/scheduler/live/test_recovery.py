@@ -19,7 +19,9 @@ from scheduler.services.runs import (
     job_process_exited,
     job_run_failed,
     job_run_released,
+    job_run_stopped,
     jobs_requeue_lost,
+    jobs_stop_overdue,
 )
 
 pytestmark = pytest.mark.django_db
@@ -78,8 +80,20 @@ def test_heartbeats_renew_the_lease_and_record_progress_until_the_run_is_over(ru
 
     from scheduler.services.jobs import job_terminate
 
+    # A terminate gives the process its definition's grace (10 s): the run is still
+    # its runner's, which learns at its next heartbeat how much grace is left.
     job_terminate(job_id=running.pk, now=clock(3))
-    assert not beat(running, token, clock, at=4, progress=26, checkpointed=20)
+    assert beat(running, token, clock, at=4, progress=26, checkpointed=20).notice_left == 9
+    assert job_run_stopped(
+        job_id=running.pk, attempt=1, lease_token=token, exit_code=-15, now=clock(5)
+    )
+    assert not beat(running, token, clock, at=6, progress=26, checkpointed=20)
+    running.refresh_from_db()
+    assert (running.state, running.reason, running.finished_at) == (
+        "FAILED",
+        "terminated",
+        clock(5),
+    )
 
 
 def test_a_heartbeat_without_the_lease_token_is_refused(running, clock):
@@ -100,10 +114,52 @@ def test_a_preempted_process_job_resumes_from_its_reported_checkpoint(process_qu
     submit("qs2", "owner", command="python3 -m x", at=20)
     scheduling_pass(queue_id=process_queue.pk, now=clock(20))
 
+    # A process victim gets notice (its definition's grace, 10 s) and keeps its slot
+    # until its runner reports the exit; the owner waits for it.
+    borrower.refresh_from_db()
+    assert (borrower.state, borrower.grace_until) == (Job.State.STOPPING, clock(30))
+    assert beat(borrower, token, clock, at=21, progress=18, checkpointed=10).notice_left == 9
+    scheduling_pass(queue_id=process_queue.pk, now=clock(22))
+    assert Job.objects.get(name="owner").state == Job.State.RUNNABLE
+
+    assert job_run_stopped(
+        job_id=borrower.pk, attempt=1, lease_token=token, exit_code=143, now=clock(23)
+    )
     borrower.refresh_from_db()
     assert borrower.state == Job.State.RUNNABLE
-    assert (borrower.progress, borrower.checkpointed, borrower.lost_work) == (10, 10, 7)
-    assert not beat(borrower, token, clock, at=21, progress=18, checkpointed=10)
+    assert (borrower.progress, borrower.checkpointed, borrower.lost_work) == (10, 10, 8)
+    assert not beat(borrower, token, clock, at=24, progress=18, checkpointed=10)
+    stopped = JobEvent.objects.get(job=borrower, type="STOPPED")
+    assert (stopped.cause, stopped.by.name, stopped.at) == ("reclaim", "owner", clock(23))
+    assert stopped.detail == {
+        "lost_work": 8,
+        "saved_on_notice": False,
+        "resumes_from": 10,
+        "exit_code": 143,
+    }
+    scheduling_pass(queue_id=process_queue.pk, now=clock(23))
+    assert Job.objects.get(name="owner").state == Job.State.RUNNING
+
+
+def test_a_process_victim_whose_runner_is_gone_stops_at_the_grace_plus_the_margin(
+    process_queue, submit, clock, settings
+):
+    settings.JOB_KILL_MARGIN_SECONDS = 3
+    borrower = submit("qs1", "borrower", command="python3 -m x", priority=1)
+    submit("qs1", "own", command="python3 -m x", priority=5)
+    scheduling_pass(queue_id=process_queue.pk, now=clock(0))
+    claim(Job.objects.get(name="borrower"), clock, at=0)
+    submit("qs2", "owner", command="python3 -m x", at=20)
+    scheduling_pass(queue_id=process_queue.pk, now=clock(20))
+    borrower.refresh_from_db()
+    assert borrower.stop_at == clock(33)  # grace 10 s, then the kill margin
+
+    assert jobs_stop_overdue(now=clock(32)) == []
+    assert jobs_stop_overdue(now=clock(33)) == [borrower.pk]
+    borrower.refresh_from_db()
+    assert borrower.state == Job.State.RUNNABLE
+    scheduling_pass(queue_id=process_queue.pk, now=clock(33))
+    assert Job.objects.get(name="owner").state == Job.State.RUNNING
 
 
 def test_an_exit_of_a_stale_run_is_ignored(running, process_queue, clock):
@@ -111,12 +167,15 @@ def test_an_exit_of_a_stale_run_is_ignored(running, process_queue, clock):
 
     token = claim(running, clock)
     job_terminate(job_id=running.pk, now=clock(5))
-
-    assert not job_process_exited(
+    # Terminated during its grace: it ends FAILED terminated at its exit, whatever code.
+    assert job_process_exited(
         job_id=running.pk, attempt=1, lease_token=token, exit_code=0, now=clock(6)
     )
     running.refresh_from_db()
     assert (running.state, running.reason) == ("FAILED", "terminated")
+    assert not job_process_exited(
+        job_id=running.pk, attempt=1, lease_token=token, exit_code=0, now=clock(7)
+    )
 
 
 def test_exit_zero_succeeds_and_other_codes_fail(running, process_queue, submit, clock):

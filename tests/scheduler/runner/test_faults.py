@@ -191,6 +191,8 @@ def test_a_frozen_runners_process_keeps_the_checkpoint_until_it_is_stopped(
     job_terminate(job_id=job.pk)
     sampler.mark("terminated by a person")
     wait_for(lambda: processes_of(job.pk) == [], timeout=10, what="attempt 2 to stop")
+    # Terminated with its grace: FAILED once its runner reported the exit.
+    wait_for(lambda: fresh(job).state == "FAILED", timeout=10, what="the termination")
     sampler.stop()
     with capsys.disabled():
         print("\n" + sampler.timeline(job.pk, "runner frozen past its lease"))
