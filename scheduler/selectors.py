@@ -779,7 +779,7 @@ def runner_overview(*, now: dt.datetime | None = None, limit: int = 200) -> dict
     limit_skew = clock_skew_limit()
     recent = Runner.objects.filter(last_seen_at__gte=reference - dt.timedelta(days=1))
     running = dict(
-        Job.objects.filter(state=Job.State.RUNNING)
+        Job.objects.filter(state__in=Job.HOLDING_STATES)
         .exclude(worker="")
         .order_by()
         .values("worker")

@@ -58,6 +58,8 @@ STATE_CLASSES = {
     "BORROWED": "borrowed",
     "RUNNING_BORROWED": "borrowed",
     "PREEMPTED": "failed",
+    # Preempted and given notice: it still holds its capacity until it stops.
+    "STOPPING": "failed",
     "FAILED": "failed",
     "ACTIVE": "exception",
     "SUCCEEDED": "done",

@@ -57,7 +57,8 @@ def runner_register(
     their worker (the sweep needs them to requeue those runs); the others go.
     """
     now = _now(now)
-    running = Job.objects.filter(state=Job.State.RUNNING).exclude(worker="")
+    # A STOPPING run names its worker too (the sweep stops it if the runner is gone).
+    running = Job.objects.filter(state__in=Job.HOLDING_STATES).exclude(worker="")
     claimed = set(running.values_list("worker", flat=True))
     earlier = Runner.objects.filter(name=name).exclude(pid=pid)
     gone = [row.pk for row in earlier if f"{row.hostname}:{row.pid}" not in claimed]

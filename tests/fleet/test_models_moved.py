@@ -48,6 +48,11 @@ def migrate(targets=None):
     """Migrate to `targets` (None: every leaf node); the models of the state reached."""
     executor = MigrationExecutor(connection)
     state = executor.migrate(targets or executor.loader.graph.leaf_nodes())
+    if targets is None:
+        # The state a long forward plan leaves can hold models rendered before a later
+        # operation changed a model they point at (their reverse accessors missing):
+        # the whole project's state, rendered afresh.
+        return executor.loader.project_state().apps
     return state.apps
 
 
