@@ -34,7 +34,12 @@ def test_the_fast_representation_equals_the_generic_one(settings):
             urgency=urgency if index % 3 == 0 else None,
             client_token="" if index % 2 else f"token-{index}",
             submitted_at=now,
-            started_at=now + dt.timedelta(seconds=index) if index % 2 else None,
+            started_at=now + dt.timedelta(seconds=index)
+            if index % 2 or state in Job.HOLDING_STATES
+            else None,
+            # A STOPPING job has a stop instant and a grace (the database holds to it).
+            stop_at=now + dt.timedelta(minutes=2) if state == Job.State.STOPPING else None,
+            grace_until=now + dt.timedelta(minutes=2) if state == Job.State.STOPPING else None,
             finished_at=now + dt.timedelta(hours=index) if index % 4 == 1 else None,
             exit_code=-9 if index == 3 else None,
             checkpoint_interval=600 if index % 2 else None,
