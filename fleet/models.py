@@ -534,8 +534,10 @@ class Job(models.Model):
     notice_at = models.DateTimeField(null=True, blank=True)
     grace_until = models.DateTimeField(null=True, blank=True)
     stop_at = models.DateTimeField(null=True, blank=True)
+    # Indexed by the partial `job_notice_for_idx` (built concurrently: the job table is
+    # large), not by the foreign key's own index.
     notice_for = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
     )
     saves_on_notice = models.BooleanField(default=False)
     fails_at_stop = models.BooleanField(default=False)
@@ -554,6 +556,12 @@ class Job(models.Model):
         ordering = ["-submitted_at", "-id"]
         indexes = [
             models.Index(fields=["queue", "state"]),
+            # The STOPPING victims a waiting starter waits for (few rows ever set).
+            models.Index(
+                fields=["notice_for"],
+                name="job_notice_for_idx",
+                condition=Q(notice_for__isnull=False),
+            ),
             models.Index(fields=["share", "state"], name="job_share_state_idx"),
             # A share's jobs, newest first (the jobs list a team lead reads most): with
             # it, one plan serves every share, and PostgreSQL keeps the prepared plan

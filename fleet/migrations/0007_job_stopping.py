@@ -45,6 +45,7 @@ class Migration(migrations.Migration):
                 on_delete=django.db.models.deletion.SET_NULL,
                 related_name="+",
                 to="fleet.job",
+                db_index=False,
             ),
         ),
         migrations.AddField(

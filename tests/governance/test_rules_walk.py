@@ -29,7 +29,7 @@ from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
 from core import rules
-from fleet.models import InstanceType, Job
+from fleet.models import InstanceType, Job, WorkloadClass
 from fleet.selectors import share_document
 from governance.dashboards.csv import DATASETS
 from governance.exceptions import services as exception_services
@@ -176,6 +176,7 @@ def world(aws_queue, stored_pack) -> World:
         team=TeamFactory(name="walk-team"),
         instance_type=g5,
         urgency=urgency,
+        workload_class=WorkloadClass.objects.create(name="walk-class", grace=60),
         job=job,
         submitted=submitted,
         draft=draft,
@@ -248,6 +249,17 @@ PAGES: dict[tuple[str, str], Entry] = {
     ("urgency-list", ""): Entry(POLICY_VIEW),
     ("urgency-create", ""): Entry(POLICY_EDIT, methods=("GET", "POST")),
     ("urgency-edit", ""): Entry(POLICY_EDIT, {"pk": _pk("urgency")}, methods=("GET", "POST")),
+    ("workload-class-list", ""): Entry(POLICY_VIEW),
+    ("workload-class-create", ""): Entry(POLICY_EDIT, methods=("GET", "POST")),
+    ("workload-class-edit", ""): Entry(
+        POLICY_EDIT, {"pk": _pk("workload_class")}, methods=("GET", "POST")
+    ),
+    ("workload-class-impact", ""): Entry(
+        POLICY_EDIT, {"pk": _pk("workload_class")}, methods=("POST",)
+    ),
+    ("workload-class-delete", ""): Entry(
+        POLICY_EDIT, {"pk": _pk("workload_class")}, methods=("GET", "POST")
+    ),
     ("exception-list", ""): Entry(("exception.list",)),
     ("exception-create", ""): Entry(("exception.file",), methods=("GET", "POST")),
     ("exception-urgency-help", ""): Entry(("exception.file",)),
@@ -308,7 +320,7 @@ PAGES: dict[tuple[str, str], Entry] = {
     ),
     **{
         (f"whatif-{step}", ""): Entry(("whatif.use",), {"pk": _pk("comparison")}, methods=("POST",))
-        for step in ("reset", "workload", "run", "cancel", "save", "propose", "apply")
+        for step in ("reset", "workload", "contracts", "run", "cancel", "save", "propose", "apply")
     },
     ("whatif-review", ""): Entry(
         ("whatif.use", "whatif.review"), {"pk": _pk("comparison")}, "comparison", ("POST",)
@@ -392,6 +404,7 @@ for _resource, _obj in (
     ("shares", "share"),
     ("teams", "team"),
     ("urgency_definitions", "urgency"),
+    ("workload_classes", "workload_class"),
 ):
     API[f"v1_{_resource}_list"] = (POLICY_VIEW, None, None)
     API[f"v1_{_resource}_create"] = (POLICY_EDIT, None, None)
