@@ -64,9 +64,17 @@ def claimed_by(worker, job: Job, progress: int = 1):
     return check
 
 
-def resumed_from(worker_env, job: Job, attempt: int) -> int:
+def attempt_log(worker_env, job: Job, attempt: int) -> str:
     log = checkpoint_root(worker_env) / f"job-{job.pk}" / f"attempt-{attempt}.log"
-    return int(re.search(rf"attempt {attempt}: starting at step (\d+)", log.read_text())[1])
+    try:
+        return log.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def resumed_from(worker_env, job: Job, attempt: int) -> int:
+    log = attempt_log(worker_env, job, attempt)
+    return int(re.search(rf"attempt {attempt}: starting at step (\d+)", log)[1])
 
 
 @pytest.fixture
@@ -187,6 +195,13 @@ def test_a_frozen_runners_process_keeps_the_checkpoint_until_it_is_stopped(
         lambda: [p.attempt for p in processes_of(job.pk)] == [2] and fresh(job).progress > 0,
         timeout=20,
         what="attempt 2 to start once the old process is gone",
+    )
+    # The job's progress may still be attempt 1's: wait for the script's own first line
+    # (a notice is delivered at once, and could stop it before it printed).
+    wait_for(
+        lambda: "attempt 2: starting at step" in attempt_log(worker_env, job, 2),
+        timeout=10,
+        what="attempt 2's script to report where it resumed",
     )
     job_terminate(job_id=job.pk)
     sampler.mark("terminated by a person")
