@@ -43,6 +43,7 @@ from fleet.models import (
     QuotaShare,
     Team,
     UrgencyDefinition,
+    WorkloadClass,
 )
 from governance.models import ExceptionEvent, ExceptionRequest, PolicyChange
 
@@ -732,6 +733,47 @@ HISTORY_CONTRACTS = {
     "vc-ee9e8c": ("graceful-batch", {"grace": 120, "checkpoint_on_notice": 90}),
     "vc-7f04ca": ("protected-finetune", {"min_runtime_preempt": 900}),
 }
+HISTORY_CLASS_DESCRIPTIONS = {
+    "standard-training": "Training that saves a checkpoint within 30 s of notice.",
+    "checkpointing-training": "Protected for 10 minutes after each start; checkpoints "
+    "within a minute of notice.",
+    "long-training": "Long runs: protected from reclaim for 30 minutes, 5 minutes of notice, "
+    "no checkpoint on notice.",
+    "graceful-batch": "Batch work given 2 minutes of notice to save and exit.",
+    "protected-finetune": "Fine-tuning protected for 15 minutes from in-share preemption.",
+}
+
+
+def history_class(share: str) -> str:
+    """The workload class of a replayed share's jobs (its default class on the queue)."""
+    return _history_contract(share)[0]
+
+
+def seed_workload_classes(actor) -> None:
+    """The classes whose contracts the replayed history's jobs carry, as an import (it
+    applies at once and is recorded, also when policy changes need review)."""
+    from governance.policy.workload_classes import workload_class_save
+
+    classes = [HISTORY_DEFAULT_CONTRACT, *HISTORY_CONTRACTS.values()]
+    existing = set(WorkloadClass.objects.values_list("name", flat=True))
+    for name, contract in classes:
+        if name in existing:
+            continue
+        data = {
+            "name": name,
+            "description": HISTORY_CLASS_DESCRIPTIONS.get(name, ""),
+            "min_runtime_reclaim": 0,
+            "min_runtime_preempt": 0,
+            "grace": 0,
+            "checkpoint_on_notice": None,
+            **contract,
+        }
+        workload_class_save(
+            actor=actor,
+            data=data,
+            reason="Demo: the workload classes of the Philly teams' training.",
+            cause=PolicyChange.Cause.IMPORT,
+        )
 
 
 @dataclass

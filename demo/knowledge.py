@@ -1,5 +1,5 @@
-"""The demo's knowledge base: the glossary (following governance/glossary.py) and a
-dozen articles. Links name shares of the AWS sample queue and urgency names."""
+"""The demo's knowledge base: the glossary (following governance/glossary.py) and
+twelve articles. Links name shares of the AWS sample queue and urgency names."""
 
 from __future__ import annotations
 
@@ -166,6 +166,29 @@ the compute since its last checkpoint.
   preemption-protection exception under the *Planned large run* urgency.""",
     },
     {
+        "slug": "workload-classes-philly",
+        "title": "Workload classes: how long a run is protected, and how much notice it gets",
+        "kind": KnowledgeArticle.Kind.INTERRUPTION,
+        "tags": ["interruption-contract", "workload-class", "philly", "checkpointing"],
+        "body": """Every job carries the interruption contract of its **workload class**,
+copied when it is submitted: its definition's class, else its share's default class.
+
+- **Minimum runtime (reclaim / in-share preemption):** for that long after each start
+  the job is not chosen as a victim. A lender may wait that long for its capacity.
+- **Grace:** a victim gets this much notice (SIGTERM) before its capacity is taken; it
+  keeps the capacity meanwhile, so a lender also waits the grace.
+- **Checkpoint on notice:** the seconds the job needs to save and exit after notice. A
+  job that checkpoints on notice loses no work when it is stopped.
+
+On the philly queue most teams use **standard-training** (60 s of notice, a checkpoint
+within 30 s). vc-6214e9 uses *checkpointing-training*, vc-b436b2 *long-training*,
+vc-ee9e8c *graceful-batch* and vc-7f04ca *protected-finetune*: see the workload classes
+page for their figures, and each share's worst-case time to reclaim on its editor.
+
+The dashboard's reclaim card shows what these contracts cost lenders (time to reclaim)
+and what they saved borrowers (work checkpointed on notice, preemptions avoided).""",
+    },
+    {
         "slug": "allocation-philly",
         "title": "Allocation decision: Philly queue shares sized from virtual clusters",
         "kind": KnowledgeArticle.Kind.ALLOCATION,
@@ -223,7 +246,7 @@ preemption only ever stops jobs of the same share.""",
 
 @transaction.atomic
 def seed_knowledge(*, actor) -> list[KnowledgeArticle]:
-    """The glossary and a dozen demo articles. Idempotent: existing articles stay as
+    """The glossary and twelve demo articles. Idempotent: existing articles stay as
     they are, except the glossary, which follows governance/glossary.py."""
     articles = [_seed_glossary(actor)]
     shares = {share.name: share for share in QuotaShare.objects.filter(queue__name="aws-sample")}

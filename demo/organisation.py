@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from core import permissions
 from demo.exceptions import seed_exceptions
-from demo.history import seed_history
+from demo.history import history_class, seed_history, seed_workload_classes
 from demo.jobs import SAMPLE_DEFINITIONS, seed_definitions, seed_process_demo
 from demo.knowledge import seed_knowledge
 from fleet.models import InstanceType, Job, JobQueue, QuotaShare, Team
@@ -258,6 +258,7 @@ def seed_philly(actor) -> JobQueue:
                 borrow_limit=100,
                 in_share_preemption=True,
                 capacity_limits={gpu.name: nodes * GPUS_PER_NODE},
+                default_workload_class=history_class(f"vc-{vc}"),
             ),
         )
     team, _ = Team.objects.get_or_create(
@@ -271,6 +272,7 @@ def seed_philly(actor) -> JobQueue:
             team=team,
             strategy=QuotaShare.Strategy.LEND,
             capacity_limits={gpu.name: OTHER_SHARE_GPUS},
+            default_workload_class=history_class("vc-other"),
         ),
     )
     seed_definitions(actor=actor, queue=queue, names=["philly-training"])
@@ -286,6 +288,7 @@ def seed_demo(*, password: str | None = None) -> dict[str, User]:
             urgency_save(
                 actor=admin, data=data, reason=SEED_REASON, cause=PolicyChange.Cause.IMPORT
             )
+    seed_workload_classes(admin)
     aws = seed_aws_sample(admin, users["lead"])
     seed_philly(admin)
     seed_knowledge(actor=admin)

@@ -184,6 +184,9 @@ class Board:
         self.v2 = False
         self.stopping: dict[str, list[tuple]] = {}
         self.stopping_use: list[dict[str, int]] = [{} for _ in shares]
+        # The jobs whose protection counted a block (V4), each once, in the order of their
+        # first.
+        self.blocked: list[Job] = []
         self.invalidate()
 
     # -- what the next pass must look at ------------------------------------------------

@@ -240,6 +240,8 @@ def _count_blocks(board: Board, alike: list[Job] | None, now: int, cause: int) -
         ):
             victim.blocked_at = now
             victim.protected_blocks += 1
+            if victim.protected_blocks == 1:
+                board.blocked.append(victim)
 
 
 def _take(
@@ -349,7 +351,13 @@ def schedule_fed(snapshot: Snapshot, now: int, feeds: Mapping[str, Feed]) -> Pas
         decisions=decisions_to_values(out),
         reasons=reasons,
         reclaim_episodes=_episodes([*pending, *board.fetched]),
+        protected_blocks=_blocks(board),
     )
+
+
+def _blocks(board: Board) -> dict[str, int]:
+    """The protected blocks this pass counted (a snapshot's jobs begin with none)."""
+    return {job.id: job.protected_blocks for job in board.blocked}
 
 
 def _episodes(jobs: list[Job]) -> dict[str, int]:
@@ -404,4 +412,5 @@ def schedule(snapshot: Snapshot, now: int) -> PassResult:
         decisions=decisions_to_values(out),
         reasons=board.pending_reasons(),
         reclaim_episodes=_episodes(pending),
+        protected_blocks=_blocks(board),
     )

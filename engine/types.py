@@ -294,15 +294,21 @@ class PassResult:
     `reclaim_episodes` (spec v2, V12): the pending jobs (started in this pass or not)
     for which this pass found a reclaim episode's condition (its share's head, within
     its limit, `n > avail`, `avail + Σ over ≥ n`), with the instant; a caller that keeps
-    the first such instant of a job's RUNNABLE period has the episode's begin."""
+    the first such instant of a job's RUNNABLE period has the episode's begin.
+
+    `protected_blocks` (spec v2, V4): the running jobs whose protection kept them out of
+    a victim choice of this pass, each with its count (one: a pass is one instant); a
+    caller that runs passes at instants of its own (a periodic tick) decides how often
+    one counts."""
 
     decisions: tuple[Decision, ...]
     reasons: Mapping[str, str] = field(default_factory=FrozenMap)
     reclaim_episodes: Mapping[str, int] = field(default_factory=FrozenMap)
+    protected_blocks: Mapping[str, int] = field(default_factory=FrozenMap)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "decisions", tuple(self.decisions))
-        for name in ("reasons", "reclaim_episodes"):
+        for name in ("reasons", "reclaim_episodes", "protected_blocks"):
             if not isinstance(getattr(self, name), FrozenMap):
                 object.__setattr__(self, name, FrozenMap(getattr(self, name)))
 

@@ -416,8 +416,24 @@ HAS_CONTRACT = (
 )
 
 
+_CONTRACT_COLUMNS = tuple(
+    JOB_COLUMNS.index(name)
+    for name in ("min_runtime_reclaim", "min_runtime_preempt", "grace", "checkpoint_on_notice")
+)
+
+
+def _rows_have_contracts(rows: list[tuple]) -> bool:
+    """Whether one of these rows of `job_rows` has a contract (HAS_CONTRACT's test)."""
+    reclaim, preempt, grace, on_notice = _CONTRACT_COLUMNS
+    return any(
+        row[reclaim] or row[preempt] or row[grace] or row[on_notice] is not None for row in rows
+    )
+
+
 def _has_contracts(queue: JobQueue, running: list[RunningJob]) -> bool:
-    """Whether some live job of the queue has a contract: the pass applies v2's rules."""
+    """Whether some live job of the queue has a contract: the pass applies v2's rules.
+    A pass that has not read every waiting job asks the database (`queue_state`, which
+    has, reads it off its rows)."""
     if any(job.grace or job.min_runtime_reclaim or job.min_runtime_preempt for job in running):
         return True
     return Job.objects.filter(HAS_CONTRACT, queue=queue, state__in=Job.LIVE_STATES).exists()
@@ -461,7 +477,7 @@ def queue_state(
         shares=policy.shares,
         running=tuple(running),
         pending=tuple(_with_waits(running, pending)),
-        contracts=_has_contracts(queue, running),
+        contracts=_rows_have_contracts(rows),
     )
     return QueueState(snapshot=snapshot, now=now_seconds, live=live, next_start_seq=max_seq + 1)
 

@@ -523,6 +523,10 @@ class Job(models.Model):
     # seconds spent STOPPING after notice, and victim choices its protection blocked.
     notice_time = models.PositiveIntegerField(default=0)
     protected_blocks = models.PositiveIntegerField(default=0)
+    # The live scheduler counts a job's block once per run (its passes also run on a
+    # periodic tick, which would count the same block at every tick): the attempt of
+    # the run last counted.
+    blocked_attempt = models.PositiveIntegerField(null=True, blank=True)
     # STOPPING (spec v2, V6): the notice runs until `grace_until`; `stop_at` is when
     # its capacity is free at the latest (a modelled clock: the engine's stop instant;
     # a real process: the end of its grace plus the kill margin, unless its runner
@@ -542,8 +546,17 @@ class Job(models.Model):
     saves_on_notice = models.BooleanField(default=False)
     fails_at_stop = models.BooleanField(default=False)
     stop_cause = models.CharField(max_length=32, blank=True)
-    # A terminate during notice: the job ends FAILED terminated at its stop.
+    # A terminate during notice: the job ends FAILED terminated at its stop, its FAILED
+    # event naming who terminated it (`stop_actor`).
     terminate_at_stop = models.BooleanField(default=False)
+    stop_actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
+    )
     # A waiting starter (V8.2): instances its victims have freed already, held for it
     # until its last victim stops.
     held_instances = models.PositiveIntegerField(default=0)

@@ -64,7 +64,9 @@ logger = logging.getLogger(__name__)
 State = ExceptionRequest.State
 Kind = ExceptionRequest.Kind
 JOB_KINDS = (Kind.PRIORITY_RAISE, Kind.PREEMPTION_PROTECTION)
-LIVE_JOB_STATES = (Job.State.RUNNABLE, Job.State.RUNNING)
+# A STOPPING job is live: preempted with notice, it goes back to its queue (a raise
+# still matters to it, and its take-back too); terminated, it ends FAILED at its stop.
+LIVE_JOB_STATES = Job.LIVE_STATES
 
 
 class TransitionRefused(WrongState):
@@ -260,6 +262,8 @@ def _validate_jobs(data: RequestData, add) -> None:
             add("jobs", f"job {job.name} is not a job of team {data.team}")
         elif job.state not in LIVE_JOB_STATES:
             add("jobs", f"job {job.name} has finished ({job.get_state_display().lower()})")
+        elif data.kind == Kind.PREEMPTION_PROTECTION and job.state == Job.State.STOPPING:
+            add("jobs", f"job {job.name} is already stopping: it got notice, too late to protect")
         elif data.kind == Kind.PREEMPTION_PROTECTION and job.state != Job.State.RUNNING:
             add("jobs", f"job {job.name} is not running: only running jobs can be preempted")
 

@@ -661,7 +661,7 @@ def job_terminate(*, job_id: int, actor=None, now: dt.datetime | None = None) ->
             raise JobError({NON_FIELD: [f"the job has already ended ({job.get_state_display()})"]})
         executor = executor_for(queue)
         if job.state in Job.HOLDING_STATES and executor.capabilities.stops_with_notice:
-            _terminate_with_notice(job, executor, now=now)
+            _terminate_with_notice(job, executor, actor=actor, now=now)
             return job
         releases = []
         if job.state in Job.HOLDING_STATES:
@@ -683,8 +683,9 @@ def job_terminate(*, job_id: int, actor=None, now: dt.datetime | None = None) ->
     return job
 
 
-def _terminate_with_notice(job: Job, executor, *, now: dt.datetime) -> None:
-    """STOPPING until the process has exited, then FAILED terminated (`stop_job`)."""
+def _terminate_with_notice(job: Job, executor, *, actor, now: dt.datetime) -> None:
+    """STOPPING until the process has exited, then FAILED terminated (`stop_job`), its
+    event naming `actor`."""
     if job.state == Job.State.RUNNING:
         revision = job.definition_revision
         grace = revision.stop_grace_seconds if revision is not None else 0
@@ -695,6 +696,7 @@ def _terminate_with_notice(job: Job, executor, *, now: dt.datetime) -> None:
         job.notice_for = None
         job.stop_cause = "terminated"
     job.terminate_at_stop = True
+    job.stop_actor = _user(actor)
     job.save()
     transaction.on_commit(lambda: executor.notify([job.pk]))
 

@@ -86,6 +86,7 @@ DECIDED_FIELDS = [
     "fails_at_stop",
     "stop_cause",
     "terminate_at_stop",
+    "stop_actor",
     "notice_time",
     "held_instances",
     "reclaim_wait_since",
@@ -341,6 +342,7 @@ def end_notice(job: Job, *, at: dt.datetime, hold: bool) -> list[tuple[int, int]
     job.notice_at = job.grace_until = job.stop_at = None
     job.saves_on_notice = job.fails_at_stop = job.terminate_at_stop = False
     job.stop_cause = ""
+    job.stop_actor = None
     return [] if starter is None else [(starter, job.instances if hold else 0)]
 
 
@@ -370,6 +372,7 @@ def stop_job(
     saves = job.saves_on_notice and cause != "capacity_change"
     fails = job.fails_at_stop if fails is None else fails
     terminated = job.terminate_at_stop
+    terminated_by = job.stop_actor_id
     release = end_notice(job, at=at, hold=cause != "capacity_change")
     job.lease_token = ""
     job.lease_expires_at = None
@@ -377,7 +380,12 @@ def stop_job(
         job.progress = progress
         work.on_fail(job, now=at, speed=speed, cause="terminated")
         event = JobEvent(
-            job=job, at=at, type=JobEvent.Type.FAILED, cause="terminated", attempt=job.attempt
+            job=job,
+            at=at,
+            type=JobEvent.Type.FAILED,
+            cause="terminated",
+            actor_id=terminated_by,
+            attempt=job.attempt,
         )
         return [event], release
     lost = work.on_interrupt(job, now=at, speed=speed, progress=progress, saved=saved)
@@ -511,6 +519,7 @@ def _apply(
         JobEvent.objects.bulk_create(events, batch_size=_CHUNK)
     for starter, held in holds.items():
         Job.objects.filter(pk=starter, state=Job.State.RUNNABLE).update(held_instances=held)
+    _count_protected_blocks(result)
     begun = [job_pk(job_id) for job_id in result.reclaim_episodes]
     if begun:  # V12: the first pass of its RUNNABLE period that found it reclaiming
         Job.objects.filter(
@@ -522,6 +531,18 @@ def _apply(
         for job in jobs.values()
         if job.state == Job.State.RUNNING and job.pk in outcome.started
     ]
+
+
+def _count_protected_blocks(result: PassResult) -> None:
+    """V4's protected blocks of this pass, counted once per run of each job: the live
+    scheduler also passes on a periodic tick, and a job protected through many ticks
+    spared one preemption, not one per tick. (A replay counts one per instant at which
+    its passes ran, as the spec says; the two agree on a job blocked at one instant.)"""
+    blocked = [job_pk(job_id) for job_id in result.protected_blocks]
+    if blocked:
+        Job.objects.filter(pk__in=blocked, state__in=Job.HOLDING_STATES).exclude(
+            blocked_attempt=F("attempt")
+        ).update(protected_blocks=F("protected_blocks") + 1, blocked_attempt=F("attempt"))
 
 
 def _apply_preempt(
@@ -622,6 +643,7 @@ def _notice(job: Job, decision: Preempt, executor, now: dt.datetime, by_id) -> N
     job.fails_at_stop = decision.fails
     job.stop_cause = decision.cause
     job.terminate_at_stop = False
+    job.stop_actor = None
 
 
 def _moment(seconds: int, now: dt.datetime) -> dt.datetime:

@@ -150,6 +150,25 @@ def test_protected_until_and_min_runtime_combine():
     assert (victim(snapshot, 450), victim(snapshot, 500)) == ("b1", "b2")
 
 
+def test_a_pass_reports_the_jobs_whose_protection_blocked_a_victim_choice():
+    """V4 through the live entry point: b2, the job the rule would take, is protected,
+    so b1 is taken instead and b2 counts one block; once unprotected, no block."""
+    protected = borrowing({"min_runtime_reclaim": 300})
+    snapshot = Snapshot(
+        QueueSpec({G: 2}), SHARES, running=protected, pending=(pending("l1", "lender"),)
+    )
+    assert schedule(snapshot, 100).protected_blocks == {"b2": 1}
+    assert schedule(snapshot, 300).protected_blocks == {}
+    # Every job protected: nothing is taken, and the job the rule would take counts.
+    both = (
+        running("b1", "borrower", min_runtime_reclaim=300),
+        running("b2", "borrower", seq=1, min_runtime_reclaim=300),
+    )
+    blocked = schedule(replace(snapshot, running=both), 100)
+    assert blocked.decisions == ()
+    assert blocked.protected_blocks == {"b2": 1}
+
+
 # -- V13 ------------------------------------------------------------------------------
 
 EXAMPLE_3_SHARES = (

@@ -21,4 +21,4 @@ def test_seed_exceptions_is_idempotent(scene, admin):
 
 def test_the_seed_knowledge_command(admin, capsys):
     call_command("seed_knowledge", owner=admin.username)
-    assert "12 knowledge articles are published." in capsys.readouterr().out
+    assert "13 knowledge articles are published." in capsys.readouterr().out

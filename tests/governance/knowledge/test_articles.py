@@ -146,14 +146,15 @@ def test_a_decided_request_adds_a_decision_record(db, aws_queue, team_lead, exce
 
 def test_seed_knowledge_publishes_the_glossary_and_a_dozen_articles(admin, aws_queue):
     articles = seed_knowledge(actor=admin)
-    assert len(articles) == 12
+    assert len(articles) == 13
+    assert "workload-classes-philly" in {a.slug for a in articles}
     glossary = KnowledgeArticle.objects.get(slug="glossary")
     for term, explanation in GLOSSARY.items():
         assert term in glossary.body_text and explanation in glossary.body_text
     qs3 = aws_queue.shares.get(name="qs3")
     assert "interruption-contract-qs3" in {a.slug for a in qs3.articles.all()}
     assert seed_knowledge(actor=admin) == articles  # idempotent
-    assert KnowledgeArticle.objects.count() == 12
+    assert KnowledgeArticle.objects.count() == 13
 
 
 def test_the_search_page_ranks_and_highlights(admin, aws_queue, leadership):

@@ -93,3 +93,38 @@ def test_terminating_a_stopping_simulated_job_ends_it_at_once(queue, noticed, cl
     assert not JobEvent.objects.filter(job=borrower, type="STOPPED").exists()
     scheduling_pass(queue_id=queue.pk, now=clock(150))
     assert fresh(owner).state == "RUNNING"
+
+
+def test_a_protected_borrower_counts_one_block_per_run_however_many_passes(queue, submit, clock):
+    """V4 live: qs1's two jobs, protected from reclaim for 300 s, keep qs2's owner
+    waiting through passes at 100, 101, 102 (a tick each second): one preemption
+    avoided, not three. At 300 the protection ends and the reclaim happens."""
+    jobs = [submit("qs1", "own", priority=5), submit("qs1", "borrower", priority=1)]
+    Job.objects.filter(pk__in=[job.pk for job in jobs]).update(min_runtime_reclaim=300)
+    scheduling_pass(queue_id=queue.pk, now=clock(0))
+    owner = submit("qs2", "owner", at=100)
+    for second in (100, 101, 102):
+        scheduling_pass(queue_id=queue.pk, now=clock(second))
+    assert fresh(owner).state == "RUNNABLE"
+    assert [fresh(job).protected_blocks for job in jobs] == [0, 1]
+    scheduling_pass(queue_id=queue.pk, now=clock(300))
+    assert (fresh(owner).state, fresh(jobs[1]).state) == ("RUNNING", "RUNNABLE")
+    assert [fresh(job).protected_blocks for job in jobs] == [0, 1]
+
+
+def test_a_terminate_during_notice_names_who_terminated_at_the_stop(
+    queue, submit, clock, admin, settings
+):
+    """A process queue's victim is STOPPING until its exit: the FAILED event that ends
+    it names the person who terminated it, as a terminate of a running job does."""
+    from scheduler.services.passes import stop_job
+
+    borrower = submit("qs1", "borrower", priority=1)
+    scheduling_pass(queue_id=queue.pk, now=clock(0))
+    job = fresh(borrower)
+    job.state, job.notice_at, job.stop_at = "STOPPING", clock(10), clock(20)
+    job.terminate_at_stop, job.stop_actor = True, admin
+    job.save()
+    events, _ = stop_job(fresh(job), at=clock(15), speed=1, progress=15, saved=0)
+    (failed,) = events
+    assert (failed.type, failed.cause, failed.actor_id) == ("FAILED", "terminated", admin.pk)
