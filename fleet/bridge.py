@@ -370,6 +370,9 @@ def _add_rows(
                     protected_until=_int_seconds(protected_until),
                     preemptions=preemptions,
                     preemption_retries=retries,
+                    # A job this pass (or a forecast's later one) preempts goes back to
+                    # its share's queue in its place by submission, not by its start.
+                    submitted_at=_int_seconds(submitted_at),
                     min_runtime_reclaim=min_runtime_reclaim,
                     min_runtime_preempt=min_runtime_preempt,
                     grace=max(grace, notice_floor),

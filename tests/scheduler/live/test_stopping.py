@@ -128,3 +128,20 @@ def test_a_terminate_during_notice_names_who_terminated_at_the_stop(
     events, _ = stop_job(fresh(job), at=clock(15), speed=1, progress=15, saved=0)
     (failed,) = events
     assert (failed.type, failed.cause, failed.actor_id) == ("FAILED", "terminated", admin.pk)
+
+
+def test_a_reclaimed_job_rejoins_its_queue_by_submission_not_by_start(queue, submit, clock):
+    """The pass's running jobs carry their submission time: qs1's borrower (submitted at
+    0, started at 0) is reclaimed at 100 and waits ahead of qs1's `later` (submitted at
+    50, same priority), so it is the one that starts when capacity frees."""
+    from fleet.bridge import engine_id, queue_state
+
+    submit("qs1", "own", priority=1)
+    borrower = submit("qs1", "borrower", priority=1)
+    submit("qs3", "third", priority=1)
+    scheduling_pass(queue_id=queue.pk, now=clock(0))
+    later = submit("qs1", "later", priority=1, at=50)
+    state = queue_state(queue, now=clock(60))
+    (running,) = [job for job in state.snapshot.running if job.id == engine_id(borrower.pk)]
+    assert running.submitted_at == int(clock(0).timestamp())
+    assert fresh(later).state == "RUNNABLE"
