@@ -17,6 +17,7 @@ from core.api.permissions import WhatIfAccess
 from fleet.models import JobQueue, QuotaShare
 from governance.models import ExceptionRequest, WhatIfComparison
 from governance.policy.services import BORROW_LIMIT_MAX
+from governance.policy.workload_classes import MAX_CONTRACT_SECONDS
 from governance.whatif import selectors, services
 from governance.whatif.forms import workload_start_problem
 
@@ -63,7 +64,8 @@ class ContractInput(serializers.Serializer):
     one share or of one workload class (services.PRECEDENCE when both apply). The
     service checks the values (whole seconds, at most MAX_CONTRACT_SECONDS) and the
     names, keyed `contracts.<run>.<share>.<field>` or
-    `class_contracts.<run>.<class>.<field>`."""
+    `class_contracts.<run>.<class>.<field>`; the bounds are repeated here for the
+    schema."""
 
     run = serializers.ChoiceField(choices=services.CONTRACT_RUNS)
     share = serializers.CharField(
@@ -75,10 +77,16 @@ class ContractInput(serializers.Serializer):
         help_text="A workload class: the jobs that carry it (a recorded job's copied "
         "class, a trace job's share's default class).",
     )
-    min_runtime_reclaim = serializers.IntegerField(required=False)
-    min_runtime_preempt = serializers.IntegerField(required=False)
-    grace = serializers.IntegerField(required=False)
-    checkpoint_on_notice = serializers.IntegerField(required=False, allow_null=True)
+    min_runtime_reclaim = serializers.IntegerField(
+        required=False, min_value=0, max_value=MAX_CONTRACT_SECONDS
+    )
+    min_runtime_preempt = serializers.IntegerField(
+        required=False, min_value=0, max_value=MAX_CONTRACT_SECONDS
+    )
+    grace = serializers.IntegerField(required=False, min_value=0, max_value=MAX_CONTRACT_SECONDS)
+    checkpoint_on_notice = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=MAX_CONTRACT_SECONDS
+    )
 
     def validate(self, data):
         if ("share" in data) == ("workload_class" in data):

@@ -23,13 +23,7 @@ from config.celery import task
 from core import rules
 from core.errors import InvalidInput, WrongState
 from engine import ScenarioError
-from fleet.models import (
-    BORROWING_STRATEGIES,
-    InstanceType,
-    JobQueue,
-    QuotaShare,
-    Team,
-)
+from fleet.models import BORROWING_STRATEGIES, InstanceType, JobQueue, QuotaShare, Team
 from fleet.selectors import queue_document, share_document
 from governance.models import (
     ExceptionRequest,
