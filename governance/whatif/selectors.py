@@ -199,17 +199,14 @@ def _class_rows(old: dict, new: dict) -> list[dict]:
         return []
     rows = []
     for name in sorted(set(old["by_class"]) | set(new["by_class"])):
-        before, after = old["by_class"].get(name), new["by_class"].get(name)
-        if not name and not (before or after):
-            continue
-        row = {"label": name or "no class", "jobs": (before or after)["jobs"]}
+        before, after = old["by_class"].get(name, {}), new["by_class"].get(name, {})
+        row = {"label": name or "no class", "jobs": before.get("jobs", after.get("jobs"))}
         for key, kind in (
             ("lost_gpu_seconds", "gpu"),
             ("preemptions", "count"),
             ("protected_blocks", "count"),
         ):
-            a, b = (before or {}).get(key, 0), (after or {}).get(key, 0)
-            row[key] = (FORMAT[kind](a), FORMAT[kind](b))
+            row[key] = (FORMAT[kind](before.get(key, 0)), FORMAT[kind](after.get(key, 0)))
         rows.append(row)
     # Only "no class": the workload has no classes and the table would repeat the totals.
     return rows if any(row["label"] != "no class" for row in rows) else []
