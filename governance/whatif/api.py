@@ -17,6 +17,7 @@ from core.api.permissions import WhatIfAccess
 from fleet.models import JobQueue, QuotaShare
 from governance.models import ExceptionRequest, WhatIfComparison
 from governance.policy.services import BORROW_LIMIT_MAX
+from governance.policy.workload_classes import MAX_CONTRACT_SECONDS
 from governance.whatif import selectors, services
 from governance.whatif.forms import workload_start_problem
 
@@ -59,16 +60,40 @@ class WorkloadInput(serializers.Serializer):
 
 
 class ContractInput(serializers.Serializer):
-    """One share's interruption contract (spec v2) in one run of the comparison."""
+    """One interruption contract (spec v2) in one run of the comparison, for the jobs of
+    one share or of one workload class (services.PRECEDENCE when both apply). The
+    service checks the values (whole seconds, at most MAX_CONTRACT_SECONDS) and the
+    names, keyed `contracts.<run>.<share>.<field>` or
+    `class_contracts.<run>.<class>.<field>`; the bounds are repeated here for the
+    schema."""
 
     run = serializers.ChoiceField(choices=services.CONTRACT_RUNS)
-    share = serializers.CharField(max_length=100, help_text="The share (its current name).")
-    min_runtime_reclaim = serializers.IntegerField(required=False, min_value=0, max_value=10**9)
-    min_runtime_preempt = serializers.IntegerField(required=False, min_value=0, max_value=10**9)
-    grace = serializers.IntegerField(required=False, min_value=0, max_value=10**9)
-    checkpoint_on_notice = serializers.IntegerField(
-        required=False, allow_null=True, min_value=1, max_value=10**9
+    share = serializers.CharField(
+        max_length=100, required=False, help_text="The share (its current name)."
     )
+    workload_class = serializers.CharField(
+        max_length=100,
+        required=False,
+        help_text="A workload class: the jobs that carry it (a recorded job's copied "
+        "class, a trace job's share's default class).",
+    )
+    min_runtime_reclaim = serializers.IntegerField(
+        required=False, min_value=0, max_value=MAX_CONTRACT_SECONDS
+    )
+    min_runtime_preempt = serializers.IntegerField(
+        required=False, min_value=0, max_value=MAX_CONTRACT_SECONDS
+    )
+    grace = serializers.IntegerField(required=False, min_value=0, max_value=MAX_CONTRACT_SECONDS)
+    checkpoint_on_notice = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=MAX_CONTRACT_SECONDS
+    )
+
+    def validate(self, data):
+        if ("share" in data) == ("workload_class" in data):
+            raise serializers.ValidationError(
+                {"share": ["name a share or a workload_class (one of the two)"]}
+            )
+        return data
 
 
 class CreateInput(serializers.Serializer):
@@ -80,8 +105,9 @@ class CreateInput(serializers.Serializer):
         many=True,
         required=False,
         default=list,
-        help_text="Replay these shares' jobs under these contracts (e.g. grace 0 in "
-        "`current`, 120 in `draft`); the results gain `interruptions` per run.",
+        help_text="Replay these shares' or classes' jobs under these contracts (e.g. "
+        "grace 0 in `current`, 120 in `draft`); the results gain `interruptions` per "
+        "run. " + services.PRECEDENCE,
     )
     run = serializers.BooleanField(required=False, default=True)
     exception_request = BoundedPrimaryKeyRelatedField(
@@ -118,13 +144,17 @@ class WhatIfCreateApi(ApiView):
                     upload=workload.get("csv", "").encode() or None,
                 )
             if data["contracts"]:
-                contracts: dict[str, dict] = {}
+                overrides: dict[str, dict[str, dict]] = {"share": {}, "workload_class": {}}
                 for item in data["contracts"]:
-                    fields = {k: v for k, v in item.items() if k not in ("run", "share")}
-                    contracts.setdefault(item["run"], {})[item["share"]] = fields
+                    target = "share" if "share" in item else "workload_class"
+                    fields = {k: v for k, v in item.items() if k not in ("run", target)}
+                    overrides[target].setdefault(item["run"], {})[item[target]] = fields
                 comparison.refresh_from_db()
                 services.comparison_set_contracts(
-                    actor=request.user, comparison=comparison, contracts=contracts
+                    actor=request.user,
+                    comparison=comparison,
+                    contracts=overrides["share"],
+                    class_contracts=overrides["workload_class"],
                 )
             if data["run"]:
                 # The services stored the edits and the workload on their own copies:

@@ -43,13 +43,32 @@ def scenario_for(policy: Mapping, jobs: Sequence[Mapping], *, names: Sequence[st
     return {"name": name, "queue": dict(policy["queue"]), "shares": shares, "jobs": list(jobs)}
 
 
-def with_contracts(jobs: Sequence[Mapping], contracts: Mapping[str, Mapping]) -> list[dict]:
-    """The jobs with the contract of their share applied (`contracts`: share name ->
-    the fields of CONTRACT_FIELDS it sets, over the job's own); every job carries all
-    four fields, so the replay is a v2 document (its reclaim episodes are counted) even
-    where all are 0.
-    A workload class maps onto this: its shares' jobs get the class's contract."""
-    return [{**CONTRACT_FIELDS, **job, **contracts.get(job["share"], {})} for job in jobs]
+def with_contracts(
+    jobs: Sequence[Mapping],
+    contracts: Mapping[str, Mapping],
+    *,
+    class_contracts: Mapping[str, Mapping] | None = None,
+    job_classes: Mapping[str, str] | None = None,
+) -> list[dict]:
+    """The jobs with the overrides of their class and of their share applied, field by
+    field, over the job's own contract: first the class's (`class_contracts`: class
+    name -> the fields of CONTRACT_FIELDS it sets; a job's class is `job_classes[id]`),
+    then the share's (`contracts`: share name -> fields). So where both name a field,
+    the share's value wins: the share is the last word for its jobs, and "class batch:
+    grace 120 s, but share qs2: grace 0" says what it reads. Every job carries all four
+    fields, so the replay is a v2 document (its reclaim episodes are counted) even where
+    all are 0."""
+    class_contracts = class_contracts or {}
+    job_classes = job_classes or {}
+    return [
+        {
+            **CONTRACT_FIELDS,
+            **job,
+            **class_contracts.get(job_classes.get(job["id"], ""), {}),
+            **contracts.get(job["share"], {}),
+        }
+        for job in jobs
+    ]
 
 
 def share_labels(policy: Mapping) -> dict[str, str]:
@@ -74,20 +93,27 @@ def compare_policies(
     gpus_per_instance: Mapping[str, int],
     progress: Progress | None = None,
     contracts: Mapping[str, Mapping[str, Mapping]] | None = None,
+    class_contracts: Mapping[str, Mapping[str, Mapping]] | None = None,
+    job_classes: Mapping[str, str] | None = None,
 ) -> dict:
     """The stored results of a comparison: metrics of both replays and the sentences.
     `progress(fraction, label)` may raise to stop the work (the task's cancellation).
 
     `contracts` ({"current": {share: contract}, "draft": {share: contract}}) replays the
-    jobs of those shares under those interruption contracts (compare.with_contracts),
-    and the results gain each run's `interruptions` (metrics.interruption_metrics):
-    lost GPU-hours against lender wait and time to reclaim."""
+    jobs of those shares under those interruption contracts, `class_contracts` (the
+    same by workload class name) the jobs of those classes (`job_classes`: job id ->
+    class), the share's fields over the class's (compare.with_contracts); either gives
+    each run's `interruptions` (metrics.interruption_metrics): lost GPU-hours against
+    lender wait and time to reclaim."""
     started = time.monotonic()
     names = [share["name"] for share in current["shares"]]
     policies = {"current": current, "draft": with_names(draft, names)}
     report = progress or (lambda fraction, label: None)
     results = {}
     interruptions: dict[str, dict] = {}
+    overrides = contracts is not None or class_contracts is not None
+    contracts = contracts or {}
+    class_contracts = class_contracts or {}
     for phase, (key, label) in enumerate(PHASES):
         total_jobs = len(jobs)
         report(phase / 2, f"Simulating the {label}: 0 of {total_jobs:,} jobs submitted")
@@ -96,17 +122,27 @@ def compare_policies(
             fraction = (phase + (submitted / total if total else 1)) / 2
             report(fraction, f"Simulating the {label}: {submitted:,} of {total:,} jobs submitted")
 
-        replayed = jobs if contracts is None else with_contracts(jobs, contracts.get(key, {}))
+        replayed = (
+            with_contracts(
+                jobs,
+                contracts.get(key, {}),
+                class_contracts=class_contracts.get(key, {}),
+                job_classes=job_classes,
+            )
+            if overrides
+            else jobs
+        )
         scenario = scenario_for(policies[key], replayed, names=names, name=f"what-if {key}")
         simulated = simulate(scenario, progress=engine_progress)
         results[key] = result_to_json(simulated)
-        if contracts is not None:
+        if overrides:
             interruptions[key] = interruption_metrics(
                 result=results[key],
                 episodes=simulated.reclaim_episodes,
                 jobs=replayed,
                 policy=policies[key],
                 gpus_per_instance=gpus_per_instance,
+                job_classes=job_classes or {},
             )
     report(1.0, "Measuring both replays")
     horizon = max(results["current"]["makespan"], results["draft"]["makespan"], 1)
@@ -126,7 +162,10 @@ def compare_policies(
     return {
         **measured,
         "contracts": {key: dict(contracts.get(key, {})) for key, _ in PHASES}
-        if contracts is not None
+        if overrides
+        else None,
+        "class_contracts": {key: dict(class_contracts.get(key, {})) for key, _ in PHASES}
+        if overrides
         else None,
         "labels": labels,
         "sentences": differences(

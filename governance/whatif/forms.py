@@ -14,6 +14,7 @@ from core.bounds import MAX_TEXT
 from fleet.models import JobQueue, QuotaShare, Team
 from governance.models import ExceptionRequest, KnowledgeArticle, WhatIfComparison
 from governance.policy.forms import BoundedModelMultipleChoiceField, ShareForm
+from governance.policy.workload_classes import MAX_CONTRACT_SECONDS
 from governance.whatif import workloads
 
 
@@ -171,40 +172,82 @@ class ApplyForm(forms.Form):
     )
 
 
-class ContractForm(forms.Form):
-    """One share's interruption contract for one run of the comparison (spec v2, V1);
-    a blank field is no override."""
+CONTRACT_FIELD_NAMES = (
+    "min_runtime_reclaim",
+    "min_runtime_preempt",
+    "grace",
+    "checkpoint_on_notice",
+)
+
+
+class _ContractFields(forms.Form):
+    """One interruption contract for one run of the comparison (spec v2, V1); a blank
+    field is no override. The bounds are the service's (contracts_clean), shown early."""
 
     run = forms.ChoiceField(
         choices=[("current", "Current policy"), ("draft", "Draft policy")], label="Run"
     )
-    share = forms.ChoiceField(label="Share (its jobs get the contract)")
     min_runtime_reclaim = forms.IntegerField(
-        required=False, min_value=0, label="Minimum runtime before reclaim (seconds)"
+        required=False,
+        min_value=0,
+        max_value=MAX_CONTRACT_SECONDS,
+        label="Minimum runtime before reclaim (seconds)",
     )
     min_runtime_preempt = forms.IntegerField(
-        required=False, min_value=0, label="Minimum runtime before in-share preemption (seconds)"
+        required=False,
+        min_value=0,
+        max_value=MAX_CONTRACT_SECONDS,
+        label="Minimum runtime before in-share preemption (seconds)",
     )
-    grace = forms.IntegerField(required=False, min_value=0, label="Grace: notice (seconds)")
+    grace = forms.IntegerField(
+        required=False, min_value=0, max_value=MAX_CONTRACT_SECONDS, label="Grace: notice (seconds)"
+    )
     checkpoint_on_notice = forms.IntegerField(
         required=False,
         min_value=1,
+        max_value=MAX_CONTRACT_SECONDS,
         label="Checkpoint on notice: seconds to save and exit (blank: it does not)",
     )
+
+    def contract(self) -> dict:
+        return {
+            name: self.cleaned_data[name]
+            for name in CONTRACT_FIELD_NAMES
+            if self.cleaned_data.get(name) is not None
+        }
+
+
+class ContractForm(_ContractFields):
+    """One share's contract: the replayed jobs of the share get it."""
+
+    share = forms.ChoiceField(label="Share (its jobs get the contract)")
+    field_order = ["run", "share"]
 
     def __init__(self, *args, comparison: WhatIfComparison, **kwargs):
         super().__init__(*args, **kwargs)
         names = [share["name"] for share in comparison.current_policy["shares"]]
         self.fields["share"].choices = [(name, name) for name in names]
 
-    def contract(self) -> dict:
-        return {
-            name: self.cleaned_data[name]
-            for name in (
-                "min_runtime_reclaim",
-                "min_runtime_preempt",
-                "grace",
-                "checkpoint_on_notice",
-            )
-            if self.cleaned_data.get(name) is not None
-        }
+
+class ClassContractForm(_ContractFields):
+    """One workload class's contract: the replayed jobs of the class get it (a recorded
+    job's class is the one it copied at submission, a trace job's its share's default)."""
+
+    workload_class = forms.ChoiceField(
+        label="Workload class (its jobs get the contract)",
+        error_messages={
+            "invalid_choice": "no workload class named '%(value)s': choose one of the list"
+        },
+    )
+    field_order = ["run", "workload_class"]
+
+    def __init__(self, *args, classes: list[tuple[str, int]], **kwargs):
+        """`classes`: (name, jobs of the workload in it) of every class the service
+        accepts (selectors.workload_class_names)."""
+        # The page shows the share form beside it, with the same field names: other ids.
+        kwargs.setdefault("auto_id", "id_class_%s")
+        super().__init__(*args, **kwargs)
+        self.fields["workload_class"].choices = [
+            (name, f"{name} ({jobs:,} job{'s' if jobs != 1 else ''} in this workload)")
+            for name, jobs in classes
+        ]

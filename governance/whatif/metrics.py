@@ -169,6 +169,21 @@ def run_metrics(
 
 
 STOP_KINDS = ("immediate", "stopped_without_checkpoint", "checkpointed_on_notice")
+NO_CLASS = ""
+
+
+def stop_kind(job: Mapping) -> str:
+    """How every stop of this replayed job goes under its contract (spec v2, V6):
+    at once with grace 0; with grace, saving on notice when its checkpoint_on_notice
+    fits in the grace, else at the end of the grace, rolled back to its last periodic
+    checkpoint. A replay has no actions (no terminations, no capacity cuts) and a job's
+    contract is fixed for the replay, so all of a job's stops are of this one kind and
+    its `lost_work` is what they lost."""
+    grace = job.get("grace") or 0
+    if not grace:
+        return STOP_KINDS[0]
+    notice = job.get("checkpoint_on_notice")
+    return STOP_KINDS[2] if notice is not None and notice <= grace else STOP_KINDS[1]
 
 
 def reclaim_stats(waits: Sequence[int]) -> dict:
@@ -191,12 +206,17 @@ def interruption_metrics(
     jobs: Sequence[Mapping],
     policy: Mapping,
     gpus_per_instance: Mapping[str, int],
+    job_classes: Mapping[str, str] | None = None,
 ) -> dict:
-    """Time to reclaim, lender wait, lost work and stops of one replay (spec v2).
+    """Time to reclaim, lender wait, lost work (in all, and by how the jobs stopped) and
+    stops of one replay (spec v2), and by workload class the lost work, stops and
+    preemptions avoided of the jobs of each class.
 
     `episodes` are the engine's reclaim episodes (job, begin, start)
     (SimulationResult.reclaim_episodes); `result` its JSON document; `jobs` the
-    replayed jobs with the contracts they ran under."""
+    replayed jobs with the contracts they ran under; `job_classes` job id -> class
+    (jobs without one count under NO_CLASS)."""
+    job_classes = job_classes or {}
     spec = {job["id"]: job for job in jobs}
     gpu_of = {
         job["id"]: gpus_per_instance.get(job["instance_type"], 1) * job["instances"] for job in jobs
@@ -221,6 +241,19 @@ def interruption_metrics(
             saves = notice is not None and notice <= (job.get("grace") or 0)
             stops["checkpointed_on_notice" if saves else "stopped_without_checkpoint"] += 1
     outcomes = result["jobs"].values()
+    lost_by_stop = dict.fromkeys(STOP_KINDS, 0)
+    by_class: dict[str, dict] = {}
+    for job_id, outcome in result["jobs"].items():
+        lost = outcome["lost_work"] * gpu_of[job_id]
+        lost_by_stop[stop_kind(spec[job_id])] += lost
+        figures = by_class.setdefault(
+            job_classes.get(job_id, NO_CLASS),
+            {"jobs": 0, "lost_gpu_seconds": 0, "preemptions": 0, "protected_blocks": 0},
+        )
+        figures["jobs"] += 1
+        figures["lost_gpu_seconds"] += lost
+        figures["preemptions"] += outcome["preemptions"]
+        figures["protected_blocks"] += outcome.get("protected_blocks", 0)
     return {
         "time_to_reclaim": reclaim_stats(waits[OVERALL]),
         "time_to_reclaim_by_share": {name: reclaim_stats(waits[name]) for name in shares},
@@ -229,7 +262,9 @@ def interruption_metrics(
         "lost_gpu_seconds": sum(
             o["lost_work"] * gpu_of[job_id] for job_id, o in result["jobs"].items()
         ),
+        "lost_gpu_seconds_by_stop": lost_by_stop,
         "stops": stops,
+        "by_class": dict(sorted(by_class.items())),
         "notice_gpu_seconds": sum(
             o.get("notice_time", 0) * gpu_of[job_id] for job_id, o in result["jobs"].items()
         ),

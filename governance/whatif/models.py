@@ -63,6 +63,14 @@ class WhatIfComparison(models.Model):
     # {"current": {share name: {field: value}}, "draft": {...}}; {} replays the jobs as
     # recorded. A workload class maps onto its shares' contracts.
     contracts = models.JSONField(default=dict, blank=True)
+    # The same per workload class: {"current": {class name: {field: value}}, ...}. A job
+    # of a class and of a share with overrides gets the class's fields, then the share's
+    # over them (compare.with_contracts).
+    class_contracts = models.JSONField(default=dict, blank=True)
+    # The workload class of each replayed job that has one, {job id: class name}, taken
+    # when the workload was chosen: a recorded job's copied class, a trace job's share's
+    # default class (workloads.py).
+    workload_classes = models.JSONField(default=dict, blank=True)
 
     status = models.CharField(max_length=16, choices=Status, default=Status.DRAFT, db_index=True)
     progress = models.PositiveSmallIntegerField(default=0, help_text="Percent done.")

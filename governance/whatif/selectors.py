@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from django.db.models import QuerySet
 
 from core.formatting import duration, gpu_hours, percent
 from fleet.bridge import BORROW_UNLIMITED
+from fleet.models import WorkloadClass
 from governance.models import WhatIfComparison
 from governance.whatif import figures
 
@@ -23,7 +25,7 @@ POLICY_FIELDS = (
 
 def comparison_list() -> QuerySet[WhatIfComparison]:
     return WhatIfComparison.objects.select_related("queue", "author").defer(
-        "current_policy", "draft_policy", "workload_jobs", "results"
+        "current_policy", "draft_policy", "workload_jobs", "workload_classes", "results"
     )
 
 
@@ -58,6 +60,20 @@ def draft_rows(comparison: WhatIfComparison) -> list[DraftShareRow]:
             fields.append((label, before, after, before != after))
         rows.append(DraftShareRow(index, old["name"], new["name"], old != new, fields))
     return rows
+
+
+def workload_class_names(comparison: WhatIfComparison) -> list[str]:
+    """The classes a contract override may name: those defined now, and those the
+    workload's jobs carry (a recorded job keeps the name of a class renamed or deleted
+    since), in name order."""
+    defined = set(WorkloadClass.objects.values_list("name", flat=True))
+    return sorted(defined | set((comparison.workload_classes or {}).values()))
+
+
+def workload_class_counts(comparison: WhatIfComparison) -> list[tuple[str, int]]:
+    """(class, jobs of the workload in it) of every class an override may name."""
+    counts = Counter((comparison.workload_classes or {}).values())
+    return [(name, counts[name]) for name in workload_class_names(comparison)]
 
 
 # -- results -----------------------------------------------------------------------------
@@ -132,25 +148,31 @@ CONTRACT_LABELS = {
 }
 
 
-def contract_text(contracts: dict) -> str:
-    """One run's contracts for people: "borrower: grace 2m 00s, checkpoint on notice 30s"."""
-    if not contracts:
+def contract_text(contracts: dict, class_contracts: dict | None = None) -> str:
+    """One run's contracts for people, the classes' first (the shares' apply over
+    them): "class batch: grace 2m 00s; borrower: grace 2m 00s, checkpoint on notice 30s"."""
+    if not contracts and not class_contracts:
         return "as recorded (no contract)"
     parts = []
-    for share, fields in sorted(contracts.items()):
-        spoken = ", ".join(
-            f"{CONTRACT_LABELS[name]} {duration(value)}" for name, value in fields.items()
-        )
-        parts.append(f"{share}: {spoken or 'none'}")
+    for prefix, overrides in (("class ", class_contracts or {}), ("", contracts)):
+        for name, fields in sorted(overrides.items()):
+            spoken = ", ".join(
+                f"{CONTRACT_LABELS[field]} {duration(value)}" for field, value in fields.items()
+            )
+            parts.append(f"{prefix}{name}: {spoken or 'none'}")
     return "; ".join(parts)
+
+
+RUN_LABELS = (("current", "Current policy"), ("draft", "Draft policy"))
 
 
 def contract_rows(comparison: WhatIfComparison) -> list[tuple[str, str]]:
     """(run label, its contracts in words) of the comparison's contract overrides."""
     contracts = comparison.contracts or {}
+    class_contracts = comparison.class_contracts or {}
     return [
-        (label, contract_text(contracts.get(run, {})))
-        for run, label in (("current", "Current policy"), ("draft", "Draft policy"))
+        (label, contract_text(contracts.get(run, {}), class_contracts.get(run, {})))
+        for run, label in RUN_LABELS
     ]
 
 
@@ -161,6 +183,33 @@ def _ttr(stats: dict) -> str:
         f"p50 {duration(stats['p50'])}, p90 {duration(stats['p90'])}, "
         f"longest {duration(stats['max'])} (n = {stats['n']})"
     )
+
+
+STOP_LABELS = (
+    ("immediate", "Stopped at once (no notice)"),
+    ("stopped_without_checkpoint", "Stopped at the end of notice without checkpoint"),
+    ("checkpointed_on_notice", "Checkpointed on notice"),
+)
+
+
+def _class_rows(old: dict, new: dict) -> list[dict]:
+    """By workload class of the replayed jobs: lost GPU-hours, preemptions and
+    preemptions avoided, current against draft (metrics.interruption_metrics)."""
+    if "by_class" not in old:
+        return []
+    rows = []
+    for name in sorted(set(old["by_class"]) | set(new["by_class"])):
+        before, after = old["by_class"].get(name, {}), new["by_class"].get(name, {})
+        row = {"label": name or "no class", "jobs": before.get("jobs", after.get("jobs"))}
+        for key, kind in (
+            ("lost_gpu_seconds", "gpu"),
+            ("preemptions", "count"),
+            ("protected_blocks", "count"),
+        ):
+            row[key] = (FORMAT[kind](before.get(key, 0)), FORMAT[kind](after.get(key, 0)))
+        rows.append(row)
+    # Only "no class": the workload has no classes and the table would repeat the totals.
+    return rows if any(row["label"] != "no class" for row in rows) else []
 
 
 def _interruption_rows(current: dict, draft: dict) -> list[MetricRow]:
@@ -187,14 +236,23 @@ def _interruption_rows(current: dict, draft: dict) -> list[MetricRow]:
             "Time to reclaim", _ttr(old), _ttr(new), _change(old["p90"], new["p90"], "duration")
         ),
     )
-    for kind, label in (
-        ("immediate", "Stops at once (no notice)"),
-        ("stopped_without_checkpoint", "Stops at the end of notice, no checkpoint"),
-        ("checkpointed_on_notice", "Stops checkpointed on notice"),
-    ):
+    if "lost_gpu_seconds_by_stop" in current:  # results stored before the split have none
+        for offset, (kind, label) in enumerate(STOP_LABELS):
+            before = current["lost_gpu_seconds_by_stop"][kind]
+            after = draft["lost_gpu_seconds_by_stop"][kind]
+            result.insert(
+                1 + offset,
+                MetricRow(
+                    f"Lost GPU-hours: {label.lower()}",
+                    FORMAT["gpu"](before),
+                    FORMAT["gpu"](after),
+                    _change(before, after, "gpu"),
+                ),
+            )
+    for kind, label in STOP_LABELS:
         result.append(
             MetricRow(
-                label,
+                f"Stops: {label.lower()}",
                 FORMAT["count"](current["stops"][kind]),
                 FORMAT["count"](draft["stops"][kind]),
                 _change(current["stops"][kind], draft["stops"][kind], "count"),
@@ -208,10 +266,15 @@ def _contracts_view(results: dict, labels: dict) -> dict | None:
     if "interruptions" not in current:
         return None
     old, new = current["interruptions"], draft["interruptions"]
+    contracts = results.get("contracts") or {}
+    class_contracts = results.get("class_contracts") or {}
     return {
-        "current_text": contract_text((results.get("contracts") or {}).get("current", {})),
-        "draft_text": contract_text((results.get("contracts") or {}).get("draft", {})),
+        "current_text": contract_text(
+            contracts.get("current", {}), class_contracts.get("current", {})
+        ),
+        "draft_text": contract_text(contracts.get("draft", {}), class_contracts.get("draft", {})),
         "rows": _interruption_rows(old, new),
+        "classes": _class_rows(old, new),
         "shares": [
             {
                 "label": labels.get(name, name),
@@ -306,6 +369,7 @@ def comparison_document(comparison: WhatIfComparison) -> dict:
             "jobs": len(comparison.workload_jobs),
         },
         "contracts": comparison.contracts,
+        "class_contracts": comparison.class_contracts,
         "results": comparison.results,
         "created_at": comparison.created_at.isoformat(),
         "finished_at": comparison.finished_at.isoformat() if comparison.finished_at else None,

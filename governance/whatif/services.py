@@ -42,7 +42,8 @@ from governance.policy.services import (
     share_update,
     share_validate_in_policy,
 )
-from governance.whatif import workloads
+from governance.policy.workload_classes import MAX_CONTRACT_SECONDS
+from governance.whatif import selectors, workloads
 from governance.whatif.compare import CONTRACT_FIELDS, compare_policies
 
 Status = WhatIfComparison.Status
@@ -118,6 +119,7 @@ def comparison_create(
         workload_params=workload.params,
         workload_description=workload.description,
         workload_jobs=workload.jobs,
+        workload_classes=workload.classes,
     )
     if exception_request is not None:
         comparison.exception_requests.add(exception_request)
@@ -338,12 +340,18 @@ def comparison_set_workload(
             start=start or workloads.PHILLY_DEFAULT_START,
             days=days,
             scale=scale,
+            share_classes=share_default_classes(comparison),
         )
     elif kind == Kind.UPLOAD:
         if not upload:
             raise workloads.WorkloadError(["choose a CSV file to upload"])
         workload = workloads.upload_workload(
-            raw=upload, filename=filename, policy=policy, gpus_per_instance=gpus, scale=scale
+            raw=upload,
+            filename=filename,
+            policy=policy,
+            gpus_per_instance=gpus,
+            scale=scale,
+            share_classes=share_default_classes(comparison),
         )
     else:
         raise workloads.WorkloadError([f"unknown workload kind {kind!r}"])
@@ -351,6 +359,7 @@ def comparison_set_workload(
     comparison.workload_params = workload.params
     comparison.workload_description = workload.description
     comparison.workload_jobs = workload.jobs
+    comparison.workload_classes = workload.classes
     _reset_results(comparison)
     comparison.save()
     return comparison
@@ -360,38 +369,91 @@ def comparison_set_workload(
 
 
 CONTRACT_RUNS = ("current", "draft")
+# The what-if's help text says this; compare.with_contracts applies it.
+PRECEDENCE = (
+    "A job of a class and of a share that both have an override gets the class's "
+    "fields, then the share's over them: where both set a field, the share's value wins."
+)
 
 
-def contracts_clean(*, comparison: WhatIfComparison, contracts: Mapping) -> dict:
-    """`contracts` ({run: {share name: {field: value}}}) checked against spec v2's V1 and
-    the comparison's shares; problems keyed by `contracts.<run>.<share>.<field>`.
-    Blank values (None, "") are dropped: no override. An empty result replays as
+def share_default_classes(comparison: WhatIfComparison) -> dict[str, str]:
+    """Share name (as cloned) -> the name of the live share's default workload class,
+    for the shares that have one: the class of a trace job (workloads.py)."""
+    names = {
+        ref["id"]: share["name"]
+        for ref, share in zip(
+            comparison.share_refs, comparison.current_policy["shares"], strict=True
+        )
+    }
+    rows = QuotaShare.objects.filter(
+        pk__in=names, default_workload_class__isnull=False
+    ).values_list("pk", "default_workload_class__name")
+    return {names[pk]: name for pk, name in rows}
+
+
+def contracts_clean(
+    *,
+    comparison: WhatIfComparison,
+    contracts: Mapping,
+    class_contracts: Mapping | None = None,
+) -> tuple[dict, dict]:
+    """`contracts` ({run: {share name: {field: value}}}) and `class_contracts` ({run:
+    {workload class name: {field: value}}}) checked against spec v2's V1 (whole seconds,
+    at most MAX_CONTRACT_SECONDS, the bound of the class editor), the comparison's
+    shares and the known classes (selectors.workload_class_names); problems keyed by
+    `contracts.<run>.<share>.<field>` and `class_contracts.<run>.<class>.<field>`.
+    Blank values (None, "") are dropped: no override. Empty results replay as
     recorded."""
     errors: dict[str, list[str]] = {}
     shares = {share["name"] for share in comparison.current_policy["shares"]}
+    cleaned = _overrides_clean(
+        "contracts",
+        contracts,
+        errors,
+        known=shares,
+        unknown=lambda name: f"no share named {name!r} in this comparison",
+        what="share",
+    )
+    classes = selectors.workload_class_names(comparison)
+    cleaned_classes = _overrides_clean(
+        "class_contracts",
+        class_contracts or {},
+        errors,
+        known=set(classes),
+        unknown=lambda name: (
+            f"no workload class named {name!r} (classes: {', '.join(classes) or 'none yet'})"
+        ),
+        what="workload class",
+    )
+    if errors:
+        raise InvalidInput(errors)
+    return cleaned, cleaned_classes
+
+
+def _overrides_clean(prefix, overrides, errors, *, known, unknown, what) -> dict:
+    """The overrides of one kind (`what`: by share or by class) of contracts_clean."""
+    if not isinstance(overrides, Mapping):
+        errors[prefix] = [f"give {{run: {{{what}: {{field: seconds}}}}}}"]
+        return {}
     cleaned: dict[str, dict] = {}
-    if not isinstance(contracts, Mapping):
-        raise InvalidInput({"contracts": ["give {run: {share: {field: seconds}}}"]})
-    for run, by_share in contracts.items():
+    for run, by_name in overrides.items():
         if run not in CONTRACT_RUNS:
-            errors[f"contracts.{run}"] = ["the runs are 'current' and 'draft'"]
+            errors[f"{prefix}.{run}"] = ["the runs are 'current' and 'draft'"]
             continue
-        if not isinstance(by_share, Mapping):
-            errors[f"contracts.{run}"] = ["give {share: {field: seconds}}"]
+        if not isinstance(by_name, Mapping):
+            errors[f"{prefix}.{run}"] = [f"give {{{what}: {{field: seconds}}}}"]
             continue
-        for share, contract in by_share.items():
-            key = f"contracts.{run}.{share}"
-            if share not in shares:
-                errors[key] = [f"no share named {share!r} in this comparison"]
+        for name, contract in by_name.items():
+            key = f"{prefix}.{run}.{name}"
+            if name not in known:
+                errors[key] = [unknown(name)]
                 continue
             if not isinstance(contract, Mapping):
                 errors[key] = ["give {field: seconds}"]
                 continue
             fields = _contract_fields(key, contract, errors)
             if fields:
-                cleaned.setdefault(run, {})[share] = fields
-    if errors:
-        raise InvalidInput(errors)
+                cleaned.setdefault(run, {})[name] = fields
     return cleaned
 
 
@@ -404,8 +466,15 @@ def _contract_fields(key: str, contract: Mapping, errors: dict) -> dict:
         if value is None or value == "":
             continue
         least = 1 if name == "checkpoint_on_notice" else 0
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            errors[f"{key}.{name}"] = [f"must be a whole number of seconds, {least} or more"]
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or not least <= value <= MAX_CONTRACT_SECONDS
+        ):
+            errors[f"{key}.{name}"] = [
+                f"must be a whole number of seconds from {least} to {MAX_CONTRACT_SECONDS:,} "
+                "(a week)"
+            ]
             continue
         fields[name] = value
     return fields
@@ -413,21 +482,44 @@ def _contract_fields(key: str, contract: Mapping, errors: dict) -> dict:
 
 @transaction.atomic
 def comparison_set_contracts(
-    *, actor, comparison: WhatIfComparison, contracts: Mapping
+    *,
+    actor,
+    comparison: WhatIfComparison,
+    contracts: Mapping,
+    class_contracts: Mapping | None = None,
 ) -> WhatIfComparison:
-    """Replay both runs under these interruption contracts (contracts_clean): e.g. the
-    current policy with grace 0 against the draft with grace 120 s on the borrowers.
-    Earlier results are dropped: they were measured under other contracts."""
+    """Replay both runs under these interruption contracts (contracts_clean), per share
+    and per workload class (None leaves the class overrides as they are): e.g. the
+    current policy with grace 0 against the draft with grace 120 s on the borrowers, or
+    on the class `batch`. Earlier results are dropped: they were measured under other
+    contracts."""
     rules.require(actor, "whatif.use")
     comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
     _require_editable(comparison)
-    cleaned = contracts_clean(comparison=comparison, contracts=contracts)
-    if cleaned == comparison.contracts:
+    if class_contracts is None:
+        class_contracts = comparison.class_contracts or {}
+    cleaned, cleaned_classes = contracts_clean(
+        comparison=comparison, contracts=contracts, class_contracts=class_contracts
+    )
+    if (cleaned, cleaned_classes) == (comparison.contracts, comparison.class_contracts):
         return comparison
     comparison.contracts = cleaned
+    comparison.class_contracts = cleaned_classes
     _reset_results(comparison)
     comparison.save()
     return comparison
+
+
+def _with_one(overrides: Mapping | None, run: str, name: str, contract: Mapping) -> dict:
+    """`overrides` ({run: {name: contract}}) with `name`'s contract in `run` set, or
+    removed when `contract` is empty."""
+    overrides = copy.deepcopy(dict(overrides or {}))
+    by_name = overrides.setdefault(run, {})
+    if contract:
+        by_name[name] = dict(contract)
+    else:
+        by_name.pop(name, None)
+    return {key: value for key, value in overrides.items() if value}
 
 
 def comparison_set_share_contract(
@@ -435,14 +527,24 @@ def comparison_set_share_contract(
 ) -> WhatIfComparison:
     """Set (or, with no field, remove) one share's contract in one run, keeping the
     others (comparison_set_contracts checks the whole)."""
-    contracts = copy.deepcopy(comparison.contracts or {})
-    by_share = contracts.setdefault(run, {})
-    if contract:
-        by_share[share] = dict(contract)
-    else:
-        by_share.pop(share, None)
-    contracts = {key: value for key, value in contracts.items() if value}
-    return comparison_set_contracts(actor=actor, comparison=comparison, contracts=contracts)
+    return comparison_set_contracts(
+        actor=actor,
+        comparison=comparison,
+        contracts=_with_one(comparison.contracts, run, share, contract),
+    )
+
+
+def comparison_set_class_contract(
+    *, actor, comparison: WhatIfComparison, run: str, workload_class: str, contract: Mapping
+) -> WhatIfComparison:
+    """Set (or, with no field, remove) one workload class's contract in one run, keeping
+    the others; the replayed jobs of that class get it (PRECEDENCE)."""
+    return comparison_set_contracts(
+        actor=actor,
+        comparison=comparison,
+        contracts=comparison.contracts or {},
+        class_contracts=_with_one(comparison.class_contracts, run, workload_class, contract),
+    )
 
 
 def comparison_run(*, actor, comparison: WhatIfComparison) -> WhatIfComparison:
@@ -528,6 +630,8 @@ def comparison_execute(*, comparison_id: int) -> str:
             gpus_per_instance=gpus_per_instance(policy=comparison.current_policy),
             progress=_ProgressWriter(comparison_id),
             contracts=comparison.contracts or None,
+            class_contracts=comparison.class_contracts or None,
+            job_classes=comparison.workload_classes or {},
         )
     except WhatIfCancelled:
         rows.update(

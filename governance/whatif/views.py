@@ -24,6 +24,7 @@ from governance.models import WhatIfComparison
 from governance.whatif import selectors, services, workloads
 from governance.whatif.forms import (
     ApplyForm,
+    ClassContractForm,
     ContractForm,
     CreateForm,
     ReviewForm,
@@ -130,7 +131,10 @@ def _detail(request, comparison: WhatIfComparison, *, status_code: int = 200, **
         or WorkloadForm(initial=_workload_initial(comparison)),
         "workload_problems": forms.get("workload_problems", []),
         "contract_form": forms.get("contract_form") or ContractForm(comparison=comparison),
+        "class_contract_form": forms.get("class_contract_form")
+        or ClassContractForm(classes=selectors.workload_class_counts(comparison)),
         "contracts": selectors.contract_rows(comparison),
+        "contract_precedence": services.PRECEDENCE,
         "save_form": forms.get("save_form")
         or SaveForm(
             initial={
@@ -258,24 +262,45 @@ def whatif_workload(request, pk: int):
 
 @require_POST
 def whatif_contracts(request, pk: int):
+    """Set one share's or one workload class's contract in one run: the form posted
+    names a `workload_class` or a `share`."""
     comparison = _comparison(request, pk)
-    form = ContractForm(request.POST, comparison=comparison)
+    by_class = "workload_class" in request.POST
+    if by_class:
+        form = ClassContractForm(request.POST, classes=selectors.workload_class_counts(comparison))
+        form_key = "class_contract_form"
+    else:
+        form = ContractForm(request.POST, comparison=comparison)
+        form_key = "contract_form"
     if not form.is_valid():
-        return _detail(request, comparison, status_code=400, contract_form=form)
+        return _detail(request, comparison, status_code=400, **{form_key: form})
+    data = form.cleaned_data
     try:
-        services.comparison_set_share_contract(
-            actor=request.user,
-            comparison=comparison,
-            run=form.cleaned_data["run"],
-            share=form.cleaned_data["share"],
-            contract=form.contract(),
-        )
+        if by_class:
+            services.comparison_set_class_contract(
+                actor=request.user,
+                comparison=comparison,
+                run=data["run"],
+                workload_class=data["workload_class"],
+                contract=form.contract(),
+            )
+        else:
+            services.comparison_set_share_contract(
+                actor=request.user,
+                comparison=comparison,
+                run=data["run"],
+                share=data["share"],
+                contract=form.contract(),
+            )
     except InvalidInput as error:
+        name_field = "workload_class" if by_class else "share"
+        base = f"{'class_contracts' if by_class else 'contracts'}.{data['run']}.{data[name_field]}"
         for key, problems in error.errors.items():
-            # Keys name `contracts.<run>.<share>.<field>`: the form's field where it has one.
-            field = key.rsplit(".", 1)[-1]
+            # Keys name `<base>` (the class or share) or `<base>.<field>`: the form's
+            # field where it has one.
+            field = name_field if key == base else key.removeprefix(base + ".")
             form.add_error(field if field in form.fields else None, problems)
-        return _detail(request, comparison, status_code=400, contract_form=form)
+        return _detail(request, comparison, status_code=400, **{form_key: form})
     except WrongState as error:
         _error_messages(request, error)
         return redirect("whatif-detail", pk=pk)

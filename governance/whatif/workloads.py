@@ -16,6 +16,12 @@ queue's largest instance type (most instances, then name), with
 `ceil(num_gpus x scale / GPUs per instance)` instances (at least 1): `scale` shrinks
 the trace's demand to a small fleet. Jobs too large for the policy are kept; the
 engine reports them as never able to run.
+
+Each workload also gives the workload class of its jobs (`Workload.classes`, job id ->
+class name, jobs without a class left out), so that a what-if can replay a class's jobs
+under another contract: a recorded job's class is the name it copied at submission
+(`Job.workload_class`, kept even if the class was renamed since); a trace job's is its
+share's default class when the workload is chosen (a trace names no job definition).
 """
 
 from __future__ import annotations
@@ -24,12 +30,13 @@ import csv
 import datetime as dt
 import io
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from core.errors import InvalidInput
 from engine.trace import DEFAULT_TRACE, TIMESTAMP_FORMAT, TraceRow, read_trace
-from fleet.bridge import recorded_jobs
+from fleet.bridge import job_pk, recorded_jobs
+from fleet.models import Job
 
 DEFAULT_DAYS = 30
 PHILLY_DEFAULT_START = dt.date(2017, 10, 1)
@@ -53,6 +60,8 @@ class Workload:
     jobs: list[dict]
     description: str
     params: dict
+    # Job id -> workload class name, for the jobs that have one.
+    classes: dict[str, str] = field(default_factory=dict)
 
 
 # -- the jobs recorded on the queue -------------------------------------------------------
@@ -83,7 +92,19 @@ def recorded_workload(
         f"to {end:%Y-%m-%d %H:%M} UTC"
     )
     params = {"start": start.isoformat(), "end": end.isoformat()}
-    return Workload(jobs=jobs, description=description, params=params)
+    copied = dict(
+        Job.objects.filter(queue=queue, submitted_at__gte=start, submitted_at__lt=end)
+        .exclude(workload_class="")
+        .values_list("id", "workload_class")
+    )
+    classes = {job["id"]: copied[pk] for job in jobs if (pk := job_pk(job["id"])) in copied}
+    return Workload(jobs=jobs, description=description, params=params, classes=classes)
+
+
+def share_default_classes(jobs: Sequence[Mapping], share_classes: Mapping[str, str]) -> dict:
+    """Job id -> the default class of the job's share (`share_classes`: share name ->
+    class name, shares without a default left out): the class of a trace job."""
+    return {job["id"]: share_classes[job["share"]] for job in jobs if job["share"] in share_classes}
 
 
 def default_period(now: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
@@ -165,8 +186,10 @@ def philly_workload(
     start: dt.date = PHILLY_DEFAULT_START,
     days: float = DEFAULT_DAYS,
     scale: float = 1.0,
+    share_classes: Mapping[str, str] | None = None,
 ) -> Workload:
-    """The Philly jobs submitted in [start, start + days)."""
+    """The Philly jobs submitted in [start, start + days); `share_classes` (share name
+    -> default class) gives the jobs their classes."""
     scale = _check_scale(scale)
     if not isinstance(days, (int, float)) or not 0 < days <= 120:
         raise WorkloadError(["days: must be more than 0 and at most 120"])
@@ -190,7 +213,8 @@ def philly_workload(
         f"GPU demand x {scale:g} (Microsoft Philly trace, CC BY 4.0)"
     )
     params = {"start": start.isoformat(), "days": days, "scale": scale}
-    return Workload(jobs=jobs, description=description, params=params)
+    classes = share_default_classes(jobs, share_classes or {})
+    return Workload(jobs=jobs, description=description, params=params, classes=classes)
 
 
 # -- uploaded CSV ---------------------------------------------------------------------
@@ -283,6 +307,7 @@ def upload_workload(
     policy: dict,
     gpus_per_instance: dict[str, int],
     scale: float = 1.0,
+    share_classes: Mapping[str, str] | None = None,
 ) -> Workload:
     scale = _check_scale(scale)
     rows = read_upload(raw)
@@ -295,5 +320,8 @@ def upload_workload(
     )
     description = f"{len(jobs)} jobs from the uploaded trace {filename}, GPU demand x {scale:g}"
     return Workload(
-        jobs=jobs, description=description, params={"filename": filename, "scale": scale}
+        jobs=jobs,
+        description=description,
+        params={"filename": filename, "scale": scale},
+        classes=share_default_classes(jobs, share_classes or {}),
     )

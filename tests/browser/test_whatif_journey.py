@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 from playwright.sync_api import expect
 
-from fleet.models import QuotaShare
+from fleet.models import QuotaShare, WorkloadClass
 from governance.models import PolicyChange, WhatIfComparison
 from governance.whatif import services, tasks
 from tests.factories import UserFactory, aws_sample_queue
@@ -91,3 +91,51 @@ def test_admin_compares_and_applies_lend_and_borrow(
     change = PolicyChange.objects.get(share__name="qs2")
     assert f"what-if comparison #{comparison.pk}" in change.reason
     assert services.changed_shares(comparison) == [1]
+
+
+def test_admin_compares_grace_on_a_workload_class(
+    page, live_server, login, assert_accessible, no_worker
+):
+    """Class batch: grace 0 in the current run, 120 s with a 60 s save in the draft; the
+    results put lost GPU-hours beside lender wait and time to reclaim, by class too."""
+    queue = aws_sample_queue()
+    WorkloadClass.objects.create(name="batch")
+    QuotaShare.objects.filter(queue=queue, name="qs2").update(
+        strategy=QuotaShare.Strategy.LEND_AND_BORROW
+    )
+    for job in record_jobs(queue):
+        if job.share.name == "qs2":
+            job.workload_class = "batch"
+            job.save(update_fields=["workload_class"])
+    admin = UserFactory(username="platform", password=PASSWORD, roles=["admins"])
+    comparison = services.comparison_create(actor=admin, queue=queue, title="batch notice")
+    login(page, live_server, "platform", PASSWORD, next=services.comparison_url(comparison))
+
+    form = page.locator('[data-section="class-contract-form"]')
+    expect(form.get_by_label("Workload class")).to_contain_text("batch (4 jobs in this workload)")
+    for run, grace, save in (("Draft policy", "120", "60"), ("Current policy", "0", "")):
+        form.locator("#id_class_run").select_option(label=run)
+        form.get_by_label("Grace: notice (seconds)").fill(grace)
+        form.get_by_label("Checkpoint on notice").fill(save)
+        form.get_by_role("button", name="Set this class's contract").click()
+        expect(page.get_by_text("Contracts updated")).to_be_visible()
+    expect(page.get_by_text("Draft policy: class batch: grace 2 m 00 s")).to_be_visible()
+    form.get_by_label("Grace: notice (seconds)").fill("-5")
+    form.get_by_role("button", name="Set this class's contract").click()
+    expect(form.locator("#id_class_grace_error")).to_contain_text("greater than or equal to 0")
+    assert_accessible(page)
+
+    page.get_by_role("button", name="Run the comparison").click()
+    expect(page.locator("#progress-label")).to_contain_text("Waiting for a worker")
+    assert tasks.run_comparison(comparison.pk) == WhatIfComparison.Status.DONE  # the worker
+    table = page.get_by_role(
+        "table", name="Interruption contracts: lost work against lender wait and time to reclaim"
+    )
+    expect(table).to_be_visible(timeout=15_000)
+    expect(table.get_by_role("row", name="Time to reclaim")).to_contain_text("longest 1 m 00 s")
+    expect(table.get_by_role("row", name="Lost GPU-hours: checkpointed on notice")).to_be_visible()
+    by_class = page.get_by_role(
+        "table", name="Lost work and preemptions by workload class of the replayed jobs"
+    )
+    expect(by_class.get_by_role("row", name="batch")).to_be_visible()
+    assert_accessible(page)
