@@ -44,9 +44,10 @@ from .types import (
     Snapshot,
     Start,
 )
-from .validation import load_scenario, parse_json, validate_policy
+from .validation import CONTRACT_FIELDS, load_scenario, parse_json, validate_policy
 
 __all__ = [
+    "CONTRACT_FIELDS",
     "Event",
     "Fail",
     "Impact",

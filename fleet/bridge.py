@@ -31,7 +31,7 @@ from django.db import connection
 from django.db.models import F, FloatField, Func, Q
 from django.utils import timezone
 
-from engine import PendingJob, QueueSpec, RunningJob, ShareSpec, Snapshot
+from engine import CONTRACT_FIELDS, PendingJob, QueueSpec, RunningJob, ShareSpec, Snapshot
 from engine.board import LAST_ID
 from engine.strategies import strategy_capabilities
 from engine.types import BLOCKED_BEHIND_HEAD, MISCONFIGURATION_REASONS
@@ -769,7 +769,9 @@ def recorded_jobs(
     Each job keeps its live engine id and its whole second of submission (counted from
     the first job's), so the replay orders jobs of one second as the live scheduler does.
     `share_names` names the shares by primary key; a job of another share, or of an
-    instance type not in `instance_types`, is left out."""
+    instance type not in `instance_types`, is left out. A job keeps the interruption
+    contract it copied at submission (spec v2): only the fields it has, so jobs without
+    a contract make a v1 document."""
     rows = (
         Job.objects.filter(queue=queue, submitted_at__gte=start, submitted_at__lt=end)
         .order_by("submitted_at", "id")
@@ -784,6 +786,10 @@ def recorded_jobs(
             "checkpoint_interval",
             "restart_overhead",
             "preemption_retries",
+            "min_runtime_reclaim",
+            "min_runtime_preempt",
+            "grace",
+            "checkpoint_on_notice",
         )
     )
     jobs = []
@@ -799,6 +805,7 @@ def recorded_jobs(
         ckpt,
         overhead,
         retries,
+        *contract,
     ) in rows:
         if share_id not in share_names or itype not in instance_types:
             continue
@@ -818,5 +825,8 @@ def recorded_jobs(
             job["checkpoint_interval"] = ckpt
         if retries is not None:
             job["preemption_retries"] = retries
+        for name, value in zip(CONTRACT_FIELDS, contract, strict=True):
+            if value:  # 0 and None are the absent field's own meaning
+                job[name] = value
         jobs.append(job)
     return jobs

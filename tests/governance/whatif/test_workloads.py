@@ -7,6 +7,7 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from fleet.bridge import engine_id
 from governance.models import WhatIfComparison
 from governance.whatif import services
 from governance.whatif.workloads import WorkloadError, read_upload
@@ -32,6 +33,25 @@ def test_recorded_jobs_of_the_last_30_days_by_default(comparison, aws_queue):
     assert {job["share"] for job in jobs} == {"qs1", "qs2", "qs3"}
     assert jobs[0]["checkpoint_interval"] == 600 and jobs[0]["restart_overhead"] == 60
     assert "7 jobs recorded on aws-sample" in comparison.workload_description
+
+
+def test_recorded_jobs_keep_the_contract_they_copied(comparison, aws_queue):
+    """The replay's baseline is what ran: a job that copied grace 60 and a 600 s
+    protection from reclaim carries them; the others name no contract field."""
+    share = aws_queue.shares.get(name="qs1")
+    job = JobFactory(
+        share=share,
+        submitted_at=timezone.now() - dt.timedelta(hours=1),
+        grace=60,
+        min_runtime_reclaim=600,
+    )
+    comparison = services.comparison_create(actor=comparison.author, queue=aws_queue)
+    by_id = {item["id"]: item for item in comparison.workload_jobs}
+    mine = by_id[engine_id(job.pk)]
+    assert (mine["grace"], mine["min_runtime_reclaim"]) == (60, 600)
+    assert "min_runtime_preempt" not in mine and "checkpoint_on_notice" not in mine
+    others = [item for item in comparison.workload_jobs if item is not mine]
+    assert others and not any("grace" in item for item in others)
 
 
 def test_recorded_jobs_of_a_chosen_period(comparison):
