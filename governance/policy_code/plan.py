@@ -346,12 +346,14 @@ def _class_changes(policy: PolicyFile, problems: Problems, warnings: list[str]) 
 def _check_deletions(changes: list[Change], queues: list[QueuePlan], problems: Problems) -> None:
     """A class the file deletes must be used by nothing once the file is applied: no
     share's default (the shares of the file's queues as the file leaves them, the others
-    as they are) and no job definition (which a file does not describe)."""
+    as they are) and no job definition (which a file does not describe). A share the file
+    lists that still names it was reported at its own field."""
     planned = {
         (plan.name, doc["name"]): doc.get("default_workload_class")
         for plan in queues
         for doc in plan.share_docs
     }
+    listed = {(plan.name, share.name) for plan in queues for share in plan.spec.shares}
     for change in changes:
         if change.action != DELETED:
             continue
@@ -361,7 +363,8 @@ def _check_deletions(changes: list[Change], queues: list[QueuePlan], problems: P
             for share in workload_class.default_of_shares.select_related("queue").order_by(
                 "queue__name", "name"
             )
-            if planned.get((share.queue.name, share.name), change.name) == change.name
+            if (share.queue.name, share.name) not in listed
+            and planned.get((share.queue.name, share.name), change.name) == change.name
         ]
         users += [
             f"job definition {revision}"
