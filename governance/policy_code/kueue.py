@@ -486,7 +486,7 @@ def _capacity(reader: _Reader, value, path: str) -> dict[str, int] | None:
         # A flat object: anything nested is refused before json.loads recurses into it.
         flat = isinstance(value, str) and deeper_than(value, 1) is None
         capacity = json.loads(value) if flat else None
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON, or a number longer than Python reads (4300 digits)
         capacity = None
     if not isinstance(capacity, dict) or not all(
         isinstance(k, str) and read.is_int(v) and v >= 1 for k, v in capacity.items()
