@@ -107,6 +107,8 @@ class PolicyFile:
     # None: the file says nothing of workload classes (they stay as they are); a list:
     # every class there is, so a live class it leaves out is deleted.
     workload_classes: list[WorkloadClassSpec] | None = None
+    # The format has a workload_classes section (native): its absence is worth a note.
+    has_class_section: bool = False
     # Teams named by shares but not defined in the file are created (aws-batch, kueue);
     # the native format defines its teams and refers to nothing else.
     creates_named_teams: bool = True

@@ -205,7 +205,12 @@ def parse(text: str, *, source: str, target_queue: str | None = None) -> PolicyF
     if read.required(problems, top, "version", "") and top["version"] != VERSION:
         problems.add("version", f"this product reads version {VERSION} of the native format")
     policy = PolicyFile(
-        format=FORMAT, source=source, lines=lines, queues=[], creates_named_teams=False
+        format=FORMAT,
+        source=source,
+        lines=lines,
+        queues=[],
+        creates_named_teams=False,
+        has_class_section=True,
     )
     for index, entry in enumerate(_list(problems, top, "instance_types")):
         itype = _instance_type(problems, entry, f"instance_types[{index}]")

@@ -305,9 +305,10 @@ def _class_changes(policy: PolicyFile, problems: Problems, warnings: list[str]) 
     """The classes the file adds, changes and (leaving them out) deletes, each checked by
     the editor's own rules at the file's field."""
     if policy.workload_classes is None:
-        warnings.append(
-            "the file has no workload_classes section: the workload classes stay as they are"
-        )
+        if policy.has_class_section:
+            warnings.append(
+                "the file has no workload_classes section: the workload classes stay as they are"
+            )
         return []
     live = {wc.name: wc for wc in WorkloadClass.objects.all()}
     changes = []

@@ -2,6 +2,8 @@
 share's default class; the plan diffs and checks them with the class editor's rules,
 naming the file's field; the apply writes them through the class services."""
 
+import json
+
 import pytest
 import yaml
 
@@ -488,3 +490,43 @@ def test_a_class_changed_after_the_plan_stops_the_apply(admin, classed_queue):
     with pytest.raises(PlanOutdated, match="workload class 'interactive' changed"):
         policy_apply(actor=admin, policy=policy, expected_versions=versions)
     assert WorkloadClass.objects.get(name="interactive").grace == 200
+
+
+# AWS Batch has no classes: a tag carries each share's default, as it carries the ceiling.
+
+
+def aws_body(queue) -> dict:
+    return json.loads(policy_export(format="aws-batch", queue=queue).content)
+
+
+def test_the_aws_export_tags_each_shares_default_class_and_reads_it_back(admin, classed_queue):
+    body = aws_body(classed_queue)
+    tags = {
+        item["tags"].get("share-name", item["quotaShareName"]): item["tags"]
+        for item in body["quotaShares"]
+    }
+    assert tags["vision/a"]["workload-class"] == "interactive"
+    assert "workload-class" not in tags["nlp"]
+    nlp = next(item for item in body["quotaShares"] if item["quotaShareName"] == "nlp")
+    nlp["tags"]["workload-class"] = "batch"
+    policy = policy_file_read(raw=json.dumps(body), source="aws.json")
+    plan = policy_plan(policy=policy)
+    assert [(c.name, c.fields) for c in plan.changes] == [
+        ("nlp", [("default_workload_class", None, "batch")])
+    ]
+    assert "workload_classes section" not in " ".join(plan.warnings)
+    policy_apply(actor=admin, policy=policy)
+    assert QuotaShare.objects.get(name="nlp").default_workload_class.name == "batch"
+
+
+def test_an_aws_tag_naming_no_class_is_refused_at_the_tag(admin, classed_queue):
+    body = aws_body(classed_queue)
+    nlp = next(item for item in body["quotaShares"] if item["quotaShareName"] == "nlp")
+    nlp["tags"]["workload-class"] = "nightly"
+    with pytest.raises(PolicyFileError) as error:
+        policy_plan(policy=policy_file_read(raw=json.dumps(body), source="aws.json"))
+    (problem,) = error.value.problems
+    assert (problem.field, problem.message) == (
+        "quotaShares[1].tags.workload-class",
+        "unknown workload class 'nightly'",
+    )
