@@ -3,9 +3,12 @@ share's default class; the plan diffs and checks them with the class editor's ru
 naming the file's field; the apply writes them through the class services."""
 
 import json
+import re
 
 import pytest
 import yaml
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
 
 from fleet.models import QuotaShare, WorkloadClass
 from governance.models import PolicyChange
@@ -13,9 +16,10 @@ from governance.policy.services import changed_fields, share_data_from_document,
 from governance.policy.workload_classes import MAX_CONTRACT_SECONDS, workload_class_save
 from governance.policy_code import IMPORT_FORMATS, native, policy_export, policy_file_read
 from governance.policy_code.live import history_document
-from governance.policy_code.plan import policy_apply, policy_plan
+from governance.policy_code.plan import PlanOutdated, policy_apply, policy_plan
 from governance.policy_code.report import plan_document, plan_lines
 from governance.policy_code.source import PolicyFileError
+from governance.proposals.services import proposal_approve
 from tests.factories import UserFactory, job_definition
 from tests.governance.policy_code.conftest import REASON, build_queue, empty_database
 
@@ -411,8 +415,6 @@ def test_a_class_the_file_stops_using_may_go_in_the_same_file(admin, classed_que
 def test_with_review_each_class_change_is_a_proposal_another_admin_approves(
     admin, classed_queue, settings
 ):
-    from governance.proposals.services import proposal_approve
-
     settings.POLICY_CHANGES_NEED_REVIEW = True
     data = exported(classed_queue)
     class_entry(data, "interactive")["grace"] = 300
@@ -473,8 +475,6 @@ def test_with_review_changes_that_depend_on_each_other_are_refused(
 
 
 def test_a_class_changed_after_the_plan_stops_the_apply(admin, classed_queue):
-    from governance.policy_code.plan import PlanOutdated
-
     data = exported(classed_queue)
     class_entry(data, "interactive")["grace"] = 300
     policy = read(data)
@@ -530,3 +530,23 @@ def test_an_aws_tag_naming_no_class_is_refused_at_the_tag(admin, classed_queue):
         "quotaShares[1].tags.workload-class",
         "unknown workload class 'nightly'",
     )
+
+
+def test_the_plan_page_lists_class_changes_and_applies_them(client, admin, classed_queue):
+    client.force_login(admin)
+    data = exported(classed_queue)
+    class_entry(data, "interactive")["grace"] = 300
+    response = client.post(
+        reverse("queue-policy-plan", args=[classed_queue.pk]),
+        {"file": SimpleUploadedFile("classes.yaml", native.dump(data).encode())},
+    )
+    page = response.content.decode()
+    assert "workload class interactive: changed" in page
+    assert "nlp&#x27;s worst-case time to get its ml.g5.xlarge back" in page
+    payload = re.search(r'name="payload" value="([^"]+)"', page).group(1)
+    response = client.post(
+        reverse("queue-policy-apply", args=[classed_queue.pk]),
+        {"payload": payload, "reason": "More notice"},
+    )
+    assert response.status_code == 302
+    assert WorkloadClass.objects.get(name="interactive").grace == 300
