@@ -550,3 +550,12 @@ def test_the_plan_page_lists_class_changes_and_applies_them(client, admin, class
     )
     assert response.status_code == 302
     assert WorkloadClass.objects.get(name="interactive").grace == 300
+
+
+def test_the_kueue_export_says_it_cannot_carry_the_default_classes(classed_queue):
+    export = policy_export(format="kueue", queue=classed_queue)
+    assert (
+        "research fleet: the shares' default workload classes (vision/a → interactive) and "
+        "their interruption contracts have no Kueue field and are not exported; applying "
+        "this file keeps them"
+    ) in export.warnings
