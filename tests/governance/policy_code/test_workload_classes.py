@@ -437,6 +437,20 @@ def test_with_review_each_class_change_is_a_proposal_another_admin_approves(
     assert policy_plan(policy=read(data)).changes == []
 
 
+def test_with_review_deleting_an_unused_class_is_a_proposal_too(admin, classed_queue, settings):
+    settings.POLICY_CHANGES_NEED_REVIEW = True
+    data = exported(classed_queue)
+    data["workload_classes"] = [c for c in data["workload_classes"] if c["name"] != "batch"]
+    (proposal,) = policy_apply(actor=admin, policy=read(data), reason="Unused").proposals
+    assert proposal.kind == "class_delete"
+    assert WorkloadClass.objects.filter(name="batch").exists()
+    reviewer = UserFactory(username="second-admin", roles=["admins"])
+    proposal_approve(actor=reviewer, proposal=proposal, note="Fine")
+    assert not WorkloadClass.objects.filter(name="batch").exists()
+    change = PolicyChange.objects.latest("id")
+    assert (change.target, change.object_repr, change.after) == ("workload_class", "batch", None)
+
+
 @pytest.mark.parametrize(
     ("edit", "blocker"),
     [
