@@ -1,5 +1,6 @@
-"""Interruption contracts (spec v2) and the figure derived from them: how long a lender
-waits to get its capacity back (V13).
+"""Interruption contracts (spec v2): their one range check (`contract_problems`, V1,
+for scenario documents, workload classes and what-if contracts alike) and the figure
+derived from them: how long a lender waits to get its capacity back (V13).
 
 `reclaim_bound` reads the borrowers present in a `Snapshot` at one instant;
 `policy_reclaim_bound` is its worst case for a policy, from the contracts the borrowing
@@ -11,12 +12,13 @@ gets its full grace.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .quota import borrow_cap
 from .strategies import strategy_capabilities
-from .types import ShareSpec, Snapshot
+from .types import MAX_INTEGER, ShareSpec, Snapshot
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,50 @@ class Contract:
     min_runtime_preempt: int = 0
     grace: int = 0
     checkpoint_on_notice: int | None = None
+
+
+# The contract's fields (V1), in the order every document and message lists them.
+CONTRACT_FIELDS = tuple(field.name for field in dataclasses.fields(Contract))
+# The least value of each; null (None) is absent: 0, or for checkpoint_on_notice, "it
+# does not checkpoint on notice".
+_LEAST = {"min_runtime_reclaim": 0, "min_runtime_preempt": 0, "grace": 0, "checkpoint_on_notice": 1}
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def contract_problems(fields: Mapping, *, maximum: int | None = None) -> dict[str, str]:
+    """The one range check of a contract (V1): field -> why its value is refused, in
+    CONTRACT_FIELDS order; {} when `fields` (any of the four, null meaning absent) is a
+    contract. A key that is not a contract field is refused too.
+
+    `maximum` None: the scenario format's open ranges, bounded only by the largest whole
+    number a document holds (MAX_INTEGER), in the words every field of a document uses
+    ("must be at least 0"). A `maximum` (seconds) is a product's bound: the message then
+    gives the whole range ("must be a whole number of seconds from 0 to 604800").
+
+    Whether `checkpoint_on_notice` without a grace is allowed is not a range: the
+    format allows it (it has no effect, V1); a product may refuse it on top."""
+    problems: dict[str, str] = {}
+    for name in CONTRACT_FIELDS:
+        value = fields.get(name)
+        if value is None:
+            continue
+        least = _LEAST[name]
+        if maximum is not None:
+            if not _whole(value) or not least <= value <= maximum:
+                problems[name] = f"must be a whole number of seconds from {least} to {maximum}"
+        elif not _whole(value):
+            problems[name] = "must be a whole number"
+        elif value < least:
+            problems[name] = f"must be at least {least}"
+        elif value > MAX_INTEGER:
+            problems[name] = f"must be at most {MAX_INTEGER}"
+    for name in fields:
+        if name not in _LEAST:
+            problems[str(name)] = f"not a contract field ({', '.join(CONTRACT_FIELDS)})"
+    return problems
 
 
 def reclaim_bound(snapshot: Snapshot, share: str, instance_type: str, now: int) -> int:

@@ -16,6 +16,10 @@ from typing import Any, Literal
 
 from .strategies import STRATEGIES  # noqa: F401  (re-exported: the names in order)
 
+# The largest whole number a document holds: the largest JSON interoperates exactly
+# (I-JSON). engine.validation bounds every whole number by it.
+MAX_INTEGER = 2**53 - 1
+
 # A strategy name, one of STRATEGIES (engine.strategies says what each does).
 Strategy = str
 PreemptCause = Literal["reclaim", "priority", "capacity_change"]

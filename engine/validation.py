@@ -29,8 +29,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .contracts import CONTRACT_FIELDS, contract_problems
 from .strategies import spoken_list, strategies_that
 from .types import (
+    MAX_INTEGER,
     STRATEGIES,
     JobSpec,
     Problem,
@@ -47,7 +49,6 @@ from .types import (
 MAX_INSTANCE_TYPES = 5
 MAX_SHARES = 20
 MAX_PRIORITY = 9999
-MAX_INTEGER = 2**53 - 1
 STATES = ("ENABLED", "DISABLED")
 # The strategies that take a borrow limit.
 BORROWING = strategies_that(takes_borrow_limit=True)
@@ -66,8 +67,8 @@ _SHARE_FIELDS = {
     "in_share_preemption",
     "state",
 }
-# The interruption contract (spec v2, V1): a document naming any of them is a v2 document.
-CONTRACT_FIELDS = ("min_runtime_reclaim", "min_runtime_preempt", "grace", "checkpoint_on_notice")
+# With the interruption contract's (engine.contracts.CONTRACT_FIELDS): a document
+# naming any of those is a v2 document.
 _JOB_FIELDS = {
     "id",
     "share",
@@ -308,10 +309,9 @@ def _job_problems(
     _check_optional_int(problems, job, "preemption_retries", path, minimum=0)
     _check_optional_int(problems, job, "protected_until", path, minimum=0)
     # The interruption contract (spec v2, V1): null is the same as absent.
-    _check_optional_int(problems, job, "min_runtime_reclaim", path, minimum=0)
-    _check_optional_int(problems, job, "min_runtime_preempt", path, minimum=0)
-    _check_optional_int(problems, job, "grace", path, minimum=0)
-    _check_optional_int(problems, job, "checkpoint_on_notice", path, minimum=1)
+    contract = {key: job[key] for key in CONTRACT_FIELDS if key in job}
+    for key, message in contract_problems(contract).items():
+        problems.append(Problem(f"{path}.{key}", message))
     return problems
 
 

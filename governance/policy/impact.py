@@ -106,3 +106,39 @@ def policy_impact(
             snapshot, shares=shares, capacity=None if capacity is None else dict(capacity), now=now
         )
     )
+
+
+def policy_bound_impact(
+    *,
+    queue: JobQueue,
+    share_docs: list[dict] | None = None,
+    classes: Mapping[str, Mapping] | None = None,
+) -> list[ImpactLine]:
+    """What a whole change does to the lenders' worst-case time to get capacity back in
+    `queue` (a policy file's plan): its shares replaced by `share_docs` (every share as
+    it will be, with its `default_workload_class` by name; None: as they are) and the
+    workload classes by `classes` (name -> document of every class there will be; None:
+    as they are)."""
+    before = contracts.queue_contracts(queue)
+    ids = dict(WorkloadClass.objects.values_list("name", "pk"))
+    # A class the change creates has no id yet: a negative number stands for it.
+    new = sorted(set(classes or {}) - set(ids))
+    ids.update({name: -number for number, name in enumerate(new, start=1)})
+    after = before
+    if classes is not None:
+        after = replace(
+            after, classes={ids[name]: contracts.contract_of(doc) for name, doc in classes.items()}
+        )
+    if share_docs is not None:
+        after = replace(
+            after,
+            shares=tuple(share_spec_from_document(doc) for doc in share_docs),
+            limits={doc["name"]: tuple(sorted(doc["capacity_limits"])) for doc in share_docs},
+            defaults={
+                doc["name"]: ids.get(doc.get("default_workload_class")) for doc in share_docs
+            },
+        )
+    return [
+        ImpactLine(kind="reclaim_bound", text=text, jobs=())
+        for text in contracts.bound_change_lines(before, after)
+    ]

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from django.db.models import F, ProtectedError
 
 from core.errors import NON_FIELD
+from engine.contracts import CONTRACT_FIELDS, contract_problems
 from fleet.models import WorkloadClass
 from governance.models import PolicyChange, PolicyProposal
 from governance.policy.services import (
@@ -31,7 +32,6 @@ from governance.policy.services import (
 )
 
 Kind = PolicyProposal.Kind
-CONTRACT_FIELDS = ("min_runtime_reclaim", "min_runtime_preempt", "grace", "checkpoint_on_notice")
 CLASS_FIELDS = ("name", "description", *CONTRACT_FIELDS)
 # A week: a longer protection or notice is a typo, not a contract.
 MAX_CONTRACT_SECONDS = 7 * 24 * 3600
@@ -54,15 +54,13 @@ def workload_class_data_document(data: Mapping) -> dict:
     }
 
 
-def _whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def workload_class_validate(
     data: Mapping, *, workload_class: WorkloadClass | None = None
 ) -> dict[str, list[str]]:
     """Every problem with `data` as the new state of `workload_class` (or a new class):
-    the one check the page, the API and the service share."""
+    the one check the page, the API, policy files and the service share. The ranges are
+    the engine's (engine.contracts.contract_problems) within MAX_CONTRACT_SECONDS; on
+    top, a class that checkpoints on notice must give notice."""
     errors: dict[str, list[str]] = {}
     name = data.get("name")
     name = name.strip() if isinstance(name, str) else ""
@@ -76,23 +74,20 @@ def workload_class_validate(
         .exists()
     ):
         errors["name"] = [f"a workload class named '{name}' already exists"]
-    for field in ("min_runtime_reclaim", "min_runtime_preempt", "grace"):
-        value = data.get(field, 0)
-        value = 0 if value is None else value
-        if not _whole(value) or not 0 <= value <= MAX_CONTRACT_SECONDS:
-            errors[field] = [f"must be a whole number of seconds from 0 to {MAX_CONTRACT_SECONDS}"]
-    checkpoint = data.get("checkpoint_on_notice")
-    grace = data.get("grace") or 0
-    if checkpoint is not None:
-        if not _whole(checkpoint) or not 1 <= checkpoint <= MAX_CONTRACT_SECONDS:
-            errors["checkpoint_on_notice"] = [
-                f"must be a whole number of seconds from 1 to {MAX_CONTRACT_SECONDS}, or "
-                "empty (its jobs do not checkpoint on notice)"
-            ]
-        elif "grace" not in errors and grace == 0:
-            errors["checkpoint_on_notice"] = [
-                "needs a grace: with grace 0 no notice is given, so leave it empty or give a grace"
-            ]
+    contract = {key: data.get(key) for key in CONTRACT_FIELDS}
+    for key, message in contract_problems(contract, maximum=MAX_CONTRACT_SECONDS).items():
+        if key == "checkpoint_on_notice":
+            message += ", or empty (its jobs do not checkpoint on notice)"
+        errors[key] = [message]
+    if (
+        "checkpoint_on_notice" not in errors
+        and "grace" not in errors
+        and contract["checkpoint_on_notice"] is not None
+        and not contract["grace"]
+    ):
+        errors["checkpoint_on_notice"] = [
+            "needs a grace: with grace 0 no notice is given, so leave it empty or give a grace"
+        ]
     return errors
 
 

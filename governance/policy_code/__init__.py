@@ -14,7 +14,7 @@ import json
 from fleet.models import JobQueue
 from governance.policy_code import aws_batch, cloudformation, kueue, native
 from governance.policy_code.model import Export, PolicyFile
-from governance.policy_code.source import FileProblem, PolicyFileError, check_json_depth, decode
+from governance.policy_code.source import FileProblem, PolicyFileError, decode, loads_json
 
 EXPORTERS = {
     aws_batch.FORMAT: aws_batch,
@@ -48,9 +48,8 @@ def detect_format(text: str) -> str | None:
     """The format a file's content is in, or None when it is none of the importable ones."""
     stripped = text.lstrip()
     if stripped.startswith("{"):
-        check_json_depth(text)
         try:
-            data = json.loads(text)
+            data = loads_json(text)
         except json.JSONDecodeError:
             return None
         return aws_batch.FORMAT if isinstance(data, dict) and "quotaShares" in data else None

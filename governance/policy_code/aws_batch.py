@@ -17,7 +17,12 @@ Each item is what `aws batch create-quota-share --cli-input-json` takes as it is
     tags                                 {"team": the owning team}; {"share-name": the
                                          share's own name} when the name had to be mapped;
                                          {"priority-ceiling": "N"} when the share's ceiling
-                                         is not the default 100 (AWS has no such field)
+                                         is not the default 100 (AWS has no such field);
+                                         {"workload-class": name} when the share has a
+                                         default workload class (AWS has none: the
+                                         class itself is the native format's; on
+                                         import it must exist, and a share without the
+                                         tag keeps its own)
 
 Items are in entitlement order. AWS names are up to 128 characters of
 [A-Za-z0-9_-]: a name that breaks this has every other character replaced by "-",
@@ -62,6 +67,7 @@ MAX_AWS_NAME = 128
 TEAM_TAG = "team"
 NAME_TAG = "share-name"
 CEILING_TAG = "priority-ceiling"
+CLASS_TAG = "workload-class"
 ARN_QUEUE = re.compile(r"^arn:[^:]+:batch:[^:]*:[^:]*:job-queue/(?P<name>.+)$")
 
 _ITEM_FIELDS = {
@@ -118,6 +124,8 @@ def quota_share_requests(live: LiveQueue, job_queue: str, warnings: list[str]) -
         tags = {TEAM_TAG: doc["team"]}
         if doc["priority_ceiling"] != DEFAULT_PRIORITY_CEILING:
             tags[CEILING_TAG] = str(doc["priority_ceiling"])
+        if doc["default_workload_class"]:
+            tags[CLASS_TAG] = doc["default_workload_class"]
         if name != doc["name"]:
             tags[NAME_TAG] = doc["name"]
             warnings.append(
@@ -257,6 +265,10 @@ def _parse_item(problems: Problems, item, path: str, references, types) -> Share
             problems.add(
                 fields["priority_ceiling"], f"must be a whole number from 0 to {MAX_PRIORITY}"
             )
+    fields["default_workload_class"] = child(tags_path, CLASS_TAG)
+    default_class = None
+    if CLASS_TAG in tags:
+        default_class = read.text(problems, tags[CLASS_TAG], fields["default_workload_class"])
     limits = _capacity_limits(problems, item["capacityLimits"], child(path, "capacityLimits"))
     fields["capacity_limits"] = child(path, "capacityLimits")
     for type_name in limits or {}:
@@ -312,6 +324,8 @@ def _parse_item(problems: Problems, item, path: str, references, types) -> Share
         doc["borrow_limit"] = stored_borrow_limit(strategy, borrow_limit)
     if ceiling is not None:
         doc["priority_ceiling"] = ceiling
+    if default_class is not None:
+        doc["default_workload_class"] = default_class.strip()
     return ShareSpec(doc=doc, path=path, fields=fields)
 
 

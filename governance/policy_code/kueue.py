@@ -41,7 +41,8 @@ What Kueue cannot express is reported as warnings: first-in first-out borrowing
 across shares, head-of-line order (StrictFIFO orders one ClusterQueue only and does not
 skip a job that can never start), retry bounds (Kueue's requeuing limits are cluster
 wide), the runnable time limit, the entitlement order of shares, a disabled share's
-pending jobs (Hold holds them too), and a capacity below the sum of the limits.
+pending jobs (Hold holds them too), a capacity below the sum of the limits, and the
+shares' default workload classes (interruption contracts: not exported, kept on import).
 """
 
 from __future__ import annotations
@@ -160,6 +161,17 @@ def _warnings(live: LiveQueue) -> list[str]:
                 f"{queue.name}/{doc['name']}: DISABLED is exported as stopPolicy Hold, which "
                 "also holds the jobs submitted before; here they still run"
             )
+    classes = [
+        f"{doc['name']} → {doc['default_workload_class']}"
+        for doc in docs
+        if doc["default_workload_class"]
+    ]
+    if classes:
+        warnings.append(
+            f"{queue.name}: the shares' default workload classes ({', '.join(classes)}) and "
+            "their interruption contracts have no Kueue field and are not exported; applying "
+            "this file keeps them"
+        )
     for type_name, instances in live.capacity.items():
         total = sum(doc["capacity_limits"].get(type_name, 0) for doc in docs)
         if total > instances:
@@ -486,7 +498,7 @@ def _capacity(reader: _Reader, value, path: str) -> dict[str, int] | None:
         # A flat object: anything nested is refused before json.loads recurses into it.
         flat = isinstance(value, str) and deeper_than(value, 1) is None
         capacity = json.loads(value) if flat else None
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON, or a number longer than Python reads (4300 digits)
         capacity = None
     if not isinstance(capacity, dict) or not all(
         isinstance(k, str) and read.is_int(v) and v >= 1 for k, v in capacity.items()

@@ -14,9 +14,10 @@ from fleet.models import (
     QuotaShare,
     Team,
     UrgencyDefinition,
+    WorkloadClass,
 )
-from fleet.selectors import share_document
-from governance.policy.services import urgency_document
+from governance.policy.services import _history_document, urgency_document
+from governance.policy.workload_classes import workload_class_document
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ def live_queue(*, queue: JobQueue) -> LiveQueue:
         Prefetch("capacities", queryset=QueueCapacity.objects.select_related("instance_type")),
         Prefetch(
             "shares",
-            queryset=QuotaShare.objects.select_related("team")
+            queryset=QuotaShare.objects.select_related("team", "default_workload_class")
             .prefetch_related(
                 Prefetch("limits", queryset=CapacityLimit.objects.select_related("instance_type"))
             )
@@ -66,8 +67,9 @@ def live_queue(*, queue: JobQueue) -> LiveQueue:
 
 
 def history_document(share: QuotaShare) -> dict:
-    """The share as a PolicyChange records it: its policy and its priority ceiling."""
-    return {**share_document(share), "priority_ceiling": share.priority_ceiling}
+    """The share as a PolicyChange records it (the services' own document): its policy,
+    its priority ceiling and its default workload class (by name; None: none)."""
+    return _history_document(share)
 
 
 def live_urgencies() -> list[dict]:
@@ -76,6 +78,11 @@ def live_urgencies() -> list[dict]:
         urgency_document(urgency)
         for urgency in UrgencyDefinition.objects.prefetch_related("invokers").order_by("name")
     ]
+
+
+def live_workload_classes() -> list[dict]:
+    """Every workload class as the history records it, by name."""
+    return [workload_class_document(wc) for wc in WorkloadClass.objects.order_by("name")]
 
 
 def teams_named(names) -> list[Team]:

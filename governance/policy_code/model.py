@@ -1,8 +1,9 @@
 """What a parsed policy file says, whatever its format.
 
-Shares and urgency definitions are held in the documents the history records
-(governance.policy.selectors.share_document, governance.policy.services.
-urgency_document), so a plan's diff is computed exactly as the history computes it.
+Shares, urgency definitions and workload classes are held in the documents the
+history records (governance.policy.selectors.share_document, governance.policy.services.
+urgency_document, governance.policy.workload_classes.workload_class_document), so a
+plan's diff is computed exactly as the history computes it.
 Each part remembers where it came from in the file (`path`, and `fields`: document
 field -> file field path), so a rule broken by the whole policy is reported at the
 file's own line and field.
@@ -78,6 +79,23 @@ class UrgencySpec:
 
 
 @dataclass
+class WorkloadClassSpec:
+    """A workload class as the history records it (workload_class_document); its
+    contract fields as the file gives them, for workload_class_validate to check."""
+
+    doc: dict
+    path: str
+    fields: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.doc["name"]
+
+    def field_path(self, name: str) -> str:
+        return self.fields.get(name, self.path)
+
+
+@dataclass
 class PolicyFile:
     format: str
     source: str
@@ -86,6 +104,11 @@ class PolicyFile:
     teams: list[TeamSpec] = field(default_factory=list)
     instance_types: list[InstanceTypeSpec] = field(default_factory=list)
     urgencies: list[UrgencySpec] | None = None
+    # None: the file says nothing of workload classes (they stay as they are); a list:
+    # every class there is, so a live class it leaves out is deleted.
+    workload_classes: list[WorkloadClassSpec] | None = None
+    # The format has a workload_classes section (native): its absence is worth a note.
+    has_class_section: bool = False
     # Teams named by shares but not defined in the file are created (aws-batch, kueue);
     # the native format defines its teams and refers to nothing else.
     creates_named_teams: bool = True

@@ -16,6 +16,13 @@
       max_window_hours: 24           at least 1
       allowed_kinds: [PRIORITY_RAISE, TEMPORARY_CAPACITY, PREEMPTION_PROTECTION]
       invokers: [vision-research]    teams that may invoke it; [] = every team
+    workload_classes:                optional; when present, the whole vocabulary: each class
+    - name: interactive              is added or changed, and a class the file leaves out is
+      description: ''                deleted (refused while a share or a job definition uses it);
+      min_runtime_reclaim: 600       absent: the classes stay as they are. Seconds, 0 to a week
+      min_runtime_preempt: 0         (each optional, default 0), checkpoint_on_notice 1 to a
+      grace: 120                     week or null (optional, default null: its jobs do not
+      checkpoint_on_notice: 60       checkpoint on notice; only with a grace)
     queues:
     - name: aws-sample
       description: ...               optional: these four are set when a queue is
@@ -33,18 +40,25 @@
         priority_ceiling: 100        optional: the highest job priority its team leads give
                                      without an exception (0 to 9999; a new share gets 100,
                                      an existing one keeps its own)
+        workload_class: interactive  optional: the class whose contract its jobs copy when
+                                     their definition names none; null: none (a new share
+                                     gets none, an existing one keeps its own)
         capacity_limits: {ml.g5.xlarge: 1}
 
 The field names and values are the scenario format's (shared by the engine and the
 history). Team members and leads, jobs and exception requests are not policy and are
-not exported. A queue exported alone comes with the teams and instance types it uses
-and every urgency definition (with the teams that may invoke them).
+not exported; nor are job definitions (the scheduler's, with their revisions), so a
+definition's class is not in the file: a class a definition uses is kept. A queue
+exported alone comes with the teams and instance types it uses, every urgency
+definition (with the teams that may invoke them) and every workload class (they are
+global, as urgency definitions are, so applying one queue's file deletes none).
 """
 
 from __future__ import annotations
 
 import yaml
 
+from engine.contracts import CONTRACT_FIELDS
 from fleet.bridge import BORROW_UNLIMITED
 from fleet.executors import executor_choices
 from fleet.models import (
@@ -55,7 +69,12 @@ from fleet.models import (
     UrgencyDefinition,
 )
 from governance.policy_code import source as read
-from governance.policy_code.live import live_queue, live_urgencies, teams_named
+from governance.policy_code.live import (
+    live_queue,
+    live_urgencies,
+    live_workload_classes,
+    teams_named,
+)
 from governance.policy_code.model import (
     KEEP,
     Export,
@@ -65,6 +84,7 @@ from governance.policy_code.model import (
     ShareSpec,
     TeamSpec,
     UrgencySpec,
+    WorkloadClassSpec,
 )
 from governance.policy_code.source import Problems, child
 
@@ -74,7 +94,14 @@ HEADER = (
     "# Quota policy, quota-governance native format version 1.\n"
     "# Plan a change with `manage.py policy plan FILE`, apply it with `manage.py policy apply`.\n"
 )
-_TOP_FIELDS = {"version", "instance_types", "teams", "urgency_definitions", "queues"}
+_TOP_FIELDS = {
+    "version",
+    "instance_types",
+    "teams",
+    "urgency_definitions",
+    "workload_classes",
+    "queues",
+}
 _QUEUE_FIELDS = {
     "name",
     "description",
@@ -92,6 +119,7 @@ _SHARE_FIELDS = {
     "in_share_preemption",
     "state",
     "priority_ceiling",
+    "workload_class",
     "capacity_limits",
 }
 _URGENCY_FIELDS = {
@@ -112,6 +140,7 @@ def _share_entry(doc: dict) -> dict:
     entry["in_share_preemption"] = doc["in_share_preemption"]
     entry["state"] = doc["state"]
     entry["priority_ceiling"] = doc["priority_ceiling"]
+    entry["workload_class"] = doc["default_workload_class"]
     entry["capacity_limits"] = doc["capacity_limits"]
     return entry
 
@@ -132,6 +161,7 @@ def document(queues: list[JobQueue]) -> dict:
             {"name": team.name, "description": team.description} for team in teams_named(team_names)
         ],
         "urgency_definitions": urgencies,
+        "workload_classes": live_workload_classes(),
         "queues": [
             {
                 "name": live.queue.name,
@@ -175,7 +205,12 @@ def parse(text: str, *, source: str, target_queue: str | None = None) -> PolicyF
     if read.required(problems, top, "version", "") and top["version"] != VERSION:
         problems.add("version", f"this product reads version {VERSION} of the native format")
     policy = PolicyFile(
-        format=FORMAT, source=source, lines=lines, queues=[], creates_named_teams=False
+        format=FORMAT,
+        source=source,
+        lines=lines,
+        queues=[],
+        creates_named_teams=False,
+        has_class_section=True,
     )
     for index, entry in enumerate(_list(problems, top, "instance_types")):
         itype = _instance_type(problems, entry, f"instance_types[{index}]")
@@ -185,12 +220,7 @@ def parse(text: str, *, source: str, target_queue: str | None = None) -> PolicyF
         team = _team(problems, entry, f"teams[{index}]")
         if team is not None:
             policy.teams.append(team)
-    if "urgency_definitions" in top:
-        policy.urgencies = []
-        for index, entry in enumerate(_list(problems, top, "urgency_definitions")):
-            urgency = _urgency(problems, entry, f"urgency_definitions[{index}]")
-            if urgency is not None:
-                policy.urgencies.append(urgency)
+    _vocabularies(problems, top, policy)
     if read.required(problems, top, "queues", ""):
         for index, entry in enumerate(_list(problems, top, "queues")):
             queue = _queue(problems, entry, f"queues[{index}]")
@@ -209,9 +239,30 @@ def parse(text: str, *, source: str, target_queue: str | None = None) -> PolicyF
     _unique(
         problems, [(u.name, f"{u.path}.name") for u in policy.urgencies or []], "urgency definition"
     )
+    _unique(
+        problems,
+        [(c.name, c.field_path("name")) for c in policy.workload_classes or []],
+        "workload class",
+    )
     _unique(problems, [(q.name, f"{q.path}.name") for q in policy.queues], "queue")
     problems.raise_if_any()
     return policy
+
+
+def _vocabularies(problems: Problems, top, policy: PolicyFile) -> None:
+    """The optional sections: absent, the file leaves them as they are."""
+    if "urgency_definitions" in top:
+        policy.urgencies = []
+        for index, entry in enumerate(_list(problems, top, "urgency_definitions")):
+            urgency = _urgency(problems, entry, f"urgency_definitions[{index}]")
+            if urgency is not None:
+                policy.urgencies.append(urgency)
+    if "workload_classes" in top:
+        policy.workload_classes = []
+        for index, entry in enumerate(_list(problems, top, "workload_classes")):
+            workload_class = _workload_class(problems, entry, f"workload_classes[{index}]")
+            if workload_class is not None:
+                policy.workload_classes.append(workload_class)
 
 
 def _list(problems: Problems, top, key: str) -> list:
@@ -311,6 +362,34 @@ def _urgency(problems: Problems, entry, path: str) -> UrgencySpec | None:
     )
 
 
+_CLASS_FIELDS = ("name", "description", *CONTRACT_FIELDS)
+
+
+def _workload_class(problems: Problems, entry, path: str) -> WorkloadClassSpec | None:
+    """A class's name and description; its contract fields as given (absent: 0, or null
+    for checkpoint_on_notice), for the plan to check with the editor's own rules
+    (workload_class_validate), which name the field."""
+    entry = read.mapping(problems, entry, path)
+    if entry is None:
+        return None
+    read.unknown_fields(problems, entry, _CLASS_FIELDS, path)
+    if not read.required(problems, entry, "name", path):
+        return None
+    fields = {key: child(path, key) for key in _CLASS_FIELDS}
+    name = read.text(problems, entry["name"], fields["name"])
+    description = read.text(
+        problems, entry.get("description") or "", fields["description"], required=False
+    )
+    if name is None or description is None:
+        return None
+    doc = {"name": name.strip(), "description": description.strip()}
+    for key in CONTRACT_FIELDS:
+        value = entry.get(key)
+        # Null is absent (spec v2, V1): 0, or "does not checkpoint on notice".
+        doc[key] = 0 if value is None and key != "checkpoint_on_notice" else value
+    return WorkloadClassSpec(doc=doc, path=path, fields=fields)
+
+
 def _names(problems: Problems, value, path: str) -> list[str] | None:
     items = read.sequence(problems, value, path)
     if items is None:
@@ -400,6 +479,7 @@ def _share(problems: Problems, entry, path: str) -> ShareSpec | None:
     if not all(present):
         return None
     fields = {key: child(path, key) for key in _SHARE_FIELDS}
+    fields["default_workload_class"] = fields["workload_class"]
     name = read.text(problems, entry["name"], fields["name"])
     team = read.text(problems, entry["team"], fields["team"])
     strategy = read.choice(
@@ -428,6 +508,7 @@ def _share(problems: Problems, entry, path: str) -> ShareSpec | None:
         if ceiling is not None and ceiling > MAX_PRIORITY:
             problems.add(fields["priority_ceiling"], f"must be between 0 and {MAX_PRIORITY}")
             ceiling = None
+    default_class = _class_name(problems, entry, fields["workload_class"])
     if None in (name, team, strategy, in_share, state, limits, borrow_limit, ceiling):
         return None
     doc = {
@@ -442,4 +523,23 @@ def _share(problems: Problems, entry, path: str) -> ShareSpec | None:
         doc["borrow_limit"] = borrow_limit
     if "priority_ceiling" in entry:
         doc["priority_ceiling"] = ceiling
+    if default_class is not _NOT_GIVEN:
+        doc["default_workload_class"] = default_class
     return ShareSpec(doc=doc, path=path, fields=fields)
+
+
+_NOT_GIVEN = object()
+
+
+def _class_name(problems: Problems, entry, path: str):
+    """The share's `workload_class`: a name, None (null: no default class), or _NOT_GIVEN
+    when absent or wrong (the share then keeps its own; a wrong one is a problem)."""
+    if "workload_class" not in entry:
+        return _NOT_GIVEN
+    value = entry["workload_class"]
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip():
+        return value.strip()
+    problems.add(path, "must be the name of a workload class, or null for none")
+    return _NOT_GIVEN

@@ -8,20 +8,29 @@ shares added, changed field by field, and removed. The product never deletes a s
 disabling it, and the plan shows that as its state going to DISABLED. Queues, teams,
 instance types and urgency definitions the file leaves out stay as they are.
 
+Workload classes are a vocabulary: a file with a `workload_classes` section holds all
+of them, so a class it leaves out is deleted (refused at plan time while a share's
+default or a job definition would still name it); a file without the section leaves
+them as they are, and the plan says so. A share's default class is part of its
+document (`default_workload_class`, by name): named in the file, it must be a class
+there will be; absent, the share keeps its own. The impact preview adds what the whole
+change does to the lenders' worst-case time to get capacity back, in every queue.
+
 The whole proposed policy of each queue is checked at once by the engine's
 validate_policy, and each problem is reported at the file's own line and field. The
 impact preview is the engine's, for the whole change of each queue.
 
 Applying runs in one transaction: teams and instance types the file needs are created,
-then urgency definitions, queue capacity and shares are written by
-governance.policy.services (validation, optimistic locking against the versions the
+then workload classes added or changed, urgency definitions, queue capacity and shares
+are written, and last the classes the file deletes, all by governance.policy.services
+and governance.policy.workload_classes (validation, optimistic locking against the versions the
 plan read, one history entry per changed object with cause "import" and a reason that
 names the file). Any refusal rolls everything back.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.db import transaction
 
@@ -37,10 +46,12 @@ from fleet.models import (
     QuotaShare,
     Team,
     UrgencyDefinition,
+    WorkloadClass,
 )
 from governance.models import PolicyChange
-from governance.policy.impact import ImpactLine, policy_impact
+from governance.policy.impact import ImpactLine, policy_bound_impact, policy_impact
 from governance.policy.services import (
+    KEEP_CLASS,
     NON_FIELD,
     PolicyError,
     VersionConflict,
@@ -55,12 +66,26 @@ from governance.policy.services import (
     urgency_document,
     urgency_save,
 )
+from governance.policy.workload_classes import (
+    workload_class_delete,
+    workload_class_document,
+    workload_class_save,
+    workload_class_validate,
+)
 from governance.policy_code import aws_sync
 from governance.policy_code.live import LiveQueue, live_queue
-from governance.policy_code.model import KEEP, PolicyFile, QueueSpec, ShareSpec, TeamSpec
+from governance.policy_code.model import (
+    KEEP,
+    PolicyFile,
+    QueueSpec,
+    ShareSpec,
+    TeamSpec,
+    WorkloadClassSpec,
+)
 from governance.policy_code.source import FileProblem, Lines, PolicyFileError, Problems
 
-ADDED, CHANGED, REMOVED = "added", "changed", "removed"
+# REMOVED: a share the file leaves out, disabled; DELETED: a workload class it leaves out.
+ADDED, CHANGED, REMOVED, DELETED = "added", "changed", "removed", "deleted"
 
 
 @dataclass(frozen=True)
@@ -109,10 +134,28 @@ class Plan:
     urgency_changes: list[Change]
     queues: list[QueuePlan]
     warnings: list[str]
+    # Classes added or changed (written first, so shares may name them) and deleted
+    # (last, once no share of the file names them).
+    class_changes: list[Change] = field(default_factory=list)
+    # What the class changes do to the queues the file does not describe.
+    other_impact: list[ImpactLine] = field(default_factory=list)
+
+    @property
+    def class_writes(self) -> list[Change]:
+        return [change for change in self.class_changes if change.action != DELETED]
+
+    @property
+    def class_deletions(self) -> list[Change]:
+        return [change for change in self.class_changes if change.action == DELETED]
 
     @property
     def changes(self) -> list[Change]:
-        return self.urgency_changes + [change for queue in self.queues for change in queue.changes]
+        return (
+            self.class_writes
+            + self.urgency_changes
+            + [change for queue in self.queues for change in queue.changes]
+            + self.class_deletions
+        )
 
     @property
     def is_empty(self) -> bool:
@@ -129,6 +172,9 @@ class Plan:
             },
             "urgencies": {
                 change.name: _urgency_version(change.name) for change in self.urgency_changes
+            },
+            "workload_classes": {
+                change.name: _class_version(change.name) for change in self.class_changes
             },
         }
 
@@ -148,6 +194,10 @@ class PlanOutdated(Conflict):
 
 def _urgency_version(name: str) -> int | None:
     return UrgencyDefinition.objects.filter(name=name).values_list("version", flat=True).first()
+
+
+def _class_version(name: str) -> int | None:
+    return WorkloadClass.objects.filter(name=name).values_list("version", flat=True).first()
 
 
 ENGINE_FIELDS = (
@@ -178,6 +228,8 @@ def policy_plan(*, policy: PolicyFile) -> Plan:
     known_teams = set(Team.objects.values_list("name", flat=True)) | {t.name for t in teams}
     known_types = set(InstanceType.objects.values_list("name", flat=True)) | {t.name for t in types}
     urgency_changes = _urgency_changes(policy, problems, known_teams)
+    class_changes = _class_changes(policy, problems, warnings)
+    classes = _Classes.of(policy)
     queues = []
     names: set[str] = set()
     for spec in policy.queues:
@@ -185,14 +237,22 @@ def policy_plan(*, policy: PolicyFile) -> Plan:
             problems.add(spec.path, f"queue '{spec.name}' is described twice")
             continue
         names.add(spec.name)
-        queues.append(_queue_plan(policy, spec, problems, warnings, known_teams, known_types))
+        queues.append(
+            _queue_plan(policy, spec, problems, warnings, known_teams, known_types, classes)
+        )
+    _check_deletions(class_changes, queues, problems)
     problems.raise_if_any()
+    class_docs = classes.documents() if class_changes else None
     for plan in queues:
-        if plan.queue is not None and plan.changes:
-            plan.impact = policy_impact(
-                queue=plan.queue,
-                share_docs=plan.share_docs,
-                capacity=plan.capacity if plan.capacity_change else None,
+        if plan.queue is not None and (plan.changes or class_docs is not None):
+            if plan.changes:
+                plan.impact = policy_impact(
+                    queue=plan.queue,
+                    share_docs=plan.share_docs,
+                    capacity=plan.capacity if plan.capacity_change else None,
+                )
+            plan.impact += policy_bound_impact(
+                queue=plan.queue, share_docs=plan.share_docs, classes=class_docs
             )
     return Plan(
         format=policy.format,
@@ -203,7 +263,139 @@ def policy_plan(*, policy: PolicyFile) -> Plan:
         urgency_changes=urgency_changes,
         queues=queues,
         warnings=warnings,
+        class_changes=class_changes,
+        other_impact=_other_impact(class_docs, names),
     )
+
+
+@dataclass(frozen=True)
+class _Classes:
+    """The workload classes there will be, by name (the file's when it has the section,
+    else the live ones), and the live ones the file deletes."""
+
+    after: dict[str, dict]
+    deleted: frozenset[str]
+    described: bool  # the file has a workload_classes section
+
+    @classmethod
+    def of(cls, policy: PolicyFile) -> _Classes:
+        live = {wc.name: workload_class_document(wc) for wc in WorkloadClass.objects.all()}
+        if policy.workload_classes is None:
+            return cls(after=live, deleted=frozenset(), described=False)
+        after = {spec.name: spec.doc for spec in policy.workload_classes}
+        return cls(after=after, deleted=frozenset(set(live) - set(after)), described=True)
+
+    def documents(self) -> dict[str, dict]:
+        return self.after
+
+    def problem(self, name: str) -> str | None:
+        """Why a share cannot name the class `name` as its default, or None."""
+        if name in self.after:
+            return None
+        if name in self.deleted:
+            return (
+                f"workload class '{name}' is not under workload_classes, so this file deletes "
+                "it: keep it there, or choose another class"
+            )
+        where = ": define it under workload_classes" if self.described else ""
+        return f"unknown workload class '{name}'{where}"
+
+
+def _class_changes(policy: PolicyFile, problems: Problems, warnings: list[str]) -> list[Change]:
+    """The classes the file adds, changes and (leaving them out) deletes, each checked by
+    the editor's own rules at the file's field."""
+    if policy.workload_classes is None:
+        if policy.has_class_section:
+            warnings.append(
+                "the file has no workload_classes section: the workload classes stay as they are"
+            )
+        return []
+    live = {wc.name: wc for wc in WorkloadClass.objects.all()}
+    changes = []
+    for spec in policy.workload_classes:
+        current = live.get(spec.name)
+        for key, messages in workload_class_validate(spec.doc, workload_class=current).items():
+            for message in messages:
+                problems.add(spec.field_path(key), message)
+        before = workload_class_document(current) if current else None
+        if before != spec.doc:
+            changes.append(
+                Change(
+                    target=PolicyChange.Target.WORKLOAD_CLASS,
+                    action=CHANGED if current else ADDED,
+                    name=spec.name,
+                    queue=None,
+                    before=before,
+                    after=spec.doc,
+                )
+            )
+    named = {spec.name for spec in policy.workload_classes}
+    for name in sorted(set(live) - named):
+        changes.append(
+            Change(
+                target=PolicyChange.Target.WORKLOAD_CLASS,
+                action=DELETED,
+                name=name,
+                queue=None,
+                before=workload_class_document(live[name]),
+                after=None,
+            )
+        )
+    return changes
+
+
+def _check_deletions(changes: list[Change], queues: list[QueuePlan], problems: Problems) -> None:
+    """A class the file deletes must be used by nothing once the file is applied: no
+    share's default (the shares of the file's queues as the file leaves them, the others
+    as they are) and no job definition (which a file does not describe). A share the file
+    lists that still names it was reported at its own field."""
+    planned = {
+        (plan.name, doc["name"]): doc.get("default_workload_class")
+        for plan in queues
+        for doc in plan.share_docs
+    }
+    listed = {(plan.name, share.name) for plan in queues for share in plan.spec.shares}
+    for change in changes:
+        if change.action != DELETED:
+            continue
+        workload_class = WorkloadClass.objects.get(name=change.name)
+        users = [
+            f"the default of share {share}"
+            for share in workload_class.default_of_shares.select_related("queue").order_by(
+                "queue__name", "name"
+            )
+            if (share.queue.name, share.name) not in listed
+            and planned.get((share.queue.name, share.name), change.name) == change.name
+        ]
+        users += [
+            f"job definition {revision}"
+            for revision in workload_class.definition_revisions.select_related(
+                "definition"
+            ).order_by("definition__name", "revision")
+        ]
+        if users:
+            shown = "; ".join(users[:5]) + (
+                f"; and {len(users) - 5} more" if len(users) > 5 else ""
+            )
+            problems.add(
+                "workload_classes",
+                f"workload class '{change.name}' is not in the file, so it would be deleted, "
+                f"but it is in use ({shown}): keep it in the file, or choose another class "
+                "there first",
+            )
+
+
+def _other_impact(class_docs: dict | None, described: set[str]) -> list[ImpactLine]:
+    """The class changes' effect on the queues the file does not describe."""
+    if class_docs is None:
+        return []
+    lines = []
+    for queue in JobQueue.objects.exclude(name__in=described).order_by("name"):
+        lines += [
+            replace(line, text=f"{queue.name}: {line.text}")
+            for line in policy_bound_impact(queue=queue, classes=class_docs)
+        ]
+    return lines
 
 
 def _teams(policy: PolicyFile, problems: Problems, warnings: list[str]) -> list[TeamSpec]:
@@ -274,7 +466,7 @@ def _urgency_changes(policy: PolicyFile, problems: Problems, known_teams: set[st
 _SETTINGS = ("executor", "default_preemption_retries", "runnable_time_limit")
 
 
-def _queue_plan(policy, spec: QueueSpec, problems, warnings, known_teams, known_types):
+def _queue_plan(policy, spec: QueueSpec, problems, warnings, known_teams, known_types, classes):
     queue = JobQueue.objects.filter(name=spec.name).first()
     live = live_queue(queue=queue) if queue else None
     if live is not None:
@@ -294,6 +486,9 @@ def _queue_plan(policy, spec: QueueSpec, problems, warnings, known_teams, known_
                     "priority_ceiling": share.doc.get(
                         "priority_ceiling", live_doc["priority_ceiling"]
                     ),
+                    "default_workload_class": share.doc.get(
+                        "default_workload_class", live_doc["default_workload_class"]
+                    ),
                 }
             )
         origins.append(share)
@@ -303,7 +498,13 @@ def _queue_plan(policy, spec: QueueSpec, problems, warnings, known_teams, known_
             continue
         if not share.doc.get("team"):
             problems.add(share.field_path("team"), f"name the team that owns share '{share.name}'")
-        docs.append({"priority_ceiling": DEFAULT_PRIORITY_CEILING, **share.doc})
+        docs.append(
+            {
+                "priority_ceiling": DEFAULT_PRIORITY_CEILING,
+                "default_workload_class": None,
+                **share.doc,
+            }
+        )
         origins.append(share)
     for doc, origin in zip(docs, origins, strict=True):
         if origin is not None and doc["team"] and doc["team"] not in known_teams:
@@ -311,6 +512,11 @@ def _queue_plan(policy, spec: QueueSpec, problems, warnings, known_teams, known_
                 origin.field_path("team"),
                 f"unknown team '{doc['team']}': define it under teams",
             )
+        default_class = doc["default_workload_class"]
+        if origin is not None and default_class is not None:
+            why = classes.problem(default_class)
+            if why:
+                problems.add(origin.field_path("default_workload_class"), why)
         for type_name in doc["capacity_limits"]:
             if type_name not in known_types and origin is not None:
                 problems.add(
@@ -456,7 +662,11 @@ def _validate(spec: QueueSpec, queue_doc, docs, origins, live, problems: Problem
             _engine_doc(other)
             for other in [*docs[:index], before.get(doc["name"], {}), *docs[index + 1 :]]
         ]
-        data = share_data_from_document(doc, team=Team(name=doc["team"] or ""))
+        # The default class is checked against the classes the file leaves (above).
+        data = replace(
+            share_data_from_document(doc, team=Team(name=doc["team"] or "")),
+            default_workload_class=KEEP_CLASS,
+        )
         errors = share_validate_in_policy(
             queue_doc=queue_doc, share_docs=stored, index=index, data=data
         )
@@ -535,6 +745,21 @@ def _review_blockers(plan: Plan) -> list[str]:
     if plan.instance_types:
         names = ", ".join(itype.name for itype in plan.instance_types)
         blockers.append(f"it creates instance types ({names}): create them first")
+    created = {change.name for change in plan.class_writes if change.action == ADDED}
+    for queue_plan in plan.queues:
+        for change in queue_plan.share_changes:
+            default_class = (change.after or {}).get("default_workload_class")
+            if default_class in created:
+                blockers.append(
+                    f"share '{change.name}' of queue '{queue_plan.name}' names workload class "
+                    f"'{default_class}', which it creates: propose the class first"
+                )
+    for change in plan.class_deletions:
+        if WorkloadClass.objects.filter(name=change.name, default_of_shares__isnull=False).exists():
+            blockers.append(
+                f"it deletes workload class '{change.name}', which shares use until their "
+                "changes are approved: propose the share changes first, then the deletion"
+            )
     for queue_plan in plan.queues:
         if queue_plan.queue is None:
             blockers.append(f"it creates queue '{queue_plan.name}': propose the queue first")
@@ -573,7 +798,18 @@ def _apply(*, actor, policy: PolicyFile, reason: str, expected_versions: dict | 
         InstanceType.objects.create(
             name=itype.name, gpu_count=itype.gpu_count, gpu_model=itype.gpu_model
         )
+    class_specs = {spec.name: spec for spec in policy.workload_classes or []}
     try:
+        for change in plan.class_writes:
+            current = WorkloadClass.objects.filter(name=change.name).first()
+            writer.call(
+                None,
+                class_specs.get(change.name),
+                workload_class_save,
+                data=change.after,
+                workload_class=current,
+                expected_version=current.version if current else None,
+            )
         for change in plan.urgency_changes:
             urgency = UrgencyDefinition.objects.filter(name=change.name).first()
             writer.call(
@@ -586,16 +822,31 @@ def _apply(*, actor, policy: PolicyFile, reason: str, expected_versions: dict | 
             )
         for queue_plan in plan.queues:
             writer.queue(queue_plan)
+        for change in plan.class_deletions:
+            writer.call(
+                None,
+                None,
+                workload_class_delete,
+                workload_class=WorkloadClass.objects.get(name=change.name),
+            )
     except VersionConflict as conflict:
         raise PlanOutdated(f"the policy (now version {conflict.current_version})") from conflict
     return ApplyResult(plan=plan, changes=writer.changes, proposals=writer.proposals)
 
 
+_PARTS = {
+    "queues": "queue",
+    "shares": "share",
+    "urgencies": "urgency",
+    "workload_classes": "workload class",
+}
+
+
 def _what_changed(expected: dict, now: dict) -> str:
-    for part in ("queues", "shares", "urgencies"):
+    for part, what in _PARTS.items():
         for name in sorted(set(expected.get(part, {})) | set(now.get(part, {}))):
             if expected.get(part, {}).get(name) != now.get(part, {}).get(name):
-                return f"{part[:-1]} '{name}'"
+                return f"{what} '{name}'"
     return "the policy"
 
 
@@ -611,7 +862,13 @@ class _Writer:
     proposals: list = field(default_factory=list)
     changes: list[PolicyChange] = field(default_factory=list)
 
-    def call(self, spec: QueueSpec | None, origin: ShareSpec | None, function, **kwargs) -> None:
+    def call(
+        self,
+        spec: QueueSpec | None,
+        origin: ShareSpec | WorkloadClassSpec | None,
+        function,
+        **kwargs,
+    ) -> None:
         """Call the service and keep the history entry it recorded or the proposal it made;
         its refusal becomes the file's problem at the field it names."""
         try:

@@ -14,9 +14,12 @@ def value_text(value) -> str:
 
 
 def change_title(change: Change) -> str:
-    what = {"share": "share", "queue": "capacity of queue", "urgency": "urgency definition"}[
-        change.target
-    ]
+    what = {
+        "share": "share",
+        "queue": "capacity of queue",
+        "urgency": "urgency definition",
+        "workload_class": "workload class",
+    }[change.target]
     action = (
         "removed (disabled: a share is never deleted)"
         if change.action == REMOVED
@@ -34,7 +37,7 @@ def plan_lines(plan: Plan) -> list[str]:
             "Instance types to create: "
             + ", ".join(f"{t.name} ({t.gpu_count} GPUs per instance)" for t in plan.instance_types)
         )
-    for change in plan.urgency_changes:
+    for change in plan.class_writes + plan.urgency_changes:
         lines += _change_lines(change, indent="")
     for queue in plan.queues:
         lines.append(f"Queue {queue.name}{'' if queue.queue else ' (new)'}:")
@@ -45,6 +48,11 @@ def plan_lines(plan: Plan) -> list[str]:
         if queue.impact:
             lines.append("  Impact now:")
             lines += [f"    - {line.text}" for line in queue.impact]
+    for change in plan.class_deletions:
+        lines += _change_lines(change, indent="")
+    if plan.other_impact:
+        lines.append("Impact on other queues:")
+        lines += [f"  - {line.text}" for line in plan.other_impact]
     if plan.warnings:
         lines.append("Warnings:")
         lines += [f"  - {warning}" for warning in plan.warnings]
@@ -85,6 +93,10 @@ def plan_document(plan: Plan) -> dict:
             {"name": t.name, "gpus": t.gpu_count} for t in plan.instance_types
         ],
         "urgency_definitions": [change_doc(change) for change in plan.urgency_changes],
+        # Added and changed first, deleted last: the order the apply writes them.
+        "workload_classes": [
+            change_doc(change) for change in plan.class_writes + plan.class_deletions
+        ],
         "queues": [
             {
                 "name": queue.name,
@@ -96,6 +108,10 @@ def plan_document(plan: Plan) -> dict:
                 ],
             }
             for queue in plan.queues
+        ],
+        "other_impact": [
+            {"kind": line.kind, "text": line.text, "jobs": list(line.jobs)}
+            for line in plan.other_impact
         ],
         "warnings": plan.warnings,
         "versions": plan.versions(),

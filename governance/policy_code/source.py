@@ -9,13 +9,15 @@ What a file may hold is bounded before it becomes Python objects, so a small hos
 file cannot take a worker's memory or stack: at most MAX_FILE_BYTES of text, nesting at
 most MAX_DEPTH levels, and at most MAX_NODES values counting each repetition an alias
 makes (a "billion laughs" file of a few hundred bytes expands to billions). No text may
-hold a control character (NUL among them) other than tab and line breaks.
+hold a control character (NUL among them) other than tab and line breaks, and no number
+may be longer than Python reads (4300 digits).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +29,8 @@ from core.nesting import MAX_DEPTH, deeper_than
 
 MAX_FILE_BYTES = 1_000_000
 MAX_NODES = 100_000  # values in a file, each repetition by an alias counted
+# Python reads whole numbers of at most this many digits (sys.get_int_max_str_digits).
+_LONG_NUMBER = f"holds a number longer than {sys.get_int_max_str_digits()} digits"
 # C0 controls but tab, line feed and carriage return; DEL; C1 controls.
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
@@ -212,11 +216,23 @@ def load_documents(text: str) -> list[Document]:
         loader.dispose()
 
 
-def load_json_document(text: str) -> Document:
-    """One JSON document, with JSON's own syntax errors (by line) and YAML's line marks."""
+def loads_json(text: str) -> Any:
+    """json.loads within the file's bounds: nesting (before it recurses) and the length
+    of a number (Python reads at most sys.get_int_max_str_digits() digits). A syntax
+    error is left to the caller, as json.JSONDecodeError."""
     check_json_depth(text)
     try:
-        json.loads(text)
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:
+        raise _too_big(None, _LONG_NUMBER) from None
+
+
+def load_json_document(text: str) -> Document:
+    """One JSON document, with JSON's own syntax errors (by line) and YAML's line marks."""
+    try:
+        loads_json(text)
     except json.JSONDecodeError as error:
         raise PolicyFileError(
             [FileProblem(error.lineno, "file", f"is not valid JSON: {error.msg}")]
@@ -232,7 +248,10 @@ def _convert(loader, node, path: str, lines: Lines, problems: list[FileProblem])
     if isinstance(node, yaml.MappingNode):
         result: dict = {}
         for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
+            try:
+                key = loader.construct_object(key_node, deep=True)
+            except ValueError:  # an integer longer than Python reads
+                key = None
             if not isinstance(key, str | int) or isinstance(key, bool):
                 problems.append(
                     FileProblem(key_node.start_mark.line + 1, path or "file", "keys must be text")
@@ -262,7 +281,11 @@ def _convert(loader, node, path: str, lines: Lines, problems: list[FileProblem])
             _convert(loader, item, child(path, index), lines, problems)
             for index, item in enumerate(node.value)
         ]
-    value = loader.construct_object(node, deep=True)
+    try:
+        value = loader.construct_object(node, deep=True)
+    except ValueError:  # an integer longer than Python reads
+        problems.append(FileProblem(node.start_mark.line + 1, path or "file", _LONG_NUMBER))
+        return None
     if isinstance(value, str) and (found := _CONTROL.search(value)):
         problems.append(
             FileProblem(

@@ -97,7 +97,8 @@ def _plan_page(request, queue, plan, apply_form, **extra):
             "queue": queue,
             "plan": plan,
             "rows": rows,
-            "impact": [line for queue_plan in plan.queues for line in queue_plan.impact],
+            "impact": [line for queue_plan in plan.queues for line in queue_plan.impact]
+            + plan.other_impact,
             "apply_form": apply_form,
             **extra,
         },

@@ -17,7 +17,7 @@ from engine import (
     load_scenario,
     schedule,
 )
-from engine.contracts import Contract, policy_reclaim_bound, reclaim_bound
+from engine.contracts import Contract, contract_problems, policy_reclaim_bound, reclaim_bound
 
 G = "ml.g5.xlarge"
 SHARES = (
@@ -266,3 +266,38 @@ def test_null_contract_fields_are_absent_but_make_a_v2_document():
     assert (job.grace, job.min_runtime_reclaim, job.checkpoint_on_notice) == (0, 0, None)
     assert scenario.contracts
     assert not load_scenario(_document()).contracts
+
+
+def test_contract_problems_is_the_one_range_check_in_the_documents_words():
+    assert contract_problems({}) == {}
+    assert contract_problems({"grace": None, "checkpoint_on_notice": None}) == {}
+    assert contract_problems(
+        {
+            "checkpoint_on_notice": 0,
+            "grace": -1,
+            "min_runtime_preempt": True,
+            "min_runtime_reclaim": 2**53,
+            "notice": 5,
+        }
+    ) == {
+        "min_runtime_reclaim": "must be at most 9007199254740991",
+        "min_runtime_preempt": "must be a whole number",
+        "grace": "must be at least 0",
+        "checkpoint_on_notice": "must be at least 1",
+        "notice": "not a contract field (min_runtime_reclaim, min_runtime_preempt, grace, "
+        "checkpoint_on_notice)",
+    }
+    # The format allows notice-less checkpointing (it has no effect): not a range problem.
+    assert contract_problems({"grace": 0, "checkpoint_on_notice": 30}) == {}
+
+
+def test_contract_problems_with_a_products_bound_gives_the_whole_range():
+    week = 7 * 24 * 3600
+    assert contract_problems({"grace": week, "checkpoint_on_notice": week}, maximum=week) == {}
+    assert contract_problems(
+        {"grace": week + 1, "checkpoint_on_notice": 0, "min_runtime_reclaim": "60"}, maximum=week
+    ) == {
+        "min_runtime_reclaim": f"must be a whole number of seconds from 0 to {week}",
+        "grace": f"must be a whole number of seconds from 0 to {week}",
+        "checkpoint_on_notice": f"must be a whole number of seconds from 1 to {week}",
+    }

@@ -3,7 +3,16 @@ make), and helpers to empty the database between an export and its import."""
 
 import pytest
 
-from fleet.models import InstanceType, Job, JobQueue, QuotaShare, Team, UrgencyDefinition
+from fleet.models import (
+    InstanceType,
+    Job,
+    JobDefinition,
+    JobQueue,
+    QuotaShare,
+    Team,
+    UrgencyDefinition,
+    WorkloadClass,
+)
 from governance.models import PolicyChange
 from governance.policy.services import (
     ShareData,
@@ -131,6 +140,8 @@ def empty_database() -> None:
     Job.objects.all().delete()
     PolicyChange.objects.all().delete()
     QuotaShare.objects.all().delete()
+    JobDefinition.objects.all().delete()
+    WorkloadClass.objects.all().delete()
     JobQueue.objects.all().delete()
     UrgencyDefinition.objects.all().delete()
     Team.objects.all().delete()

@@ -224,3 +224,32 @@ def test_the_upload_page_lists_a_hostile_files_problem(
     assert page.status_code == 200
     assert message in text and "hostile.yaml was not applied." in text
     assert snapshot() == before
+
+
+LONG = "9" * 5000  # longer than Python reads (sys.get_int_max_str_digits(): 4300)
+TOO_LONG = "holds a number longer than 4300 digits"
+
+
+@pytest.mark.parametrize(
+    ("text", "format", "field", "message"),
+    [
+        (
+            f"version: 1\nqueues: []\nworkload_classes:\n- name: a\n  grace: {LONG}\n",
+            "native",
+            "workload_classes[0].grace",
+            TOO_LONG,
+        ),
+        (f"version: 1\nqueues: []\n? {LONG}\n: 1\n", "native", "file", "keys must be text"),
+        ('{"quotaShares": [], "n": ' + LONG + "}", None, "file", TOO_LONG),
+        ('{"quotaShares": [], "n": ' + LONG + "}", "aws-batch", "file", TOO_LONG),
+        (
+            f"version: 1\nqueues: [{{name: q, capacity: {{a: {LONG}}}}}]\n",
+            "native",
+            "queues[0].capacity.a",
+            TOO_LONG,
+        ),
+    ],
+)
+def test_a_number_longer_than_python_reads_is_a_problem_not_a_crash(text, format, field, message):
+    problem = only_problem(text, format)
+    assert (problem.field, problem.message) == (field, message)
