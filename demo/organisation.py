@@ -234,6 +234,7 @@ def philly_vc_sizes(path: Path | None = None) -> list[tuple[str, int]]:
 
 
 def seed_philly(actor) -> JobQueue:
+    seed_workload_classes(actor)  # its shares' default classes
     gpu, _ = InstanceType.objects.get_or_create(
         name="philly.gpu", defaults={"gpu_count": 1, "gpu_model": "Philly GPU (1 per instance)"}
     )
@@ -288,7 +289,6 @@ def seed_demo(*, password: str | None = None) -> dict[str, User]:
             urgency_save(
                 actor=admin, data=data, reason=SEED_REASON, cause=PolicyChange.Cause.IMPORT
             )
-    seed_workload_classes(admin)
     aws = seed_aws_sample(admin, users["lead"])
     seed_philly(admin)
     seed_knowledge(actor=admin)

@@ -24,6 +24,7 @@ share until they have all stopped. `engine.contracts.reclaim_bound` and
 `policy_reclaim_bound` give a lender's time to get its capacity back (V13).
 """
 
+from .contracts import CONTRACT_FIELDS
 from .impact import Impact, assess_job_change, assess_policy_change
 from .quota import ShareUsage, share_usage
 from .results import Event, JobOutcome, SimulationResult, dump_result, result_to_json
@@ -44,7 +45,7 @@ from .types import (
     Snapshot,
     Start,
 )
-from .validation import CONTRACT_FIELDS, load_scenario, parse_json, validate_policy
+from .validation import load_scenario, parse_json, validate_policy
 
 __all__ = [
     "CONTRACT_FIELDS",

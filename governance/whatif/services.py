@@ -23,6 +23,7 @@ from config.celery import task
 from core import rules
 from core.errors import InvalidInput, WrongState
 from engine import ScenarioError
+from engine.contracts import contract_problems
 from fleet.models import BORROWING_STRATEGIES, InstanceType, JobQueue, QuotaShare, Team
 from fleet.selectors import queue_document, share_document
 from governance.models import (
@@ -458,26 +459,17 @@ def _overrides_clean(prefix, overrides, errors, *, known, unknown, what) -> dict
 
 
 def _contract_fields(key: str, contract: Mapping, errors: dict) -> dict:
-    fields = {}
-    for name, value in contract.items():
-        if name not in CONTRACT_FIELDS:
-            errors[f"{key}.{name}"] = [f"not a contract field ({', '.join(CONTRACT_FIELDS)})"]
-            continue
-        if value is None or value == "":
-            continue
-        least = 1 if name == "checkpoint_on_notice" else 0
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int)
-            or not least <= value <= MAX_CONTRACT_SECONDS
-        ):
-            errors[f"{key}.{name}"] = [
-                f"must be a whole number of seconds from {least} to {MAX_CONTRACT_SECONDS:,} "
-                "(a week)"
-            ]
-            continue
-        fields[name] = value
-    return fields
+    """The fields an override sets (a blank one sets none), its problems in `errors` at
+    `key`.<field>: the one range check of a contract (engine.contracts), a week at most."""
+    given = {name: None if value == "" else value for name, value in contract.items()}
+    for name, problem in contract_problems(given, maximum=MAX_CONTRACT_SECONDS).items():
+        suffix = " (a week)" if name in CONTRACT_FIELDS else ""
+        errors[f"{key}.{name}"] = [problem + suffix]
+    return {
+        name: value
+        for name, value in given.items()
+        if value is not None and name in CONTRACT_FIELDS and f"{key}.{name}" not in errors
+    }
 
 
 @transaction.atomic
