@@ -5,11 +5,12 @@ RemoveConstraint operations on one model, applied as one. A fresh `migrate` spen
 time in the migration state, not in the database: each operation re-renders its model
 and every model related to it (scheduler_job's relations reach most of the project,
 some 35 ms an operation), and on SQLite each NOT NULL column and each constraint
-rebuilds the table. Here the state re-renders once, and SQLite rebuilds the table once
-(the columns are added with their defaults, which rewrites nothing, then the table is
-made again as the final state defines it: no default kept, its constraints and
-references). PostgreSQL runs the operations themselves, in order. The end state and
-schema are those of the operations run one by one.
+rebuilds the table. Here the state re-renders once, and SQLite rebuilds the table at
+most once (the columns are added with their defaults, which rewrites nothing, then the
+table is made again as the final state defines it: no default kept, its constraints and
+references; with only nullable columns to add, Django's own ALTER TABLE ADD COLUMN).
+PostgreSQL runs the operations themselves, in order. The end state and schema are those
+of the operations run one by one (tests/core/test_migration_ops.py).
 
 AddIndexConcurrently: an index on a large table (tests/core/test_migrations_policy.py
 says which) is built with CREATE INDEX CONCURRENTLY on PostgreSQL, which lets writes
