@@ -26,7 +26,7 @@ from django.db import migrations, models
 from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.state import ProjectState
 
-from core.migration_ops import AddIndexConcurrently
+from core.migration_ops import AddIndexConcurrently, AlterModelInOneStep
 
 # Tables that grow with the fleet's work: a row per job, per job event, per decision,
 # per policy change, per month and scope.
@@ -92,9 +92,13 @@ def _model_name(operation) -> str | None:
 
 
 def _database_operations(operation):
-    """The operations that touch the database (a SeparateDatabaseAndState's own)."""
+    """The operations that touch the database (a SeparateDatabaseAndState's own, those
+    an AlterModelInOneStep folds)."""
     if isinstance(operation, migrations.SeparateDatabaseAndState):
         for inner in operation.database_operations:
+            yield from _database_operations(inner)
+    elif isinstance(operation, AlterModelInOneStep):
+        for inner in operation.operations:
             yield from _database_operations(inner)
     else:
         yield operation
@@ -185,44 +189,52 @@ def _with_migration(loader, app_label, name, operations, *, atomic=True):
     return loader
 
 
-@pytest.mark.parametrize(
-    ("operation", "found"),
-    [
-        (
-            migrations.AddIndex(
-                model_name="job", index=models.Index(fields=["name"], name="job_name_idx")
-            ),
-            "fleet.0099_new: AddIndex job_name_idx on the large table scheduler_job",
+PLAIN_INDEXES = [
+    (
+        migrations.AddIndex(
+            model_name="job", index=models.Index(fields=["name"], name="job_name_idx")
         ),
-        (
-            migrations.AddField(
-                model_name="jobevent",
-                name="note",
-                field=models.CharField(max_length=20, default="", db_index=True),
-            ),
-            "fleet.0099_new: AddField note (db_index, unique or a ForeignKey's index) on the "
-            "large table scheduler_jobevent",
+        "fleet.0099_new: AddIndex job_name_idx on the large table scheduler_job",
+    ),
+    (
+        migrations.AddField(
+            model_name="jobevent",
+            name="note",
+            field=models.CharField(max_length=20, default="", db_index=True),
         ),
-        (
-            migrations.AlterField(
-                model_name="job", name="name", field=models.CharField(max_length=200, unique=True)
-            ),
-            "fleet.0099_new: AlterField name (adds db_index or unique) on the large table "
-            "scheduler_job",
+        "fleet.0099_new: AddField note (db_index, unique or a ForeignKey's index) on the "
+        "large table scheduler_jobevent",
+    ),
+    (
+        migrations.AlterField(
+            model_name="job", name="name", field=models.CharField(max_length=200, unique=True)
         ),
-        (
-            migrations.AddConstraint(
-                model_name="job",
-                constraint=models.UniqueConstraint(fields=["name"], name="job_name_unique"),
-            ),
-            "fleet.0099_new: AddConstraint job_name_unique (a unique index) on the large "
-            "table scheduler_job",
+        "fleet.0099_new: AlterField name (adds db_index or unique) on the large table "
+        "scheduler_job",
+    ),
+    (
+        migrations.AddConstraint(
+            model_name="job",
+            constraint=models.UniqueConstraint(fields=["name"], name="job_name_unique"),
         ),
-    ],
-    ids=["AddIndex", "AddField db_index", "AlterField unique", "UniqueConstraint"],
-)
+        "fleet.0099_new: AddConstraint job_name_unique (a unique index) on the large "
+        "table scheduler_job",
+    ),
+]
+PLAIN_INDEX_IDS = ["AddIndex", "AddField db_index", "AlterField unique", "UniqueConstraint"]
+
+
+@pytest.mark.parametrize(("operation", "found"), PLAIN_INDEXES, ids=PLAIN_INDEX_IDS)
 def test_a_new_plain_index_on_a_large_table_is_named_with_its_migration(operation, found):
     loader = _with_migration(MigrationLoader(None), "fleet", "0099_new", [operation])
+    problems = [p for p in migration_problems(loader) if p.startswith("fleet.0099_new")]
+    assert len(problems) == 1 and problems[0].startswith(found), problems
+
+
+@pytest.mark.parametrize(("operation", "found"), PLAIN_INDEXES[1:], ids=PLAIN_INDEX_IDS[1:])
+def test_a_plain_index_folded_in_one_step_is_named_too(operation, found):
+    folded = AlterModelInOneStep(model_name=operation.model_name, operations=[operation])
+    loader = _with_migration(MigrationLoader(None), "fleet", "0099_new", [folded])
     problems = [p for p in migration_problems(loader) if p.startswith("fleet.0099_new")]
     assert len(problems) == 1 and problems[0].startswith(found), problems
 

@@ -5,9 +5,10 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [
-        ("governance", "0015_policychange_workload_class_index"),
-    ]
+    # Was governance 0016 (never released): renumbered after 0012-0015 were folded.
+    replaces = [("governance", "0016_reclaim_evidence")]
+
+    dependencies = [("governance", "0013_policychange_indexes")]
 
     operations = [
         migrations.AddField(

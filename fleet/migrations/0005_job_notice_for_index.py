@@ -11,8 +11,10 @@ class Migration(migrations.Migration):
     # (core.migration_ops), which no transaction may hold.
     atomic = False
 
+    replaces = [("fleet", "0008_job_notice_for_index")]
+
     dependencies = [
-        ("fleet", "0007_job_stopping"),
+        ("fleet", "0004_interruption_contracts"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
