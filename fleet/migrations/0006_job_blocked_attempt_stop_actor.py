@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("fleet", "0008_job_notice_for_index"),
+        ("fleet", "0005_job_notice_for_index"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

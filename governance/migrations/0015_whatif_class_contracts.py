@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("governance", "0016_reclaim_evidence"),
+        ("governance", "0014_reclaim_evidence"),
     ]
 
     operations = [
