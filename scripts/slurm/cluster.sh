@@ -195,7 +195,8 @@ case "${1:-}" in
     ;;
   status)
     for pidfile in "$DIR/munge/run/munged.pid" "$DIR/run/slurmctld.pid" \
-      "$DIR"/run/slurmd-*.pid; do
+      "${NODES[@]/#/$DIR/run/slurmd-}"; do
+      pidfile="${pidfile%.pid}.pid"
       name="$(basename "$pidfile" .pid)"
       if alive "$pidfile"; then echo "$name: running (pid $(cat "$pidfile"))"; else echo "$name: stopped"; fi
     done
