@@ -23,7 +23,7 @@ def test_a_two_node_job_runs_on_both_nodes(slurm_cluster, tmp_path):
         "--gres=gpu:1",
         f"--output={out}",
         "--wrap",
-        'srun sh -c \'echo "$SLURMD_NODENAME $CUDA_VISIBLE_DEVICES"\'',
+        "srun sh -c 'echo \"$SLURMD_NODENAME $CUDA_VISIBLE_DEVICES\"'",
     ).strip()
     assert slurm_cluster.wait_state(job_id, {"COMPLETED", "FAILED"}) == "COMPLETED"
     assert slurm_cluster.job_field(job_id, "NodeList") == "node[1-2]"
