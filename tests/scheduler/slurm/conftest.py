@@ -44,3 +44,19 @@ class Cluster:
 @pytest.fixture
 def slurm_cluster() -> Cluster:
     return Cluster(os.environ["SLURM_CONF"])
+
+
+@pytest.fixture
+def slurm_settings(settings, tmp_path, slurm_cluster):
+    """The jobs' files under this test's directory (the nodes are this host), and a
+    name prefix of this test's own, so the reconciliation touches no other Slurm job;
+    whatever of it is left in Slurm is cancelled at the end."""
+    settings.JOB_CHECKPOINT_ROOT = tmp_path / "checkpoints"
+    settings.SLURM_JOB_PREFIX = f"gpuqtest{os.getpid()}x{time.monotonic_ns() % 10**6}"
+    settings.SLURM_SUBMIT_STALE_SECONDS = 1
+    yield settings
+    names = slurm_cluster.run("squeue", "--noheader", "--states=all", "--format=%i %j")
+    for line in names.splitlines():
+        job_id, _, name = line.strip().partition(" ")
+        if name.startswith(settings.SLURM_JOB_PREFIX + "-"):
+            subprocess.run(["scancel", job_id], env=slurm_cluster.env, check=False, timeout=20)
