@@ -16,8 +16,12 @@ this one; its only argument is the path of the run's spec, a JSON file the produ
 writes in the job's area (`RunFiles`): the definition's argument vector, the job's
 whole environment (the definition's variables, `PATH`, `HOME`, `LANG`, `JOB_ID`,
 `JOB_ATTEMPT`, `JOB_CHECKPOINT_DIR`, `JOB_STATUS_FILE`) and its working directory. The
-launcher execs the argument vector itself: no shell reads anything a user gave, and
-`scontrol show job` shows no parameter or variable. The job area
+launcher starts the argument vector itself: no shell reads anything a user gave, and
+`scontrol show job` shows no parameter or variable. It stays the program's parent, so
+the end of a grace is `scancel --batch --signal=USR2` (the launcher kills the program's
+group and the job ends at once) rather than Slurm's SIGKILL, after which Slurm reports
+the end only `KillWait` later; Slurm's own kill stays the fallback, a kill margin later
+(`scheduler.services.slurm`). The job area
 (`JOB_CHECKPOINT_ROOT/job-<id>/`, laid out as the process executor's) must be on a
 file system the nodes share with the product.
 
@@ -226,6 +230,12 @@ class Cluster:
         """Send signal `name` (TERM, KILL) to every process of the job: `--full` reaches
         the batch script itself, which a plain `scancel --signal` does not."""
         self.run("scancel", "--full", f"--signal={name}", job_id)
+
+    def kill(self, job_id: str) -> None:
+        """The end of the grace: the launcher (the batch script) sends SIGKILL to the
+        program's group and ends the same way, so the job ends at once
+        (`slurm_launch`)."""
+        self.run("scancel", "--batch", "--signal=USR2", job_id)
 
     def cancel(self, job_id: str) -> None:
         self.run("scancel", job_id)

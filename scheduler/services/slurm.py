@@ -288,11 +288,17 @@ def _mark(job: Job, **marks) -> None:
 
 
 def _signal(job: Job, cluster: Cluster, signal_name: str, mark: str, now: dt.datetime) -> bool:
+    """TERM (the notice), KILL (the end of the grace: the launcher kills the program's
+    group) or FULL_KILL (Slurm's own SIGKILL to every process of the job, a kill margin
+    after that, should the launcher not have ended it)."""
     slurm_id = (job.placement or {}).get("job_id")
     if not slurm_id:
         return False
     try:
-        cluster.signal(slurm_id, signal_name)
+        if signal_name == "KILL":
+            cluster.kill(slurm_id)
+        else:
+            cluster.signal(slurm_id, "KILL" if signal_name == "FULL_KILL" else signal_name)
     except SlurmError as error:
         if not error.refused:
             logger.warning(
@@ -437,11 +443,13 @@ def _deliver_notice(cluster: Cluster, job: Job, now: dt.datetime, report) -> Non
     if not placement.get("term_sent_at") and _signal(job, cluster, "TERM", "term_sent_at", now):
         report.signalled.append(job.pk)
     over = job.grace_until is not None and job.grace_until <= now
-    if (
-        over
-        and not placement.get("kill_sent_at")
-        and _signal(job, cluster, "KILL", "kill_sent_at", now)
-    ):
+    if over and not placement.get("kill_sent_at"):
+        if _signal(job, cluster, "KILL", "kill_sent_at", now):
+            report.signalled.append(job.pk)
+        return
+    margin = dt.timedelta(seconds=settings.JOB_KILL_MARGIN_SECONDS)
+    late = over and job.grace_until + margin <= now and not placement.get("full_kill_sent_at")
+    if late and _signal(job, cluster, "FULL_KILL", "full_kill_sent_at", now):
         report.signalled.append(job.pk)
 
 

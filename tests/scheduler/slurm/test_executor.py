@@ -12,6 +12,7 @@ import json
 import time
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 
 from fleet.models import InstanceType, Job, JobEvent
@@ -88,11 +89,19 @@ def submitted(job: Job) -> str:
     return done.split()[1]
 
 
-def test_a_started_job_runs_the_example_script_on_slurm_and_succeeds(start, slurm_cluster):
+def job_page(client, job: Job) -> str:
+    return client.get(reverse("job-detail", args=[job.pk])).content.decode()
+
+
+def test_a_started_job_runs_the_example_script_on_slurm_and_succeeds(
+    start, slurm_cluster, client, admin
+):
+    client.force_login(admin)
     decided = time.monotonic()
     job, outcome = start("qs2", "train-on-slurm", train(4, step_seconds=0.2, every=2))
     assert outcome.started == [job.pk]
     assert (job.state, job.worker) == ("RUNNING", "")  # STARTING: not in Slurm yet
+    assert "being submitted to its Slurm cluster" in job_page(client, job)
     slurm_id = submitted(job)
     job = fresh(job)
     assert job.worker == f"slurm:{slurm_id}"
@@ -105,6 +114,9 @@ def test_a_started_job_runs_the_example_script_on_slurm_and_succeeds(start, slur
     seen_running = time.monotonic() - decided
     assert running.state == "RUNNING" and running.placement["nodes"] in {"node1", "node2"}
     assert slurm_cluster.job_field(slurm_id, "JobName") == run_name(job.pk, 1)
+    page = job_page(client, running)
+    assert f"{slurm_id} (running) on {running.placement['nodes']}" in page
+    assert "Running within its share" in page
 
     done = settle(lambda: fresh(job).state == "SUCCEEDED" and fresh(job), what="it succeeds")
     assert done.exit_code == 0
@@ -205,3 +217,48 @@ def test_a_slurm_job_of_ours_that_the_product_does_not_run_is_cancelled(slurm_qu
     report = service.slurm_reconcile()
     assert stray in report.cancelled
     assert slurm_cluster.wait_state(stray, {"CANCELLED"}) == "CANCELLED"
+
+
+STUBBORN = [
+    "python3",
+    "-c",
+    "import signal, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "print('ignoring SIGTERM', flush=True)\n"
+    "while True:\n"
+    "    time.sleep(0.05)\n",
+]
+
+
+def test_a_program_that_ignores_sigterm_is_killed_at_the_end_of_its_grace(start, slurm_cluster):
+    job, _ = start("qs2", "stubborn", STUBBORN, grace=2)
+    slurm_id = submitted(job)
+    settle(lambda: (fresh(job).placement or {}).get("state") == "RUNNING", what="it runs")
+    terminated = timezone.now()
+    job_terminate(job_id=job.pk)
+    assert service.slurm_notice(job_ids=[job.pk]) == 1
+    # Within its grace it runs on, holding its capacity, whatever the ticks see.
+    for _ in range(5):
+        service.slurm_reconcile()
+        time.sleep(0.1)
+    assert fresh(job).state == "STOPPING"
+    assert slurm_cluster.job_field(slurm_id, "JobState") == "RUNNING"
+
+    ended = settle(lambda: fresh(job).state == "FAILED" and fresh(job), what="SIGKILL")
+    took = (ended.finished_at - terminated).total_seconds()
+    assert ended.reason == "terminated" and ended.exit_code == -9
+    assert fresh(job).placement.get("kill_sent_at")
+    assert 2 <= took < 2 + 2, took
+    print(f"\nslurm: terminate (grace 2 s) to the capacity free: {took:.2f} s")
+
+
+def test_a_job_terminated_before_slurm_ran_it_is_cancelled_there(start, slurm_cluster):
+    job, _ = start("qs2", "never-ran", STUBBORN, grace=2)
+    job_terminate(job_id=job.pk)  # STOPPING before its submission: nothing to signal
+    assert service.slurm_submit_run(job_id=job.pk, attempt=1) == "stopped before its submission"
+    ended = fresh(job)
+    assert (ended.state, ended.reason) == ("FAILED", "terminated")
+    named = slurm_cluster.run(
+        "squeue", "--noheader", "--states=all", f"--name={run_name(job.pk, 1)}"
+    )
+    assert named == ""
