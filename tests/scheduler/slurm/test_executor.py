@@ -262,3 +262,24 @@ def test_a_job_terminated_before_slurm_ran_it_is_cancelled_there(start, slurm_cl
         "squeue", "--noheader", "--states=all", f"--name={run_name(job.pk, 1)}"
     )
     assert named == ""
+
+
+def test_decision_to_running_in_slurm_within_three_seconds(start, slurm_cluster):
+    """Ten starts one after the other: from the pass that decides to Slurm reporting
+    the job RUNNING (polled every 20 ms), through the executor's submission."""
+    took = []
+    for number in range(10):
+        decided = time.monotonic()
+        job, outcome = start("qs2", f"quick-{number}", ["python3", "-c", "pass"])
+        assert outcome.started == [job.pk]
+        slurm_id = submitted(job)
+        while slurm_cluster.job_field(slurm_id, "JobState") not in {"RUNNING", "COMPLETED"}:
+            time.sleep(0.02)
+        took.append(time.monotonic() - decided)
+        settle(lambda job=job: fresh(job).state == "SUCCEEDED", what=f"quick-{number} succeeds")
+    took.sort()
+    print(
+        f"\nslurm: decision to RUNNING over {len(took)} starts: p50 {took[len(took) // 2]:.2f} s,"
+        f" max {took[-1]:.2f} s ({', '.join(f'{t:.2f}' for t in took)})"
+    )
+    assert took[-1] < 3
