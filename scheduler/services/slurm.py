@@ -44,6 +44,7 @@ from django.utils import timezone
 from fleet.models import InstanceType, Job, JobQueue
 from scheduler.executors import executor_names
 from scheduler.executors.slurm import (
+    ENDED_STATES,
     LOST_STATES,
     Cluster,
     RunFiles,
@@ -378,10 +379,14 @@ def _reconcile_cluster(
     believed = {(job.pk, job.attempt) for job in live}
     for job in live:
         _reconcile_run(cluster, job, ours.get((job.pk, job.attempt), []), now, report)
-    for (job_id, attempt), slurm_jobs in sorted(ours.items()):
-        if (job_id, attempt) in believed:
-            continue
-        for slurm in slurm_jobs:
+    strays = {run for run in ours if run not in believed}
+    # A run started after the read above is not a stray: asked again, one query.
+    for job_id, attempt in Job.objects.filter(
+        pk__in={job_id for job_id, _ in strays}, state__in=Job.HOLDING_STATES
+    ).values_list("pk", "attempt"):
+        strays.discard((job_id, attempt))
+    for job_id, attempt in sorted(strays):
+        for slurm in ours[(job_id, attempt)]:
             if not slurm.ended and _cancel(
                 cluster, slurm.job_id, why=f"job {job_id} attempt {attempt} is not running"
             ):
@@ -425,14 +430,22 @@ def _reconcile_run(
 
 
 def _record_running(job: Job, slurm: SlurmJob, figures, now: dt.datetime, report) -> None:
+    """Slurm runs it: its nodes and start, and the program's figures; a row is written
+    only when something of it changed (a reconciliation of 1,000 running jobs writes
+    the few that moved)."""
     placement = dict(job.placement or {})
     first = placement.get("state") != "RUNNING"
     placement.update(state="RUNNING", nodes=slurm.nodes, start_time=slurm.start_time)
     placement.setdefault("running_seen_at", now.isoformat())
-    values: dict = {"placement": placement, "heartbeat_at": now}
-    if figures is not None:
+    values: dict = {}
+    if placement != job.placement:
+        values["placement"] = placement
+    if figures is not None and (job.progress, job.checkpointed) != figures:
         values.update(progress=max(0, figures[0]), checkpointed=max(0, figures[1]))
-    Job.objects.filter(pk=job.pk, attempt=job.attempt, lease_token=job.lease_token).update(**values)
+    if values:
+        Job.objects.filter(pk=job.pk, attempt=job.attempt, lease_token=job.lease_token).update(
+            heartbeat_at=now, **values
+        )
     job.placement = placement
     if first:
         report.running.append(job.pk)
@@ -457,6 +470,8 @@ def _record_end(
     cluster: Cluster, job: Job, slurm_id: str, slurm: SlurmJob | None, figures, now, report
 ) -> None:
     ending = cluster.ending(slurm_id)
+    if ending is not None and ending.state not in ENDED_STATES:
+        return  # submitted after squeue answered: it has not ended, the next tick sees it
     state = ending.state if ending is not None else (slurm.state if slurm else "")
     progress, checkpointed = figures if figures is not None else (None, None)
     common = {

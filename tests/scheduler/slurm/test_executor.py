@@ -203,6 +203,14 @@ def test_a_submission_retried_after_a_crash_adopts_the_slurm_job_never_two(start
     )
     assert len(named.splitlines()) == 1
 
+    # A listing that missed it (it was submitted after squeue answered) ends nothing:
+    # Slurm is asked about that job, and it has not ended.
+    report = service.Reconciliation()
+    service._record_end(
+        Cluster(slurm_cluster.conf), fresh(job), first, None, None, timezone.now(), report
+    )
+    assert fresh(job).state == "RUNNING" and not (report.ended or report.lost)
+
 
 def test_a_slurm_job_of_ours_that_the_product_does_not_run_is_cancelled(slurm_queue, slurm_cluster):
     stray = slurm_cluster.run(
