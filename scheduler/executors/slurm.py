@@ -76,6 +76,16 @@ _SEP = "\x1f"
 _SQUEUE_FORMAT = _SEP.join(["%i", "%j", "%T", "%N", "%S", "%r"])
 
 
+# What the client commands say when no slurmctld answered them.
+UNANSWERED = (
+    "Unable to contact slurm controller",
+    "Socket timed out",
+    "Zero Bytes were transmitted",
+    "Connection refused",
+    "Slurm backup controller in standby mode",
+)
+
+
 class SlurmError(Exception):
     """A Slurm command failed (`refused`: Slurm answered no) or did not answer in time."""
 
@@ -168,7 +178,9 @@ class Cluster:
             raise SlurmError(f"{argv[0]} cannot run: {error}") from None
         if done.returncode != 0:
             message = done.stderr.strip() or f"{argv[0]} exited {done.returncode}"
-            raise SlurmError(message, refused=True)
+            # No controller to answer (restarting, down, unreachable) is no refusal.
+            unanswered = any(marker in message for marker in UNANSWERED)
+            raise SlurmError(message, refused=not unanswered)
         return done.stdout
 
     # Reading.

@@ -291,3 +291,35 @@ def test_decision_to_running_in_slurm_within_three_seconds(start, slurm_cluster)
         f" max {took[-1]:.2f} s ({', '.join(f'{t:.2f}' for t in took)})"
     )
     assert took[-1] < 3
+
+
+def test_slurmctld_restarted_while_a_job_runs_loses_nothing_and_duplicates_nothing(
+    start, slurm_cluster
+):
+    job, _ = start("qs2", "through-a-restart", train(600, step_seconds=0.2, every=10))
+    slurm_id = submitted(job)
+    settle(lambda: fresh(job).progress >= 2, what="it runs")
+    waiting, _ = start("qs3", "submitted-while-down", train(600, step_seconds=0.2, every=10))
+
+    slurm_cluster.run("scontrol", "shutdown", "slurmctld")
+    try:
+        # No controller: the tick records nothing and says which cluster is silent; a
+        # submission is not refused (no FAILED job), it waits for the next tick.
+        report = service.slurm_reconcile()
+        assert report.unreachable == [slurm_cluster.conf]
+        done = service.slurm_submit_run(job_id=waiting.pk, attempt=1)
+        assert done.startswith("unanswered"), done
+        assert fresh(job).state == fresh(waiting).state == "RUNNING"
+    finally:
+        slurm_cluster.run("slurmctld", "-f", slurm_cluster.conf)
+    settle(lambda: not service.slurm_reconcile().unreachable, what="slurmctld answers again")
+    before = fresh(job).progress
+    settle(lambda: fresh(job).progress > before, what="it runs on")
+    assert fresh(job).placement["job_id"] == slurm_id  # the same Slurm job, not a new one
+    # The submission cut short is made by the reconciliation once its claim is stale.
+    time.sleep(1.1)
+    settle(lambda: (fresh(waiting).placement or {}).get("job_id"), what="the waiting run submitted")
+    for run in (job, waiting):
+        name = run_name(run.pk, 1)
+        listed = slurm_cluster.run("squeue", "--noheader", "--states=all", f"--name={name}")
+        assert len(listed.splitlines()) == 1, name
