@@ -9,9 +9,13 @@ the tasks would, so every step is observed. Figures are printed (`pytest -s`).
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
@@ -323,3 +327,43 @@ def test_slurmctld_restarted_while_a_job_runs_loses_nothing_and_duplicates_nothi
         name = run_name(run.pk, 1)
         listed = slurm_cluster.run("squeue", "--noheader", "--states=all", f"--name={name}")
         assert len(listed.splitlines()) == 1, name
+
+
+def test_a_killed_slurmd_ends_its_job_as_a_node_failure_and_the_job_is_requeued(
+    start, slurm_cluster
+):
+    """Slurm marks the node DOWN after SlurmdTimeout (20 s on the test cluster) and the
+    job NODE_FAIL; the product requeues the run (the retry rules: a lost run, not a
+    preemption) and its next attempt is a new Slurm job. On this one host the old
+    program outlives its slurmd until that slurmd returns and kills it, so the test
+    brings the node back before the new attempt starts."""
+    job, _ = start("qs2", "on-a-failing-node", train(600, step_seconds=0.2, every=5))
+    submitted(job)
+    running = settle(lambda: fresh(job).progress >= 5 and fresh(job), what="it runs")
+    node = running.placement["nodes"]
+    test_dir = Path(slurm_cluster.conf).parent.parent
+    pidfile = test_dir / "run" / f"slurmd-{node}.pid"
+    slurm_cluster.run("kill", pidfile.read_text().strip())
+    try:
+        requeued = settle(
+            lambda: fresh(job).state == "RUNNABLE" and fresh(job), timeout=90, what="NODE_FAIL"
+        )
+    finally:
+        subprocess.run(
+            [str(Path(settings.BASE_DIR) / "scripts/slurm/cluster.sh"), "start"],
+            env={**os.environ, "SLURM_TEST_DIR": str(test_dir), "SLURM_CONF": slurm_cluster.conf},
+            capture_output=True,
+            timeout=90,
+            check=True,
+        )
+    event = JobEvent.objects.get(job=job, type=JobEvent.Type.REQUEUED)
+    assert event.cause == "node_fail" and requeued.requeues == 1 and requeued.preemptions == 0
+    outcome = scheduling_pass(queue_id=job.queue_id, now=timezone.now())
+    assert job.pk in outcome.started and fresh(job).attempt == 2
+    submitted(job)
+    settle(lambda: fresh(job).progress > requeued.checkpointed, what="attempt 2 runs")
+    # It resumes from the checkpoint: the one recorded, or a later one the old program
+    # saved before its slurmd came back (on one host it outlives the "failed" node).
+    log = RunFiles.of(job.pk, 2).log.read_text()
+    resumed = int(log.split("starting at step ")[1].split()[0])
+    assert resumed >= requeued.checkpointed > 0
