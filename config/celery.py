@@ -87,6 +87,9 @@ app.conf.task_default_queue = BACKGROUND_QUEUE
 app.conf.task_queues = (Queue(INTERACTIVE_QUEUE), Queue(BACKGROUND_QUEUE), Queue(DEMO_QUEUE))
 app.conf.task_routes = {
     "scheduler.run_pass": {"queue": INTERACTIVE_QUEUE},
+    # A start decided is waited for: submitted to Slurm at once, as a pass is.
+    "scheduler.slurm_submit": {"queue": INTERACTIVE_QUEUE},
+    "scheduler.slurm_notice": {"queue": INTERACTIVE_QUEUE},
     # Start estimates of a big queue take a second or more: background work, so they
     # never hold up a pass; pages show the last forecast "as of" its instant meanwhile.
     "scheduler.estimate_queue": {"queue": BACKGROUND_QUEUE},
@@ -138,6 +141,12 @@ def beat_schedule(settings) -> dict:
             "task": "scheduler.sweep",
             "schedule": sweep,
             "options": periodic(sweep),
+        },
+        # Slurm queues: what each cluster runs, compared with the database.
+        "slurm-reconcile": {
+            "task": "scheduler.slurm_reconcile",
+            "schedule": float(settings.SLURM_RECONCILE_SECONDS),
+            "options": periodic(float(settings.SLURM_RECONCILE_SECONDS)),
         },
         # Every minute: an exception's window starts or ends at most a minute late.
         "exceptions-sweep": {

@@ -486,6 +486,13 @@ JOB_KILL_MARGIN_SECONDS = env_float("JOB_KILL_MARGIN_SECONDS", 3, minimum=0.5)
 # Stopping sends SIGTERM, then SIGKILL after the definition's grace (this one without).
 JOB_STOP_GRACE_SECONDS = env_int("JOB_STOP_GRACE_SECONDS", 10)
 JOB_CHECKPOINT_ROOT = env_path("JOB_CHECKPOINT_ROOT", VAR_DIR / "checkpoints")
+# The Slurm executor (scheduler.services.slurm): its reconciliation's period, each Slurm
+# command's timeout, the prefix of its Slurm jobs' names (one per installation sharing a
+# cluster), and when a submitter's unfinished claim is taken over (after a crash).
+SLURM_RECONCILE_SECONDS = env_float("SLURM_RECONCILE_SECONDS", 1, minimum=0.2)
+SLURM_COMMAND_TIMEOUT = env_float("SLURM_COMMAND_TIMEOUT", 10, minimum=0.5)
+SLURM_JOB_PREFIX = env_str("SLURM_JOB_PREFIX", "gpuq")
+SLURM_SUBMIT_STALE_SECONDS = env_float("SLURM_SUBMIT_STALE_SECONDS", 30, minimum=1)
 # Runners (workers of `process` queues). A root runner runs jobs as RUNNER_USER, an
 # unprivileged account, and refuses to run them as root unless RUNNER_ALLOW_ROOT (only
 # the local demo sets it). They report themselves alive every RUNNER_BEAT_SECONDS.

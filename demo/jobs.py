@@ -16,6 +16,11 @@ services, and submits two runs of `train-example`. A worker serving
 borrowed instance: the borrower is STOPPING, its process gets SIGTERM at once, saves
 the step it is at (`--checkpoint-on-sigterm`) and exits, the owner starts only then,
 and the borrower's next attempt resumes from that checkpoint.
+
+`seed_slurm_demo(actor=..., lead=..., conf=...)` creates (once) the queue `slurm-lab` on
+the Slurm cluster of `conf` (`make demo` with SLURM_CONF set; the test cluster of
+`scripts/slurm/cluster.sh`): eight ml.g5.xlarge, one GPU each (`--gres=gpu:1`) on
+partition `gpu`, the same two teams' shares, and two runs of `train-example` there.
 """
 
 from __future__ import annotations
@@ -35,8 +40,10 @@ from governance.models import PolicyChange
 from governance.policy.services import ShareData, queue_create, share_create
 from scheduler.services.job_definitions import DefinitionData, definition_register
 from scheduler.services.jobs import JobData, jobs_submit
+from scheduler.services.slurm import instance_type_set_slurm_resources, queue_bind_slurm
 
 QUEUE = "training-lab"
+SLURM_QUEUE = "slurm-lab"
 REASON = "Demo definitions loaded by seed_demo"
 
 # name -> (description, revision content without its queues, instance type name)
@@ -229,6 +236,60 @@ def seed_process_demo(*, actor, lead=None) -> JobQueue:
     jobs_submit(
         items=[
             JobData(share=shares["lab-borrower"], name=f"train-{n}", revision=revision)
+            for n in (1, 2)
+        ],
+        submitted_by=lead,
+    )
+    return queue
+
+
+def seed_slurm_demo(*, actor, lead=None, conf: str) -> JobQueue:
+    existing = JobQueue.objects.filter(name=SLURM_QUEUE).first()
+    if existing is not None:
+        return existing
+    itype, _ = InstanceType.objects.get_or_create(
+        name="ml.g5.xlarge", defaults={"gpu_count": 1, "gpu_model": "NVIDIA A10G"}
+    )
+    instance_type_set_slurm_resources(instance_type=itype, resources=["--gres=gpu:1"])
+    reason = "Demo of the Slurm executor: the product decides, the test cluster runs."
+    seeded = PolicyChange.Cause.IMPORT
+    queue = queue_create(
+        actor=actor,
+        name=SLURM_QUEUE,
+        capacity={"ml.g5.xlarge": 8},
+        reason=reason,
+        description="Runs the example training script on a Slurm cluster (partition gpu).",
+        executor="slurm",
+        cause=seeded,
+    ).applied
+    queue_bind_slurm(queue=queue, conf=conf, partition="gpu")
+    shares = {}
+    for name, strategy, borrow in (
+        ("slurm-borrower", QuotaShare.Strategy.LEND_AND_BORROW, -1),
+        ("slurm-owner", QuotaShare.Strategy.LEND, None),
+    ):
+        team, _ = Team.objects.get_or_create(name=f"team-{name}")
+        if lead is not None:
+            team.leads.add(lead)
+        shares[name] = share_create(
+            actor=actor,
+            queue=queue,
+            data=ShareData(
+                name=name,
+                team=team,
+                strategy=strategy,
+                borrow_limit=borrow,
+                capacity_limits={"ml.g5.xlarge": 4},
+            ),
+            reason=reason,
+            cause=seeded,
+        ).applied
+    revision = seed_definitions(actor=actor, queue=queue, names=["train-example"])["train-example"]
+    if lead is not None:
+        lead = type(lead).objects.get(pk=lead.pk)
+    jobs_submit(
+        items=[
+            JobData(share=shares["slurm-borrower"], name=f"slurm-train-{n}", revision=revision)
             for n in (1, 2)
         ],
         submitted_by=lead,

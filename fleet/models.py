@@ -52,6 +52,11 @@ class InstanceType(models.Model):
     name = models.CharField(max_length=64, unique=True, help_text="e.g. ml.g5.xlarge")
     gpu_count = models.PositiveSmallIntegerField(default=1)
     gpu_model = models.CharField(max_length=64, blank=True)
+    # On a Slurm queue: the sbatch options that ask for one instance on one node (e.g.
+    # ["--gres=gpu:1"], or ["--exclusive", "--constraint=a100"] for a whole node); a job
+    # of N instances asks for N nodes, each with these (scheduler.services.slurm checks
+    # them).
+    slurm_resources = models.JSONField(default=list, blank=True)
 
     class Meta:
         # The table keeps the name of the app the model came from (fleet/migrations/0001).
@@ -81,6 +86,11 @@ class JobQueue(models.Model):
     # Which executor runs the queue's jobs: one of scheduler.executors' registry (the
     # choices are read from it at run time, fleet.executors).
     executor = models.CharField(max_length=16, choices=executor_choices, default=DEFAULT_EXECUTOR)
+    # A Slurm queue's cluster (its slurm.conf, what SLURM_CONF names for every command),
+    # partition and account ("" = the user's default); scheduler.services.slurm checks them.
+    slurm_conf = models.CharField(max_length=500, blank=True)
+    slurm_partition = models.CharField(max_length=64, blank=True)
+    slurm_account = models.CharField(max_length=64, blank=True)
     version = models.PositiveIntegerField(default=1)
 
     class Meta:
@@ -423,6 +433,7 @@ class Job(models.Model):
         "exit_code",
         "wall_clock_limit",
         "runner_refused",
+        "slurm_refused",
     )
 
     queue = models.ForeignKey("fleet.JobQueue", on_delete=models.PROTECT, related_name="jobs")
@@ -509,6 +520,10 @@ class Job(models.Model):
     lease_token = models.CharField(max_length=64, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
+    # Where an executor that places runs elsewhere put the current one: on Slurm its job
+    # id, state, nodes and start time as Slurm reported them (scheduler.services.slurm).
+    # Nullable without a default: adding it rewrites no row.
+    placement = models.JSONField(null=True, blank=True)
 
     progress = models.PositiveIntegerField(default=0, help_text="Compute seconds done.")
     checkpointed = models.PositiveIntegerField(default=0)

@@ -227,6 +227,18 @@ def _with_runner(job: Job, reason: str) -> str:
     return f"{no_runner}; {reason}" if no_runner else reason
 
 
+def cluster_wait_reason(job: Job) -> str:
+    """A run its cluster has not started yet (STARTING): why it does not run; "" once
+    the cluster reports it running."""
+    placement = job.placement or {}
+    if not placement.get("job_id"):
+        return "started, being submitted to its Slurm cluster"
+    if placement.get("state") != "RUNNING":
+        state = str(placement.get("state", "")).lower() or "unknown"
+        return f"started, waiting for Slurm to run it (Slurm job {placement['job_id']}, {state})"
+    return ""
+
+
 def stopping_reason(job: Job) -> str:
     """'Stopping (notice until 14:02:10 UTC)': it keeps its capacity until it stops."""
     if job.grace_until is None:
@@ -240,9 +252,14 @@ def current_reason(job: Job) -> str:
     if job.state == Job.State.RUNNABLE:
         return _with_runner(job, waiting_reason(job))
     if job.state == Job.State.RUNNING:
-        if not job.worker and executor_for(job.queue).capabilities.needs_runner:
+        capabilities = executor_for(job.queue).capabilities
+        if not job.worker and capabilities.needs_runner:
             # A simulated job has no runner: it runs from the moment it starts.
             return _with_runner(job, "started, waiting for a runner to take it")
+        if capabilities.runs_programs and not capabilities.needs_runner:
+            starting = cluster_wait_reason(job)
+            if starting:
+                return starting
         where = "on borrowed capacity" if job.borrowed else "within its share's limit"
         return f"running {where}"
     if job.state == Job.State.STOPPING:

@@ -98,3 +98,28 @@ def run_job(job_id: int, attempt: int) -> str:
     from scheduler.executors.process import run_job as run
 
     return run(job_id, attempt)
+
+
+# The Slurm executor (scheduler.services.slurm). Submissions and notices are nudges
+# after commit; the reconciliation, on its own tick, repairs a lost one.
+@shared_task(name="scheduler.slurm_submit", ignore_result=True)
+def slurm_submit(runs: list) -> list[str]:
+    from scheduler.services.slurm import slurm_submit_runs
+
+    return slurm_submit_runs(runs_started=[(int(job), int(attempt)) for job, attempt in runs])
+
+
+@shared_task(name="scheduler.slurm_notice", ignore_result=True)
+def slurm_notice(job_ids: list) -> int:
+    from scheduler.services.slurm import slurm_notice as notice
+
+    return notice(job_ids=[int(pk) for pk in job_ids])
+
+
+@shared_task(name="scheduler.slurm_reconcile", acks_late=True, ignore_result=True, **RETRY)
+def slurm_reconcile() -> dict:
+    from dataclasses import asdict
+
+    from scheduler.services.slurm import slurm_reconcile as reconcile
+
+    return asdict(reconcile())

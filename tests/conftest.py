@@ -1,13 +1,15 @@
 """Shared test set-up: which real services are available, and role fixtures.
 
-Tests that need PostgreSQL, Redis (with a real Celery worker) or Chromium run
-against them when DATABASE_URL / REDIS_URL are set and chromium is installed,
-and are skipped with a message otherwise. With REQUIRE_SERVICES=1 a missing
+Tests that need PostgreSQL, Redis (with a real Celery worker), Chromium or a Slurm
+cluster run against them when DATABASE_URL / REDIS_URL are set, chromium is installed
+and SLURM_CONF names a cluster that answers (scripts/slurm/cluster.sh start), and are
+skipped with a message otherwise. With REQUIRE_SERVICES=1 a missing
 service is a failure instead.
 """
 
 import os
 import shutil
+import subprocess
 
 import pytest
 
@@ -25,7 +27,32 @@ def service_missing() -> dict[str, str]:
         missing["redis"] = "REDIS_URL is not set"
     if not os.path.exists(CHROMIUM):
         missing["browser"] = f"chromium not found at {CHROMIUM}"
+    slurm = slurm_missing()
+    if slurm:
+        missing["slurm"] = slurm
     return missing
+
+
+def slurm_missing() -> str:
+    """Why there is no Slurm cluster to test on ("" when SLURM_CONF's cluster answers)."""
+    conf = os.environ.get("SLURM_CONF", "")
+    if not conf:
+        return "SLURM_CONF is not set (scripts/slurm/cluster.sh start prints it)"
+    if not os.path.exists(conf):
+        return f"SLURM_CONF={conf} does not exist"
+    try:
+        answer = subprocess.run(
+            ["sinfo", "--noheader", "--format=%t"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            env={**os.environ, "SLURM_CONF": conf},
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"the Slurm cluster of SLURM_CONF={conf} does not answer ({error})"
+    if answer.returncode != 0:
+        return f"the Slurm cluster of SLURM_CONF={conf} does not answer: {answer.stderr.strip()}"
+    return ""
 
 
 _MISSING = service_missing()

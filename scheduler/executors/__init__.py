@@ -8,14 +8,19 @@
   lease; it reports progress and checkpoints (heartbeats, which renew the lease) and
   its exit, and stops the subprocess group when the run is over (preempted,
   terminated, requeued) or its lease cannot be renewed in time.
+- `slurm`: the queue's Slurm cluster runs the job's definition as a batch job,
+  submitted when a pass starts it (`scheduler.executors.slurm` says why then); notice is
+  `scancel --full --signal=TERM`, KILL at the end of the grace; what Slurm reports
+  (running, ended, gone) is brought into the database on every reconciliation tick
+  (`scheduler.services.slurm`), and only an end Slurm reports frees the capacity.
 
 Executors are told after commit, with ids: the database is the truth, a message is
 only a nudge.
 
 This module is the registry: each executor declares what it can do (`Capabilities`),
 and callers ask that (`executor_for(queue).capabilities.runs_programs`,
-`executor_names(runs_programs=True)` for a query), never an executor's name. Adding one
-(Slurm is next) is a new class registered here with `register`, and its tests.
+`executor_names(runs_programs=True)` for a query), never an executor's name. Adding one is a
+new class registered here with `register`, and its tests.
 """
 
 from __future__ import annotations
@@ -66,6 +71,10 @@ class Capabilities:
     # second); the queue's pages say its durations are in that clock. A pass finishes
     # the jobs whose modelled work is done (`due_finishes`).
     modelled_clock: bool
+    # A STOPPING job's capacity is free only when the executor confirms its program
+    # ended (Slurm reports the job's end): no deadline (the grace plus the kill margin)
+    # frees it, and no lease requeues its runs (it has no runner).
+    confirms_stops: bool = False
 
 
 class SimulatedExecutor:
@@ -171,7 +180,56 @@ class ProcessExecutor:
             logger.warning("could not broadcast the notice of jobs %s", job_ids, exc_info=True)
 
 
-Executor = SimulatedExecutor | ProcessExecutor
+class SlurmExecutor:
+    """Runs on the queue's Slurm cluster (JobQueue.slurm_conf, slurm_partition).
+
+    A start is submitted after commit by the `scheduler.slurm_submit` task (the
+    reconciliation submits any start whose message was lost); notice is sent by
+    `scheduler.slurm_notice` (and again by the reconciliation if that was lost). A run
+    shows STARTING (RUNNING in the product, not yet in Slurm) until Slurm reports it
+    running. Progress and checkpoints are what the program writes in its status file,
+    read by each reconciliation."""
+
+    name = "slurm"
+    label = "Slurm cluster"
+    capabilities = Capabilities(
+        runs_programs=True,
+        stops_with_notice=True,
+        reports_progress=True,
+        reconciles=True,
+        needs_runner=False,
+        modelled_clock=False,
+        confirms_stops=True,
+    )
+    speed = 1.0
+
+    def due_finishes(self, queue, now):
+        # Slurm reports the end (scheduler.services.slurm.slurm_reconcile).
+        return []
+
+    def interrupted(self, job: Job, now: dt.datetime) -> tuple[int, int]:
+        return job.progress, job.checkpointed
+
+    def progress(self, job: Job, now: dt.datetime) -> int:
+        return job.progress
+
+    def started(self, jobs: list[tuple[int, int, str]]) -> None:
+        runs = [[job_id, attempt] for job_id, attempt, _type in jobs]
+        try:
+            task("scheduler.slurm_submit").apply_async((runs,), ignore_result=True, retry=False)
+        except Exception:  # noqa: BLE001 - any broker failure; the reconciliation submits
+            logger.warning("could not ask for the submission of runs %s", runs, exc_info=True)
+
+    def notify(self, job_ids: list[int]) -> None:
+        try:
+            task("scheduler.slurm_notice").apply_async(
+                (list(job_ids),), ignore_result=True, retry=False
+            )
+        except Exception:  # noqa: BLE001 - any broker failure; the reconciliation signals
+            logger.warning("could not ask for the notice of jobs %s", job_ids, exc_info=True)
+
+
+Executor = SimulatedExecutor | ProcessExecutor | SlurmExecutor
 
 _EXECUTORS: dict[str, Executor] = {}
 
@@ -185,6 +243,7 @@ def register(executor: Executor) -> Executor:
 
 register(SimulatedExecutor())
 register(ProcessExecutor())
+register(SlurmExecutor())
 
 
 def executor_named(name: str) -> Executor:

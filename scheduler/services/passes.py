@@ -304,6 +304,9 @@ def stop_due(queue: JobQueue, *, now: dt.datetime) -> list[int]:
     runner has killed it or is gone. A run no runner claimed has no process: it
     stops at once."""
     executor = executor_for(queue)
+    if executor.capabilities.confirms_stops:
+        # Only the end its executor reports stops it (scheduler.services.slurm).
+        return []
     due_now = Q(stop_at__lte=now)
     if executor.capabilities.needs_runner:
         # No runner claimed the run (a claim needs RUNNING): no process to wait for.

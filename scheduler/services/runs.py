@@ -61,6 +61,9 @@ from scheduler.services.passes import (
 # Causes a run ends with besides an exit code (FAILED) or that put it back (REQUEUED).
 WALL_CLOCK_LIMIT = "wall_clock_limit"  # FAILED: it ran longer than its definition allows
 RUNNER_REFUSED = "runner_refused"  # FAILED: the runner cannot run it safely (detail: why)
+SLURM_REFUSED = "slurm_refused"  # FAILED: Slurm refused the submission (detail: its answer)
+NODE_FAIL = "node_fail"  # REQUEUED: Slurm reports the run's node failed (NODE_FAIL)
+SLURM_LOST = "slurm_lost"  # REQUEUED: Slurm no longer knows a run it ran, or cancelled it
 WORKER_LOST = "worker_lost"  # REQUEUED: its runner stopped renewing the lease
 NOT_CLAIMED = "not_claimed"  # REQUEUED: no runner took the run in time (a lost message)
 RUNNER_STOPPED = "runner_stopped"  # REQUEUED: its runner shut down and stopped it
@@ -284,7 +287,7 @@ def jobs_stop_overdue(*, now: dt.datetime | None = None) -> list[int]:
             Job.objects.filter(
                 state=Job.State.STOPPING,
                 stop_at__lte=now,
-                queue__executor__in=executor_names(reconciles=True),
+                queue__executor__in=executor_names(needs_runner=True, reconciles=True),
             ).values_list("queue_id", flat=True)
         )
     )
@@ -429,8 +432,10 @@ def jobs_requeue_lost(*, claim_timeout: float, now: dt.datetime | None = None) -
 
 
 def _process_runs():
+    # Runs under a runner's lease; a Slurm run has none (its cluster is reconciled).
     return Job.objects.filter(
-        state=Job.State.RUNNING, queue__executor__in=executor_names(reconciles=True)
+        state=Job.State.RUNNING,
+        queue__executor__in=executor_names(needs_runner=True, reconciles=True),
     )
 
 

@@ -22,7 +22,12 @@ SOURCES = ("accounts", "demo", "governance", "scheduler")
 
 
 def _settings(**changes):
-    values = {"SCHEDULER_TICK_SECONDS": 2, "JOB_SWEEP_SECONDS": 15, "DEMO_TRAFFIC": False}
+    values = {
+        "SCHEDULER_TICK_SECONDS": 2,
+        "JOB_SWEEP_SECONDS": 15,
+        "SLURM_RECONCILE_SECONDS": 1,
+        "DEMO_TRAFFIC": False,
+    }
     return SimpleNamespace(**{**values, **changes})
 
 
@@ -38,9 +43,12 @@ def test_every_periodic_task_names_a_registered_task_and_coalesces_within_its_pe
 
 
 def test_the_settings_set_the_scheduler_periods_and_the_demo_traffic():
-    quiet = beat_schedule(_settings(SCHEDULER_TICK_SECONDS=5, JOB_SWEEP_SECONDS=30))
+    quiet = beat_schedule(
+        _settings(SCHEDULER_TICK_SECONDS=5, JOB_SWEEP_SECONDS=30, SLURM_RECONCILE_SECONDS=3)
+    )
     assert quiet["scheduler-tick"]["schedule"] == 5.0
     assert quiet["scheduler-sweep"]["schedule"] == 30.0
+    assert quiet["slurm-reconcile"]["schedule"] == 3.0
     assert "demo-traffic" not in quiet
     assert beat_schedule(_settings(DEMO_TRAFFIC=True))["demo-traffic"]["task"] == (
         "scheduler.demo_traffic"

@@ -18,13 +18,16 @@ PRODUCT = ("accounts", "config", "core", "demo", "engine", "fleet", "governance"
 
 def test_the_queues_choices_are_the_registry():
     assert [name for name, _label in executor_choices()] == executor_names()
-    assert set(executor_names()) >= {"simulated", "process"}
+    assert set(executor_names()) >= {"simulated", "process", "slurm"}
 
 
 def test_capabilities_select_executors():
-    assert executor_names(runs_programs=True) == ["process"]
+    assert executor_names(runs_programs=True) == ["process", "slurm"]
     assert executor_names(modelled_clock=True) == ["simulated"]
     assert executor_names(needs_runner=True, reconciles=True) == ["process"]
+    # Slurm reconciles on its own tick, and only the end it reports frees capacity.
+    assert executor_names(needs_runner=False, reconciles=True) == ["slurm"]
+    assert executor_names(confirms_stops=True) == ["slurm"]
     assert executor_named("simulated").capabilities.stops_with_notice is False
     with pytest.raises(TypeError, match="no such capability: flies"):
         executor_names(flies=True)
@@ -74,7 +77,7 @@ def _compares_an_executor_name(node: ast.Compare) -> bool:
     for operand in operands:
         if isinstance(operand, ast.Attribute) and operand.attr == "executor":
             return True
-    names = {"simulated", "process"}
+    names = {"simulated", "process", "slurm"}
     return any(isinstance(o, ast.Constant) and o.value in names for o in operands) and any(
         isinstance(o, ast.Attribute) and o.attr in {"name", "executor"} for o in operands
     )

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from demo.jobs import seed_slurm_demo
 from demo.organisation import DEMO_USERS, demo_password
 from fleet.models import InstanceType
 from scheduler.executors import instances_queue
@@ -54,6 +55,10 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Loading the demo organisation…")
         call_command("seed_demo", months=0, verbosity=0, stdout=open(os.devnull, "w"))  # noqa: SIM115
+        if os.environ.get("SLURM_CONF"):
+            # A queue on that Slurm cluster (scripts/slurm/cluster.sh start prints it).
+            self.stdout.write(f"Adding the slurm-lab queue on {os.environ['SLURM_CONF']}…")
+            seed_slurm_demo_queue(os.environ["SLURM_CONF"])
 
         env = {
             **os.environ,
@@ -234,3 +239,10 @@ class Command(BaseCommand):
             "  Press Ctrl-C to stop the web server, workers and beat.",
         ]
         self.stdout.write(self.style.SUCCESS("\n".join(lines)))
+
+
+def seed_slurm_demo_queue(conf: str) -> None:
+    from django.contrib.auth import get_user_model
+
+    users = get_user_model().objects.in_bulk(["admin", "lead"], field_name="username")
+    seed_slurm_demo(actor=users["admin"], lead=users.get("lead"), conf=conf)

@@ -1,0 +1,362 @@
+"""The `slurm` executor's side of a Slurm cluster: its commands, and a run's files.
+
+The product decides; Slurm runs what was decided. A job is submitted to Slurm only when
+a pass starts it (never before, to be held), for three reasons: Slurm's scheduler then
+never decides who runs, since nothing waits in its queue that the product did not
+start; a held job would sit in Slurm's queue with a priority and an eligible time that
+Slurm's backfill and any other tool of the site read and act on; and a release is no
+cheaper than a submission (both are one RPC to slurmctld), while a submission at start
+carries the attempt's own environment and files, which a job held since submission
+cannot know yet. The partition (and account) are the queue's, so Slurm only places the
+job on nodes that have what the instance type asks for (`InstanceType.slurm_resources`,
+once per node: a job of N instances asks for N nodes).
+
+The program. The batch script is always the same fixed file, `slurm_launch.py` next to
+this one; its only argument is the path of the run's spec, a JSON file the product
+writes in the job's area (`RunFiles`): the definition's argument vector, the job's
+whole environment (the definition's variables, `PATH`, `HOME`, `LANG`, `JOB_ID`,
+`JOB_ATTEMPT`, `JOB_CHECKPOINT_DIR`, `JOB_STATUS_FILE`) and its working directory. The
+launcher starts the argument vector itself: no shell reads anything a user gave, and
+`scontrol show job` shows no parameter or variable. It stays the program's parent, so
+the end of a grace is `scancel --batch --signal=USR2` (the launcher kills the program's
+group and the job ends at once) rather than Slurm's SIGKILL, after which Slurm reports
+the end only `KillWait` later; Slurm's own kill stays the fallback, a kill margin later
+(`scheduler.services.slurm`). The job area
+(`JOB_CHECKPOINT_ROOT/job-<id>/`, laid out as the process executor's) must be on a
+file system the nodes share with the product.
+
+Every command runs with an argument list, `SLURM_CONF` set to the queue's cluster and a
+timeout (`SLURM_COMMAND_TIMEOUT`); a command that fails or times out raises
+`SlurmError`, and the caller decides (a submit that timed out may have reached Slurm:
+the run is found by its name before anything is submitted again, never submitted twice).
+
+Names. A run is the Slurm job named `<SLURM_JOB_PREFIX>-<job id>-<attempt>` (its
+comment repeats it): that name is how a run is found (adopted after a crash between the
+submission and the database write), and how a Slurm job of ours that the product does
+not run is recognised (and cancelled) by the reconciliation
+(`scheduler.services.slurm`). This module touches no database row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+LAUNCHER = Path(__file__).with_name("slurm_launch.py")
+
+# Slurm job states (squeue %T) after which nothing of the job runs.
+ENDED_STATES = frozenset(
+    {
+        "BOOT_FAIL",
+        "CANCELLED",
+        "COMPLETED",
+        "DEADLINE",
+        "FAILED",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "REVOKED",
+        "SPECIAL_EXIT",
+        "TIMEOUT",
+    }
+)
+# Ends that are the cluster's failure, not the program's: the run is lost, not failed.
+LOST_STATES = frozenset({"BOOT_FAIL", "NODE_FAIL"})
+RUNNING_STATES = frozenset({"RUNNING", "COMPLETING", "STOPPED", "SUSPENDED", "SIGNALING"})
+
+# squeue's fields, in this order, separated by a character no field holds.
+_SEP = "\x1f"
+_SQUEUE_FORMAT = _SEP.join(["%i", "%j", "%T", "%N", "%S", "%r"])
+
+
+# What the client commands say when no slurmctld answered them.
+UNANSWERED = (
+    "Unable to contact slurm controller",
+    "Socket timed out",
+    "Zero Bytes were transmitted",
+    "Connection refused",
+    "Slurm backup controller in standby mode",
+)
+
+
+class SlurmError(Exception):
+    """A Slurm command failed (`refused`: Slurm answered no) or did not answer in time."""
+
+    def __init__(self, message: str, *, refused: bool = False):
+        super().__init__(message)
+        self.refused = refused
+
+
+def job_prefix() -> str:
+    return str(getattr(settings, "SLURM_JOB_PREFIX", "gpuq"))
+
+
+def run_name(job_id: int, attempt: int) -> str:
+    """The Slurm job name of one run (attempt) of a job."""
+    return f"{job_prefix()}-{job_id}-{attempt}"
+
+
+_RUN_NAME = re.compile(r"^(?P<prefix>.+)-(?P<job>\d+)-(?P<attempt>\d+)$")
+
+
+def parse_run_name(name: str) -> tuple[int, int] | None:
+    """(job id, attempt) of a run's Slurm job name, None for a job that is not ours."""
+    match = _RUN_NAME.match(name)
+    if match is None or match["prefix"] != job_prefix():
+        return None
+    return int(match["job"]), int(match["attempt"])
+
+
+def command_timeout() -> float:
+    return float(getattr(settings, "SLURM_COMMAND_TIMEOUT", 10))
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """One Slurm job as squeue lists it."""
+
+    job_id: str
+    name: str
+    state: str
+    nodes: str  # "node[1-2]"; "" while pending
+    start_time: str  # ISO local time Slurm expects it to start or started; "N/A"
+    reason: str
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED_STATES
+
+    @property
+    def running(self) -> bool:
+        return self.state in RUNNING_STATES
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a Slurm job ended, from `scontrol show job` while Slurm still knows it."""
+
+    state: str
+    exit_code: int | None  # the program's exit status; -N when signal N killed it
+    reason: str
+
+
+class Cluster:
+    """The Slurm cluster of one slurm.conf, driven through its client commands."""
+
+    def __init__(self, conf: str, *, timeout: float | None = None):
+        self.conf = conf
+        self.timeout = command_timeout() if timeout is None else timeout
+
+    def _env(self) -> dict[str, str]:
+        # The client commands need only where the cluster is, and a PATH for themselves.
+        return {
+            "SLURM_CONF": self.conf,
+            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            "LANG": "C.UTF-8",
+        }
+
+    def run(self, *argv: str) -> str:
+        try:
+            done = subprocess.run(
+                list(argv),
+                capture_output=True,
+                text=True,
+                timeout=self.timeout,
+                env=self._env(),
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise SlurmError(f"{argv[0]} did not answer within {self.timeout:g} s") from None
+        except OSError as error:
+            raise SlurmError(f"{argv[0]} cannot run: {error}") from None
+        if done.returncode != 0:
+            message = done.stderr.strip() or f"{argv[0]} exited {done.returncode}"
+            # No controller to answer (restarting, down, unreachable) is no refusal.
+            unanswered = any(marker in message for marker in UNANSWERED)
+            raise SlurmError(message, refused=not unanswered)
+        return done.stdout
+
+    # Reading.
+
+    def jobs(self, *, name: str | None = None) -> list[SlurmJob]:
+        """The jobs Slurm knows (pending, running, and ended ones for `MinJobAge`)."""
+        argv = ["squeue", "--noheader", "--states=all", f"--format={_SQUEUE_FORMAT}"]
+        if name is not None:
+            argv.append(f"--name={name}")
+        jobs = []
+        for line in self.run(*argv).splitlines():
+            fields = line.split(_SEP)
+            if len(fields) != 6:
+                continue
+            job_id, job_name, state, nodes, start, reason = (f.strip() for f in fields)
+            nodes = "" if nodes in {"", "(null)"} else nodes
+            jobs.append(SlurmJob(job_id, job_name, state, nodes, start, reason))
+        return jobs
+
+    def find(self, name: str) -> list[SlurmJob]:
+        """The jobs of that name, oldest first (Slurm's ids grow)."""
+        return sorted(self.jobs(name=name), key=lambda job: int(job.job_id.split("_")[0]))
+
+    def ending(self, job_id: str) -> Ending | None:
+        """How the job ended; None when Slurm no longer knows it (accounting is not
+        needed, so an end older than `MinJobAge` is forgotten)."""
+        try:
+            text = self.run("scontrol", "--oneliner", "show", "job", job_id)
+        except SlurmError as error:
+            if error.refused and "Invalid job id" in str(error):
+                return None
+            raise
+        fields = dict(word.partition("=")[::2] for word in text.split())
+        state = fields.get("JobState", "")
+        code, _, signal = fields.get("ExitCode", "").partition(":")
+        exit_code: int | None = None
+        if code.isdigit() and signal.isdigit():
+            exit_code = -int(signal) if int(signal) else int(code)
+        return Ending(state=state, exit_code=exit_code, reason=fields.get("Reason", ""))
+
+    def partition_nodes(self, partition: str) -> dict[str, str]:
+        """node -> state (idle, mix, alloc, down, drain, ...) of the partition."""
+        out = self.run(
+            "sinfo", "--noheader", "--Node", f"--partition={partition}", "--format=%N %t"
+        )
+        return dict(line.split(None, 1) for line in out.splitlines() if line.strip())
+
+    # Writing.
+
+    def submit(self, argv: list[str]) -> str:
+        """sbatch with `argv` (options, the launcher and its argument); the job id."""
+        out = self.run("sbatch", "--parsable", *argv).strip()
+        job_id = out.split(";")[0]
+        if not job_id.isdigit():
+            raise SlurmError(f"sbatch answered {out!r}, not a job id", refused=True)
+        return job_id
+
+    def signal(self, job_id: str, name: str) -> None:
+        """Send signal `name` (TERM, KILL) to every process of the job: `--full` reaches
+        the batch script itself, which a plain `scancel --signal` does not."""
+        self.run("scancel", "--full", f"--signal={name}", job_id)
+
+    def kill(self, job_id: str) -> None:
+        """The end of the grace: the launcher (the batch script) sends SIGKILL to the
+        program's group and ends the same way, so the job ends at once
+        (`slurm_launch`)."""
+        self.run("scancel", "--batch", "--signal=USR2", job_id)
+
+    def cancel(self, job_id: str) -> None:
+        self.run("scancel", job_id)
+
+
+# A run's files, laid out as the process executor's (scheduler.executors.process).
+
+
+def checkpoint_root() -> Path:
+    return Path(getattr(settings, "JOB_CHECKPOINT_ROOT", settings.VAR_DIR / "checkpoints"))
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    area: Path
+    checkpoint: Path
+    workdir: Path
+    status: Path
+    log: Path
+    spec: Path
+
+    @classmethod
+    def of(cls, job_id: int, attempt: int) -> RunFiles:
+        area = checkpoint_root() / f"job-{job_id}"
+        workdir = area / f"attempt-{attempt}"
+        return cls(
+            area=area,
+            checkpoint=area / "checkpoint",
+            workdir=workdir,
+            status=workdir / "status.json",
+            log=area / f"attempt-{attempt}.log",
+            spec=area / f"attempt-{attempt}.json",
+        )
+
+    def prepare(self) -> None:
+        for directory in (checkpoint_root(), self.area, self.checkpoint, self.workdir):
+            directory.mkdir(parents=True, exist_ok=True)
+            os.chmod(directory, 0o700 if directory != checkpoint_root() else 0o711)
+
+
+def job_path() -> str:
+    """The job's PATH: this interpreter's directory first (the nodes share the host's
+    installation), then the system's."""
+    return os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+
+
+def write_spec(
+    files: RunFiles, *, job_id: int, attempt: int, argv: list[str], environment: dict
+) -> None:
+    """The launcher's instructions: what to exec, with which environment, where."""
+    env = {str(key): str(value) for key, value in (environment or {}).items()}
+    env.update(
+        PATH=job_path(),
+        HOME=str(files.workdir),
+        LANG="C.UTF-8",
+        JOB_ID=str(job_id),
+        JOB_ATTEMPT=str(attempt),
+        JOB_CHECKPOINT_DIR=str(files.checkpoint),
+        JOB_STATUS_FILE=str(files.status),
+    )
+    spec = {"argv": [str(arg) for arg in argv], "environment": env, "workdir": str(files.workdir)}
+    tmp = files.spec.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(spec, handle)
+    os.replace(tmp, files.spec)
+
+
+def sbatch_arguments(
+    *,
+    name: str,
+    partition: str,
+    account: str,
+    instances: int,
+    resources: list[str],
+    files: RunFiles,
+) -> list[str]:
+    """sbatch's arguments for one run: where, how much, the files, then the launcher
+    and its one argument (the spec's path)."""
+    argv = [
+        f"--job-name={name}",
+        f"--comment={name}",
+        f"--partition={partition}",
+        f"--nodes={instances}",
+        "--ntasks-per-node=1",
+        *resources,
+        # The product restarts a run as a new attempt; Slurm never requeues one.
+        "--no-requeue",
+        # The launcher builds the job's environment from the spec alone.
+        "--export=NONE",
+        f"--chdir={files.workdir}",
+        f"--output={files.log}",
+        "--open-mode=append",
+    ]
+    if account:
+        argv.append(f"--account={account}")
+    return [*argv, str(LAUNCHER), str(files.spec)]
+
+
+def read_status(path: Path) -> tuple[int, int] | None:
+    """(progress, checkpointed) the program last wrote in its status file, or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        status = json.loads(os.read(fd, 4096))
+        return int(status.get("progress", 0)), int(status.get("checkpointed", 0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+    finally:
+        os.close(fd)

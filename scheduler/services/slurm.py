@@ -1,0 +1,521 @@
+"""Writes of the `slurm` executor: a queue's binding to its cluster, the submission of
+the runs a pass started, their notice, and the reconciliation of what Slurm runs with
+what the database believes.
+
+A run (an attempt of a job) on Slurm goes through:
+- STARTING: the job is RUNNING in the product (the pass decided and counts its
+  capacity), `worker` is "" until a submitter claims the run. The claim (a conditional
+  update: `worker` = "slurm:submitting", a fresh `lease_token`) makes one submitter the
+  run's; it then looks for a Slurm job of the run's name and adopts it, or submits one,
+  and records its id (`placement`, `worker` = "slurm:<id>"). A submitter that died
+  between the two leaves its claim, which the reconciliation takes over once it is
+  `SLURM_SUBMIT_STALE_SECONDS` old: it finds the Slurm job by its name and adopts it, so
+  a run is never submitted twice.
+- RUNNING: the reconciliation saw Slurm run it, and records its nodes and start time;
+  each tick it reads the program's status file (progress, checkpoints).
+- STOPPING (notice): `scancel --full --signal=TERM` at once (`slurm_notice`, repeated by
+  the reconciliation until sent), `--signal=KILL` once the grace is over. The capacity
+  stays taken until Slurm reports the job ended.
+- The end, as Slurm reports it, through the same services as the process executor's
+  runner (scheduler.services.runs): an exit code (`job_process_exited`: 0 SUCCEEDED,
+  else FAILED, or stopped when it had notice); a node failure, a cancel by someone else
+  or a job Slurm forgot (`job_run_released`: requeued, or stopped when it had notice);
+  a submission Slurm refused (`job_run_failed`, cause `slurm_refused`).
+
+The reconciliation also cancels the Slurm jobs of our name prefix that the product does
+not run (a run that ended, or a duplicate), and logs each.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+import secrets
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db.models import Q
+from django.utils import timezone
+
+from fleet.models import InstanceType, Job, JobQueue
+from scheduler.executors import executor_names
+from scheduler.executors.slurm import (
+    ENDED_STATES,
+    LOST_STATES,
+    Cluster,
+    RunFiles,
+    SlurmError,
+    SlurmJob,
+    parse_run_name,
+    read_status,
+    run_name,
+    sbatch_arguments,
+    write_spec,
+)
+from scheduler.services import runs
+
+logger = logging.getLogger(__name__)
+
+SUBMITTING = "slurm:submitting"
+
+# -- the binding -------------------------------------------------------------------------
+
+_SLURM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# sbatch options an instance type may ask for: resources and placement only. The run's
+# name, files, environment, requeueing, node count and program are the executor's.
+RESOURCE_OPTIONS = frozenset(
+    {
+        "constraint",
+        "cpus-per-gpu",
+        "cpus-per-task",
+        "exclusive",
+        "gpus-per-node",
+        "gres",
+        "mem",
+        "mem-per-cpu",
+        "mem-per-gpu",
+        "qos",
+        "reservation",
+        "tmp",
+    }
+)
+_OPTION = re.compile(r"^--(?P<name>[a-z][a-z-]*)(?:=(?P<value>[A-Za-z0-9_.:,=+-]+))?$")
+
+
+def slurm_executor_queues():
+    """Queues whose executor reconciles on its own tick (no runner): Slurm's."""
+    return JobQueue.objects.filter(executor__in=executor_names(reconciles=True, needs_runner=False))
+
+
+def queue_bind_slurm(*, queue: JobQueue, conf: str, partition: str, account: str = "") -> JobQueue:
+    """Bind a queue to a Slurm cluster (its slurm.conf), partition and account."""
+    errors: dict[str, list[str]] = {}
+    conf = (conf or "").strip()
+    if not conf:
+        errors["slurm_conf"] = ["give the path of the cluster's slurm.conf (SLURM_CONF)"]
+    elif not Path(conf).is_absolute():
+        errors["slurm_conf"] = [f"'{conf}' is not an absolute path"]
+    elif not Path(conf).is_file():
+        errors["slurm_conf"] = [f"no file at '{conf}'"]
+    partition = (partition or "").strip()
+    if not _SLURM_NAME.match(partition):
+        errors["slurm_partition"] = [
+            "give the Slurm partition: letters, digits, '_', '.', '-' (at most 64)"
+        ]
+    account = (account or "").strip()
+    if account and not _SLURM_NAME.match(account):
+        errors["slurm_account"] = ["a Slurm account is letters, digits, '_', '.', '-' (at most 64)"]
+    if errors:
+        raise ValidationError(errors)
+    queue.slurm_conf, queue.slurm_partition, queue.slurm_account = conf, partition, account
+    queue.save(update_fields=["slurm_conf", "slurm_partition", "slurm_account"])
+    return queue
+
+
+def slurm_resources_validate(resources) -> list[str]:
+    """The sbatch options of one instance, checked: a list of `--option[=value]`."""
+    if not isinstance(resources, list) or not all(isinstance(r, str) for r in resources):
+        raise ValidationError({"slurm_resources": ["give a list of sbatch options"]})
+    for option in resources:
+        match = _OPTION.match(option)
+        if match is None:
+            raise ValidationError(
+                {
+                    "slurm_resources": [
+                        f"'{option}' is not an sbatch option (--name or --name=value)"
+                    ]
+                }
+            )
+        if match["name"] not in RESOURCE_OPTIONS:
+            allowed = ", ".join(f"--{name}" for name in sorted(RESOURCE_OPTIONS))
+            raise ValidationError(
+                {"slurm_resources": [f"--{match['name']} is not a resource option ({allowed})"]}
+            )
+    return list(resources)
+
+
+def instance_type_set_slurm_resources(*, instance_type: InstanceType, resources) -> InstanceType:
+    instance_type.slurm_resources = slurm_resources_validate(resources)
+    instance_type.save(update_fields=["slurm_resources"])
+    return instance_type
+
+
+def cluster_of(queue: JobQueue) -> Cluster:
+    if not queue.slurm_conf or not queue.slurm_partition:
+        raise SlurmError(f"queue {queue.name} is bound to no Slurm cluster and partition")
+    return Cluster(queue.slurm_conf)
+
+
+# -- submission --------------------------------------------------------------------------
+
+
+def submit_stale_seconds() -> float:
+    return float(getattr(settings, "SLURM_SUBMIT_STALE_SECONDS", 30))
+
+
+def _claim(job_id: int, attempt: int, now: dt.datetime, *, stale: bool) -> str | None:
+    """Make this caller the run's submitter: a fresh token, or None when another has it.
+    `stale` also takes over a claim older than `SLURM_SUBMIT_STALE_SECONDS`."""
+    token = secrets.token_urlsafe(24)
+    free = Q(worker="")
+    if stale:
+        before = now - dt.timedelta(seconds=submit_stale_seconds())
+        free |= Q(worker=SUBMITTING, heartbeat_at__lt=before)
+    updated = (
+        Job.objects.filter(pk=job_id, attempt=attempt, state__in=Job.HOLDING_STATES)
+        .filter(free)
+        .update(worker=SUBMITTING, lease_token=token, heartbeat_at=now)
+    )
+    return token if updated else None
+
+
+def _placement(cluster: Cluster, slurm: SlurmJob, *, adopted: bool, now: dt.datetime) -> dict:
+    return {
+        "cluster": cluster.conf,
+        "job_id": slurm.job_id,
+        "state": slurm.state,
+        "nodes": slurm.nodes,
+        "start_time": slurm.start_time if slurm.running else "",
+        "submitted_at": now.isoformat(),
+        "adopted": adopted,
+    }
+
+
+def submit_to_slurm(job: Job, cluster: Cluster) -> str:
+    """Write the run's files and sbatch it; the Slurm job id. Nothing is recorded."""
+    queue = job.queue
+    files = RunFiles.of(job.pk, job.attempt)
+    files.prepare()
+    revision = job.definition_revision
+    write_spec(
+        files,
+        job_id=job.pk,
+        attempt=job.attempt,
+        argv=list(job.argv),
+        environment=revision.environment if revision is not None else {},
+    )
+    return cluster.submit(
+        sbatch_arguments(
+            name=run_name(job.pk, job.attempt),
+            partition=queue.slurm_partition,
+            account=queue.slurm_account,
+            instances=job.instances,
+            resources=list(job.instance_type.slurm_resources or []),
+            files=files,
+        )
+    )
+
+
+def slurm_submit_run(
+    *, job_id: int, attempt: int, now: dt.datetime | None = None, stale: bool = False
+) -> str:
+    """Submit (or adopt) one run the product started; returns what happened, for logs."""
+    now = now or timezone.now()
+    token = _claim(job_id, attempt, now, stale=stale)
+    if token is None:
+        return "not claimed"
+    job = Job.objects.select_related("queue", "instance_type", "definition_revision").get(pk=job_id)
+    try:
+        cluster = cluster_of(job.queue)
+        if not job.argv:
+            raise SlurmError(
+                "the job names no job definition: there is nothing to run", refused=True
+            )
+        found = [slurm for slurm in cluster.find(run_name(job_id, attempt)) if not slurm.ended]
+        if found:
+            slurm, adopted = found[0], True
+        elif job.state == Job.State.STOPPING:  # notice before it reached Slurm
+            runs.job_run_stopped(job_id=job_id, attempt=attempt, lease_token=token, exit_code=None)
+            return "stopped before its submission"
+        else:
+            slurm_id = submit_to_slurm(job, cluster)
+            slurm = SlurmJob(slurm_id, run_name(job_id, attempt), "PENDING", "", "", "")
+            adopted = False
+    except SlurmError as error:
+        if error.refused:
+            logger.error("job %s attempt %s: Slurm refused it: %s", job_id, attempt, error)
+            runs.job_run_failed(
+                job_id=job_id,
+                attempt=attempt,
+                lease_token=token,
+                cause=runs.SLURM_REFUSED,
+                detail={"reason": str(error)},
+            )
+            return f"refused: {error}"
+        # No answer: it may have reached Slurm. The claim stays; the reconciliation
+        # takes it over when stale and finds the run by its name.
+        logger.warning("job %s attempt %s: submission unanswered: %s", job_id, attempt, error)
+        return f"unanswered: {error}"
+    recorded = Job.objects.filter(pk=job_id, attempt=attempt, lease_token=token).update(
+        worker=f"slurm:{slurm.job_id}",
+        placement=_placement(cluster, slurm, adopted=adopted, now=now),
+        heartbeat_at=now,
+    )
+    if not recorded:  # the run ended meanwhile: nothing of it may run
+        _cancel(cluster, slurm.job_id, why=f"job {job_id} attempt {attempt} ended meanwhile")
+        return "ended meanwhile"
+    verb = "adopted" if adopted else "submitted"
+    logger.info("job %s attempt %s: %s Slurm job %s", job_id, attempt, verb, slurm.job_id)
+    return f"{verb} {slurm.job_id}"
+
+
+def slurm_submit_runs(*, runs_started: list[tuple[int, int]]) -> list[str]:
+    return [slurm_submit_run(job_id=job_id, attempt=attempt) for job_id, attempt in runs_started]
+
+
+def _cancel(cluster: Cluster, slurm_id: str, *, why: str) -> bool:
+    try:
+        cluster.cancel(slurm_id)
+    except SlurmError as error:
+        logger.warning("could not cancel Slurm job %s (%s): %s", slurm_id, why, error)
+        return False
+    logger.warning("cancelled Slurm job %s: %s", slurm_id, why)
+    return True
+
+
+# -- notice ------------------------------------------------------------------------------
+
+
+def _mark(job: Job, **marks) -> None:
+    placement = {**(job.placement or {}), **marks}
+    Job.objects.filter(pk=job.pk, attempt=job.attempt, lease_token=job.lease_token).update(
+        placement=placement
+    )
+    job.placement = placement
+
+
+def _signal(job: Job, cluster: Cluster, signal_name: str, mark: str, now: dt.datetime) -> bool:
+    """TERM (the notice), KILL (the end of the grace: the launcher kills the program's
+    group) or FULL_KILL (Slurm's own SIGKILL to every process of the job, a kill margin
+    after that, should the launcher not have ended it)."""
+    slurm_id = (job.placement or {}).get("job_id")
+    if not slurm_id:
+        return False
+    try:
+        if signal_name == "KILL":
+            cluster.kill(slurm_id)
+        else:
+            cluster.signal(slurm_id, "KILL" if signal_name == "FULL_KILL" else signal_name)
+    except SlurmError as error:
+        if not error.refused:
+            logger.warning(
+                "job %s: SIG%s to Slurm job %s: %s", job.pk, signal_name, slurm_id, error
+            )
+            return False
+        # Refused: the job is ending already; the reconciliation records its end.
+    _mark(job, **{mark: now.isoformat()})
+    logger.info(
+        "job %s attempt %s: SIG%s sent to Slurm job %s", job.pk, job.attempt, signal_name, slurm_id
+    )
+    return True
+
+
+def slurm_notice(*, job_ids: list[int], now: dt.datetime | None = None) -> int:
+    """SIGTERM now to the Slurm jobs of these STOPPING runs; how many were signalled."""
+    now = now or timezone.now()
+    sent = 0
+    for job in Job.objects.select_related("queue").filter(pk__in=job_ids, state=Job.State.STOPPING):
+        if (job.placement or {}).get("term_sent_at"):
+            continue
+        try:
+            cluster = cluster_of(job.queue)
+        except SlurmError:
+            continue
+        sent += _signal(job, cluster, "TERM", "term_sent_at", now)
+    return sent
+
+
+# -- reconciliation ----------------------------------------------------------------------
+
+
+@dataclass
+class Reconciliation:
+    """What one reconciliation did, by job id (and the Slurm ids it cancelled)."""
+
+    submitted: list[int] = field(default_factory=list)
+    running: list[int] = field(default_factory=list)
+    signalled: list[int] = field(default_factory=list)
+    ended: list[int] = field(default_factory=list)
+    lost: list[int] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+    unreachable: list[str] = field(default_factory=list)  # clusters that did not answer
+
+
+def slurm_reconcile(*, now: dt.datetime | None = None) -> Reconciliation:
+    """Compare what each Slurm cluster runs with what the database believes, and bring
+    the database (or Slurm) in line; a cluster that does not answer is left for the next
+    tick and the others go on."""
+    now = now or timezone.now()
+    report = Reconciliation()
+    clusters: dict[str, list[JobQueue]] = defaultdict(list)
+    for queue in slurm_executor_queues().exclude(slurm_conf=""):
+        clusters[queue.slurm_conf].append(queue)
+    for conf, queues in sorted(clusters.items()):
+        try:
+            _reconcile_cluster(Cluster(conf), queues, now, report)
+        except SlurmError as error:
+            logger.warning("Slurm cluster %s did not answer: %s", conf, error)
+            report.unreachable.append(conf)
+    return report
+
+
+def _reconcile_cluster(
+    cluster: Cluster, queues: list[JobQueue], now: dt.datetime, report: Reconciliation
+) -> None:
+    ours: dict[tuple[int, int], list[SlurmJob]] = defaultdict(list)
+    for slurm in cluster.jobs():
+        run = parse_run_name(slurm.name)
+        if run is not None:
+            ours[run].append(slurm)
+    live = list(
+        Job.objects.select_related("queue", "instance_type", "definition_revision")
+        .filter(queue__in=queues, state__in=Job.HOLDING_STATES)
+        .order_by("pk")
+    )
+    believed = {(job.pk, job.attempt) for job in live}
+    for job in live:
+        _reconcile_run(cluster, job, ours.get((job.pk, job.attempt), []), now, report)
+    strays = {run for run in ours if run not in believed}
+    # A run started after the read above is not a stray: asked again, one query.
+    for job_id, attempt in Job.objects.filter(
+        pk__in={job_id for job_id, _ in strays}, state__in=Job.HOLDING_STATES
+    ).values_list("pk", "attempt"):
+        strays.discard((job_id, attempt))
+    for job_id, attempt in sorted(strays):
+        for slurm in ours[(job_id, attempt)]:
+            if not slurm.ended and _cancel(
+                cluster, slurm.job_id, why=f"job {job_id} attempt {attempt} is not running"
+            ):
+                report.cancelled.append(slurm.job_id)
+
+
+def _reconcile_run(
+    cluster: Cluster, job: Job, slurm_jobs: list[SlurmJob], now: dt.datetime, report
+) -> None:
+    placement = job.placement or {}
+    recorded = placement.get("job_id") if job.worker.startswith("slurm:") else None
+    if job.worker == SUBMITTING or (not job.worker and not recorded):
+        if job.state == Job.State.STOPPING and not slurm_jobs and not job.worker:
+            _stop_unsubmitted(job, now)
+            report.ended.append(job.pk)
+            return
+        # Never submitted (a lost message) or a submitter gone: submit, or adopt.
+        done = slurm_submit_run(job_id=job.pk, attempt=job.attempt, now=now, stale=True)
+        if done.startswith(("submitted", "adopted")):
+            report.submitted.append(job.pk)
+        return
+    if recorded is None:
+        return
+    mine = [slurm for slurm in slurm_jobs if slurm.job_id == recorded]
+    for duplicate in slurm_jobs:
+        extra = duplicate.job_id != recorded and not duplicate.ended
+        if extra and _cancel(cluster, duplicate.job_id, why=f"a second Slurm job of {job.pk}"):
+            report.cancelled.append(duplicate.job_id)
+    slurm = mine[0] if mine else None
+    figures = read_status(RunFiles.of(job.pk, job.attempt).status)
+    if slurm is None or slurm.ended:
+        _record_end(cluster, job, recorded, slurm, figures, now, report)
+        return
+    if slurm.running:
+        _record_running(job, slurm, figures, now, report)
+    if job.state == Job.State.STOPPING:
+        if slurm.running:
+            _deliver_notice(cluster, job, now, report)
+        elif _cancel(cluster, slurm.job_id, why=f"job {job.pk} got notice before it ran"):
+            report.signalled.append(job.pk)
+
+
+def _record_running(job: Job, slurm: SlurmJob, figures, now: dt.datetime, report) -> None:
+    """Slurm runs it: its nodes and start, and the program's figures; a row is written
+    only when something of it changed (a reconciliation of 1,000 running jobs writes
+    the few that moved)."""
+    placement = dict(job.placement or {})
+    first = placement.get("state") != "RUNNING"
+    placement.update(state="RUNNING", nodes=slurm.nodes, start_time=slurm.start_time)
+    placement.setdefault("running_seen_at", now.isoformat())
+    values: dict = {}
+    if placement != job.placement:
+        values["placement"] = placement
+    if figures is not None and (job.progress, job.checkpointed) != figures:
+        values.update(progress=max(0, figures[0]), checkpointed=max(0, figures[1]))
+    if values:
+        Job.objects.filter(pk=job.pk, attempt=job.attempt, lease_token=job.lease_token).update(
+            heartbeat_at=now, **values
+        )
+    job.placement = placement
+    if first:
+        report.running.append(job.pk)
+
+
+def _deliver_notice(cluster: Cluster, job: Job, now: dt.datetime, report) -> None:
+    placement = job.placement or {}
+    if not placement.get("term_sent_at") and _signal(job, cluster, "TERM", "term_sent_at", now):
+        report.signalled.append(job.pk)
+    over = job.grace_until is not None and job.grace_until <= now
+    if over and not placement.get("kill_sent_at"):
+        if _signal(job, cluster, "KILL", "kill_sent_at", now):
+            report.signalled.append(job.pk)
+        return
+    margin = dt.timedelta(seconds=settings.JOB_KILL_MARGIN_SECONDS)
+    late = over and job.grace_until + margin <= now and not placement.get("full_kill_sent_at")
+    if late and _signal(job, cluster, "FULL_KILL", "full_kill_sent_at", now):
+        report.signalled.append(job.pk)
+
+
+def _record_end(
+    cluster: Cluster, job: Job, slurm_id: str, slurm: SlurmJob | None, figures, now, report
+) -> None:
+    ending = cluster.ending(slurm_id)
+    if ending is not None and ending.state not in ENDED_STATES:
+        return  # submitted after squeue answered: it has not ended, the next tick sees it
+    state = ending.state if ending is not None else (slurm.state if slurm else "")
+    progress, checkpointed = figures if figures is not None else (None, None)
+    common = {
+        "job_id": job.pk,
+        "attempt": job.attempt,
+        "lease_token": job.lease_token,
+        "progress": progress,
+        "checkpointed": checkpointed,
+        "now": now,
+    }
+    lost_cause = None
+    if ending is None:
+        lost_cause = runs.SLURM_LOST
+    elif state in LOST_STATES:
+        lost_cause = runs.NODE_FAIL
+    elif state == "CANCELLED" and job.state == Job.State.RUNNING:
+        lost_cause = runs.SLURM_LOST  # cancelled by someone else: the retry rules decide
+    elif ending.exit_code is None:
+        lost_cause = runs.SLURM_LOST
+    elif state == "CANCELLED":  # with notice: cancelled before it ran, or by someone
+        if runs.job_run_stopped(exit_code=ending.exit_code, **common):
+            report.ended.append(job.pk)
+        return
+    if lost_cause is not None:
+        done = runs.job_run_released(cause=lost_cause, **common)
+        logger.warning(
+            "job %s attempt %s: Slurm job %s %s (%s)",
+            job.pk,
+            job.attempt,
+            slurm_id,
+            state or "is unknown to Slurm",
+            lost_cause,
+        )
+        if done:
+            report.lost.append(job.pk)
+        return
+    if runs.job_process_exited(exit_code=ending.exit_code, **common):
+        report.ended.append(job.pk)
+
+
+def _stop_unsubmitted(job: Job, now: dt.datetime) -> None:
+    """A STOPPING run that never reached Slurm: nothing runs, it stops now."""
+    token = _claim(job.pk, job.attempt, now, stale=False)
+    if token is not None:
+        runs.job_run_stopped(
+            job_id=job.pk, attempt=job.attempt, lease_token=token, exit_code=None, now=now
+        )

@@ -1,0 +1,369 @@
+"""The `slurm` executor on the real test cluster: the product decides, Slurm runs.
+
+The AWS sample queue (3 × ml.g5.xlarge: qs1 LEND_AND_BORROW, qs2 LEND, qs3 RESERVE,
+one each) bound to partition `gpu`, one GPU per instance. No Celery worker: each test
+runs the pass, the submission, the notice and the reconciliation itself, in the order
+the tasks would, so every step is observed. Figures are printed (`pytest -s`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.urls import reverse
+from django.utils import timezone
+
+from fleet.models import InstanceType, Job, JobEvent
+from scheduler.executors.slurm import Cluster, RunFiles, run_name
+from scheduler.services import slurm as service
+from scheduler.services.jobs import job_terminate
+from scheduler.services.passes import scheduling_pass
+from tests.scheduler.live import conftest as live
+from tests.scheduler.runner.conftest import TRAIN_SCRIPT
+
+pytestmark = [pytest.mark.slurm, pytest.mark.django_db]
+
+fast_passwords = live.fast_passwords
+real_time_jobs = live.real_time_jobs
+clock = live.clock
+queue = live.queue
+shares = live.shares
+submit = live.submit
+
+
+def train(steps: int, *, step_seconds: float, every: int, on_sigterm: bool = False) -> list[str]:
+    argv = ["python3", TRAIN_SCRIPT, "--steps", str(steps), "--step-seconds", str(step_seconds)]
+    argv += ["--checkpoint-every", str(every)]
+    return [*argv, "--checkpoint-on-sigterm"] if on_sigterm else argv
+
+
+@pytest.fixture
+def slurm_queue(queue, slurm_cluster, slurm_settings):
+    queue.executor = "slurm"
+    queue.save()
+    service.queue_bind_slurm(queue=queue, conf=slurm_cluster.conf, partition="gpu")
+    service.instance_type_set_slurm_resources(
+        instance_type=InstanceType.objects.get(name="ml.g5.xlarge"), resources=["--gres=gpu:1"]
+    )
+    return queue
+
+
+@pytest.fixture
+def start(slurm_queue, submit):
+    """start(share, name, argv, **fields) -> the job, submitted and passed (STARTING or
+    waiting), and what the pass decided."""
+    from tests.factories import job_definition
+
+    def start(share: str, name: str, argv: list[str], *, grace: int = 5, **fields):
+        literal = [arg.replace("{", "{{").replace("}", "}}") for arg in argv]
+        revision = job_definition(slurm_queue, name=name, command=literal, stop_grace_seconds=grace)
+        job = submit(share, name, revision=revision, at=None, expected_duration=60, **fields)
+        outcome = scheduling_pass(queue_id=slurm_queue.pk, now=timezone.now())
+        job.refresh_from_db()
+        return job, outcome
+
+    return start
+
+
+def fresh(job: Job) -> Job:
+    return Job.objects.get(pk=job.pk)
+
+
+def settle(predicate, *, timeout: float = 60, what: str):
+    """Reconcile every 50 ms until `predicate()` holds; what it returned."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        service.slurm_reconcile()
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"not within {timeout:g} s: {what}")
+
+
+def submitted(job: Job) -> str:
+    done = service.slurm_submit_run(job_id=job.pk, attempt=fresh(job).attempt)
+    assert done.startswith("submitted"), done
+    return done.split()[1]
+
+
+def job_page(client, job: Job) -> str:
+    return client.get(reverse("job-detail", args=[job.pk])).content.decode()
+
+
+def test_a_started_job_runs_the_example_script_on_slurm_and_succeeds(
+    start, slurm_cluster, client, admin
+):
+    client.force_login(admin)
+    decided = time.monotonic()
+    job, outcome = start("qs2", "train-on-slurm", train(4, step_seconds=0.2, every=2))
+    assert outcome.started == [job.pk]
+    assert (job.state, job.worker) == ("RUNNING", "")  # STARTING: not in Slurm yet
+    assert "being submitted to its Slurm cluster" in job_page(client, job)
+    slurm_id = submitted(job)
+    job = fresh(job)
+    assert job.worker == f"slurm:{slurm_id}"
+    assert job.placement["job_id"] == slurm_id
+
+    running = settle(
+        lambda: (fresh(job).placement or {}).get("state") == "RUNNING" and fresh(job),
+        what="Slurm runs it",
+    )
+    seen_running = time.monotonic() - decided
+    assert running.state == "RUNNING" and running.placement["nodes"] in {"node1", "node2"}
+    assert slurm_cluster.job_field(slurm_id, "JobName") == run_name(job.pk, 1)
+    page = job_page(client, running)
+    assert f"{slurm_id} (running) on {running.placement['nodes']}" in page
+    assert "Running within its share" in page
+
+    done = settle(lambda: fresh(job).state == "SUCCEEDED" and fresh(job), what="it succeeds")
+    assert done.exit_code == 0
+    assert done.checkpointed == 4  # the status file's last figure (progress: all of it)
+    log = RunFiles.of(job.pk, 1).log.read_text()
+    assert "starting at step 0" in log
+    print(f"\nslurm: decision to RUNNING seen by the product: {seen_running:.2f} s")
+
+
+def test_reclaim_on_slurm_sigterm_checkpoint_capacity_held_until_slurm_ends_it_then_resume(
+    start, slurm_cluster
+):
+    """qs1 borrows qs2's idle instance; qs2's own job reclaims it. The victim gets SIGTERM
+    through scancel, saves its step, and its capacity is free only once Slurm reports
+    the job ended; its attempt 2 resumes from the saved step."""
+    keeper, _ = start("qs1", "keeper", train(600, step_seconds=0.5, every=100), priority=10)
+    borrower, _ = start(
+        "qs1", "borrower", train(40, step_seconds=0.25, every=1000, on_sigterm=True)
+    )
+    submitted(keeper)
+    borrower_slurm = submitted(borrower)
+    settle(
+        lambda: (fresh(borrower).placement or {}).get("state") == "RUNNING"
+        and fresh(borrower).progress >= 3,
+        what="the borrower runs a few steps",
+    )
+    assert fresh(borrower).borrowed
+
+    lender, outcome = start("qs2", "lender", train(2, step_seconds=0.2, every=1))
+    decided = timezone.now()
+    assert outcome.noticed == [borrower.pk] and lender.state == "RUNNABLE"
+    assert fresh(borrower).state == "STOPPING"
+    assert service.slurm_notice(job_ids=[borrower.pk]) == 1
+
+    # Until Slurm reports the end, the victim keeps its capacity: the lender waits.
+    stopping = fresh(borrower)
+    assert stopping.state == "STOPPING" and stopping.placement.get("term_sent_at")
+    scheduling_pass(queue_id=lender.queue_id, now=timezone.now())
+    assert fresh(lender).state == "RUNNABLE"
+
+    stopped = settle(lambda: fresh(borrower).state == "RUNNABLE" and fresh(borrower), what="stop")
+    event = JobEvent.objects.get(job=borrower, type=JobEvent.Type.STOPPED)
+    freed = (event.at - decided).total_seconds()
+    assert stopped.exit_code == 143  # the script's own exit on SIGTERM, after saving
+    saved = json.loads((RunFiles.of(borrower.pk, 1).checkpoint / "checkpoint.json").read_text())
+    assert saved["step"] == stopped.checkpointed >= 3 and event.detail["lost_work"] == 0
+    assert slurm_cluster.job_field(borrower_slurm, "JobState") == "FAILED"
+
+    scheduling_pass(queue_id=lender.queue_id, now=timezone.now())
+    assert fresh(lender).state == "RUNNING"
+    submitted(lender)
+    settle(lambda: fresh(lender).state == "SUCCEEDED", what="the lender's job succeeds")
+
+    # The lender's instance is idle again: the borrower starts its attempt 2 and resumes.
+    outcome = scheduling_pass(queue_id=lender.queue_id, now=timezone.now())
+    assert borrower.pk in outcome.started and fresh(borrower).attempt == 2
+    submitted(borrower)
+    settle(lambda: fresh(borrower).state == "SUCCEEDED", what="attempt 2 succeeds")
+    assert f"starting at step {saved['step']}" in RunFiles.of(borrower.pk, 2).log.read_text()
+    job_terminate(job_id=keeper.pk)
+    service.slurm_notice(job_ids=[keeper.pk])
+    settle(lambda: fresh(keeper).state == "FAILED", what="the keeper is terminated")
+    print(f"\nslurm: reclaim decision to the victim's capacity free: {freed:.2f} s (grace 5 s)")
+
+
+def test_a_submission_retried_after_a_crash_adopts_the_slurm_job_never_two(start, slurm_cluster):
+    job, _ = start("qs2", "crashes-after-sbatch", train(600, step_seconds=0.5, every=100))
+    # The submitter claims the run and sbatch answers, then it dies before its write.
+    assert service._claim(job.pk, 1, timezone.now(), stale=False)
+    first = service.submit_to_slurm(fresh(job), Cluster(slurm_cluster.conf))
+    assert fresh(job).worker == service.SUBMITTING
+
+    # A redelivered submission finds the claim taken and does nothing...
+    assert service.slurm_submit_run(job_id=job.pk, attempt=1) == "not claimed"
+    # ...and once the claim is stale the reconciliation adopts the Slurm job by name.
+    time.sleep(1.1)
+    report = service.slurm_reconcile()
+    adopted = fresh(job)
+    assert report.submitted == [job.pk]
+    assert adopted.placement["job_id"] == first and adopted.placement["adopted"] is True
+    service.slurm_reconcile()
+    named = slurm_cluster.run(
+        "squeue", "--noheader", "--states=all", f"--name={run_name(job.pk, 1)}"
+    )
+    assert len(named.splitlines()) == 1
+
+    # A listing that missed it (it was submitted after squeue answered) ends nothing:
+    # Slurm is asked about that job, and it has not ended.
+    report = service.Reconciliation()
+    service._record_end(
+        Cluster(slurm_cluster.conf), fresh(job), first, None, None, timezone.now(), report
+    )
+    assert fresh(job).state == "RUNNING" and not (report.ended or report.lost)
+
+
+def test_a_slurm_job_of_ours_that_the_product_does_not_run_is_cancelled(slurm_queue, slurm_cluster):
+    stray = slurm_cluster.run(
+        "sbatch",
+        "--parsable",
+        "--partition=gpu",
+        f"--job-name={run_name(999999, 1)}",
+        "--output=/dev/null",
+        "--wrap",
+        "sleep 60",
+    ).strip()
+    report = service.slurm_reconcile()
+    assert stray in report.cancelled
+    assert slurm_cluster.wait_state(stray, {"CANCELLED"}) == "CANCELLED"
+
+
+STUBBORN = [
+    "python3",
+    "-c",
+    "import signal, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "print('ignoring SIGTERM', flush=True)\n"
+    "while True:\n"
+    "    time.sleep(0.05)\n",
+]
+
+
+def test_a_program_that_ignores_sigterm_is_killed_at_the_end_of_its_grace(start, slurm_cluster):
+    job, _ = start("qs2", "stubborn", STUBBORN, grace=2)
+    slurm_id = submitted(job)
+    settle(lambda: (fresh(job).placement or {}).get("state") == "RUNNING", what="it runs")
+    terminated = timezone.now()
+    job_terminate(job_id=job.pk)
+    assert service.slurm_notice(job_ids=[job.pk]) == 1
+    # Within its grace it runs on, holding its capacity, whatever the ticks see.
+    for _ in range(5):
+        service.slurm_reconcile()
+        time.sleep(0.1)
+    assert fresh(job).state == "STOPPING"
+    assert slurm_cluster.job_field(slurm_id, "JobState") == "RUNNING"
+
+    ended = settle(lambda: fresh(job).state == "FAILED" and fresh(job), what="SIGKILL")
+    took = (ended.finished_at - terminated).total_seconds()
+    assert ended.reason == "terminated" and ended.exit_code == -9
+    assert fresh(job).placement.get("kill_sent_at")
+    assert 2 <= took < 2 + 2, took
+    print(f"\nslurm: terminate (grace 2 s) to the capacity free: {took:.2f} s")
+
+
+def test_a_job_terminated_before_slurm_ran_it_is_cancelled_there(start, slurm_cluster):
+    job, _ = start("qs2", "never-ran", STUBBORN, grace=2)
+    job_terminate(job_id=job.pk)  # STOPPING before its submission: nothing to signal
+    assert service.slurm_submit_run(job_id=job.pk, attempt=1) == "stopped before its submission"
+    ended = fresh(job)
+    assert (ended.state, ended.reason) == ("FAILED", "terminated")
+    named = slurm_cluster.run(
+        "squeue", "--noheader", "--states=all", f"--name={run_name(job.pk, 1)}"
+    )
+    assert named == ""
+
+
+def test_decision_to_running_in_slurm_within_three_seconds(start, slurm_cluster):
+    """Ten starts one after the other: from the pass that decides to Slurm reporting
+    the job RUNNING (polled every 20 ms), through the executor's submission."""
+    took = []
+    for number in range(10):
+        decided = time.monotonic()
+        job, outcome = start("qs2", f"quick-{number}", ["python3", "-c", "pass"])
+        assert outcome.started == [job.pk]
+        slurm_id = submitted(job)
+        while slurm_cluster.job_field(slurm_id, "JobState") not in {"RUNNING", "COMPLETED"}:
+            time.sleep(0.02)
+        took.append(time.monotonic() - decided)
+        settle(lambda job=job: fresh(job).state == "SUCCEEDED", what=f"quick-{number} succeeds")
+    took.sort()
+    print(
+        f"\nslurm: decision to RUNNING over {len(took)} starts: p50 {took[len(took) // 2]:.2f} s,"
+        f" max {took[-1]:.2f} s ({', '.join(f'{t:.2f}' for t in took)})"
+    )
+    assert took[-1] < 3
+
+
+def test_slurmctld_restarted_while_a_job_runs_loses_nothing_and_duplicates_nothing(
+    start, slurm_cluster
+):
+    job, _ = start("qs2", "through-a-restart", train(600, step_seconds=0.2, every=10))
+    slurm_id = submitted(job)
+    settle(lambda: fresh(job).progress >= 2, what="it runs")
+    waiting, _ = start("qs3", "submitted-while-down", train(600, step_seconds=0.2, every=10))
+
+    slurm_cluster.run("scontrol", "shutdown", "slurmctld")
+    try:
+        # No controller: the tick records nothing and says which cluster is silent; a
+        # submission is not refused (no FAILED job), it waits for the next tick.
+        report = service.slurm_reconcile()
+        assert report.unreachable == [slurm_cluster.conf]
+        done = service.slurm_submit_run(job_id=waiting.pk, attempt=1)
+        assert done.startswith("unanswered"), done
+        assert fresh(job).state == fresh(waiting).state == "RUNNING"
+    finally:
+        slurm_cluster.run("slurmctld", "-f", slurm_cluster.conf)
+    settle(lambda: not service.slurm_reconcile().unreachable, what="slurmctld answers again")
+    before = fresh(job).progress
+    settle(lambda: fresh(job).progress > before, what="it runs on")
+    assert fresh(job).placement["job_id"] == slurm_id  # the same Slurm job, not a new one
+    # The submission cut short is made by the reconciliation once its claim is stale.
+    time.sleep(1.1)
+    settle(lambda: (fresh(waiting).placement or {}).get("job_id"), what="the waiting run submitted")
+    for run in (job, waiting):
+        name = run_name(run.pk, 1)
+        listed = slurm_cluster.run("squeue", "--noheader", "--states=all", f"--name={name}")
+        assert len(listed.splitlines()) == 1, name
+
+
+def test_a_killed_slurmd_ends_its_job_as_a_node_failure_and_the_job_is_requeued(
+    start, slurm_cluster
+):
+    """Slurm marks the node DOWN after SlurmdTimeout (20 s on the test cluster) and the
+    job NODE_FAIL; the product requeues the run (the retry rules: a lost run, not a
+    preemption) and its next attempt is a new Slurm job. On this one host the old
+    program outlives its slurmd until that slurmd returns and kills it, so the test
+    brings the node back before the new attempt starts."""
+    job, _ = start("qs2", "on-a-failing-node", train(600, step_seconds=0.2, every=5))
+    submitted(job)
+    running = settle(lambda: fresh(job).progress >= 5 and fresh(job), what="it runs")
+    node = running.placement["nodes"]
+    test_dir = Path(slurm_cluster.conf).parent.parent
+    pidfile = test_dir / "run" / f"slurmd-{node}.pid"
+    slurm_cluster.run("kill", pidfile.read_text().strip())
+    try:
+        requeued = settle(
+            lambda: fresh(job).state == "RUNNABLE" and fresh(job), timeout=90, what="NODE_FAIL"
+        )
+    finally:
+        subprocess.run(
+            [str(Path(settings.BASE_DIR) / "scripts/slurm/cluster.sh"), "start"],
+            env={**os.environ, "SLURM_TEST_DIR": str(test_dir), "SLURM_CONF": slurm_cluster.conf},
+            capture_output=True,
+            timeout=90,
+            check=True,
+        )
+    event = JobEvent.objects.get(job=job, type=JobEvent.Type.REQUEUED)
+    assert event.cause == "node_fail" and requeued.requeues == 1 and requeued.preemptions == 0
+    outcome = scheduling_pass(queue_id=job.queue_id, now=timezone.now())
+    assert job.pk in outcome.started and fresh(job).attempt == 2
+    submitted(job)
+    settle(lambda: fresh(job).progress > requeued.checkpointed, what="attempt 2 runs")
+    # It resumes from the checkpoint: the one recorded, or a later one the old program
+    # saved before its slurmd came back (on one host it outlives the "failed" node).
+    log = RunFiles.of(job.pk, 2).log.read_text()
+    resumed = int(log.split("starting at step ")[1].split()[0])
+    assert resumed >= requeued.checkpointed > 0

@@ -1,0 +1,71 @@
+"""A queue's binding to a Slurm cluster, and an instance type's Slurm resources: bad
+input gets an error naming the field (no cluster needed)."""
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from scheduler.executors.slurm import RunFiles, parse_run_name, run_name, sbatch_arguments
+from scheduler.services.slurm import queue_bind_slurm, slurm_resources_validate
+
+pytestmark = pytest.mark.django_db
+
+
+def errors(call) -> dict:
+    with pytest.raises(ValidationError) as caught:
+        call()
+    return caught.value.message_dict
+
+
+def test_a_binding_names_a_cluster_file_and_a_partition(aws_queue, tmp_path):
+    assert "slurm_conf" in errors(
+        lambda: queue_bind_slurm(queue=aws_queue, conf="", partition="gpu")
+    )
+    assert errors(
+        lambda: queue_bind_slurm(queue=aws_queue, conf="etc/slurm.conf", partition="gpu")
+    ) == {"slurm_conf": ["'etc/slurm.conf' is not an absolute path"]}
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\n")
+    assert "slurm_partition" in errors(
+        lambda: queue_bind_slurm(queue=aws_queue, conf=str(conf), partition="gpu;rm -rf")
+    )
+    assert "slurm_account" in errors(
+        lambda: queue_bind_slurm(queue=aws_queue, conf=str(conf), partition="gpu", account="a b")
+    )
+    queue_bind_slurm(queue=aws_queue, conf=str(conf), partition="gpu", account="ml")
+    aws_queue.refresh_from_db()
+    assert (aws_queue.slurm_conf, aws_queue.slurm_partition, aws_queue.slurm_account) == (
+        str(conf),
+        "gpu",
+        "ml",
+    )
+
+
+def test_resources_are_resource_options_only():
+    assert slurm_resources_validate(["--gres=gpu:a100:1", "--exclusive"]) == [
+        "--gres=gpu:a100:1",
+        "--exclusive",
+    ]
+    for bad in (["--wrap=id"], ["--output=/etc/passwd"], ["--export=ALL"], ["--nodes=4"]):
+        assert "slurm_resources" in errors(lambda bad=bad: slurm_resources_validate(bad))
+    assert "slurm_resources" in errors(lambda: slurm_resources_validate(["--gres=gpu:1 --wrap"]))
+    assert "slurm_resources" in errors(lambda: slurm_resources_validate("--gres=gpu:1"))
+
+
+def test_the_batch_script_is_the_fixed_launcher_and_the_program_is_not_in_sbatch_arguments(
+    settings, tmp_path
+):
+    settings.JOB_CHECKPOINT_ROOT = tmp_path
+    files = RunFiles.of(7, 2)
+    argv = sbatch_arguments(
+        name=run_name(7, 2),
+        partition="gpu",
+        account="",
+        instances=2,
+        resources=["--gres=gpu:1"],
+        files=files,
+    )
+    assert argv[-2].endswith("scheduler/executors/slurm_launch.py")
+    assert argv[-1] == str(files.spec)
+    assert "--nodes=2" in argv and "--no-requeue" in argv and "--gres=gpu:1" in argv
+    assert parse_run_name(run_name(7, 2)) == (7, 2)
+    assert parse_run_name("someone-else-7-2") is None
