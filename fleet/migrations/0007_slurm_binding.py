@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("fleet", "0008_job_notice_for_index"),
+        ("fleet", "0006_job_blocked_attempt_stop_actor"),
     ]
 
     operations = [
