@@ -69,3 +69,28 @@ def test_the_batch_script_is_the_fixed_launcher_and_the_program_is_not_in_sbatch
     assert "--nodes=2" in argv and "--no-requeue" in argv and "--gres=gpu:1" in argv
     assert parse_run_name(run_name(7, 2)) == (7, 2)
     assert parse_run_name("someone-else-7-2") is None
+
+
+def test_the_slurm_bind_command_binds_and_refuses_naming_the_field(aws_queue, tmp_path):
+    from django.core.management import CommandError, call_command
+
+    from fleet.models import InstanceType
+
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\n")
+    with pytest.raises(CommandError, match="slurm_partition"):
+        call_command(
+            "slurm_bind", "queue", aws_queue.name, "--conf", str(conf), "--partition", "a b"
+        )
+    aws_queue.refresh_from_db()
+    assert aws_queue.slurm_conf == ""  # nothing changed
+    with pytest.raises(CommandError, match="queue: no queue named 'nope'"):
+        call_command("slurm_bind", "queue", "nope", "--conf", str(conf), "--partition", "gpu")
+    call_command("slurm_bind", "queue", aws_queue.name, "--conf", str(conf), "--partition", "gpu")
+    aws_queue.refresh_from_db()
+    assert (aws_queue.slurm_conf, aws_queue.slurm_partition) == (str(conf), "gpu")
+
+    with pytest.raises(CommandError, match="slurm_resources: --wrap is not a resource option"):
+        call_command("slurm_bind", "instance-type", "ml.g5.xlarge", "--", "--wrap=rm")
+    call_command("slurm_bind", "instance-type", "ml.g5.xlarge", "--", "--gres=gpu:1")
+    assert InstanceType.objects.get(name="ml.g5.xlarge").slurm_resources == ["--gres=gpu:1"]
