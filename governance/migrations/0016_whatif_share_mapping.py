@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("governance", "0017_whatif_class_contracts"),
+        ("governance", "0015_whatif_class_contracts"),
     ]
 
     operations = [
