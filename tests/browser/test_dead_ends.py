@@ -127,7 +127,7 @@ def test_switching_a_whatif_workload_to_philly_keeps_the_philly_start(
     expect(page.locator("progress")).to_be_visible()
     assert queued == [comparison.pk]
     assert tasks.run_comparison(comparison.pk) == WhatIfComparison.Status.DONE
-    expect(page.get_by_role("heading", name="4. What changes with the draft")).to_be_visible(
+    expect(page.get_by_role("heading", name="What changes with the draft")).to_be_visible(
         timeout=15_000
     )
     # No value is cut off: at desktop size no what-if table needs scrolling in its card.

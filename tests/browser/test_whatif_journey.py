@@ -67,7 +67,7 @@ def test_admin_compares_and_applies_lend_and_borrow(
     assert tasks.run_comparison(comparison.pk) == WhatIfComparison.Status.DONE  # the worker
 
     # The page polls every second and reloads itself when the run is over.
-    expect(page.get_by_role("heading", name="4. What changes with the draft")).to_be_visible(
+    expect(page.get_by_role("heading", name="What changes with the draft")).to_be_visible(
         timeout=15_000
     )
     expect(page.locator("progress")).to_have_count(0)

@@ -226,7 +226,9 @@ def test_the_result_leads_with_the_verdict_and_the_charts_the_tables_behind_a_di
     client.force_login(admin)
     run_now(comparison)
     page = client.get(reverse("whatif-detail", args=[comparison.pk])).content.decode()
-    results = page[page.index('id="results-title"') :]
+    # The result comes first on the page, before the steps that made it.
+    assert page.index('id="results-title"') < page.index('id="draft-title"')
+    results = page[page.index('id="results-title"') : page.index('id="draft-title"')]
     verdict = results.index("whatif__sentences")
     charts = [
         results.index(f'data-figure-id="figure-{name}"') for name in ("turnaround", "utilisation")
