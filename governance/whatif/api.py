@@ -51,6 +51,14 @@ class WorkloadInput(serializers.Serializer):
     days = serializers.FloatField(required=False, default=30, min_value=0.01, max_value=120)
     scale = serializers.FloatField(required=False, default=1.0, min_value=0, max_value=100)
     csv = serializers.CharField(required=False, help_text="The trace, for kind UPLOAD.")
+    mapping = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, max_length=100),
+        required=False,
+        help_text="Team -> the share its jobs go to (a trace's cluster, or the share "
+        "recorded jobs were submitted to); an empty name leaves its jobs out. Teams not "
+        "named keep their default (the share named like the team or vc-<team>, else "
+        "none: left out). The response's workload.mapping shows the whole mapping.",
+    )
 
     def validate(self, data):
         problem = workload_start_problem(data.get("start"), data.get("days"))
@@ -142,6 +150,7 @@ class WhatIfCreateApi(ApiView):
                     days=workload["days"],
                     scale=workload["scale"],
                     upload=workload.get("csv", "").encode() or None,
+                    mapping=workload.get("mapping"),
                 )
             if data["contracts"]:
                 overrides: dict[str, dict[str, dict]] = {"share": {}, "workload_class": {}}

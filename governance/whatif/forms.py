@@ -86,7 +86,8 @@ class WorkloadForm(forms.Form):
         label="Trace CSV (for an upload)",
         required=False,
         help_text="Columns timestamp,duration,num_gpus,gpu_time,cluster (the Philly format). "
-        "A cluster named like a share goes to that share; others to the shares in turn.",
+        "Each cluster is a team: it goes to the share named like it (or vc-<cluster>); "
+        "you see and change the mapping before the run.",
     )
 
     # The start the page showed, and the kind of workload it was for (hidden).
@@ -110,6 +111,42 @@ class WorkloadForm(forms.Form):
         if problem:
             self.add_error("start", problem)
         return data
+
+
+LEAVE_OUT = ""
+
+
+class MappingForm(forms.Form):
+    """Which share each team of the workload sends its jobs to: one select per team,
+    in the stored mapping's order (most jobs first); "leave out" drops its jobs."""
+
+    def __init__(self, *args, comparison: WhatIfComparison, **kwargs):
+        super().__init__(*args, **kwargs)
+        shares = [share["name"] for share in comparison.current_policy["shares"]]
+        choices = [(LEAVE_OUT, "— leave its jobs out —"), *((name, name) for name in shares)]
+        self.teams = []
+        for number, entry in enumerate((comparison.share_mapping or {}).get("teams", [])):
+            name = f"team_{number}"
+            self.fields[name] = forms.ChoiceField(
+                label=entry["team"],
+                choices=choices,
+                required=False,
+                initial=entry["share"] or LEAVE_OUT,
+                error_messages={
+                    "invalid_choice": "no share named '%(value)s' in the cloned policy"
+                },
+            )
+            self.teams.append((name, entry))
+
+    def rows(self):
+        """(bound field, mapping entry) per team, for the page's table."""
+        return [(self[name], entry) for name, entry in self.teams]
+
+    def mapping(self) -> dict[str, str]:
+        return {entry["team"]: self.cleaned_data[name] for name, entry in self.teams}
+
+    def field_of(self, team: str) -> str | None:
+        return next((name for name, entry in self.teams if entry["team"] == team), None)
 
 
 def workload_start_problem(start: dt.date | None, days: float | None) -> str | None:

@@ -30,6 +30,8 @@ TIMELINE_BINS = 48
 # A relative change smaller than this is "about the same" and not worth a sentence.
 NOTABLE_CHANGE = 0.05
 NOTABLE_GPU_SECONDS = 360  # 0.1 GPU-hour
+# Below this overall utilisation, "the same outcome" is said with why (a quiet fleet).
+QUIET_FLEET = 0.25
 
 
 def _quartiles(values: Sequence[int]) -> dict | None:
@@ -335,6 +337,15 @@ def differences(*, current: Mapping, draft: Mapping, labels: Mapping[str, str]) 
             f"The fleet is busy {round(new * 100)}% of the time instead of {round(old * 100)}%"
         )
     if not lines:
-        return ["Both policies give the same outcome on this workload."]
+        same = "Both policies give the same outcome on this workload."
+        if old is not None and old < QUIET_FLEET:
+            # A newcomer's first what-if on a quiet fleet: say why, and what to try.
+            same = (
+                f"Both policies give the same outcome on this workload: the fleet is busy "
+                f"{round(old * 100)}% of the time, so no share waits for capacity another "
+                "holds. Raise the GPU demand scale (traces) or choose a busier period to "
+                "see where the policies differ."
+            )
+        return [same]
     # Share names are identifiers: a sentence may start with one as it is spelled.
     return [line + "." for line in lines]

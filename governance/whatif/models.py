@@ -71,6 +71,11 @@ class WhatIfComparison(models.Model):
     # when the workload was chosen: a recorded job's copied class, a trace job's share's
     # default class (workloads.py).
     workload_classes = models.JSONField(default=dict, blank=True)
+    # Which share each team's jobs go to (workloads.build_mapping): {"source": "trace" or
+    # "recorded", "teams": [{"team", "jobs", "default", "matched", "chosen", "share"}]},
+    # an upload's rows too ("rows"), so that it can be mapped again. A team whose share
+    # is null is left out of the replay.
+    share_mapping = models.JSONField(default=dict, blank=True)
 
     status = models.CharField(max_length=16, choices=Status, default=Status.DRAFT, db_index=True)
     progress = models.PositiveSmallIntegerField(default=0, help_text="Percent done.")

@@ -11,7 +11,7 @@ from core.formatting import duration, gpu_hours, percent
 from fleet.bridge import BORROW_UNLIMITED
 from fleet.models import WorkloadClass
 from governance.models import WhatIfComparison
-from governance.whatif import figures
+from governance.whatif import figures, workloads
 
 POLICY_FIELDS = (
     ("team", "Team"),
@@ -25,7 +25,12 @@ POLICY_FIELDS = (
 
 def comparison_list() -> QuerySet[WhatIfComparison]:
     return WhatIfComparison.objects.select_related("queue", "author").defer(
-        "current_policy", "draft_policy", "workload_jobs", "workload_classes", "results"
+        "current_policy",
+        "draft_policy",
+        "workload_jobs",
+        "workload_classes",
+        "share_mapping",
+        "results",
     )
 
 
@@ -74,6 +79,36 @@ def workload_class_counts(comparison: WhatIfComparison) -> list[tuple[str, int]]
     """(class, jobs of the workload in it) of every class an override may name."""
     counts = Counter((comparison.workload_classes or {}).values())
     return [(name, counts[name]) for name in workload_class_names(comparison)]
+
+
+def mapping_view(comparison: WhatIfComparison) -> dict | None:
+    """The mapping of the workload's teams to shares, for the page: who the teams are
+    (a trace's teams, or the shares recorded jobs were submitted to), and the teams
+    left out with their jobs."""
+    stored = comparison.share_mapping or {}
+    if not stored.get("teams"):
+        return None
+    left = workloads.left_out(stored)
+    return {
+        "recorded": stored.get("source") == workloads.RECORDED_TEAMS,
+        "teams": stored["teams"],
+        "left_out": [{"team": team, "jobs": jobs} for team, jobs in left],
+        "left_out_jobs": sum(jobs for _team, jobs in left),
+        "mapped_jobs": sum(entry["jobs"] for entry in stored["teams"] if entry["share"]),
+    }
+
+
+def mapping_document(comparison: WhatIfComparison) -> dict:
+    """The API's mapping: {team: share or null} and the teams left out."""
+    stored = comparison.share_mapping or {}
+    return {
+        "source": stored.get("source"),
+        "teams": [
+            {key: entry[key] for key in ("team", "jobs", "share", "default", "matched")}
+            for entry in stored.get("teams", [])
+        ],
+        "left_out": [{"team": team, "jobs": jobs} for team, jobs in workloads.left_out(stored)],
+    }
 
 
 # -- results -----------------------------------------------------------------------------
@@ -367,6 +402,7 @@ def comparison_document(comparison: WhatIfComparison) -> dict:
             "params": comparison.workload_params,
             "description": comparison.workload_description,
             "jobs": len(comparison.workload_jobs),
+            "mapping": mapping_document(comparison),
         },
         "contracts": comparison.contracts,
         "class_contracts": comparison.class_contracts,

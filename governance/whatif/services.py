@@ -121,6 +121,7 @@ def comparison_create(
         workload_description=workload.description,
         workload_jobs=workload.jobs,
         workload_classes=workload.classes,
+        share_mapping=workload.mapping,
     )
     if exception_request is not None:
         comparison.exception_requests.add(exception_request)
@@ -283,6 +284,7 @@ def comparison_choose_workload(
     scale: float = 1.0,
     upload: bytes | None = None,
     filename: str = "upload.csv",
+    mapping: Mapping | None = None,
 ) -> WhatIfComparison:
     """comparison_set_workload from a page's or the API's choice: a recorded workload's
     period starts at `start_day`'s midnight (UTC) and lasts `days`; a Philly window
@@ -301,6 +303,7 @@ def comparison_choose_workload(
         scale=scale,
         upload=upload,
         filename=filename,
+        mapping=mapping,
     )
 
 
@@ -316,12 +319,54 @@ def comparison_set_workload(
     scale: float = 1.0,
     upload: bytes | None = None,
     filename: str = "upload.csv",
+    mapping: Mapping | None = None,
 ) -> WhatIfComparison:
-    """Choose the workload. Raises workloads.WorkloadError, storing nothing, when it
-    cannot be built (an upload with bad rows, an empty window)."""
+    """Choose the workload, its teams mapped to shares by `mapping` ({team: share name,
+    "" to leave its jobs out}) over the defaults (workloads.build_mapping). Raises
+    workloads.WorkloadError, storing nothing, when it cannot be built (an upload with
+    bad rows, an empty window), InvalidInput keyed `mapping.<team>` for a bad mapping."""
     rules.require(actor, "whatif.use")
     comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
     _require_editable(comparison)
+    workload = _build_workload(
+        comparison,
+        kind=kind,
+        start=start,
+        end=end,
+        days=days,
+        scale=scale,
+        upload=upload,
+        filename=filename,
+        mapping=mapping,
+    )
+    _store_workload(comparison, kind, workload)
+    return comparison
+
+
+def _store_workload(comparison: WhatIfComparison, kind: str, workload) -> None:
+    comparison.workload_kind = kind
+    comparison.workload_params = workload.params
+    comparison.workload_description = workload.description
+    comparison.workload_jobs = workload.jobs
+    comparison.workload_classes = workload.classes
+    comparison.share_mapping = workload.mapping
+    _reset_results(comparison)
+    comparison.save()
+
+
+def _build_workload(
+    comparison: WhatIfComparison,
+    *,
+    kind: str,
+    start=None,
+    end=None,
+    days: float = workloads.DEFAULT_DAYS,
+    scale: float = 1.0,
+    upload: bytes | None = None,
+    rows=None,
+    filename: str = "upload.csv",
+    mapping: Mapping | None = None,
+):
     policy = comparison.current_policy
     gpus = gpus_per_instance(policy=policy)
     Kind = WhatIfComparison.Workload
@@ -333,6 +378,7 @@ def comparison_set_workload(
             refs=comparison.share_refs,
             start=start or default_start,
             end=end or default_end,
+            mapping=mapping,
         )
     elif kind == Kind.PHILLY:
         workload = workloads.philly_workload(
@@ -342,27 +388,69 @@ def comparison_set_workload(
             days=days,
             scale=scale,
             share_classes=share_default_classes(comparison),
+            mapping=mapping,
         )
     elif kind == Kind.UPLOAD:
-        if not upload:
+        if not upload and rows is None:
             raise workloads.WorkloadError(["choose a CSV file to upload"])
         workload = workloads.upload_workload(
             raw=upload,
+            rows=rows,
             filename=filename,
             policy=policy,
             gpus_per_instance=gpus,
             scale=scale,
             share_classes=share_default_classes(comparison),
+            mapping=mapping,
         )
     else:
         raise workloads.WorkloadError([f"unknown workload kind {kind!r}"])
-    comparison.workload_kind = kind
-    comparison.workload_params = workload.params
-    comparison.workload_description = workload.description
-    comparison.workload_jobs = workload.jobs
-    comparison.workload_classes = workload.classes
-    _reset_results(comparison)
-    comparison.save()
+    return workload
+
+
+@transaction.atomic
+def comparison_set_mapping(
+    *, actor, comparison: WhatIfComparison, mapping: Mapping
+) -> WhatIfComparison:
+    """Send each team's jobs to the share `mapping` names ({team: share name of the
+    cloned policy, "" or None to leave them out}; teams it does not name keep their
+    share): the same workload is built again from its source (the trace window, the
+    recorded period, the upload's kept rows) and earlier results are dropped. Raises
+    InvalidInput keyed `mapping.<team>` (an unknown team or share), storing nothing."""
+    rules.require(actor, "whatif.use")
+    comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
+    _require_editable(comparison)
+    stored = comparison.share_mapping or {}
+    if not stored.get("teams"):
+        raise InvalidInput({"mapping": ["choose a workload first: this one has no teams"]})
+    teams = workloads.mapped_shares(stored)
+    chosen = {entry["team"]: entry["share"] for entry in stored["teams"] if entry["chosen"]}
+    # Check the new choices by themselves first, so an error names the team sent.
+    names = [share["name"] for share in comparison.current_policy["shares"]]
+    chosen.update(workloads.mapping_check(mapping, teams=teams, share_names=names))
+    chosen = {team: share or "" for team, share in chosen.items()}
+    params = comparison.workload_params or {}
+    Kind = WhatIfComparison.Workload
+    kind = comparison.workload_kind
+    if kind == Kind.RECORDED:
+        arguments = {
+            "start": dt.datetime.fromisoformat(params["start"]),
+            "end": dt.datetime.fromisoformat(params["end"]),
+        }
+    elif kind == Kind.PHILLY:
+        arguments = {
+            "start": dt.date.fromisoformat(params["start"]),
+            "days": params["days"],
+            "scale": params["scale"],
+        }
+    else:
+        arguments = {
+            "rows": workloads.rows_of(stored.get("rows", [])),
+            "filename": params.get("filename", "upload.csv"),
+            "scale": params.get("scale", 1.0),
+        }
+    workload = _build_workload(comparison, kind=kind, mapping=chosen, **arguments)
+    _store_workload(comparison, kind, workload)
     return comparison
 
 
@@ -543,6 +631,17 @@ def comparison_run(*, actor, comparison: WhatIfComparison) -> WhatIfComparison:
     """Queue a run of both policies (the task is enqueued after commit)."""
     rules.require(actor, "whatif.use")
     if not comparison.workload_jobs:
+        left = workloads.left_out(comparison.share_mapping or {})
+        if left:
+            raise InvalidInput(
+                {
+                    "mapping": [
+                        "no job of this workload goes to a share: name a share for "
+                        + ", ".join(team for team, _jobs in left[:5])
+                        + (f" and {len(left) - 5} more teams" if len(left) > 5 else "")
+                    ]
+                }
+            )
         raise InvalidInput({"workload": ["the workload has no jobs: choose another period"]})
     with transaction.atomic():
         claimed = (
@@ -641,6 +740,11 @@ def comparison_execute(*, comparison_id: int) -> str:
             updated_at=timezone.now(),
         )
         return Status.FAILED
+    left = workloads.left_out(comparison.share_mapping or {})
+    results["left_out"] = {
+        "teams": [{"team": team, "jobs": jobs} for team, jobs in left],
+        "jobs": sum(jobs for _team, jobs in left),
+    }
     rows.update(
         status=Status.DONE,
         results=results,

@@ -15,6 +15,7 @@ urlpatterns = [
     ),
     path("what-if/<int:pk>/reset/", whatif.whatif_reset, name="whatif-reset"),
     path("what-if/<int:pk>/workload/", whatif.whatif_workload, name="whatif-workload"),
+    path("what-if/<int:pk>/mapping/", whatif.whatif_mapping, name="whatif-mapping"),
     path("what-if/<int:pk>/contracts/", whatif.whatif_contracts, name="whatif-contracts"),
     path("what-if/<int:pk>/run/", whatif.whatif_run, name="whatif-run"),
     path("what-if/<int:pk>/cancel/", whatif.whatif_cancel, name="whatif-cancel"),

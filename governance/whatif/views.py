@@ -27,6 +27,7 @@ from governance.whatif.forms import (
     ClassContractForm,
     ContractForm,
     CreateForm,
+    MappingForm,
     ReviewForm,
     SaveForm,
     WorkloadForm,
@@ -130,6 +131,8 @@ def _detail(request, comparison: WhatIfComparison, *, status_code: int = 200, **
         "workload_form": forms.get("workload_form")
         or WorkloadForm(initial=_workload_initial(comparison)),
         "workload_problems": forms.get("workload_problems", []),
+        "mapping_form": forms.get("mapping_form") or MappingForm(comparison=comparison),
+        "mapping": selectors.mapping_view(comparison),
         "contract_form": forms.get("contract_form") or ContractForm(comparison=comparison),
         "class_contract_form": forms.get("class_contract_form")
         or ClassContractForm(classes=selectors.workload_class_counts(comparison)),
@@ -257,6 +260,30 @@ def whatif_workload(request, pk: int):
     else:
         comparison.refresh_from_db()
         messages.success(request, f"Workload: {comparison.workload_description}.")
+    return redirect("whatif-detail", pk=pk)
+
+
+@require_POST
+def whatif_mapping(request, pk: int):
+    """Send each team's jobs to the share chosen for it (or leave them out)."""
+    comparison = _comparison(request, pk)
+    form = MappingForm(request.POST, comparison=comparison)
+    if not form.is_valid():
+        return _detail(request, comparison, status_code=400, mapping_form=form)
+    try:
+        services.comparison_set_mapping(
+            actor=request.user, comparison=comparison, mapping=form.mapping()
+        )
+    except InvalidInput as error:
+        for key, problems in error.errors.items():
+            field = form.field_of(key.removeprefix("mapping."))
+            form.add_error(field, problems)
+        return _detail(request, comparison, status_code=400, mapping_form=form)
+    except WrongState as error:
+        _error_messages(request, error)
+        return redirect("whatif-detail", pk=pk)
+    comparison.refresh_from_db()
+    messages.success(request, f"Mapping saved. Workload: {comparison.workload_description}.")
     return redirect("whatif-detail", pk=pk)
 
 

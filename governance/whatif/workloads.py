@@ -9,10 +9,15 @@ cloned (current) policy:
 - an uploaded CSV in the same (Philly) format, checked row by row: every bad row is
   reported with its line number and reason, and nothing is kept.
 
-A trace row names a virtual cluster, not a share: a cluster with the name of a share
-goes to that share, every other cluster to the shares in turn (in the order the
-clusters first appear, in the policy's share order). Every trace job runs on the
-queue's largest instance type (most instances, then name), with
+Jobs map to shares by an explicit mapping, team -> share (`Workload.mapping`), shown
+and editable before the run. A trace row names a team (a virtual cluster), not a
+share; by default a team goes to the share named like it, else to the share whose team
+is named like it, else to the one share named `<prefix>-<team>` (`vc-6c71a0`), else to
+the one share whose team is named so (`default_share`). A recorded job's "team" is the
+share it was submitted to, by default that share. The jobs of a team mapped to no
+share are left out of the replay, and the mapping says which and how many.
+
+Every trace job runs on the queue's largest instance type (most instances, then name), with
 `ceil(num_gpus x scale / GPUs per instance)` instances (at least 1): `scale` shrinks
 the trace's demand to a small fleet. Jobs too large for the policy are kept; the
 engine reports them as never able to run.
@@ -30,13 +35,16 @@ import csv
 import datetime as dt
 import io
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from django.db.models import Count
 
 from core.errors import InvalidInput
 from engine.trace import DEFAULT_TRACE, TIMESTAMP_FORMAT, TraceRow, read_trace
 from fleet.bridge import job_pk, recorded_jobs
-from fleet.models import Job
+from fleet.models import Job, QuotaShare
 
 DEFAULT_DAYS = 30
 PHILLY_DEFAULT_START = dt.date(2017, 10, 1)
@@ -62,34 +70,182 @@ class Workload:
     params: dict
     # Job id -> workload class name, for the jobs that have one.
     classes: dict[str, str] = field(default_factory=dict)
+    # Team -> share, as build_mapping stores it.
+    mapping: dict = field(default_factory=dict)
+
+
+# -- the mapping, team -> share ----------------------------------------------------------
+
+TRACE_TEAMS = "trace"
+RECORDED_TEAMS = "recorded"
+# How a default was found, shown beside it.
+MATCHED_SHARE = "share of that name"
+MATCHED_TEAM = "share of the team of that name"
+MATCHED_PREFIXED_SHARE = "share named …-{team}"
+MATCHED_PREFIXED_TEAM = "share of the team named …-{team}"
+
+
+def default_share(team: str, shares: Sequence[Mapping]) -> tuple[str | None, str]:
+    """The share a team's jobs go to by default, and how it was found: the share named
+    like the team; else the one share whose team is named so; else the one share named
+    `<prefix>-<team>` (`vc-6c71a0` for the trace's `6c71a0`); else the one share whose
+    team is named so. Two candidates at one step are no match: the admin chooses."""
+    names = [share["name"] for share in shares]
+    if team in names:
+        return team, MATCHED_SHARE
+    steps = (
+        ([s["name"] for s in shares if s.get("team") == team], MATCHED_TEAM),
+        ([name for name in names if name.endswith(f"-{team}")], MATCHED_PREFIXED_SHARE),
+        (
+            [s["name"] for s in shares if (s.get("team") or "").endswith(f"-{team}")],
+            MATCHED_PREFIXED_TEAM,
+        ),
+    )
+    for candidates, how in steps:
+        if len(candidates) == 1:
+            return candidates[0], how.format(team=team)
+    return None, ""
+
+
+def mapping_check(
+    chosen: Mapping, *, teams: Collection[str], share_names: Collection[str]
+) -> dict[str, str | None]:
+    """The admin's choices ({team: share name, or "" / None to leave its jobs out}),
+    or InvalidInput keyed `mapping.<team>` naming what is wrong."""
+    if not isinstance(chosen, Mapping):
+        raise InvalidInput({"mapping": ['give {team: share name} ("" leaves a team out)']})
+    errors: dict[str, list[str]] = {}
+    cleaned: dict[str, str | None] = {}
+    for team, share in chosen.items():
+        key = f"mapping.{team}"
+        if team not in teams:
+            errors[key] = [f"no team '{team}' in this workload"]
+        elif share in (None, ""):
+            cleaned[team] = None
+        elif not isinstance(share, str) or share not in share_names:
+            errors[key] = [
+                f"no share named '{share}' in the cloned policy "
+                f"(one of {', '.join(sorted(share_names))}, or empty to leave it out)"
+            ]
+        else:
+            cleaned[team] = share
+    if errors:
+        raise InvalidInput(errors)
+    return cleaned
+
+
+def build_mapping(
+    counts: Mapping[str, int],
+    *,
+    shares: Sequence[Mapping],
+    chosen: Mapping | None = None,
+    source: str = TRACE_TEAMS,
+) -> dict:
+    """The stored mapping of a workload whose teams have `counts` jobs: per team (most
+    jobs first, then name) its jobs, its default share and how it was found, and its
+    share: the admin's choice where there is one (mapping_check), else the default.
+    A team whose share is None is left out of the replay."""
+    chosen = mapping_check(
+        chosen or {}, teams=counts, share_names=[share["name"] for share in shares]
+    )
+    teams = []
+    for team in sorted(counts, key=lambda name: (-counts[name], name)):
+        default, how = default_share(team, shares)
+        teams.append(
+            {
+                "team": team,
+                "jobs": counts[team],
+                "default": default,
+                "matched": how,
+                "chosen": team in chosen,
+                "share": chosen.get(team, default),
+            }
+        )
+    return {"source": source, "teams": teams}
+
+
+def mapped_shares(mapping: Mapping) -> dict[str, str | None]:
+    """Team -> its share (None: left out) of a stored mapping."""
+    return {entry["team"]: entry["share"] for entry in mapping.get("teams", [])}
+
+
+def left_out(mapping: Mapping) -> list[tuple[str, int]]:
+    """(team, jobs) of the teams mapped to no share, in the mapping's order."""
+    return [
+        (entry["team"], entry["jobs"])
+        for entry in mapping.get("teams", [])
+        if entry["share"] is None
+    ]
+
+
+def left_out_text(mapping: Mapping) -> str:
+    """ "; 18 jobs of 4 teams mapped to no share are left out" or ""."""
+    teams = left_out(mapping)
+    if not teams:
+        return ""
+    jobs = sum(count for _team, count in teams)
+    return (
+        f"; {jobs:,} job{'s' if jobs != 1 else ''} of {len(teams)} "
+        f"team{'s' if len(teams) != 1 else ''} mapped to no share "
+        f"{'is' if jobs == 1 else 'are'} left out"
+    )
 
 
 # -- the jobs recorded on the queue -------------------------------------------------------
 
 
 def recorded_workload(
-    *, queue, policy: dict, refs: Sequence[dict], start: dt.datetime, end: dt.datetime
+    *,
+    queue,
+    policy: dict,
+    refs: Sequence[dict],
+    start: dt.datetime,
+    end: dt.datetime,
+    mapping: Mapping | None = None,
 ) -> Workload:
     """The queue's jobs submitted in [start, end), as they were submitted (the engine
     replays them from their submission; what happened to them live does not matter),
     the replay's time 0 being the first submission, through the live scheduler's
     adapter (`fleet.bridge.recorded_jobs`: the same job ids and seconds).
-    Jobs of a share or an instance type the policy no longer has are left out."""
+    A job's team is the share it was submitted to (its name as cloned; a share made
+    since goes by its name now), mapped by `mapping` (build_mapping) or by default to
+    the share of that name. Jobs of an instance type the policy no longer has are left
+    out."""
     if end <= start:
         raise WorkloadError(["the period must end after it starts"])
-    share_name = {
-        ref["id"]: share["name"] for ref, share in zip(refs, policy["shares"], strict=True)
-    }
+    cloned = {ref["id"]: share["name"] for ref, share in zip(refs, policy["shares"], strict=True)}
+    period = Job.objects.filter(
+        queue=queue,
+        submitted_at__gte=start,
+        submitted_at__lt=end,
+        instance_type__name__in=list(policy["queue"]["capacity"]),
+    )
+    per_share = dict(
+        period.order_by()
+        .values("share_id")
+        .annotate(jobs=Count("id"))
+        .values_list("share_id", "jobs")
+    )
+    live = dict(
+        QuotaShare.objects.filter(pk__in=set(per_share) - set(cloned)).values_list("pk", "name")
+    )
+    team_of = {pk: cloned.get(pk) or live[pk] for pk in per_share}
+    counts: dict[str, int] = {}
+    for pk, jobs in per_share.items():
+        counts[team_of[pk]] = counts.get(team_of[pk], 0) + jobs
+    stored = build_mapping(counts, shares=policy["shares"], chosen=mapping, source=RECORDED_TEAMS)
+    share_of = mapped_shares(stored)
+    share_names = {pk: share_of[team] for pk, team in team_of.items() if share_of[team]}
     jobs = recorded_jobs(
         queue,
         start=start,
         end=end,
-        share_names=share_name,
+        share_names=share_names,
         instance_types=policy["queue"]["capacity"],
     )
     description = (
         f"{len(jobs)} jobs recorded on {queue.name} from {start:%Y-%m-%d %H:%M} "
-        f"to {end:%Y-%m-%d %H:%M} UTC"
+        f"to {end:%Y-%m-%d %H:%M} UTC{left_out_text(stored)}"
     )
     params = {"start": start.isoformat(), "end": end.isoformat()}
     copied = dict(
@@ -98,7 +254,9 @@ def recorded_workload(
         .values_list("id", "workload_class")
     )
     classes = {job["id"]: copied[pk] for job in jobs if (pk := job_pk(job["id"])) in copied}
-    return Workload(jobs=jobs, description=description, params=params, classes=classes)
+    return Workload(
+        jobs=jobs, description=description, params=params, classes=classes, mapping=stored
+    )
 
 
 def share_default_classes(jobs: Sequence[Mapping], share_classes: Mapping[str, str]) -> dict:
@@ -122,32 +280,26 @@ def trace_jobs(
     rows: Iterable[TraceRow],
     *,
     capacity: dict[str, int],
-    share_names: Sequence[str],
+    share_of: Mapping[str, str | None],
     gpus_per_instance: dict[str, int],
     scale: float,
     origin: dt.datetime | None = None,
 ) -> list[dict]:
-    """Scenario jobs of trace rows: ordered by time then file position (the engine's
-    trace tie-break), ids `j00000`..., submit times from `origin` (default: the first)."""
+    """Scenario jobs of trace rows whose team `share_of` maps to a share (the others are
+    left out): ordered by time then file position (the engine's trace tie-break), ids
+    `j00000`... counted over every row (so a mapping change renames no job), submit
+    times from `origin` (default: the first row)."""
     ordered = sorted(rows, key=lambda row: (row.submitted, row.position))
     if not ordered:
         return []
     origin = origin or ordered[0].submitted
     itype = _largest_type(capacity)
     gpus = gpus_per_instance.get(itype, 1)
-    share_of: dict[str, str] = {}
-    others = [name for name in share_names]
-    turn = 0
     jobs = []
     for number, row in enumerate(ordered):
         share = share_of.get(row.vc)
         if share is None:
-            if row.vc in share_names:
-                share = row.vc
-            else:
-                share = others[turn % len(others)]
-                turn += 1
-            share_of[row.vc] = share
+            continue
         jobs.append(
             {
                 "id": f"j{number:05d}",
@@ -160,6 +312,11 @@ def trace_jobs(
             }
         )
     return jobs
+
+
+def trace_mapping(rows: Sequence[TraceRow], *, policy: dict, chosen: Mapping | None) -> dict:
+    """build_mapping of the rows' teams (virtual clusters)."""
+    return build_mapping(Counter(row.vc for row in rows), shares=policy["shares"], chosen=chosen)
 
 
 def _check_scale(scale) -> float:
@@ -187,9 +344,11 @@ def philly_workload(
     days: float = DEFAULT_DAYS,
     scale: float = 1.0,
     share_classes: Mapping[str, str] | None = None,
+    mapping: Mapping | None = None,
 ) -> Workload:
-    """The Philly jobs submitted in [start, start + days); `share_classes` (share name
-    -> default class) gives the jobs their classes."""
+    """The Philly jobs submitted in [start, start + days), their teams mapped to shares
+    by `mapping` over the defaults (build_mapping); `share_classes` (share name ->
+    default class) gives the jobs their classes."""
     scale = _check_scale(scale)
     if not isinstance(days, (int, float)) or not 0 < days <= 120:
         raise WorkloadError(["days: must be more than 0 and at most 120"])
@@ -200,21 +359,24 @@ def philly_workload(
         raise WorkloadError(
             ["the Philly trace has no job in that window: it runs from 2017-09-04 to 2017-12-22"]
         )
+    stored = trace_mapping(rows, policy=policy, chosen=mapping)
     jobs = trace_jobs(
         rows,
         capacity=policy["queue"]["capacity"],
-        share_names=[share["name"] for share in policy["shares"]],
+        share_of=mapped_shares(stored),
         gpus_per_instance=gpus_per_instance,
         scale=scale,
         origin=origin,
     )
     description = (
         f"{len(jobs)} jobs of the Philly trace from {start:%Y-%m-%d} for {days:g} days, "
-        f"GPU demand x {scale:g} (Microsoft Philly trace, CC BY 4.0)"
+        f"GPU demand x {scale:g} (Microsoft Philly trace, CC BY 4.0){left_out_text(stored)}"
     )
     params = {"start": start.isoformat(), "days": days, "scale": scale}
     classes = share_default_classes(jobs, share_classes or {})
-    return Workload(jobs=jobs, description=description, params=params, classes=classes)
+    return Workload(
+        jobs=jobs, description=description, params=params, classes=classes, mapping=stored
+    )
 
 
 # -- uploaded CSV ---------------------------------------------------------------------
@@ -300,28 +462,59 @@ def read_upload(raw: bytes) -> list[TraceRow]:
     return rows
 
 
+def stored_rows(rows: Sequence[TraceRow]) -> list[list]:
+    """An upload's rows as the mapping keeps them (so it can be mapped again without
+    the file): [timestamp, duration, GPUs, cluster] in file order."""
+    return [
+        [row.submitted.strftime(TIMESTAMP_FORMAT), row.duration, row.gpus, row.vc]
+        for row in sorted(rows, key=lambda row: row.position)
+    ]
+
+
+def rows_of(stored: Sequence[Sequence]) -> list[TraceRow]:
+    return [
+        TraceRow(
+            submitted=dt.datetime.strptime(submitted, TIMESTAMP_FORMAT),
+            duration=duration,
+            gpus=gpus,
+            vc=vc,
+            position=position,
+        )
+        for position, (submitted, duration, gpus, vc) in enumerate(stored)
+    ]
+
+
 def upload_workload(
     *,
-    raw: bytes,
+    raw: bytes | None = None,
+    rows: Sequence[TraceRow] | None = None,
     filename: str,
     policy: dict,
     gpus_per_instance: dict[str, int],
     scale: float = 1.0,
     share_classes: Mapping[str, str] | None = None,
+    mapping: Mapping | None = None,
 ) -> Workload:
+    """The jobs of an uploaded trace (`raw`, checked by read_upload), or of its rows as
+    the mapping kept them (`rows`, when it is mapped again)."""
     scale = _check_scale(scale)
-    rows = read_upload(raw)
+    rows = read_upload(raw) if rows is None else list(rows)
+    stored = trace_mapping(rows, policy=policy, chosen=mapping)
     jobs = trace_jobs(
         rows,
         capacity=policy["queue"]["capacity"],
-        share_names=[share["name"] for share in policy["shares"]],
+        share_of=mapped_shares(stored),
         gpus_per_instance=gpus_per_instance,
         scale=scale,
     )
-    description = f"{len(jobs)} jobs from the uploaded trace {filename}, GPU demand x {scale:g}"
+    description = (
+        f"{len(jobs)} jobs from the uploaded trace {filename}, GPU demand x {scale:g}"
+        f"{left_out_text(stored)}"
+    )
     return Workload(
         jobs=jobs,
         description=description,
         params={"filename": filename, "scale": scale},
         classes=share_default_classes(jobs, share_classes or {}),
+        mapping={**stored, "rows": stored_rows(rows)},
     )

@@ -320,7 +320,17 @@ PAGES: dict[tuple[str, str], Entry] = {
     ),
     **{
         (f"whatif-{step}", ""): Entry(("whatif.use",), {"pk": _pk("comparison")}, methods=("POST",))
-        for step in ("reset", "workload", "contracts", "run", "cancel", "save", "propose", "apply")
+        for step in (
+            "reset",
+            "workload",
+            "mapping",
+            "contracts",
+            "run",
+            "cancel",
+            "save",
+            "propose",
+            "apply",
+        )
     },
     ("whatif-review", ""): Entry(
         ("whatif.use", "whatif.review"), {"pk": _pk("comparison")}, "comparison", ("POST",)

@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 from fleet.models import QuotaShare
 from governance.models import WhatIfComparison
 from governance.whatif import services
+from tests.governance.whatif.conftest import AWS_PHILLY_MAPPING
 
 pytestmark = pytest.mark.django_db
 
@@ -26,7 +27,13 @@ def test_create_edit_run_and_read(api, admin, aws_queue, comparison):
             "queue": aws_queue.pk,
             "title": "qs2 borrows",
             "shares": [{"name": "qs2", "strategy": "LEND_AND_BORROW"}],
-            "workload": {"kind": "PHILLY", "start": "2017-10-02", "days": 1, "scale": 0.1},
+            "workload": {
+                "kind": "PHILLY",
+                "start": "2017-10-02",
+                "days": 1,
+                "scale": 0.1,
+                "mapping": AWS_PHILLY_MAPPING,
+            },
         },
         format="json",
     )
@@ -35,6 +42,10 @@ def test_create_edit_run_and_read(api, admin, aws_queue, comparison):
     assert body["status"] == WhatIfComparison.Status.QUEUED
     assert body["draft_policy"]["shares"][1]["strategy"] == "LEND_AND_BORROW"
     assert body["workload"]["kind"] == "PHILLY" and body["workload"]["jobs"] > 0
+    mapping = {item["team"]: item["share"] for item in body["workload"]["mapping"]["teams"]}
+    assert {team: mapping[team] for team in AWS_PHILLY_MAPPING} == AWS_PHILLY_MAPPING
+    left_out = {item["team"]: item["jobs"] for item in body["workload"]["mapping"]["left_out"]}
+    assert set(left_out) == set(mapping) - set(AWS_PHILLY_MAPPING) and all(left_out.values())
     assert QuotaShare.objects.get(name="qs2").strategy == "LEND"
 
     services.comparison_execute(comparison_id=body["id"])
@@ -42,6 +53,31 @@ def test_create_edit_run_and_read(api, admin, aws_queue, comparison):
     assert read.status_code == 200
     assert read.json()["status"] == "DONE"
     assert set(read.json()["results"]) >= {"current", "draft", "sentences"}
+    assert read.json()["results"]["left_out"]["jobs"] == sum(left_out.values())
+
+
+def test_a_mapping_naming_an_unknown_share_or_team_is_refused_by_name(api, admin, aws_queue):
+    api.force_authenticate(admin)
+    response = api.post(
+        reverse("api-whatif-list"),
+        {
+            "queue": aws_queue.pk,
+            "workload": {
+                "kind": "PHILLY",
+                "start": "2017-10-02",
+                "days": 1,
+                "mapping": {"6214e9": "qs9", "nosuch": "qs1"},
+            },
+        },
+        format="json",
+    )
+    assert response.status_code == 400
+    errors = response.json()["errors"]
+    assert errors["mapping.6214e9"] == [
+        "no share named 'qs9' in the cloned policy (one of qs1, qs2, qs3, or empty to leave it out)"
+    ]
+    assert errors["mapping.nosuch"] == ["no team 'nosuch' in this workload"]
+    assert not WhatIfComparison.objects.exists()
 
 
 def test_errors_have_the_project_shape_and_keep_nothing(api, admin, aws_queue):

@@ -17,7 +17,7 @@ from fleet.models import QuotaShare, WorkloadClass
 from governance.policy.workload_classes import MAX_CONTRACT_SECONDS
 from governance.whatif import services
 from governance.whatif.compare import CONTRACT_FIELDS, compare_policies, with_contracts
-from tests.governance.whatif.conftest import record_jobs, run_now
+from tests.governance.whatif.conftest import AWS_PHILLY_MAPPING, record_jobs, run_now
 
 pytestmark = pytest.mark.django_db
 
@@ -87,6 +87,7 @@ def test_a_trace_job_has_its_share_default_class(classified):
         start=dt.date(2017, 10, 2),
         days=1,
         scale=0.1,
+        mapping=AWS_PHILLY_MAPPING,
     )
     classified.refresh_from_db()
     qs2 = {job["id"] for job in classified.workload_jobs if job["share"] == "qs2"}

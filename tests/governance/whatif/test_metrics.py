@@ -50,6 +50,16 @@ def test_differences_end_with_the_fleet_and_read_as_sentences():
         labels={},
     )
     assert same == ["Both policies give the same outcome on this workload."]
+    quiet = differences(
+        current={"shares": {"qs1": current}, "overall": {"utilisation": 0.044}},
+        draft={"shares": {"qs1": current}, "overall": {"utilisation": 0.044}},
+        labels={},
+    )
+    assert quiet == [
+        "Both policies give the same outcome on this workload: the fleet is busy 4% of the "
+        "time, so no share waits for capacity another holds. Raise the GPU demand scale "
+        "(traces) or choose a busier period to see where the policies differ."
+    ]
 
 
 def test_figures_are_valid_plotly():

@@ -8,7 +8,7 @@ from core.errors import InvalidInput
 from engine import result_to_json, simulate
 from governance.models import WhatIfComparison
 from governance.whatif import services, tasks
-from tests.governance.whatif.conftest import lend_and_borrow_qs2, run_now
+from tests.governance.whatif.conftest import AWS_PHILLY_MAPPING, lend_and_borrow_qs2, run_now
 
 pytestmark = pytest.mark.django_db
 Status = WhatIfComparison.Status
@@ -113,7 +113,12 @@ def test_a_running_comparison_stops_at_its_next_progress_report(comparison, monk
     """Cancel while the engine runs: the progress callback raises, the row says cancelled."""
     # 30 days of the trace: long enough for the engine to report progress mid-replay.
     services.comparison_set_workload(
-        actor=comparison.author, comparison=comparison, kind="PHILLY", days=30, scale=0.05
+        actor=comparison.author,
+        comparison=comparison,
+        kind="PHILLY",
+        days=30,
+        scale=0.05,
+        mapping=AWS_PHILLY_MAPPING,
     )
     services.comparison_run(actor=comparison.author, comparison=comparison)
     seen = []

@@ -12,7 +12,7 @@ from governance.models import PolicyChange, WhatIfComparison, WhatIfReview
 from governance.policy.services import ShareData
 from governance.whatif import services
 from tests.factories import UserFactory
-from tests.governance.whatif.conftest import lend_and_borrow_qs2, run_now
+from tests.governance.whatif.conftest import AWS_PHILLY_MAPPING, lend_and_borrow_qs2, run_now
 
 pytestmark = pytest.mark.django_db
 
@@ -39,7 +39,12 @@ def test_draft_edits_never_touch_the_live_policy(comparison, aws_queue):
     lend_and_borrow_qs2(comparison)
     comparison.refresh_from_db()
     services.comparison_set_workload(
-        actor=comparison.author, comparison=comparison, kind="PHILLY", days=1, scale=0.05
+        actor=comparison.author,
+        comparison=comparison,
+        kind="PHILLY",
+        days=1,
+        scale=0.05,
+        mapping=AWS_PHILLY_MAPPING,
     )
     run_now(comparison)
 

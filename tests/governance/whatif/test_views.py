@@ -27,6 +27,7 @@ def pages(comparison) -> list[tuple[str, str]]:
         ("get", reverse("whatif-progress", args=[pk])),
         ("get", reverse("whatif-share-edit", args=[pk, 0])),
         ("post", reverse("whatif-workload", args=[pk])),
+        ("post", reverse("whatif-mapping", args=[pk])),
         ("post", reverse("whatif-run", args=[pk])),
         ("post", reverse("whatif-cancel", args=[pk])),
         ("post", reverse("whatif-save", args=[pk])),
@@ -190,3 +191,50 @@ def test_list_page_query_count_is_constant(client, admin, aws_queue, django_asse
 def test_a_share_the_draft_does_not_have_is_404(client, admin, comparison):
     client.force_login(admin)
     assert client.get(reverse("whatif-share-edit", args=[comparison.pk, 7])).status_code == 404
+
+
+def test_the_page_shows_the_mapping_before_the_run_and_edits_it(client, admin, comparison):
+    """Each recorded share is a row with its jobs, a share select and its default; the
+    admin sends qs3's jobs to qs1 and leaves qs2's out, and the page says so."""
+    client.force_login(admin)
+    url = reverse("whatif-detail", args=[comparison.pk])
+    page = client.get(url).content.decode()
+    assert '<caption id="mapping-caption">Recorded share to share</caption>' in page
+    assert re.search(r'<th scope="row">qs2</th>\s*<td class="num">4</td>', page)
+    assert 'for="id_team_0">Share for qs2</label>' in page
+    assert "mapping-left-out" not in page
+
+    posted = {"team_0": "", "team_1": "qs1", "team_2": "qs1"}  # qs2 (4 jobs), qs1, qs3
+    response = client.post(reverse("whatif-mapping", args=[comparison.pk]), posted)
+    assert response.status_code == 302
+    comparison.refresh_from_db()
+    assert [job["share"] for job in comparison.workload_jobs] == ["qs1"] * 3
+    page = client.get(url).content.decode()
+    assert "Mapping saved. Workload: 3 jobs recorded on aws-sample" in page
+    assert "Left out of the replay: 4 jobs of 1 team mapped to no share</strong>: qs2 (4 jobs)" in (
+        page
+    )
+
+    response = client.post(reverse("whatif-mapping", args=[comparison.pk]), {"team_1": "qs9"})
+    assert response.status_code == 400
+    assert "no share named &#x27;qs9&#x27; in the cloned policy" in response.content.decode()
+
+
+def test_the_result_leads_with_the_verdict_and_the_charts_the_tables_behind_a_disclosure(
+    client, admin, comparison
+):
+    client.force_login(admin)
+    run_now(comparison)
+    page = client.get(reverse("whatif-detail", args=[comparison.pk])).content.decode()
+    # The result comes first on the page, before the steps that made it.
+    assert page.index('id="results-title"') < page.index('id="draft-title"')
+    results = page[page.index('id="results-title"') : page.index('id="draft-title"')]
+    verdict = results.index("whatif__sentences")
+    charts = [
+        results.index(f'data-figure-id="figure-{name}"') for name in ("turnaround", "utilisation")
+    ]
+    disclosure = results.index('<details class="whatif__data whatif__tables"')
+    tables = [results.index(caption) for caption in ("overall-caption", "metrics-1-caption")]
+    assert verdict < min(charts) and max(charts) < disclosure < min(tables)
+    assert results.count("<details") == 1  # one disclosure holds every table
+    assert "<summary>All the figures: the whole queue, each share" in results

@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 
 from governance.models import WhatIfComparison
 from governance.whatif import services
+from tests.governance.whatif.conftest import AWS_PHILLY_MAPPING
 
 pytestmark = pytest.mark.django_db
 
@@ -35,7 +36,13 @@ def test_choosing_philly_after_the_recorded_default_uses_the_philly_start(client
     comparison.refresh_from_db()
     assert comparison.workload_kind == "PHILLY"
     assert comparison.workload_params["start"] == "2017-10-01"
-    assert comparison.workload_jobs
+    # No Philly team is named like an AWS share: every team is listed, left out, and the
+    # page says so before the run.
+    teams = comparison.share_mapping["teams"]
+    assert teams and all(entry["share"] is None for entry in teams)
+    assert comparison.workload_jobs == []
+    page = client.get(reverse("whatif-detail", args=[comparison.pk])).content.decode()
+    assert "Left out of the replay: 271 jobs of 9 teams mapped to no share" in page
 
 
 def test_a_philly_start_the_user_typed_is_kept_and_a_bad_one_is_not_about_uploads(
@@ -67,7 +74,13 @@ def test_the_api_runs_a_philly_workload_on_a_queue_without_recorded_jobs(admin, 
         reverse("api-whatif-list"),
         {
             "queue": aws_queue.pk,
-            "workload": {"kind": "PHILLY", "start": "2017-10-02", "days": 1, "scale": 0.1},
+            "workload": {
+                "kind": "PHILLY",
+                "start": "2017-10-02",
+                "days": 1,
+                "scale": 0.1,
+                "mapping": AWS_PHILLY_MAPPING,
+            },
             "run": True,
         },
         format="json",

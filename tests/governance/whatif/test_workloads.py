@@ -7,11 +7,19 @@ import datetime as dt
 import pytest
 from django.utils import timezone
 
+from core.errors import InvalidInput
 from fleet.bridge import engine_id
 from governance.models import WhatIfComparison
 from governance.whatif import services
-from governance.whatif.workloads import WorkloadError, read_upload
+from governance.whatif.workloads import (
+    MATCHED_SHARE,
+    MATCHED_TEAM,
+    WorkloadError,
+    default_share,
+    read_upload,
+)
 from tests.factories import JobFactory
+from tests.governance.whatif.conftest import AWS_PHILLY_MAPPING
 
 pytestmark = pytest.mark.django_db
 
@@ -76,12 +84,18 @@ def test_a_philly_window(comparison):
         start=dt.date(2017, 10, 2),
         days=2,
         scale=0.1,
+        mapping=AWS_PHILLY_MAPPING,
     )
     comparison.refresh_from_db()
     jobs = comparison.workload_jobs
     assert comparison.workload_kind == WhatIfComparison.Workload.PHILLY
     assert jobs and all(0 <= job["submit_at"] < 2 * 86400 for job in jobs)
-    assert {job["share"] for job in jobs} <= {"qs1", "qs2", "qs3"}
+    assert {job["share"] for job in jobs} == {"qs1", "qs2", "qs3"}
+    teams = {entry["team"]: entry for entry in comparison.share_mapping["teams"]}
+    assert {team: teams[team]["share"] for team in AWS_PHILLY_MAPPING} == AWS_PHILLY_MAPPING
+    assert sum(entry["jobs"] for entry in teams.values() if entry["share"]) == len(jobs)
+    left = sum(entry["jobs"] for entry in teams.values() if not entry["share"])
+    assert left > 0 and f"; {left:,} jobs of " in comparison.workload_description
     assert all(job["instance_type"] == "ml.g5.xlarge" for job in jobs)
     assert "Philly trace from 2017-10-02 for 2 days" in comparison.workload_description
 
@@ -97,7 +111,9 @@ def test_an_empty_philly_window_is_refused(comparison):
         )
 
 
-def test_a_good_upload_maps_clusters_to_shares(comparison):
+def test_an_upload_maps_a_cluster_named_like_a_share_and_leaves_the_others_out(comparison):
+    """No hand-out in turn: qs2's row goes to qs2; 6214e9 and b436b2 match no share, so
+    their jobs are left out, listed with their counts, until a share is named."""
     services.comparison_set_workload(
         actor=comparison.author,
         comparison=comparison,
@@ -106,11 +122,108 @@ def test_a_good_upload_maps_clusters_to_shares(comparison):
         filename="mine.csv",
     )
     comparison.refresh_from_db()
+    assert [(job["id"], job["share"]) for job in comparison.workload_jobs] == [("j00001", "qs2")]
+    assert mapped(comparison) == {"qs2": "qs2", "6214e9": None, "b436b2": None}
+    assert comparison.workload_description == (
+        "1 jobs from the uploaded trace mine.csv, GPU demand x 1; 2 jobs of 2 teams mapped "
+        "to no share are left out"
+    )
+
+    # Mapped again from the rows it kept: no new upload needed; ids stay put.
+    services.comparison_set_mapping(
+        actor=comparison.author, comparison=comparison, mapping={"6214e9": "qs1", "b436b2": "qs2"}
+    )
+    comparison.refresh_from_db()
     jobs = comparison.workload_jobs
-    assert [job["share"] for job in jobs] == ["qs1", "qs2", "qs2"]  # by time: 6214e9 first
+    assert [(job["id"], job["share"]) for job in jobs] == [
+        ("j00000", "qs1"),  # by time: 6214e9 first
+        ("j00001", "qs2"),
+        ("j00002", "qs2"),
+    ]
     assert [job["instances"] for job in jobs] == [2, 1, 1]
     assert [job["submit_at"] for job in jobs] == [0, 2932, 6417]
     assert "3 jobs from the uploaded trace mine.csv" in comparison.workload_description
+
+    # Sending qs2's own jobs elsewhere and leaving 6214e9 out again.
+    services.comparison_set_mapping(
+        actor=comparison.author, comparison=comparison, mapping={"qs2": "qs3", "6214e9": ""}
+    )
+    comparison.refresh_from_db()
+    assert mapped(comparison) == {"qs2": "qs3", "6214e9": None, "b436b2": "qs2"}
+    assert [job["share"] for job in comparison.workload_jobs] == ["qs3", "qs2"]
+
+
+def mapped(comparison) -> dict:
+    return {entry["team"]: entry["share"] for entry in comparison.share_mapping["teams"]}
+
+
+def test_the_default_mapping_prefers_the_exact_name_then_the_team_then_the_prefix():
+    shares = [
+        {"name": "vc-6c71a0", "team": "vc-6c71a0"},
+        {"name": "6c71a0", "team": "x"},
+        {"name": "gpu", "team": "11cb48"},
+        {"name": "a-7f04ca", "team": "t1"},
+        {"name": "b-7f04ca", "team": "t2"},
+        {"name": "solo", "team": "lab-e13805"},
+    ]
+    assert default_share("6c71a0", shares) == ("6c71a0", MATCHED_SHARE)
+    assert default_share("11cb48", shares) == ("gpu", MATCHED_TEAM)
+    assert default_share("e13805", shares) == ("solo", "share of the team named …-e13805")
+    assert default_share("7f04ca", shares) == (None, "")  # two candidates: the admin chooses
+    assert default_share("23dbec", shares) == (None, "")
+    assert default_share("6c71a0", shares[:1]) == ("vc-6c71a0", "share named …-6c71a0")
+
+
+def test_a_mapping_naming_an_unknown_share_or_team_stores_nothing(comparison):
+    services.comparison_set_workload(
+        actor=comparison.author, comparison=comparison, kind="UPLOAD", upload=GOOD.encode()
+    )
+    comparison.refresh_from_db()
+    before = WhatIfComparison.objects.values().get(pk=comparison.pk)
+    with pytest.raises(InvalidInput) as raised:
+        services.comparison_set_mapping(
+            actor=comparison.author,
+            comparison=comparison,
+            mapping={"6214e9": "qs9", "nosuch": "qs1"},
+        )
+    assert raised.value.errors == {
+        "mapping.6214e9": [
+            "no share named 'qs9' in the cloned policy (one of qs1, qs2, qs3, or empty to "
+            "leave it out)"
+        ],
+        "mapping.nosuch": ["no team 'nosuch' in this workload"],
+    }
+    assert WhatIfComparison.objects.values().get(pk=comparison.pk) == before
+
+
+def test_a_run_with_every_team_left_out_says_which_to_map(comparison):
+    services.comparison_set_workload(
+        actor=comparison.author,
+        comparison=comparison,
+        kind="PHILLY",
+        start=dt.date(2017, 10, 2),
+        days=1,
+    )
+    comparison.refresh_from_db()
+    with pytest.raises(InvalidInput) as raised:
+        services.comparison_run(actor=comparison.author, comparison=comparison)
+    assert raised.value.errors == {
+        "mapping": [
+            "no job of this workload goes to a share: name a share for 6214e9, 11cb48, "
+            "2869ce, ee9e8c, 6c71a0 and 4 more teams"
+        ]
+    }
+
+
+def test_recorded_jobs_map_to_their_share_and_can_be_sent_to_another(comparison):
+    assert mapped(comparison) == {"qs1": "qs1", "qs2": "qs2", "qs3": "qs3"}
+    services.comparison_set_mapping(
+        actor=comparison.author, comparison=comparison, mapping={"qs3": "qs1", "qs2": ""}
+    )
+    comparison.refresh_from_db()
+    assert [job["share"] for job in comparison.workload_jobs] == ["qs1", "qs1", "qs1"]
+    assert "3 jobs recorded on aws-sample" in comparison.workload_description
+    assert "4 jobs of 1 team mapped to no share are left out" in comparison.workload_description
 
 
 @pytest.mark.parametrize(
