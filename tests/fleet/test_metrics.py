@@ -189,7 +189,7 @@ def test_the_query_count_does_not_grow_with_queues_and_shares(
             CapacityLimitFactory(share=share, instance_type=g5, max_instances=5)
             JobFactory(share=share, instance_type=g5, state=Job.State.RUNNING, started_at=T0)
             JobFactory(share=share, instance_type=g5)
-    with django_assert_max_num_queries(10):
+    with django_assert_max_num_queries(9):
         got = samples()
     assert len(got["quota_share_limit_instances"]) == 3 + 100
     assert got["quota_share_waiting_jobs"][share_key("wide-4", "s19")] == 1
