@@ -44,54 +44,47 @@ SHARE_LABELS = ("queue", "share", "instance_type")
 CAUSE_LABELS = (*SHARE_LABELS, "cause")
 RECLAIM_STATS = (("p50", 50), ("p90", 90), ("max", 100))
 
-Key = tuple[str, str, str]  # (queue, share, instance type) names
-
 
 def _gauge(name: str, documentation: str, labels=SHARE_LABELS) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, documentation, labels=labels)
 
 
-def _waiting() -> dict[Key, int]:
+ShareKey = tuple[int, str]  # (share id, instance type name)
+
+
+def _waiting() -> dict[ShareKey, int]:
     rows = (
         Job.objects.filter(state=Job.State.RUNNABLE)
-        .values("queue__name", "share__name", "instance_type__name")
+        .values("share_id", "instance_type__name")
         .annotate(jobs=Count("id"))
     )
-    return {
-        (row["queue__name"], row["share__name"], row["instance_type__name"]): row["jobs"]
-        for row in rows
-    }
+    return {(row["share_id"], row["instance_type__name"]): row["jobs"] for row in rows}
 
 
-def _preemptions(side: str) -> dict[tuple[str, str, str, str], int]:
+def _preemptions(side: str) -> dict[tuple[int, str, str], int]:
     """PREEMPTED events counted by the share of `side` ("job", the victim, or "by", the
-    job that caused it), on the victim's instance type, and the cause."""
+    job that caused it), on the victim's instance type, and the cause. Grouped by ids,
+    not names: the join to the names of every job costs more than the count
+    (`jobevent_preempted_idx` serves the filter)."""
     events = JobEvent.objects.filter(type=JobEvent.Type.PREEMPTED)
     if side == "by":
         events = events.filter(by__isnull=False)
-    rows = events.values(
-        f"{side}__queue__name", f"{side}__share__name", "job__instance_type__name", "cause"
-    ).annotate(events=Count("id"))
+    rows = events.values(f"{side}__share_id", "job__instance_type__name", "cause").annotate(
+        events=Count("id")
+    )
     return {
-        (
-            row[f"{side}__queue__name"],
-            row[f"{side}__share__name"],
-            row["job__instance_type__name"],
-            row["cause"],
-        ): row["events"]
+        (row[f"{side}__share_id"], row["job__instance_type__name"], row["cause"]): row["events"]
         for row in rows
     }
 
 
-def _reclaim_waits(since: dt.datetime) -> dict[Key, list[int]]:
+def _reclaim_waits(since: dt.datetime) -> dict[ShareKey, list[int]]:
     rows = JobEvent.objects.filter(
         type=JobEvent.Type.STARTED, at__gte=since, detail__has_key="reclaim_wait"
-    ).values_list(
-        "job__queue__name", "job__share__name", "job__instance_type__name", "detail__reclaim_wait"
-    )
-    waits: dict[Key, list[int]] = {}
-    for queue, share, type_name, wait in rows:
-        waits.setdefault((queue, share, type_name), []).append(int(wait))
+    ).values_list("job__share_id", "job__instance_type__name", "detail__reclaim_wait")
+    waits: dict[ShareKey, list[int]] = {}
+    for share_id, type_name, wait in rows:
+        waits.setdefault((share_id, type_name), []).append(int(wait))
     return waits
 
 
@@ -102,11 +95,16 @@ class FleetCollector:
         self.now = now
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._shares()
-        yield from self._preemption_counters()
-        yield from self._reclaim()
+        queues = list(queue_list())
+        # Share id -> (queue name, share name): the events are counted by share id.
+        names = {
+            share.pk: (queue.name, share.name) for queue in queues for share in queue.shares.all()
+        }
+        yield from self._shares(queues, names)
+        yield from self._preemption_counters(names)
+        yield from self._reclaim(names)
 
-    def _shares(self) -> Iterator[Metric]:
+    def _shares(self, queues: list, names: dict[int, tuple[str, str]]) -> Iterator[Metric]:
         capacity = _gauge(
             "quota_queue_capacity_instances",
             "Instances of the type the queue holds.",
@@ -146,7 +144,6 @@ class FleetCollector:
             ),
             "waiting": _gauge("quota_share_waiting_jobs", "Jobs of the share waiting to start."),
         }
-        queues = list(queue_list())
         used = running_usage(queues)
         waiting = _waiting()
         for queue in queues:
@@ -157,6 +154,7 @@ class FleetCollector:
             for row in usage.shares:
                 for bar in row.bars:
                     labels = [queue.name, row.share.name, bar.instance_type]
+                    waiting_jobs = waiting.pop((row.share.pk, bar.instance_type), 0)
                     figures = {
                         "limit": bar.limit,
                         "borrow_limit": math.inf if bar.borrow_cap is None else bar.borrow_cap,
@@ -165,19 +163,19 @@ class FleetCollector:
                         "borrowed": bar.borrowed,
                         "lent": bar.lent,
                         "lendable": bar.lendable,
-                        "waiting": waiting.pop(tuple(labels), 0),
+                        "waiting": waiting_jobs,
                     }
                     for key, value in figures.items():
                         gauges[key].add_metric(labels, value)
         # Jobs waiting for a type their share has no limit of (they wait for ever, or to
         # borrow): still waiting jobs.
-        for labels, jobs in sorted(waiting.items()):
-            gauges["waiting"].add_metric(list(labels), jobs)
+        for (share_id, type_name), jobs in sorted(waiting.items()):
+            gauges["waiting"].add_metric([*names[share_id], type_name], jobs)
         yield capacity
         yield free
         yield from gauges.values()
 
-    def _preemption_counters(self) -> Iterator[Metric]:
+    def _preemption_counters(self, names: dict[int, tuple[str, str]]) -> Iterator[Metric]:
         for side, name, documentation in (
             (
                 "by",
@@ -187,11 +185,16 @@ class FleetCollector:
             ("job", "quota_share_preemptions_suffered", "Jobs of the share that were preempted."),
         ):
             counter = CounterMetricFamily(name, documentation, labels=CAUSE_LABELS)
-            for labels, events in sorted(_preemptions(side).items()):
-                counter.add_metric(list(labels), events)
+            counts = _preemptions(side)
+            for share_id, type_name, cause in sorted(
+                counts, key=lambda key: (names[key[0]], key[1:])
+            ):
+                counter.add_metric(
+                    [*names[share_id], type_name, cause], counts[share_id, type_name, cause]
+                )
             yield counter
 
-    def _reclaim(self) -> Iterator[Metric]:
+    def _reclaim(self, names: dict[int, tuple[str, str]]) -> Iterator[Metric]:
         hours = settings.METRICS_RECLAIM_WINDOW_HOURS
         now = self.now or timezone.now()
         waits = _reclaim_waits(now - dt.timedelta(hours=hours))
@@ -203,11 +206,14 @@ class FleetCollector:
             (*SHARE_LABELS, "stat"),
         )
         episodes = _gauge("quota_share_reclaim_episodes", f"The number of {window}.")
-        for labels, values in sorted(waits.items()):
+        for (share_id, type_name), values in sorted(
+            waits.items(), key=lambda item: (names[item[0][0]], item[0][1])
+        ):
+            labels = [*names[share_id], type_name]
             values.sort()
             for stat, percent in RECLAIM_STATS:
                 stats.add_metric([*labels, stat], nearest_rank(values, percent))
-            episodes.add_metric(list(labels), len(values))
+            episodes.add_metric(labels, len(values))
         yield stats
         yield episodes
 
