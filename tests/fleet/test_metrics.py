@@ -193,3 +193,46 @@ def test_the_query_count_does_not_grow_with_queues_and_shares(
         got = samples()
     assert len(got["quota_share_limit_instances"]) == 3 + 100
     assert got["quota_share_waiting_jobs"][share_key("wide-4", "s19")] == 1
+
+
+def test_two_lenders_share_what_is_borrowed_in_proportion_to_their_idle_limits():
+    """10 instances; LEND shares a (limit 4) and b (limit 2) idle, c (LEND_AND_BORROW,
+    limit 2) runs 5: it borrows 3 of the lenders' pool of 6, which they lend 2 and 1
+    (4:2); the other 3 of the pool are free, lendable 2 and 1; a RESERVE share's idle
+    limit (r, 1) is neither."""
+    g5 = InstanceTypeFactory(name=G5)
+    queue = JobQueueFactory(name="pool")
+    QueueCapacityFactory(queue=queue, instance_type=g5, instances=10)
+    shares = {}
+    for position, (name, strategy, limit) in enumerate(
+        [
+            ("a", QuotaShare.Strategy.LEND, 4),
+            ("b", QuotaShare.Strategy.LEND, 2),
+            ("c", QuotaShare.Strategy.LEND_AND_BORROW, 2),
+            ("r", QuotaShare.Strategy.RESERVE, 1),
+        ]
+    ):
+        shares[name] = QuotaShareFactory(
+            queue=queue,
+            team=TeamFactory(name=f"team-pool-{name}"),
+            name=name,
+            strategy=strategy,
+            borrow_limit=-1 if strategy == QuotaShare.Strategy.LEND_AND_BORROW else None,
+            position=position,
+        )
+        CapacityLimitFactory(share=shares[name], instance_type=g5, max_instances=limit)
+    for _ in range(5):
+        JobFactory(share=shares["c"], instance_type=g5, state=Job.State.RUNNING, started_at=T0)
+
+    got = samples()
+    lent = {name: got["quota_share_lent_out_instances"][share_key("pool", name)] for name in "abcr"}
+    lendable = {
+        name: got["quota_share_lendable_instances"][share_key("pool", name)] for name in "abcr"
+    }
+    assert lent == {"a": 2, "b": 1, "c": 0, "r": 0}
+    assert lendable == {"a": 2, "b": 1, "c": 0, "r": 0}
+    assert got["quota_share_borrowed_instances"][share_key("pool", "c")] == sum(lent.values())
+    bars = {row.share.name: row.bars[0] for row in queue_usage(queue).shares}
+    assert {name: (bar.lent, bar.lendable) for name, bar in bars.items()} == {
+        name: (lent[name], lendable[name]) for name in "abcr"
+    }
