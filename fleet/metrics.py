@@ -33,8 +33,9 @@ from collections.abc import Iterator
 from django.conf import settings
 from django.db.models import Count
 from django.utils import timezone
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
 
 from engine.stats import nearest_rank
 from fleet.models import Job, JobEvent
@@ -218,8 +219,11 @@ class FleetCollector:
         yield episodes
 
 
-def metrics_exposition(*, now: dt.datetime | None = None) -> bytes:
-    """The whole scrape, from a registry of its own (no state kept between scrapes)."""
+def metrics_exposition(*, accept: str = "", now: dt.datetime | None = None) -> tuple[bytes, str]:
+    """The whole scrape and its content type, in the format the scraper's Accept header
+    asks for (Prometheus's text format by default, or OpenMetrics), from a registry of
+    its own: no state is kept between scrapes."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(FleetCollector(now=now))
-    return generate_latest(registry)
+    encode, content_type = choose_encoder(accept)
+    return encode(registry), content_type

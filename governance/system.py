@@ -3,7 +3,6 @@ from django.db import connection
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
-from prometheus_client import CONTENT_TYPE_LATEST
 
 from core import rules
 from core.scrape import ScrapeAccess, scrape_access
@@ -45,7 +44,8 @@ def metrics(request):
             status=403,
             content_type="text/plain; charset=utf-8",
         )
-    return HttpResponse(metrics_exposition(), content_type=CONTENT_TYPE_LATEST)
+    body, content_type = metrics_exposition(accept=request.headers.get("Accept", ""))
+    return HttpResponse(body, content_type=content_type)
 
 
 def home(request):

@@ -43,7 +43,9 @@ def at(seconds: int) -> dt.datetime:
 
 def samples(now: dt.datetime | None = None) -> dict[str, dict[tuple, float]]:
     """The scrape as {sample name: {sorted labels: value}}, through the official parser."""
-    text = metrics_exposition(now=now).decode()
+    body, content_type = metrics_exposition(now=now)
+    assert content_type == "text/plain; version=0.0.4; charset=utf-8"
+    text = body.decode()
     out: dict[str, dict[tuple, float]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -167,7 +169,7 @@ def test_an_unlimited_borrow_limit_is_infinite_with_its_flag(aws_queue):
     assert got["quota_share_borrow_limit_instances"][share_key("aws-sample", "qs1")] == math.inf
     assert got["quota_share_borrow_unlimited"][share_key("aws-sample", "qs1")] == 1
     assert got["quota_share_borrow_unlimited"][share_key("aws-sample", "qs2")] == 0
-    assert b"+Inf" in metrics_exposition()
+    assert b"+Inf" in metrics_exposition()[0]
 
 
 def test_the_query_count_does_not_grow_with_queues_and_shares(

@@ -26,9 +26,23 @@ def test_off_by_default_is_not_found_even_for_an_admin(client, admin):
 def test_the_token_reads_the_figures(client, token, aws_queue):
     response = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     assert response.status_code == 200
-    assert response["Content-Type"].startswith("text/plain; version=")
+    assert response["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
     names = {family.name for family in text_string_to_metric_families(response.content.decode())}
     assert {"quota_share_limit_instances", "quota_share_preemptions_caused"} <= names
+
+
+def test_openmetrics_when_the_scraper_asks_for_it(client, token, aws_queue):
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse
+
+    response = client.get(
+        "/metrics",
+        HTTP_AUTHORIZATION=f"Bearer {TOKEN}",
+        HTTP_ACCEPT="application/openmetrics-text; version=1.0.0, text/plain;q=0.5",
+    )
+    assert response["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
+    families = {family.name: family for family in parse(response.content.decode())}
+    assert families["quota_share_preemptions_caused"].type == "counter"
+    assert families["quota_share_limit_instances"].type == "gauge"
 
 
 @pytest.mark.parametrize(
