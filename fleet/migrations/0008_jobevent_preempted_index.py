@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("fleet", "0009_job_blocked_attempt_stop_actor"),
+        ("fleet", "0007_slurm_binding"),
     ]
 
     operations = [
