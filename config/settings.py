@@ -519,6 +519,36 @@ DEMO_TRAFFIC = env_bool("DEMO_TRAFFIC", False)
 POLICY_CHANGES_NEED_REVIEW = env_bool("POLICY_CHANGES_NEED_REVIEW", False)
 
 
+# /metrics, Prometheus's exposition format (fleet/metrics.py): off unless a scrape token
+# or an allowed address is set. A scraper sends `Authorization: Bearer <METRICS_TOKEN>`
+# or connects from an address in METRICS_ALLOWED_ADDRESSES (CIDRs), judged on the
+# connection's own address (REMOTE_ADDR): no X-Forwarded-For is trusted, so behind a
+# proxy every client has the proxy's address, and the proxy's address must not be listed.
+METRICS_TOKEN = env_str("METRICS_TOKEN", "")
+if METRICS_TOKEN and len(METRICS_TOKEN) < 16:
+    raise ImproperlyConfigured("METRICS_TOKEN must be at least 16 characters (random).")
+
+
+def _metrics_allowed_addresses() -> list[str]:
+    import ipaddress
+
+    networks = []
+    for item in env_list("METRICS_ALLOWED_ADDRESSES", ""):
+        try:
+            networks.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"METRICS_ALLOWED_ADDRESSES: {item!r} is not an address or a CIDR block "
+                "(e.g. 10.0.0.0/8, 127.0.0.1, ::1)."
+            ) from None
+    return networks
+
+
+METRICS_ALLOWED_ADDRESSES = _metrics_allowed_addresses()
+# Time to reclaim on /metrics: the reclaim episodes that ended in the last this many hours.
+METRICS_RECLAIM_WINDOW_HOURS = env_float("METRICS_RECLAIM_WINDOW_HOURS", 24, minimum=0.01)
+
+
 def _aws_batch_queue_arns() -> dict[str, str]:
     value = _env("AWS_BATCH_QUEUE_ARNS")
     try:

@@ -7,6 +7,8 @@ from governance import system
 
 urlpatterns = [
     path("healthz/", system.healthz, name="healthz"),
+    # Prometheus's default path, no trailing slash.
+    path("metrics", system.metrics, name="metrics"),
     path(
         "accounts/login/",
         login_not_required(auth_views.LoginView.as_view()),

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count, Prefetch, QuerySet, Sum
 
+from engine import ShareUsage as EngineShareUsage
 from engine import share_usage
 from fleet.bridge import queue_scenario, share_scenario, share_spec
 from fleet.models import (
@@ -73,6 +74,10 @@ class UsageBar:
     # The part of its idle limit the queue cannot give now: other shares use it, or the
     # share limits add up to more than the queue holds.
     unavailable: int = 0
+    # A lender's idle limit split the way the engine's ledger sees it (`_lending`): what
+    # borrowers hold of it now, and what a borrower could still take now.
+    lent: int = 0
+    lendable: int = 0
 
 
 @dataclass(frozen=True)
@@ -112,14 +117,55 @@ class QueueUsage:
     oversubscribed: list[Oversubscription] = field(default_factory=list)
 
 
-def _running_usage(queue: JobQueue) -> dict[tuple[int, str], int]:
+def running_usage(queues: list[JobQueue]) -> dict[int, dict[tuple[int, str], int]]:
+    """Instances held per queue, then per (share, instance type), in one query."""
     rows = (
         # A STOPPING job holds its capacity until it stops (spec v2, V7).
-        Job.objects.filter(queue=queue, state__in=Job.HOLDING_STATES)
-        .values("share_id", "instance_type__name")
+        Job.objects.filter(queue__in=queues, state__in=Job.HOLDING_STATES)
+        .values("queue_id", "share_id", "instance_type__name")
         .annotate(used=Sum("instances"))
     )
-    return {(row["share_id"], row["instance_type__name"]): row["used"] for row in rows}
+    used: dict[int, dict[tuple[int, str], int]] = {queue.pk: {} for queue in queues}
+    for row in rows:
+        used[row["queue_id"]][(row["share_id"], row["instance_type__name"])] = row["used"]
+    return used
+
+
+def _apportion(total: int, weights: list[int]) -> list[int]:
+    """`total` split in proportion to `weights` (largest remainder; ties to the earlier)."""
+    whole = sum(weights)
+    if not total or not whole:
+        return [0] * len(weights)
+    parts = [total * weight // whole for weight in weights]
+    order = sorted(range(len(weights)), key=lambda i: (-(total * weights[i] % whole), i))
+    for i in order[: total - sum(parts)]:
+        parts[i] += 1
+    return parts
+
+
+def _lending(usages: list[EngineShareUsage], free: int) -> list[tuple[int, int]]:
+    """(lent, lendable) of each share's use of one instance type.
+
+    The engine's ledger pools the lenders' idle limits: what is borrowed comes out of that
+    pool (`Ledger.pool` = the lenders' idle less everything borrowed), and a borrower may
+    take at most the pool and the free instances that RESERVE shares do not hold
+    (`Ledger.avail`). So the lenders lend, together, all that is borrowed (never more
+    than their idle), and could lend the rest of the pool as far as it is free. The pool
+    does not say whose instance a borrower holds: both totals are shared out among the
+    lenders in proportion to their idle limits.
+    """
+    lenders = [i for i, usage in enumerate(usages) if usage.lendable and usage.idle]
+    idle = [usages[i].idle for i in lenders]
+    borrowed = sum(usage.over for usage in usages)
+    held = sum(usage.idle for usage in usages if usage.reserved)
+    lent_total = min(borrowed, sum(idle))
+    lendable_total = max(0, min(free - held, sum(idle) - borrowed))
+    out = [(0, 0)] * len(usages)
+    for i, lent, lendable in zip(
+        lenders, _apportion(lent_total, idle), _apportion(lendable_total, idle), strict=True
+    ):
+        out[i] = (lent, lendable)
+    return out
 
 
 def _count_verb(shares: int, verb: str) -> str:
@@ -127,16 +173,51 @@ def _count_verb(shares: int, verb: str) -> str:
     return f"1 share {verb}s" if shares == 1 else f"{shares} shares {verb}"
 
 
-def queue_usage(queue: JobQueue) -> QueueUsage:
+def _engine_usages(
+    shares: list[QuotaShare], specs: dict, used: dict[tuple[int, str], int]
+) -> dict[int, dict[str, EngineShareUsage]]:
+    """Each share's use of each type it has a limit of or uses, by the engine's rules."""
+    types_used: dict[int, set[str]] = {}
+    for share_pk, type_name in used:
+        types_used.setdefault(share_pk, set()).add(type_name)
+    return {
+        share.pk: {
+            type_name: share_usage(specs[share.pk], type_name, used.get((share.pk, type_name), 0))
+            for type_name in sorted(
+                set(specs[share.pk].capacity_limits) | types_used.get(share.pk, set())
+            )
+        }
+        for share in shares
+    }
+
+
+def _lending_by_share(
+    usages: dict[int, dict[str, EngineShareUsage]], free: dict[str, int]
+) -> dict[tuple[int, str], tuple[int, int]]:
+    """`_lending` of every (share, type) of the queue."""
+    by_type: dict[str, list[int]] = {}
+    for share_pk, types in usages.items():
+        for type_name in types:
+            by_type.setdefault(type_name, []).append(share_pk)
+    out: dict[tuple[int, str], tuple[int, int]] = {}
+    for type_name, share_pks in by_type.items():
+        figures = _lending([usages[pk][type_name] for pk in share_pks], free.get(type_name, 0))
+        out.update(zip(((pk, type_name) for pk in share_pks), figures, strict=True))
+    return out
+
+
+def queue_usage(queue: JobQueue, *, used: dict[tuple[int, str], int] | None = None) -> QueueUsage:
     """Each share's use of each instance type: within limit, borrowed, idle (lendable or held).
 
     Idle is what the queue could really give: a share's unused limit counts as idle only
     as far as instances of the type are free (not used by any job). Limits may add up to
     more than the queue holds (an approved extra-capacity exception does that); such a
-    type is listed in `oversubscribed`, with the figures.
+    type is listed in `oversubscribed`, with the figures. `used` is the queue's entry of
+    `running_usage` when the caller read several queues at once.
     """
     capacity = {cap.instance_type.name: cap.instances for cap in queue.capacities.all()}
-    used = _running_usage(queue)
+    if used is None:
+        used = running_usage([queue])[queue.pk]
     in_use: dict[str, int] = {}
     for (_share, type_name), count in used.items():
         in_use[type_name] = in_use.get(type_name, 0) + count
@@ -153,13 +234,11 @@ def queue_usage(queue: JobQueue) -> QueueUsage:
     lent: dict[str, int] = {}
     borrowers: dict[str, set[int]] = {}
     borrowed_total: dict[str, int] = {}
+    engine_usages = _engine_usages(shares, specs, used)
+    lending = _lending_by_share(engine_usages, free)
     for share in shares:
-        spec = specs[share.pk]
         bars = []
-        for type_name in sorted(
-            set(spec.capacity_limits) | {t for (s, t) in used if s == share.pk}
-        ):
-            usage = share_usage(spec, type_name, used.get((share.pk, type_name), 0))
+        for type_name, usage in engine_usages[share.pk].items():
             idle = min(usage.idle, free.get(type_name, 0))
             bars.append(
                 UsageBar(
@@ -172,6 +251,8 @@ def queue_usage(queue: JobQueue) -> QueueUsage:
                     borrow_cap=usage.borrow_cap,
                     scale=max(capacity.get(type_name, 0), usage.usage, 1),
                     unavailable=usage.idle - idle,
+                    lent=lending[share.pk, type_name][0],
+                    lendable=lending[share.pk, type_name][1],
                 )
             )
             if idle and usage.lendable:

@@ -1,10 +1,12 @@
 from django.contrib.auth.decorators import login_not_required
 from django.db import connection
-from django.http import JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET
 
 from core import rules
+from core.scrape import ScrapeAccess, scrape_access
+from fleet.metrics import metrics_exposition
 from governance.outbox import outbox_enabled, outbox_messages
 
 
@@ -23,6 +25,27 @@ def healthz(request):
     from scheduler.selectors import system_health
 
     return JsonResponse(system_health())
+
+
+@login_not_required
+@require_GET
+def metrics(request):
+    """Prometheus's exposition format (fleet.metrics), for a scraper with the token or
+    from an allowed address; 404 while it is off, 403 to anyone else."""
+    access = scrape_access(
+        authorization=request.headers.get("Authorization", ""),
+        remote_addr=request.META.get("REMOTE_ADDR", ""),
+    )
+    if access is ScrapeAccess.OFF:
+        raise Http404("/metrics is off: set METRICS_TOKEN or METRICS_ALLOWED_ADDRESSES.")
+    if access is ScrapeAccess.REFUSED:
+        return HttpResponse(
+            "A scrape token (Authorization: Bearer) or an allowed address is required.\n",
+            status=403,
+            content_type="text/plain; charset=utf-8",
+        )
+    body, content_type = metrics_exposition(accept=request.headers.get("Accept", ""))
+    return HttpResponse(body, content_type=content_type)
 
 
 def home(request):

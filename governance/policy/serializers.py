@@ -22,6 +22,7 @@ from core.api.fields import (
 from core.api.serializers import OutputSerializer
 from core.bounds import MAX_COUNT, MAX_SMALL
 from engine.strategies import STRATEGIES, spoken_list
+from fleet.bridge import BORROW_UNLIMITED, stored_borrow_limit
 from fleet.models import (
     BORROWING_STRATEGIES,
     InstanceType,
@@ -183,6 +184,13 @@ class ShareOutputSerializer(OutputSerializer):
     queue_name = serializers.CharField(source="queue.name", read_only=True)
     team = serializers.CharField(source="team.name", read_only=True)
     capacity_limits = serializers.SerializerMethodField()
+    borrow_limit = serializers.SerializerMethodField(
+        help_text="Percent of the share's own limit it may borrow; -1 = unlimited (see "
+        "borrow_unlimited); null when its strategy does not borrow."
+    )
+    borrow_unlimited = serializers.SerializerMethodField(
+        help_text="True when the share may borrow without a limit (borrow_limit -1)."
+    )
     default_workload_class = serializers.CharField(
         source="default_workload_class.name",
         read_only=True,
@@ -202,6 +210,7 @@ class ShareOutputSerializer(OutputSerializer):
             "team",
             "strategy",
             "borrow_limit",
+            "borrow_unlimited",
             "in_share_preemption",
             "priority_ceiling",
             "default_workload_class",
@@ -216,6 +225,15 @@ class ShareOutputSerializer(OutputSerializer):
     @extend_schema_field(INSTANCE_MAP)
     def get_capacity_limits(self, share) -> dict[str, int]:
         return {limit.instance_type.name: limit.max_instances for limit in share.limits.all()}
+
+    # A borrowing share's NULL column reads as unlimited (fleet.bridge): shown as -1 with
+    # the flag, never as a number that looks like a limit.
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_borrow_limit(self, share) -> int | None:
+        return stored_borrow_limit(share.strategy, share.borrow_limit)
+
+    def get_borrow_unlimited(self, share) -> bool:
+        return stored_borrow_limit(share.strategy, share.borrow_limit) == BORROW_UNLIMITED
 
 
 class _ShareFieldsSerializer(serializers.Serializer):

@@ -93,6 +93,7 @@ VERSION = 1
 HEADER = (
     "# Quota policy, quota-governance native format version 1.\n"
     "# Plan a change with `manage.py policy plan FILE`, apply it with `manage.py policy apply`.\n"
+    "# borrow_limit: percent of the share's own limit it may borrow; -1 = unlimited.\n"
 )
 _TOP_FIELDS = {
     "version",

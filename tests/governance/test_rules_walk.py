@@ -51,6 +51,7 @@ IDENTITIES = (
     "nobody",
 )
 PUBLIC = ()  # no rule: anyone, signed in or not
+NO_IDENTITY = ("nothing",)  # refused to every identity
 
 
 @dataclass
@@ -211,6 +212,9 @@ def _pk(name):
 POLICY_VIEW, POLICY_EDIT = ("policy.view",), ("policy.edit",)
 PAGES: dict[tuple[str, str], Entry] = {
     ("healthz", ""): Entry(PUBLIC),
+    # No role reads /metrics: off (404) by default; when on, a scrape token or an allowed
+    # address, never a session (tests/governance/test_metrics_endpoint.py).
+    ("metrics", ""): Entry(NO_IDENTITY),
     ("login", ""): Entry(PUBLIC),
     ("logout", ""): Entry(PUBLIC, methods=("POST",)),
     ("lockouts", ""): Entry(("lockout.manage",), methods=("GET", "POST")),
@@ -493,9 +497,7 @@ def probes(world: World, identity: str) -> list[Probe]:
         for method in entry.methods:
             label = f"{method} {name}{f' ({variant})' if variant else ''}"
             out.append(Probe(label, method, url, entry.actions, entry.obj, api=False))
-    out.append(
-        Probe("GET api-not-found", "GET", "/api/v1/no-such-thing/", ("nothing",), None, True)
-    )
+    out.append(Probe("GET api-not-found", "GET", "/api/v1/no-such-thing/", NO_IDENTITY, None, True))
     for method, path, operation in api_operations():
         variants = [(operation, *API[operation])] if operation in API else []
         if operation in API_VARIANTS:
@@ -512,7 +514,7 @@ def probes(world: World, identity: str) -> list[Probe]:
 
 
 def expected_allowed(world: World, identity: str, probe: Probe) -> bool:
-    if probe.actions == ("nothing",):
+    if probe.actions == NO_IDENTITY:
         return False
     if probe.actions == PUBLIC:
         return True

@@ -61,6 +61,7 @@ def test_detail_nests_capacity_limits(admin_api, aws_queue):
         "team": "team-qs1",
         "strategy": "LEND_AND_BORROW",
         "borrow_limit": 200,
+        "borrow_unlimited": False,
         "in_share_preemption": True,
         "priority_ceiling": 100,
         "default_workload_class": None,
