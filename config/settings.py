@@ -493,6 +493,11 @@ SLURM_RECONCILE_SECONDS = env_float("SLURM_RECONCILE_SECONDS", 1, minimum=0.2)
 SLURM_COMMAND_TIMEOUT = env_float("SLURM_COMMAND_TIMEOUT", 10, minimum=0.5)
 SLURM_JOB_PREFIX = env_str("SLURM_JOB_PREFIX", "gpuq")
 SLURM_SUBMIT_STALE_SECONDS = env_float("SLURM_SUBMIT_STALE_SECONDS", 30, minimum=1)
+# The account a root submitter runs Slurm jobs as (sbatch --uid/--gid), an unprivileged
+# one; without it a root submitter refuses to submit unless SLURM_ALLOW_ROOT (the local
+# demo only). A submitter that is not root runs jobs as itself (Slurm's own rule).
+SLURM_JOB_USER = env_str("SLURM_JOB_USER", "")
+SLURM_ALLOW_ROOT = env_bool("SLURM_ALLOW_ROOT", False)
 # Runners (workers of `process` queues). A root runner runs jobs as RUNNER_USER, an
 # unprivileged account, and refuses to run them as root unless RUNNER_ALLOW_ROOT (only
 # the local demo sets it). They report themselves alive every RUNNER_BEAT_SECONDS.

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import subprocess
 import sys
@@ -253,6 +254,58 @@ class Cluster:
         self.run("scancel", job_id)
 
 
+# Who runs the job.
+
+
+@dataclass(frozen=True)
+class JobAccount:
+    """The account Slurm runs a job as; uid None: the submitter's own (no --uid)."""
+
+    uid: int | None = None
+    gid: int | None = None
+    name: str = ""
+
+
+def job_account() -> JobAccount:
+    """The account Slurm jobs run as, or SlurmError (refused) when none is safe: the
+    process executor's rule (scheduler.executors.process.job_account) for sbatch.
+
+    A root submitter runs jobs as `SLURM_JOB_USER` (sbatch --uid/--gid, root's right),
+    as root only with `SLURM_ALLOW_ROOT=1`; a submitter that is not root runs them as
+    itself and refuses a `SLURM_JOB_USER` that names another account."""
+    wanted = str(getattr(settings, "SLURM_JOB_USER", "") or "")
+    allow_root = bool(getattr(settings, "SLURM_ALLOW_ROOT", False))
+    me = os.geteuid()
+    if wanted:
+        try:
+            entry = pwd.getpwnam(wanted)
+        except KeyError:
+            raise SlurmError(f"SLURM_JOB_USER={wanted!r}: no such account", refused=True) from None
+        if entry.pw_uid == 0 and not allow_root:
+            raise SlurmError(
+                f"SLURM_JOB_USER={wanted!r} is root; name an unprivileged account "
+                "(or set SLURM_ALLOW_ROOT=1 for a local demo)",
+                refused=True,
+            )
+        if me == 0:
+            return JobAccount(uid=entry.pw_uid, gid=entry.pw_gid, name=wanted)
+        if entry.pw_uid != me:
+            raise SlurmError(
+                f"SLURM_JOB_USER={wanted!r}, but the submitter is not root (uid {me}) "
+                "and cannot submit as it",
+                refused=True,
+            )
+        return JobAccount()
+    if me == 0 and not allow_root:
+        raise SlurmError(
+            "the submitter runs as root and SLURM_JOB_USER is not set: Slurm would run "
+            "the job as root; set SLURM_JOB_USER to an unprivileged account "
+            "(SLURM_ALLOW_ROOT=1 only for a local demo)",
+            refused=True,
+        )
+    return JobAccount()
+
+
 # A run's files, laid out as the process executor's (scheduler.executors.process).
 
 
@@ -282,10 +335,25 @@ class RunFiles:
             spec=area / f"attempt-{attempt}.json",
         )
 
-    def prepare(self) -> None:
-        for directory in (checkpoint_root(), self.area, self.checkpoint, self.workdir):
+    def prepare(self, account: JobAccount | None = None) -> None:
+        """The directories, the job's own ones (checkpoint, working directory) and its
+        output file belonging to its account: Slurm opens the output as the job's user.
+        The area and the root stay the submitter's: traversable, not listable."""
+        account = account or JobAccount()
+        for directory in (checkpoint_root(), self.area):
             directory.mkdir(parents=True, exist_ok=True)
-            os.chmod(directory, 0o700 if directory != checkpoint_root() else 0o711)
+            os.chmod(directory, 0o711)
+        for directory in (self.checkpoint, self.workdir):
+            directory.mkdir(exist_ok=True)
+            if account.uid is not None:
+                os.chown(directory, account.uid, account.gid)
+            os.chmod(directory, 0o700)
+        fd = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        try:
+            if account.uid is not None:
+                os.fchown(fd, account.uid, account.gid)
+        finally:
+            os.close(fd)
 
 
 def job_path() -> str:
@@ -295,7 +363,13 @@ def job_path() -> str:
 
 
 def write_spec(
-    files: RunFiles, *, job_id: int, attempt: int, argv: list[str], environment: dict
+    files: RunFiles,
+    *,
+    job_id: int,
+    attempt: int,
+    argv: list[str],
+    environment: dict,
+    account: JobAccount | None = None,
 ) -> None:
     """The launcher's instructions: what to exec, with which environment, where."""
     env = {str(key): str(value) for key, value in (environment or {}).items()}
@@ -310,9 +384,12 @@ def write_spec(
     )
     spec = {"argv": [str(arg) for arg in argv], "environment": env, "workdir": str(files.workdir)}
     tmp = files.spec.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o400)
     with os.fdopen(fd, "w") as handle:
         json.dump(spec, handle)
+        # The launcher reads it as the job's user; nobody else may (its environment).
+        if account is not None and account.uid is not None:
+            os.fchown(handle.fileno(), account.uid, account.gid)
     os.replace(tmp, files.spec)
 
 
@@ -324,6 +401,7 @@ def sbatch_arguments(
     instances: int,
     resources: list[str],
     files: RunFiles,
+    user: JobAccount | None = None,
 ) -> list[str]:
     """sbatch's arguments for one run: where, how much, the files, then the launcher
     and its one argument (the spec's path)."""
@@ -344,6 +422,8 @@ def sbatch_arguments(
     ]
     if account:
         argv.append(f"--account={account}")
+    if user is not None and user.uid is not None:
+        argv += [f"--uid={user.uid}", f"--gid={user.gid}"]
     return [*argv, str(LAUNCHER), str(files.spec)]
 
 

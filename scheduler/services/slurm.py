@@ -50,6 +50,7 @@ from scheduler.executors.slurm import (
     RunFiles,
     SlurmError,
     SlurmJob,
+    job_account,
     parse_run_name,
     read_status,
     run_name,
@@ -188,8 +189,9 @@ def _placement(cluster: Cluster, slurm: SlurmJob, *, adopted: bool, now: dt.date
 def submit_to_slurm(job: Job, cluster: Cluster) -> str:
     """Write the run's files and sbatch it; the Slurm job id. Nothing is recorded."""
     queue = job.queue
+    user = job_account()  # refused before anything is written
     files = RunFiles.of(job.pk, job.attempt)
-    files.prepare()
+    files.prepare(user)
     revision = job.definition_revision
     write_spec(
         files,
@@ -197,6 +199,7 @@ def submit_to_slurm(job: Job, cluster: Cluster) -> str:
         attempt=job.attempt,
         argv=list(job.argv),
         environment=revision.environment if revision is not None else {},
+        account=user,
     )
     return cluster.submit(
         sbatch_arguments(
@@ -206,6 +209,7 @@ def submit_to_slurm(job: Job, cluster: Cluster) -> str:
             instances=job.instances,
             resources=list(job.instance_type.slurm_resources or []),
             files=files,
+            user=user,
         )
     )
 

@@ -1,6 +1,9 @@
 """A queue's binding to a Slurm cluster, and an instance type's Slurm resources: bad
 input gets an error naming the field (no cluster needed)."""
 
+import os
+import pwd
+
 import pytest
 from django.core.exceptions import ValidationError
 
@@ -94,3 +97,44 @@ def test_the_slurm_bind_command_binds_and_refuses_naming_the_field(aws_queue, tm
         call_command("slurm_bind", "instance-type", "ml.g5.xlarge", "--", "--wrap=rm")
     call_command("slurm_bind", "instance-type", "ml.g5.xlarge", "--", "--gres=gpu:1")
     assert InstanceType.objects.get(name="ml.g5.xlarge").slurm_resources == ["--gres=gpu:1"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="what a root submitter does (CI runs as root)")
+def test_a_root_submitter_runs_jobs_as_slurm_job_user_or_refuses(settings, tmp_path):
+    """As the process executor's runner: never as root unless SLURM_ALLOW_ROOT."""
+    from scheduler.executors.slurm import JobAccount, RunFiles, SlurmError, job_account
+
+    settings.SLURM_JOB_USER, settings.SLURM_ALLOW_ROOT = "", False
+    with pytest.raises(SlurmError, match="SLURM_JOB_USER is not set") as caught:
+        job_account()
+    assert caught.value.refused
+    settings.SLURM_JOB_USER = "root"
+    with pytest.raises(SlurmError, match="is root; name an unprivileged account"):
+        job_account()
+    settings.SLURM_JOB_USER = "no-such-account-here"
+    with pytest.raises(SlurmError, match="no such account"):
+        job_account()
+    settings.SLURM_JOB_USER = "nobody"
+    nobody = pwd.getpwnam("nobody")
+    account = job_account()
+    assert account == JobAccount(uid=nobody.pw_uid, gid=nobody.pw_gid, name="nobody")
+    settings.JOB_CHECKPOINT_ROOT = tmp_path / "checkpoints"
+    files = RunFiles.of(7, 1)
+    files.prepare(account)
+    argv = sbatch_arguments(
+        name="gpuq-7-1",
+        partition="gpu",
+        account="",
+        instances=1,
+        resources=[],
+        files=files,
+        user=account,
+    )
+    assert f"--uid={nobody.pw_uid}" in argv and f"--gid={nobody.pw_gid}" in argv
+    # The job's own directories and its output file are its account's, the area is not.
+    assert {path.stat().st_uid for path in (files.checkpoint, files.workdir, files.log)} == {
+        nobody.pw_uid
+    }
+    assert files.area.stat().st_uid == 0
+    settings.SLURM_JOB_USER, settings.SLURM_ALLOW_ROOT = "", True
+    assert job_account() == JobAccount()

@@ -145,6 +145,8 @@ class Command(BaseCommand):
         # may run the demo's jobs as root; a deployment sets RUNNER_USER instead. Jobs get
         # no network where the machine allows it; where it does not (no user namespaces
         # for an unprivileged account), they run on the machine's rather than not at all.
+        # The same for the demo's Slurm queue (slurm-lab), whose submitter is a worker.
+        env = {"SLURM_ALLOW_ROOT": "1", **env}
         runner_env = {**env, "RUNNER_ALLOW_ROOT": "1", "RUNNER_ALLOW_HOST_NETWORK": "1"}
         processes: dict[str, subprocess.Popen] = {}
 

@@ -2,8 +2,11 @@
 skips them without one, or fails them with REQUIRE_SERVICES=1)."""
 
 import os
+import shutil
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -46,12 +49,21 @@ def slurm_cluster() -> Cluster:
     return Cluster(os.environ["SLURM_CONF"])
 
 
+# As root (CI), the jobs run as an unprivileged account, as a deployment's do.
+JOB_USER = "nobody" if os.geteuid() == 0 else ""
+
+
 @pytest.fixture
-def slurm_settings(settings, tmp_path, slurm_cluster):
-    """The jobs' files under this test's directory (the nodes are this host), and a
-    name prefix of this test's own, so the reconciliation touches no other Slurm job;
-    whatever of it is left in Slurm is cancelled at the end."""
-    settings.JOB_CHECKPOINT_ROOT = tmp_path / "checkpoints"
+def slurm_settings(settings, slurm_cluster):
+    """The jobs' files under a directory of this test's own that the job's account may
+    traverse (the nodes are this host), the jobs run as JOB_USER, and a name prefix of
+    this test's own, so the reconciliation touches no other Slurm job; whatever of it is
+    left in Slurm is cancelled at the end."""
+    root = Path(tempfile.mkdtemp(prefix="test-slurm-"))
+    root.chmod(0o711)
+    settings.JOB_CHECKPOINT_ROOT = root / "checkpoints"
+    settings.SLURM_JOB_USER = JOB_USER
+    settings.SLURM_ALLOW_ROOT = False
     settings.SLURM_JOB_PREFIX = f"gpuqtest{os.getpid()}x{time.monotonic_ns() % 10**6}"
     settings.SLURM_SUBMIT_STALE_SECONDS = 1
     yield settings
@@ -60,3 +72,4 @@ def slurm_settings(settings, tmp_path, slurm_cluster):
         job_id, _, name = line.strip().partition(" ")
         if name.startswith(settings.SLURM_JOB_PREFIX + "-"):
             subprocess.run(["scancel", job_id], env=slurm_cluster.env, check=False, timeout=20)
+    shutil.rmtree(root, ignore_errors=True)

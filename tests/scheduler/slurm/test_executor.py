@@ -367,3 +367,20 @@ def test_a_killed_slurmd_ends_its_job_as_a_node_failure_and_the_job_is_requeued(
     log = RunFiles.of(job.pk, 2).log.read_text()
     resumed = int(log.split("starting at step ")[1].split()[0])
     assert resumed >= requeued.checkpointed > 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="what a root submitter does (CI runs as root)")
+def test_a_root_submitter_runs_the_job_as_its_unprivileged_account(start, slurm_cluster):
+    """As the process executor's runner: the program runs as SLURM_JOB_USER (nobody),
+    never as the root that submitted it."""
+    import pwd
+
+    from scheduler.executors.slurm import RunFiles
+
+    code = "import os; print('uid', os.getuid(), 'gid', os.getgid(), flush=True)"
+    job, _ = start("qs2", "whoami", ["python3", "-c", code])
+    submitted(job)
+    settle(lambda: fresh(job).state == "SUCCEEDED", what="the job succeeds")
+    nobody = pwd.getpwnam("nobody")
+    log = RunFiles.of(job.pk, 1).log.read_text()
+    assert f"uid {nobody.pw_uid} gid {nobody.pw_gid}" in log
