@@ -28,7 +28,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
 from django.db import connection
-from django.db.models import F, FloatField, Func, Q
+from django.db.models import F, FloatField, Func, Q, Sum
 from django.utils import timezone
 
 from engine import CONTRACT_FIELDS, PendingJob, QueueSpec, RunningJob, ShareSpec, Snapshot
@@ -275,6 +275,33 @@ class QueuePolicy:
         return hashlib.sha256(json.dumps(document).encode()).hexdigest()
 
 
+def usable_capacity(queue: JobQueue, configured: Mapping[str, int]) -> dict[str, int]:
+    """The capacity a pass may use: the configured one, lower where the queue's Slurm
+    nodes hold fewer instances now (down, drained, not responding: `slurm_nodes`, which
+    the reconciliation records), never below what the queue's jobs hold. A node taken
+    out only withholds capacity from new starts; it never preempts a job (a capacity
+    below use would, `capacity_change`): the jobs it ran end as Slurm reports them."""
+    seen = (queue.slurm_nodes or {}).get("types") or {}
+    lower = {
+        name: seen[name]["usable"]
+        for name, instances in configured.items()
+        if isinstance((seen.get(name) or {}).get("usable"), int)
+        and seen[name]["usable"] < instances
+    }
+    if not lower:
+        return dict(configured)
+    held = dict(
+        Job.objects.filter(queue=queue, state__in=Job.HOLDING_STATES, instance_type__name__in=lower)
+        .values("instance_type__name")
+        .annotate(used=Sum("instances"))
+        .values_list("instance_type__name", "used")
+    )
+    return {
+        name: max(lower[name], held.get(name, 0)) if name in lower else instances
+        for name, instances in configured.items()
+    }
+
+
 def queue_policy(queue: JobQueue) -> QueuePolicy:
     """The queue's policy in four queries of values (shares, limits, capacity, types)."""
     shares = list(
@@ -290,6 +317,7 @@ def queue_policy(queue: JobQueue) -> QueuePolicy:
     capacity = dict(
         QueueCapacity.objects.filter(queue=queue).values_list("instance_type__name", "instances")
     )
+    capacity = usable_capacity(queue, capacity)
     return QueuePolicy(
         queue=queue_spec(queue, capacity),
         shares=tuple(
