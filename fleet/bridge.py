@@ -25,7 +25,7 @@ import hashlib
 import json
 import math
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from django.db import connection
 from django.db.models import F, FloatField, Func, Q, Sum
@@ -251,6 +251,16 @@ class QueuePolicy:
     shares: tuple[ShareSpec, ...]
     share_names: dict[int, str]  # share pk -> name
     type_names: dict[int, str]  # instance type pk -> name
+    # The configured capacity, where Slurm nodes out of service lowered `queue.capacity`
+    # (`usable_capacity`); empty when nothing is lowered.
+    configured: Mapping[str, int] = field(default_factory=dict)
+
+    def too_big_for_now_only(self, instance_type: str, instances: int) -> bool:
+        """A job more than the capacity the queue can use now but not more than its
+        configured one: it waits for nodes to return, and is not misconfigured (its
+        clock toward `runnable_time_limit` does not run)."""
+        configured = self.configured.get(instance_type)
+        return configured is not None and instances <= configured
 
     @property
     def key(self) -> str:
@@ -317,9 +327,10 @@ def queue_policy(queue: JobQueue) -> QueuePolicy:
     capacity = dict(
         QueueCapacity.objects.filter(queue=queue).values_list("instance_type__name", "instances")
     )
-    capacity = usable_capacity(queue, capacity)
+    usable = usable_capacity(queue, capacity)
     return QueuePolicy(
-        queue=queue_spec(queue, capacity),
+        queue=queue_spec(queue, usable),
+        configured={name: n for name, n in capacity.items() if usable.get(name, 0) < n},
         shares=tuple(
             share_spec_from_document(
                 {

@@ -82,14 +82,16 @@ def job_detail_queryset() -> QuerySet[Job]:
 def too_big_condition() -> Q:
     """RUNNABLE jobs bigger than their whole queue: they can never start as they are
     (the engine's SERVICE_ENVIRONMENT_MAX_RESOURCE, known at submission, before a pass
-    records the reason)."""
+    records the reason). A job that waits only for Slurm nodes to return has that reason
+    but no misconfiguration clock (scheduler.services.passes): it is not too big."""
     smaller = QueueCapacity.objects.filter(
         queue_id=OuterRef("queue_id"),
         instance_type_id=OuterRef("instance_type_id"),
         instances__lt=OuterRef("instances"),
     )
     return Q(state=Job.State.RUNNABLE) & (
-        Q(reason=SERVICE_ENVIRONMENT_MAX_RESOURCE) | Q(Exists(smaller))
+        Q(reason=SERVICE_ENVIRONMENT_MAX_RESOURCE, misconfigured_since__isnull=False)
+        | Q(Exists(smaller))
     )
 
 
@@ -151,8 +153,15 @@ def _share_limit(job: Job) -> int:
 def waiting_reason(job: Job) -> str:
     """Why a RUNNABLE job waits, in one sentence a non-expert understands; on Slurm, with
     the nodes that are out of service and cost the queue capacity of its type."""
+    itype = job.instance_type.name
+    out = nodes_out(job.queue, itype) if job.queue.slurm_nodes else ""
+    # Too big only for what the nodes in service hold: no misconfiguration clock runs.
+    if out and job.reason == SERVICE_ENVIRONMENT_MAX_RESOURCE and job.misconfigured_since is None:
+        return (
+            f"waiting: it needs {job.instances} {itype}, more than the queue can use while "
+            f"Slurm nodes are out of service ({out}); it starts when they return"
+        )
     reason = _waiting_reason(job)
-    out = nodes_out(job.queue, job.instance_type.name) if job.queue.slurm_nodes else ""
     return f"{reason} (Slurm nodes out of service: {out})" if out else reason
 
 

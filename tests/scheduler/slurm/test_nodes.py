@@ -159,3 +159,39 @@ def test_a_drained_node_withholds_its_capacity_until_it_is_resumed(
     submitted(second)
     done = settle(lambda: fresh(second).state == "SUCCEEDED" and fresh(second), what="it runs")
     assert done.placement["nodes"] == "node2"
+
+
+@pytest.mark.django_db
+def test_a_job_too_big_only_while_nodes_are_out_waits_and_never_fails_for_it(submit, queue, clock):
+    """runnable_time_limit 60 s; the nodes hold 1 of the queue's 3 instances now. A job
+    of 2 fits the configured 3: it waits for the nodes, its clock does not run, and it
+    starts once they return. A job of 4 is bigger than the queue itself: it fails."""
+    from scheduler.selectors import is_too_big, waiting_reason
+
+    queue.runnable_time_limit = 60
+    queue.slurm_nodes = {
+        "types": {"ml.g5.xlarge": {"total": 3, "usable": 1, "per_node": {"n1": 1, "n2": 2}}},
+        "nodes": [
+            {"name": "n1", "usable": True, "described": "n1 idle"},
+            {"name": "n2", "usable": False, "described": "n2 drained (test)"},
+        ],
+    }
+    queue.save()
+    waits = submit("qs1", "two", instances=2)
+    too_big = submit("qs1", "four", instances=4)
+    scheduling_pass(queue_id=queue.pk, now=clock(0))
+    waits.refresh_from_db()
+    assert (waits.reason, waits.misconfigured_since) == ("SERVICE_ENVIRONMENT_MAX_RESOURCE", None)
+    assert not is_too_big(waits) and is_too_big(too_big)
+    assert waiting_reason(waits) == (
+        "waiting: it needs 2 ml.g5.xlarge, more than the queue can use while Slurm nodes are "
+        "out of service (2 of 3 ml.g5.xlarge unusable: n2 drained (test)); it starts when "
+        "they return"
+    )
+    outcome = scheduling_pass(queue_id=queue.pk, now=clock(120))
+    assert outcome.failed == [too_big.pk]
+    assert fresh(waits).state == "RUNNABLE"
+    queue.slurm_nodes = None
+    queue.save()
+    outcome = scheduling_pass(queue_id=queue.pk, now=clock(130))
+    assert outcome.started == [waits.pk]
