@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from fleet.models import Job, JobEvent
-from scheduler.executors.slurm import Ending, run_name
+from scheduler.executors.slurm import Cluster, Ending, SlurmError, run_name
 from scheduler.services import runs
 from scheduler.services import slurm as service
 from scheduler.services.passes import scheduling_pass
@@ -116,11 +116,13 @@ def test_munge_stopped_fails_nothing_and_submits_nothing_twice(start, slurm_clus
 def test_a_stalled_slurmctld_times_the_commands_out_and_other_queues_schedule_on(
     start, slurm_cluster, settings
 ):
-    """slurmctld stopped (SIGSTOP): squeue and sbatch time out after
-    SLURM_COMMAND_TIMEOUT. The tick goes on: the reconciliation gives up on that cluster
-    within one timeout, and a simulated queue's pass starts its job in the same tick.
-    The sbatch that timed out reached slurmctld's socket, and slurmctld makes the job
-    when it runs again (SIGCONT): the run is adopted by its name, never submitted twice."""
+    """slurmctld stopped (SIGSTOP): the commands time out after SLURM_COMMAND_TIMEOUT.
+    The tick goes on: the reconciliation gives up on that cluster within one timeout,
+    and a simulated queue's pass starts its job in the same tick. The submission's own
+    lookup (squeue) times out first; an sbatch that times out itself (made here by
+    hand, as a submitter whose lookup had answered) left its request in slurmctld's
+    socket, which slurmctld may still act on after SIGCONT: either way the run is made
+    once, adopted by its name or submitted by the reconciliation."""
     settings.SLURM_COMMAND_TIMEOUT = 1
     simulated = aws_sample_queue("simulated-beside")
     revision = job_definition(simulated, name="modelled")
@@ -144,6 +146,9 @@ def test_a_stalled_slurmctld_times_the_commands_out_and_other_queues_schedule_on
         done = service.slurm_submit_run(job_id=job.pk, attempt=1)
         submit_took = time.monotonic() - began
         assert done.startswith("unanswered") and "did not answer within 1 s" in done, done
+        with pytest.raises(SlurmError) as unanswered:
+            service.submit_to_slurm(fresh(job), Cluster(slurm_cluster.conf))
+        assert not unanswered.value.refused and "sbatch did not answer" in str(unanswered.value)
         began = time.monotonic()
         report = service.slurm_reconcile()
         reconcile_took = time.monotonic() - began
