@@ -312,8 +312,10 @@ def usable_capacity(queue: JobQueue, configured: Mapping[str, int]) -> dict[str,
     }
 
 
-def queue_policy(queue: JobQueue) -> QueuePolicy:
-    """The queue's policy in four queries of values (shares, limits, capacity, types)."""
+def queue_policy(queue: JobQueue, *, nodes: bool = False) -> QueuePolicy:
+    """The queue's policy in four queries of values (shares, limits, capacity, types);
+    with `nodes` (its executor reports them), its capacity is what its nodes in service
+    hold when lower (`usable_capacity`)."""
     shares = list(
         queue.shares.order_by("position", "id").values_list(
             "pk", "name", "strategy", "borrow_limit", "in_share_preemption", "state"
@@ -327,7 +329,7 @@ def queue_policy(queue: JobQueue) -> QueuePolicy:
     capacity = dict(
         QueueCapacity.objects.filter(queue=queue).values_list("instance_type__name", "instances")
     )
-    usable = usable_capacity(queue, capacity)
+    usable = usable_capacity(queue, capacity) if nodes else capacity
     return QueuePolicy(
         queue=queue_spec(queue, usable),
         configured={name: n for name, n in capacity.items() if usable.get(name, 0) < n},

@@ -201,7 +201,7 @@ def scheduling_pass(
         executor = executor_for(queue)
         outcome.finished = finish_due(queue, now=now)
         outcome.stopped = stop_due(queue, now=now)
-        policy = queue_policy(queue)
+        policy = queue_policy(queue, nodes=executor.capabilities.reports_nodes)
         key = policy.key
         # A real process frees its capacity when it has exited: every victim gets notice.
         floor = 1 if executor.capabilities.stops_with_notice else 0

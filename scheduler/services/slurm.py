@@ -116,7 +116,8 @@ def queue_bind_slurm(*, queue: JobQueue, conf: str, partition: str, account: str
     if errors:
         raise ValidationError(errors)
     queue.slurm_conf, queue.slurm_partition, queue.slurm_account = conf, partition, account
-    queue.save(update_fields=["slurm_conf", "slurm_partition", "slurm_account"])
+    queue.slurm_nodes = None  # another partition's nodes: the next reconciliation's
+    queue.save(update_fields=["slurm_conf", "slurm_partition", "slurm_account", "slurm_nodes"])
     return queue
 
 

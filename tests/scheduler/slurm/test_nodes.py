@@ -76,19 +76,21 @@ def test_a_node_out_of_service_holds_nothing_and_a_draining_one_only_what_we_run
 def test_the_pass_uses_the_usable_capacity_never_below_what_its_jobs_hold(submit, queue):
     """The AWS sample (3 × ml.g5.xlarge) on nodes that hold 1 now: the pass's capacity
     is 1; with two jobs running it is 2 (a node taken out never preempts)."""
-    queue.slurm_nodes = {"types": {"ml.g5.xlarge": {"total": 3, "usable": 1}}, "nodes": []}
-    queue.save()
-    assert queue_policy(queue).queue.capacity == {"ml.g5.xlarge": 1}
     for share in ("qs1", "qs2"):
         submit(share, f"runs-{share}")
-    queue.slurm_nodes = None
-    queue.save()
-    scheduling_pass(queue_id=queue.pk, now=timezone.now())
+    queue.executor = "slurm"  # its executor reports nodes (the jobs were submitted before)
     queue.slurm_nodes = {"types": {"ml.g5.xlarge": {"total": 3, "usable": 1}}, "nodes": []}
     queue.save()
-    assert queue_policy(queue).queue.capacity == {"ml.g5.xlarge": 2}
+    assert queue_policy(queue, nodes=True).queue.capacity == {"ml.g5.xlarge": 1}
+    assert queue_policy(queue).queue.capacity == {"ml.g5.xlarge": 3}
+    queue.slurm_nodes = None
+    queue.save()
+    assert scheduling_pass(queue_id=queue.pk, now=timezone.now()).started
+    queue.slurm_nodes = {"types": {"ml.g5.xlarge": {"total": 3, "usable": 1}}, "nodes": []}
+    queue.save()
+    assert queue_policy(queue, nodes=True).queue.capacity == {"ml.g5.xlarge": 2}
     queue.slurm_nodes = {"types": {"ml.g5.xlarge": {"total": 9, "usable": 9}}, "nodes": []}
-    assert queue_policy(queue).queue.capacity == {"ml.g5.xlarge": 3}  # never above
+    assert queue_policy(queue, nodes=True).queue.capacity == {"ml.g5.xlarge": 3}  # never above
 
 
 def queue_page(client, bound) -> str:
@@ -168,6 +170,9 @@ def test_a_job_too_big_only_while_nodes_are_out_waits_and_never_fails_for_it(sub
     starts once they return. A job of 4 is bigger than the queue itself: it fails."""
     from scheduler.selectors import is_too_big, waiting_reason
 
+    waits = submit("qs1", "two", instances=2)
+    too_big = submit("qs1", "four", instances=4)
+    queue.executor = "slurm"
     queue.runnable_time_limit = 60
     queue.slurm_nodes = {
         "types": {"ml.g5.xlarge": {"total": 3, "usable": 1, "per_node": {"n1": 1, "n2": 2}}},
@@ -177,8 +182,6 @@ def test_a_job_too_big_only_while_nodes_are_out_waits_and_never_fails_for_it(sub
         ],
     }
     queue.save()
-    waits = submit("qs1", "two", instances=2)
-    too_big = submit("qs1", "four", instances=4)
     scheduling_pass(queue_id=queue.pk, now=clock(0))
     waits.refresh_from_db()
     assert (waits.reason, waits.misconfigured_since) == ("SERVICE_ENVIRONMENT_MAX_RESOURCE", None)
