@@ -25,10 +25,10 @@ import hashlib
 import json
 import math
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from django.db import connection
-from django.db.models import F, FloatField, Func, Q
+from django.db.models import F, FloatField, Func, Q, Sum
 from django.utils import timezone
 
 from engine import CONTRACT_FIELDS, PendingJob, QueueSpec, RunningJob, ShareSpec, Snapshot
@@ -251,6 +251,16 @@ class QueuePolicy:
     shares: tuple[ShareSpec, ...]
     share_names: dict[int, str]  # share pk -> name
     type_names: dict[int, str]  # instance type pk -> name
+    # The configured capacity, where Slurm nodes out of service lowered `queue.capacity`
+    # (`usable_capacity`); empty when nothing is lowered.
+    configured: Mapping[str, int] = field(default_factory=dict)
+
+    def too_big_for_now_only(self, instance_type: str, instances: int) -> bool:
+        """A job more than the capacity the queue can use now but not more than its
+        configured one: it waits for nodes to return, and is not misconfigured (its
+        clock toward `runnable_time_limit` does not run)."""
+        configured = self.configured.get(instance_type)
+        return configured is not None and instances <= configured
 
     @property
     def key(self) -> str:
@@ -275,8 +285,37 @@ class QueuePolicy:
         return hashlib.sha256(json.dumps(document).encode()).hexdigest()
 
 
-def queue_policy(queue: JobQueue) -> QueuePolicy:
-    """The queue's policy in four queries of values (shares, limits, capacity, types)."""
+def usable_capacity(queue: JobQueue, configured: Mapping[str, int]) -> dict[str, int]:
+    """The capacity a pass may use: the configured one, lower where the queue's Slurm
+    nodes hold fewer instances now (down, drained, not responding: `slurm_nodes`, which
+    the reconciliation records), never below what the queue's jobs hold. A node taken
+    out only withholds capacity from new starts; it never preempts a job (a capacity
+    below use would, `capacity_change`): the jobs it ran end as Slurm reports them."""
+    seen = (queue.slurm_nodes or {}).get("types") or {}
+    lower = {
+        name: seen[name]["usable"]
+        for name, instances in configured.items()
+        if isinstance((seen.get(name) or {}).get("usable"), int)
+        and seen[name]["usable"] < instances
+    }
+    if not lower:
+        return dict(configured)
+    held = dict(
+        Job.objects.filter(queue=queue, state__in=Job.HOLDING_STATES, instance_type__name__in=lower)
+        .values("instance_type__name")
+        .annotate(used=Sum("instances"))
+        .values_list("instance_type__name", "used")
+    )
+    return {
+        name: max(lower[name], held.get(name, 0)) if name in lower else instances
+        for name, instances in configured.items()
+    }
+
+
+def queue_policy(queue: JobQueue, *, nodes: bool = False) -> QueuePolicy:
+    """The queue's policy in four queries of values (shares, limits, capacity, types);
+    with `nodes` (its executor reports them), its capacity is what its nodes in service
+    hold when lower (`usable_capacity`)."""
     shares = list(
         queue.shares.order_by("position", "id").values_list(
             "pk", "name", "strategy", "borrow_limit", "in_share_preemption", "state"
@@ -290,8 +329,10 @@ def queue_policy(queue: JobQueue) -> QueuePolicy:
     capacity = dict(
         QueueCapacity.objects.filter(queue=queue).values_list("instance_type__name", "instances")
     )
+    usable = usable_capacity(queue, capacity) if nodes else capacity
     return QueuePolicy(
-        queue=queue_spec(queue, capacity),
+        queue=queue_spec(queue, usable),
+        configured={name: n for name, n in capacity.items() if usable.get(name, 0) < n},
         shares=tuple(
             share_spec_from_document(
                 {

@@ -91,6 +91,11 @@ class JobQueue(models.Model):
     slurm_conf = models.CharField(max_length=500, blank=True)
     slurm_partition = models.CharField(max_length=64, blank=True)
     slurm_account = models.CharField(max_length=64, blank=True)
+    # What the Slurm reconciliation last saw of the partition's nodes: each node's state
+    # and, per instance type, the instances its usable nodes hold (`usable`), which the
+    # pass takes as the capacity when lower (fleet.bridge.usable_capacity). None: never
+    # seen (not a Slurm queue, or its cluster never answered).
+    slurm_nodes = models.JSONField(null=True, blank=True)
     version = models.PositiveIntegerField(default=1)
 
     class Meta:
@@ -434,6 +439,8 @@ class Job(models.Model):
         "wall_clock_limit",
         "runner_refused",
         "slurm_refused",
+        "out_of_memory",
+        "slurm_time_limit",
     )
 
     queue = models.ForeignKey("fleet.JobQueue", on_delete=models.PROTECT, related_name="jobs")

@@ -108,6 +108,71 @@ class Oversubscription:
 
 
 @dataclass(frozen=True)
+class NodeCapacity:
+    """What a Slurm queue's partition can hold now, as its last reconciliation saw it:
+    `unusable`, one line per instance type that nodes taken out cost ("2 of 8
+    ml.g5.xlarge unusable: node2 drained (test)"), and `disagreements`, one per type
+    whose configured capacity is not what the partition's nodes hold."""
+
+    partition: str
+    seen_at: str
+    unusable: list[str]
+    disagreements: list[str]
+
+
+def nodes_out(queue: JobQueue, type_name: str) -> str:
+    """'1 of 2 ml.g5.xlarge unusable: node2 drained (test)', or "" when no node that
+    holds the type is out (or the queue is not on Slurm)."""
+    figures = ((queue.slurm_nodes or {}).get("types") or {}).get(type_name) or {}
+    total, usable = figures.get("total"), figures.get("usable")
+    if total is None or usable is None or usable >= total:
+        return ""
+    per_node = figures.get("per_node", {})
+    out = [
+        node["described"]
+        for node in queue.slurm_nodes.get("nodes", [])
+        if not node["usable"] and per_node.get(node["name"], 0)
+    ]
+    return f"{total - usable} of {total} {type_name} unusable: {', '.join(out)}"
+
+
+def node_capacity(queue: JobQueue, capacity: dict[str, int]) -> NodeCapacity | None:
+    seen = queue.slurm_nodes
+    if not seen:
+        return None
+    partition = seen.get("partition", queue.slurm_partition)
+    unusable, disagreements = [], []
+    for type_name, figures in sorted((seen.get("types") or {}).items()):
+        total, usable = figures.get("total"), figures.get("usable")
+        if total is None or usable is None:
+            disagreements.append(
+                f"{type_name}: its Slurm resources cannot be matched to the partition's "
+                f"nodes ({figures.get('problem', 'unreadable')})"
+            )
+            continue
+        if total > usable:
+            unusable.append(nodes_out(queue, type_name))
+        configured = capacity.get(type_name, 0)
+        if configured > total:
+            disagreements.append(
+                f"{type_name}: the queue's capacity is {configured}, but partition "
+                f"{partition}'s nodes hold {total}; it never runs more than {total}"
+            )
+        elif configured < total:
+            disagreements.append(
+                f"{type_name}: the queue's capacity is {configured}, but partition "
+                f"{partition}'s nodes hold {total}; {total - configured} of them are "
+                "not the queue's to use"
+            )
+    return NodeCapacity(
+        partition=partition,
+        seen_at=seen.get("seen_at", ""),
+        unusable=unusable,
+        disagreements=disagreements,
+    )
+
+
+@dataclass(frozen=True)
 class QueueUsage:
     queue: JobQueue
     capacity: dict[str, int]
@@ -115,6 +180,7 @@ class QueueUsage:
     summary: str
     free: dict[str, int] = field(default_factory=dict)  # instances no job uses, per type
     oversubscribed: list[Oversubscription] = field(default_factory=list)
+    nodes: NodeCapacity | None = None  # a Slurm queue's partition, as last seen
 
 
 def running_usage(queues: list[JobQueue]) -> dict[int, dict[tuple[int, str], int]]:
@@ -290,6 +356,7 @@ def queue_usage(queue: JobQueue, *, used: dict[tuple[int, str], int] | None = No
         summary=summary,
         free=free,
         oversubscribed=oversubscribed,
+        nodes=node_capacity(queue, capacity),
     )
 
 

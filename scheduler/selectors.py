@@ -33,7 +33,7 @@ from fleet.models import (
     QueueCapacity,
     QuotaShare,
 )
-from fleet.selectors import QueueUsage, ShareUsage, queue_list, queue_usage
+from fleet.selectors import QueueUsage, ShareUsage, nodes_out, queue_list, queue_usage
 from scheduler.executors import executor_for, executor_names
 from scheduler.liveness import (
     TICK_KEY,
@@ -82,14 +82,16 @@ def job_detail_queryset() -> QuerySet[Job]:
 def too_big_condition() -> Q:
     """RUNNABLE jobs bigger than their whole queue: they can never start as they are
     (the engine's SERVICE_ENVIRONMENT_MAX_RESOURCE, known at submission, before a pass
-    records the reason)."""
+    records the reason). A job that waits only for Slurm nodes to return has that reason
+    but no misconfiguration clock (scheduler.services.passes): it is not too big."""
     smaller = QueueCapacity.objects.filter(
         queue_id=OuterRef("queue_id"),
         instance_type_id=OuterRef("instance_type_id"),
         instances__lt=OuterRef("instances"),
     )
     return Q(state=Job.State.RUNNABLE) & (
-        Q(reason=SERVICE_ENVIRONMENT_MAX_RESOURCE) | Q(Exists(smaller))
+        Q(reason=SERVICE_ENVIRONMENT_MAX_RESOURCE, misconfigured_since__isnull=False)
+        | Q(Exists(smaller))
     )
 
 
@@ -149,7 +151,21 @@ def _share_limit(job: Job) -> int:
 
 
 def waiting_reason(job: Job) -> str:
-    """Why a RUNNABLE job waits, in one sentence a non-expert understands."""
+    """Why a RUNNABLE job waits, in one sentence a non-expert understands; on Slurm, with
+    the nodes that are out of service and cost the queue capacity of its type."""
+    itype = job.instance_type.name
+    out = nodes_out(job.queue, itype) if job.queue.slurm_nodes else ""
+    # Too big only for what the nodes in service hold: no misconfiguration clock runs.
+    if out and job.reason == SERVICE_ENVIRONMENT_MAX_RESOURCE and job.misconfigured_since is None:
+        return (
+            f"waiting: it needs {job.instances} {itype}, more than the queue can use while "
+            f"Slurm nodes are out of service ({out}); it starts when they return"
+        )
+    reason = _waiting_reason(job)
+    return f"{reason} (Slurm nodes out of service: {out})" if out else reason
+
+
+def _waiting_reason(job: Job) -> str:
     itype, share = job.instance_type.name, job.share.name
     code = job.reason
     if code == SERVICE_ENVIRONMENT_MAX_RESOURCE:
@@ -318,6 +334,12 @@ def _event_text(event: JobEvent, job: Job) -> tuple[str, str]:
             "share_disabled": "failed: its share is disabled",
             "wall_clock_limit": "failed: stopped at its definition's wall-clock limit",
             "runner_refused": f"failed: the runner refused to run it: {event.detail.get('reason')}",
+            "slurm_refused": f"failed: Slurm refused to run it: {event.detail.get('reason')}",
+            "out_of_memory": (
+                "failed: out of memory, Slurm killed it for using more memory than its "
+                "instance type asks for"
+            ),
+            "slurm_time_limit": "failed: Slurm ended it at its time limit (TIMEOUT)",
         }
         return texts.get(event.cause, f"failed ({event.cause})"), "failed"
     if kind == JobEvent.Type.PRIORITY_CHANGED:
@@ -339,6 +361,16 @@ def _event_text(event: JobEvent, job: Job) -> tuple[str, str]:
             ),
             "checkpoint_busy": (
                 "requeued: a process of an earlier attempt still held its checkpoint"
+            ),
+            "node_fail": (
+                "requeued: its Slurm node failed (NODE_FAIL); it resumes from its last checkpoint"
+            ),
+            "slurm_cancelled": (
+                "requeued: someone cancelled it in Slurm, not the product; it resumes from "
+                "its last checkpoint"
+            ),
+            "slurm_lost": (
+                "requeued: Slurm no longer knows the run; it resumes from its last checkpoint"
             ),
         }
         lost = "requeued: its runner stopped responding; it resumes from its last checkpoint"

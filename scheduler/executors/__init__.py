@@ -75,6 +75,9 @@ class Capabilities:
     # ended (Slurm reports the job's end): no deadline (the grace plus the kill margin)
     # frees it, and no lease requeues its runs (it has no runner).
     confirms_stops: bool = False
+    # The queue's capacity is also what its cluster's nodes in service hold, as the
+    # executor's reconciliation records it (JobQueue.slurm_nodes): a pass uses the lower.
+    reports_nodes: bool = False
 
 
 class SimulatedExecutor:
@@ -200,6 +203,7 @@ class SlurmExecutor:
         needs_runner=False,
         modelled_clock=False,
         confirms_stops=True,
+        reports_nodes=True,
     )
     speed = 1.0
 

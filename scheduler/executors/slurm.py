@@ -75,6 +75,7 @@ RUNNING_STATES = frozenset({"RUNNING", "COMPLETING", "STOPPED", "SUSPENDED", "SI
 # squeue's fields, in this order, separated by a character no field holds.
 _SEP = "\x1f"
 _SQUEUE_FORMAT = _SEP.join(["%i", "%j", "%T", "%N", "%S", "%r"])
+_SINFO_FORMAT = _SEP.join(["%N", "%T", "%c", "%m", "%G", "%f", "%E"])
 
 
 # What the client commands say when no slurmctld answered them.
@@ -84,6 +85,10 @@ UNANSWERED = (
     "Zero Bytes were transmitted",
     "Connection refused",
     "Slurm backup controller in standby mode",
+    # munged stopped (or its key differs): no command is authenticated, none refused.
+    "Munge encode failed",
+    "Munge decode failed",
+    "Protocol authentication error",
 )
 
 
@@ -146,6 +151,145 @@ class Ending:
     state: str
     exit_code: int | None  # the program's exit status; -N when signal N killed it
     reason: str
+
+
+# Node states (sinfo %T) in which a node takes new jobs; a draining node runs the jobs it
+# has but takes none; any other state (down, drained, fail, maint, future, unknown, ...)
+# and a node that does not respond (a `*` after its state) give nothing.
+USABLE_NODE_STATES = frozenset({"idle", "mixed", "allocated", "completing", "planned"})
+DRAINING_NODE_STATES = frozenset({"draining", "failing"})
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """One node of a partition as sinfo lists it."""
+
+    name: str
+    state: str  # sinfo's long state: idle, mixed, allocated, drained, down*, ...
+    cpus: int
+    memory_mb: int
+    gres: dict[str, int]  # "gpu" and "gpu:<type>" -> count
+    features: frozenset[str]
+    reason: str  # why it is down or drained ("" if none)
+
+    @property
+    def base_state(self) -> str:
+        return self.state.rstrip("*~#!%$@^-+")
+
+    @property
+    def responding(self) -> bool:
+        return not self.state.endswith("*")
+
+    @property
+    def usable(self) -> bool:
+        return self.responding and self.base_state in USABLE_NODE_STATES
+
+    @property
+    def draining(self) -> bool:
+        return self.responding and self.base_state in DRAINING_NODE_STATES
+
+    def describe(self) -> str:
+        """'node2 drained (test)', 'node1 down, not responding'."""
+        words = self.base_state or "unknown"
+        if not self.responding:
+            words += ", not responding"
+        return f"{self.name} {words}" + (f" ({self.reason})" if self.reason else "")
+
+
+def _gres_counts(text: str) -> dict[str, int]:
+    """sinfo's %G ("gpu:4", "gpu:a100:4(S:0-1),mps:100") as name (and name:type) -> count."""
+    counts: dict[str, int] = {}
+    for entry in text.split(","):
+        parts = entry.split("(")[0].strip().split(":")
+        if len(parts) < 2 or not parts[-1].isdigit():
+            continue
+        count = int(parts[-1])
+        counts[parts[0]] = counts.get(parts[0], 0) + count
+        if len(parts) == 3:
+            counts[f"{parts[0]}:{parts[1]}"] = count
+    return counts
+
+
+_MEMORY_UNITS = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def _megabytes(value: str) -> float:
+    unit = value[-1:].upper()
+    if unit in _MEMORY_UNITS:
+        return float(value[:-1]) * _MEMORY_UNITS[unit]
+    return float(value)
+
+
+def _has_features(constraint: str, features: frozenset[str]) -> bool:
+    if not constraint:
+        return True
+    if "|" in constraint:
+        return any(feature in features for feature in constraint.split("|"))
+    return all(feature in features for feature in constraint.split("&"))
+
+
+def _memory_asked(options: dict[str, str], *, cpus: int, gpus: int) -> float:
+    """Megabytes one instance asks for (0: none said; --mem=0 is the whole node's)."""
+    if options.get("mem"):
+        return _megabytes(options["mem"])
+    if options.get("mem-per-cpu"):
+        return _megabytes(options["mem-per-cpu"]) * cpus
+    if options.get("mem-per-gpu") and gpus:
+        return _megabytes(options["mem-per-gpu"]) * gpus
+    return 0.0
+
+
+def instances_per_node(resources: list[str], node: SlurmNode) -> int:
+    """How many instances of these sbatch resources (one task each) fit on an empty node:
+    its GPUs (`--gres=gpu[:type]:N`, `--gpus-per-node`), CPUs (`--cpus-per-task`,
+    `--cpus-per-gpu`, one by default) and memory (`--mem`, `--mem-per-cpu`,
+    `--mem-per-gpu`) divided by what one asks, at most one with `--exclusive`, none on a
+    node without the `--constraint` features (`a&b` all of them, `a|b` one of them).
+    Options that name no amount (qos, reservation, tmp) do not count."""
+    options = dict(option.removeprefix("--").partition("=")[::2] for option in resources)
+    if not _has_features(options.get("constraint", ""), node.features):
+        return 0
+    fits: list[int] = []
+    gpus = 0
+    for key in ("gres", "gpus-per-node"):
+        for entry in filter(None, options.get(key, "").split(",")):
+            parts = entry.split(":")
+            if key == "gpus-per-node":
+                parts = ["gpu", *parts]
+            count = int(parts[-1]) if parts[-1].isdigit() else 1
+            name = ":".join(parts[:-1]) if parts[-1].isdigit() else ":".join(parts)
+            if name.startswith("gpu"):
+                gpus += count
+            if count:
+                fits.append(node.gres.get(name, 0) // count)
+    cpus = int(options.get("cpus-per-task") or 1)
+    if options.get("cpus-per-gpu") and gpus:
+        cpus = max(cpus, gpus * int(options["cpus-per-gpu"]))
+    fits.append(node.cpus // cpus if cpus else 0)
+    memory = _memory_asked(options, cpus=cpus, gpus=gpus)
+    if memory > 0:
+        fits.append(int(node.memory_mb // memory))
+    if "exclusive" in options:
+        fits.append(1)
+    return max(0, min(fits))
+
+
+_HOSTLIST = re.compile(r"([^,\[]+)(?:\[([^\]]+)\])?,?")
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's compressed host list ("node[1-2,5],gpu7") as names, in order."""
+    names: list[str] = []
+    for prefix, ranges in _HOSTLIST.findall(text or ""):
+        if not ranges:
+            names.append(prefix)
+            continue
+        for part in ranges.split(","):
+            low, _, high = part.partition("-")
+            width = len(low)
+            for number in range(int(low), int(high or low) + 1):
+                names.append(f"{prefix}{number:0{width}d}")
+    return names
 
 
 class Cluster:
@@ -222,12 +366,29 @@ class Cluster:
             exit_code = -int(signal) if int(signal) else int(code)
         return Ending(state=state, exit_code=exit_code, reason=fields.get("Reason", ""))
 
-    def partition_nodes(self, partition: str) -> dict[str, str]:
-        """node -> state (idle, mix, alloc, down, drain, ...) of the partition."""
+    def nodes(self, partition: str) -> list[SlurmNode]:
+        """The partition's nodes, by name: state, size and why Slurm took one out."""
         out = self.run(
-            "sinfo", "--noheader", "--Node", f"--partition={partition}", "--format=%N %t"
+            "sinfo", "--noheader", "--Node", f"--partition={partition}", f"--format={_SINFO_FORMAT}"
         )
-        return dict(line.split(None, 1) for line in out.splitlines() if line.strip())
+        nodes = {}
+        for line in out.splitlines():
+            fields = [f.strip() for f in line.split(_SEP)]
+            if len(fields) != 7 or not fields[0]:
+                continue
+            name, state, cpus, memory, gres, features, reason = fields
+            nodes[name] = SlurmNode(
+                name=name,
+                state=state,
+                cpus=int(cpus) if cpus.isdigit() else 0,
+                memory_mb=int(memory) if memory.isdigit() else 0,
+                gres=_gres_counts(gres),
+                features=frozenset(
+                    f for f in features.split(",") if f and f not in {"(null)", "none"}
+                ),
+                reason="" if reason in {"none", "(null)"} else reason,
+            )
+        return [nodes[name] for name in sorted(nodes)]
 
     # Writing.
 

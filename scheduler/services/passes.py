@@ -35,7 +35,11 @@ from engine import Fail, PassResult, Preempt, Start, schedule
 from engine.gc_pause import cyclic_gc_paused
 from engine.quota import Policy
 from engine.scheduling import schedule_fed
-from engine.types import BLOCKED_BEHIND_HEAD, MISCONFIGURATION_REASONS
+from engine.types import (
+    BLOCKED_BEHIND_HEAD,
+    MISCONFIGURATION_REASONS,
+    SERVICE_ENVIRONMENT_MAX_RESOURCE,
+)
 from fleet.bridge import (
     PAGE,
     SETTLED_REASONS,
@@ -197,7 +201,7 @@ def scheduling_pass(
         executor = executor_for(queue)
         outcome.finished = finish_due(queue, now=now)
         outcome.stopped = stop_due(queue, now=now)
-        policy = queue_policy(queue)
+        policy = queue_policy(queue, nodes=executor.capabilities.reports_nodes)
         key = policy.key
         # A real process frees its capacity when it has exited: every victim gets notice.
         floor = 1 if executor.capabilities.stops_with_notice else 0
@@ -217,7 +221,7 @@ def scheduling_pass(
             _judge_new(queue, policy, now)
             state = fed_queue_state(queue, now=now, policy=policy, page=page, notice_floor=floor)
             result = schedule_fed(state.snapshot, state.now, state.feeds)
-        launches = _apply(queue, state, result, now, outcome)
+        launches = _apply(queue, state, result, now, outcome, policy)
         if launches:
             transaction.on_commit(lambda: executor.started(launches))
         if outcome.noticed:
@@ -244,13 +248,19 @@ def _judge_new(queue: JobQueue, policy: QueuePolicy, now: dt.datetime) -> None:
     index = {pk: rules.by_name[name].index for pk, name in policy.share_names.items()}
     judged = 0
     for share_id, type_id, instances in kinds:
-        reason = rules.misconfiguration(index[share_id], policy.type_names[type_id], instances)
+        type_name = policy.type_names[type_id]
+        reason = rules.misconfiguration(index[share_id], type_name, instances)
         if reason is not None:
+            for_nodes = reason == SERVICE_ENVIRONMENT_MAX_RESOURCE and (
+                policy.too_big_for_now_only(type_name, instances)
+            )
             judged += fresh.filter(
                 share_id=share_id, instance_type_id=type_id, instances=instances
             ).update(
                 reason=reason,
-                misconfigured_since=Coalesce(F("misconfigured_since"), Value(now)),
+                misconfigured_since=None
+                if for_nodes
+                else Coalesce(F("misconfigured_since"), Value(now)),
             )
     judged += fresh.update(reason=BLOCKED_BEHIND_HEAD, misconfigured_since=None)
     if judged >= REFRESH_STATISTICS_AFTER and connection.vendor == "postgresql":
@@ -449,6 +459,7 @@ def _apply(
     result: PassResult,
     now: dt.datetime,
     outcome: PassOutcome,
+    policy: QueuePolicy,
 ) -> list[tuple[int, int, str]]:
     """Write the decisions and the reasons; return the runs to launch after commit."""
     executor = executor_for(queue)
@@ -515,7 +526,7 @@ def _apply(
                     attempt=job.attempt,
                 )
             )
-    _record_reasons(state, result, jobs, now)
+    _record_reasons(state, result, jobs, now, policy)
     if jobs:
         Job.objects.bulk_update(list(jobs.values()), DECIDED_FIELDS, batch_size=_CHUNK)
     if events:
@@ -655,18 +666,44 @@ def _moment(seconds: int, now: dt.datetime) -> dt.datetime:
     return now + dt.timedelta(seconds=seconds - epoch_seconds(now))
 
 
+def _waiting_for_nodes(policy: QueuePolicy, result: PassResult) -> set[int]:
+    """The jobs judged bigger than the queue's capacity only because Slurm nodes are out
+    of service (`QueuePolicy.too_big_for_now_only`): one query, only while some capacity
+    is lowered."""
+    if not policy.configured:
+        return set()
+    too_big = [
+        job_pk(job_id)
+        for job_id, reason in result.reasons.items()
+        if reason == SERVICE_ENVIRONMENT_MAX_RESOURCE
+    ]
+    return {
+        pk
+        for pk, type_name, instances in Job.objects.filter(pk__in=too_big).values_list(
+            "pk", "instance_type__name", "instances"
+        )
+        if policy.too_big_for_now_only(type_name, instances)
+    }
+
+
 def _record_reasons(
-    state: QueueState | FedState, result: PassResult, decided: dict[int, Job], now: dt.datetime
+    state: QueueState | FedState,
+    result: PassResult,
+    decided: dict[int, Job],
+    now: dt.datetime,
+    policy: QueuePolicy,
 ) -> None:
-    """Store why each waiting job waits, and when its misconfiguration began.
+    """Store why each waiting job waits, and when its misconfiguration began (never for
+    a job that only waits for Slurm nodes to return, `_waiting_for_nodes`).
 
     Only rows whose reason changed are written, in one UPDATE per distinct change, so a
     pass over 10,000 waiting jobs writes a handful of rows, not all of them.
     """
     changes: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for_nodes = _waiting_for_nodes(policy, result)
     for job_id, reason in result.reasons.items():
         pk = job_pk(job_id)
-        misconfigured = reason in MISCONFIGURATION_REASONS
+        misconfigured = reason in MISCONFIGURATION_REASONS and pk not in for_nodes
         job = decided.get(pk)
         if job is not None:
             if job.state == Job.State.RUNNABLE:

@@ -41,15 +41,19 @@ from django.core.exceptions import ValidationError
 from django.db.models import Q
 from django.utils import timezone
 
-from fleet.models import InstanceType, Job, JobQueue
+from fleet.models import InstanceType, Job, JobQueue, QueueCapacity
 from scheduler.executors import executor_names
 from scheduler.executors.slurm import (
     ENDED_STATES,
     LOST_STATES,
     Cluster,
+    Ending,
     RunFiles,
     SlurmError,
     SlurmJob,
+    SlurmNode,
+    expand_hostlist,
+    instances_per_node,
     job_account,
     parse_run_name,
     read_status,
@@ -57,7 +61,7 @@ from scheduler.executors.slurm import (
     sbatch_arguments,
     write_spec,
 )
-from scheduler.services import runs
+from scheduler.services import passes, runs
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +117,8 @@ def queue_bind_slurm(*, queue: JobQueue, conf: str, partition: str, account: str
     if errors:
         raise ValidationError(errors)
     queue.slurm_conf, queue.slurm_partition, queue.slurm_account = conf, partition, account
-    queue.save(update_fields=["slurm_conf", "slurm_partition", "slurm_account"])
+    queue.slurm_nodes = None  # another partition's nodes: the next reconciliation's
+    queue.save(update_fields=["slurm_conf", "slurm_partition", "slurm_account", "slurm_nodes"])
     return queue
 
 
@@ -383,6 +388,7 @@ def _reconcile_cluster(
     believed = {(job.pk, job.attempt) for job in live}
     for job in live:
         _reconcile_run(cluster, job, ours.get((job.pk, job.attempt), []), now, report)
+    _record_nodes(cluster, queues, live, now)
     strays = {run for run in ours if run not in believed}
     # A run started after the read above is not a stray: asked again, one query.
     for job_id, attempt in Job.objects.filter(
@@ -470,6 +476,31 @@ def _deliver_notice(cluster: Cluster, job: Job, now: dt.datetime, report) -> Non
         report.signalled.append(job.pk)
 
 
+# Ends Slurm gives a cause of its own: the program did not end by itself.
+FAILED_CAUSES = {"OUT_OF_MEMORY": runs.OUT_OF_MEMORY, "TIMEOUT": runs.SLURM_TIME_LIMIT}
+
+
+def ending_outcome(ending: Ending | None, *, noticed: bool) -> tuple[str, str | None]:
+    """How the product records a Slurm job's end: ("released", cause) requeues it by the
+    retry rules (Slurm lost it, its node failed, someone else cancelled it), ("failed",
+    cause) fails it for a cause of Slurm's (out of memory, its time limit), ("stopped",
+    None) ends its notice, ("exited", None) is its exit code's (0 SUCCEEDED, else
+    FAILED). A run with notice (`noticed`) that ended any way but by itself stopped."""
+    if ending is None:
+        return "released", runs.SLURM_LOST
+    if ending.state in LOST_STATES:
+        return "released", runs.NODE_FAIL
+    if ending.state == "CANCELLED" and not noticed:
+        return "released", runs.SLURM_CANCELLED
+    if ending.exit_code is None:
+        return "released", runs.SLURM_LOST
+    if ending.state == "CANCELLED":  # with notice: cancelled before it ran, or by us
+        return "stopped", None
+    if ending.state in FAILED_CAUSES and not noticed:
+        return "failed", FAILED_CAUSES[ending.state]
+    return "exited", None
+
+
 def _record_end(
     cluster: Cluster, job: Job, slurm_id: str, slurm: SlurmJob | None, figures, now, report
 ) -> None:
@@ -486,33 +517,29 @@ def _record_end(
         "checkpointed": checkpointed,
         "now": now,
     }
-    lost_cause = None
-    if ending is None:
-        lost_cause = runs.SLURM_LOST
-    elif state in LOST_STATES:
-        lost_cause = runs.NODE_FAIL
-    elif state == "CANCELLED" and job.state == Job.State.RUNNING:
-        lost_cause = runs.SLURM_LOST  # cancelled by someone else: the retry rules decide
-    elif ending.exit_code is None:
-        lost_cause = runs.SLURM_LOST
-    elif state == "CANCELLED":  # with notice: cancelled before it ran, or by someone
-        if runs.job_run_stopped(exit_code=ending.exit_code, **common):
-            report.ended.append(job.pk)
-        return
-    if lost_cause is not None:
-        done = runs.job_run_released(cause=lost_cause, **common)
+    outcome, cause = ending_outcome(ending, noticed=job.state == Job.State.STOPPING)
+    exit_code = ending.exit_code if ending is not None else None
+    if outcome == "released":
+        done = runs.job_run_released(cause=cause, **common)
         logger.warning(
             "job %s attempt %s: Slurm job %s %s (%s)",
             job.pk,
             job.attempt,
             slurm_id,
             state or "is unknown to Slurm",
-            lost_cause,
+            cause,
         )
         if done:
             report.lost.append(job.pk)
         return
-    if runs.job_process_exited(exit_code=ending.exit_code, **common):
+    if outcome == "failed":
+        detail = {"slurm_state": state, "exit_code": exit_code, "reason": ending.reason}
+        done = runs.job_run_failed(cause=cause, detail=detail, exit_code=exit_code, **common)
+    elif outcome == "stopped":
+        done = runs.job_run_stopped(exit_code=exit_code, **common)
+    else:
+        done = runs.job_process_exited(exit_code=exit_code, **common)
+    if done:
         report.ended.append(job.pk)
 
 
@@ -523,3 +550,85 @@ def _stop_unsubmitted(job: Job, now: dt.datetime) -> None:
         runs.job_run_stopped(
             job_id=job.pk, attempt=job.attempt, lease_token=token, exit_code=None, now=now
         )
+
+
+# -- nodes -------------------------------------------------------------------------------
+
+
+def nodes_seen(
+    nodes: list[SlurmNode], resources: dict[str, list[str]], ours: dict[tuple[str, str], int]
+) -> dict:
+    """What a queue can use of its partition's nodes, per instance type: `total`, what
+    every node holds (by its slurm_resources), and `usable`, what the nodes that take
+    jobs hold, plus, on a draining node, the instances the queue's own jobs use there
+    (they run on; the rest of it takes nothing). `ours[(type, node)]` counts those.
+    A type whose resources cannot be read has `usable` None (the pass keeps its
+    configured capacity)."""
+    types: dict[str, dict] = {}
+    for type_name, options in sorted(resources.items()):
+        try:
+            per_node = {node.name: instances_per_node(options, node) for node in nodes}
+        except ValueError as error:
+            types[type_name] = {"total": None, "usable": None, "problem": str(error)}
+            continue
+        usable = 0
+        for node in nodes:
+            if node.usable:
+                usable += per_node[node.name]
+            elif node.draining:
+                usable += min(per_node[node.name], ours.get((type_name, node.name), 0))
+        types[type_name] = {
+            "total": sum(per_node.values()),
+            "usable": usable,
+            "per_node": per_node,
+        }
+    return {
+        "nodes": [
+            {
+                "name": node.name,
+                "state": node.state,
+                "usable": node.usable,
+                "draining": node.draining,
+                "reason": node.reason,
+                "described": node.describe(),
+            }
+            for node in nodes
+        ],
+        "types": types,
+    }
+
+
+def _record_nodes(cluster: Cluster, queues: list[JobQueue], live: list[Job], now) -> None:
+    """Record, on each queue, what its partition's nodes can hold now; a queue whose
+    figures changed gets a pass (capacity came back, or went)."""
+    resources: dict[int, dict[str, list[str]]] = defaultdict(dict)
+    for queue_id, type_name, options in QueueCapacity.objects.filter(queue__in=queues).values_list(
+        "queue_id", "instance_type__name", "instance_type__slurm_resources"
+    ):
+        resources[queue_id][type_name] = list(options or [])
+    ours: dict[int, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
+    for job in live:
+        for node in expand_hostlist((job.placement or {}).get("nodes", "")):
+            ours[job.queue_id][(job.instance_type.name, node)] += 1
+    listed: dict[str, list[SlurmNode]] = {}
+    for queue in queues:
+        if queue.slurm_partition not in listed:
+            listed[queue.slurm_partition] = cluster.nodes(queue.slurm_partition)
+        seen = nodes_seen(listed[queue.slurm_partition], resources[queue.pk], ours[queue.pk])
+        seen["partition"] = queue.slurm_partition
+        before = dict(queue.slurm_nodes or {})
+        before.pop("seen_at", None)
+        if before == seen:
+            continue
+        seen["seen_at"] = now.isoformat()
+        JobQueue.objects.filter(pk=queue.pk).update(slurm_nodes=seen)
+        queue.slurm_nodes = seen
+        logger.info("queue %s: Slurm nodes now %s", queue.name, _usable_summary(seen))
+        passes.request_pass(queue.pk)
+
+
+def _usable_summary(seen: dict) -> str:
+    return ", ".join(
+        f"{name} {figures.get('usable')} of {figures.get('total')}"
+        for name, figures in sorted(seen["types"].items())
+    )

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.urls import reverse
 from django.utils import timezone
 
@@ -26,6 +24,7 @@ from scheduler.services.jobs import job_terminate
 from scheduler.services.passes import scheduling_pass
 from tests.scheduler.live import conftest as live
 from tests.scheduler.runner.conftest import TRAIN_SCRIPT
+from tests.scheduler.slurm import daemons
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db]
 
@@ -349,13 +348,8 @@ def test_a_killed_slurmd_ends_its_job_as_a_node_failure_and_the_job_is_requeued(
             lambda: fresh(job).state == "RUNNABLE" and fresh(job), timeout=90, what="NODE_FAIL"
         )
     finally:
-        subprocess.run(
-            [str(Path(settings.BASE_DIR) / "scripts/slurm/cluster.sh"), "start"],
-            env={**os.environ, "SLURM_TEST_DIR": str(test_dir), "SLURM_CONF": slurm_cluster.conf},
-            capture_output=True,
-            timeout=90,
-            check=True,
-        )
+        # That cluster's directory and port: cluster.sh rewrites slurm.conf from them.
+        daemons.cluster_start(slurm_cluster.conf)
     event = JobEvent.objects.get(job=job, type=JobEvent.Type.REQUEUED)
     assert event.cause == "node_fail" and requeued.requeues == 1 and requeued.preemptions == 0
     outcome = scheduling_pass(queue_id=job.queue_id, now=timezone.now())
