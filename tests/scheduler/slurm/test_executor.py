@@ -259,7 +259,10 @@ def test_a_program_that_ignores_sigterm_is_killed_at_the_end_of_its_grace(start,
     took = (ended.finished_at - terminated).total_seconds()
     assert ended.reason == "terminated" and ended.exit_code == -9
     assert fresh(job).placement.get("kill_sent_at")
-    assert 2 <= took < 2 + 2, took
+    # Not before its grace; and by the launcher's SIGKILL at the grace, not by Slurm's
+    # own fallback, which holds the job COMPLETING for KillWait (30 s). The figure is
+    # printed (and benchmarked by bench_slurm), not bounded tightly on a loaded machine.
+    assert 2 <= took < 2 + 10, took
     print(f"\nslurm: terminate (grace 2 s) to the capacity free: {took:.2f} s")
 
 
