@@ -214,7 +214,7 @@ def _lending(usages: list[EngineShareUsage], free: int) -> list[tuple[int, int]]
 
     The engine's ledger pools the lenders' idle limits: what is borrowed comes out of that
     pool (`Ledger.pool` = the lenders' idle less everything borrowed), and a borrower may
-    take at most the pool and the free instances that RESERVE shares do not hold
+    take at most the pool and the free instances that shares which never lend do not hold
     (`Ledger.avail`). So the lenders lend, together, all that is borrowed (never more
     than their idle), and could lend the rest of the pool as far as it is free. The pool
     does not say whose instance a borrower holds: both totals are shared out among the
