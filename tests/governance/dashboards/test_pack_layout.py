@@ -184,3 +184,11 @@ def test_three_equal_series_are_all_drawn_and_named():
     legend = [shape.text for shape in chart.contents if isinstance(shape, String)]
     for key in THREE:
         assert f"{KPI_BY_KEY[key].label} (Apr 25: 99%)" in legend
+
+
+def test_the_definitions_print_in_the_fonts_characters(fleet):
+    """ReportLab's built-in fonts have no floor brackets or minus sign (they printed as
+    black boxes), and the docstrings' *emphasis* is set in italics, not asterisks."""
+    text = pdf_text(pack_reader()).split("How these figures are counted", 1)[1]
+    assert "(element floor((n-1)/2) of the sorted waits" in text
+    assert "(see entitled start)" in text and "*" not in text
