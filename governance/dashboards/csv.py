@@ -36,6 +36,9 @@ DATASETS = (
     "teams",
     "trend",
 )
+# The monthly pack's CSVs: the dashboard's, and fairness queue by queue (the page shows
+# a team's fairness within the queue it is filtered to; the pack has every queue).
+PACK_DATASETS = (*DATASETS, "fairness")
 
 
 def safe_cell(value):

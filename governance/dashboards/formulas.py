@@ -160,9 +160,14 @@ def per_thousand_gpu_hours(*, value: float, delivered_gpu_hours: float):
 def fairness(
     *, delivered: float, delivered_total: float, entitled: float, entitled_total: float
 ) -> dict:
-    """Fairness: a team's part of the GPU-hours delivered against its part of the
-    entitlement (its limits' GPU-hours over the month); a ratio above 1 means it
-    received more than its entitled part (by borrowing), below 1 less."""
+    """Fairness, queue by queue: a team's part of the GPU-hours delivered in a queue
+    against its part of that queue's entitlement (the GPU-hours of its shares' limits
+    there over the month). The totals are the queue's own, never those of every queue:
+    capacity in another queue, idle or busy, is no entitlement a team could have used
+    here, and dividing by it inflates the ratio of whoever works in a busy queue. A team
+    with shares in several queues has one ratio in each; a queue where nothing ran has
+    none. A ratio above 1 means the team received more than its entitled part of the
+    queue (by borrowing), below 1 less."""
     delivered_fraction = delivered / delivered_total if delivered_total else None
     entitled_fraction = entitled / entitled_total if entitled_total else None
     ratio = (
@@ -177,6 +182,52 @@ def fairness(
         "entitled_fraction": entitled_fraction,
         "ratio": ratio,
     }
+
+
+def fairness_by_queue(shares: Iterable[dict]) -> list[dict]:
+    """`fairness` of each (queue, team) from the month's figures of the shares (their
+    `queue_id`, `queue_name`, `team_id`, `team_name`, `delivered_gpu_hours` and
+    `entitled_gpu_hours`): a team's shares in a queue add up, and each queue's totals
+    are the sums of its own shares. Rows by queue name, then team name (then ids)."""
+    queues: dict = {}
+    pairs: dict = {}
+    for share in shares:
+        queue = share.get("queue_id")
+        totals = queues.setdefault(queue, [0.0, 0.0])
+        totals[0] += share["delivered_gpu_hours"]
+        totals[1] += share["entitled_gpu_hours"]
+        pair = pairs.setdefault(
+            (queue, share.get("team_id")),
+            {
+                "queue_name": share.get("queue_name", ""),
+                "team_name": share.get("team_name", ""),
+                "delivered": 0.0,
+                "entitled": 0.0,
+            },
+        )
+        pair["delivered"] += share["delivered_gpu_hours"]
+        pair["entitled"] += share["entitled_gpu_hours"]
+    rows = [
+        {
+            "queue_id": queue,
+            "queue_name": pair["queue_name"],
+            "team_id": team,
+            "team_name": pair["team_name"],
+            "queue_delivered_gpu_hours": queues[queue][0],
+            "queue_entitled_gpu_hours": queues[queue][1],
+            **fairness(
+                delivered=pair["delivered"],
+                delivered_total=queues[queue][0],
+                entitled=pair["entitled"],
+                entitled_total=queues[queue][1],
+            ),
+        }
+        for (queue, team), pair in pairs.items()
+    ]
+    return sorted(
+        rows,
+        key=lambda r: (r["queue_name"], r["team_name"], r["queue_id"] or 0, r["team_id"] or 0),
+    )
 
 
 def duration_stats(values: Iterable[int]) -> dict:

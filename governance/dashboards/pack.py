@@ -1,10 +1,11 @@
 """The monthly leadership pack: one PDF and the month's CSVs, stored, listed, emailed.
 
 `pack_make` draws the PDF with ReportLab (offline, no browser): the key figures with
-their n and the change from the month before, the 12-month trends, the per-team table,
-the policy changes with who made and who approved them, and the exceptions granted and
-expired; the CSVs are the dashboard's tables (governance.dashboards.page.tables), so
-the pack says what the page says. Files live in the default storage under
+their n and the change from the month before, the 12-month trends, the teams that
+worked (idle ones in one line), fairness queue by queue, the policy changes with who
+made and who approved them, and the exceptions granted and expired; the CSVs are the
+dashboard's tables (governance.dashboards.page.tables), so the pack says what the page
+says, and fairness by queue (formulas.fairness_by_queue). Files live in the default storage under
 `packs/YYYY-MM/` and are listed from there (no table: the folder is the record).
 
 Beat makes last month's pack on the first of each month and emails it to leadership
@@ -30,16 +31,17 @@ from django.core.mail import EmailMessage
 from django.db.models import Q
 from django.utils import timezone
 from reportlab.graphics.charts.barcharts import VerticalBarChart
-from reportlab.graphics.charts.legends import Legend
 from reportlab.graphics.charts.lineplots import LinePlot
-from reportlab.graphics.shapes import Drawing, String
+from reportlab.graphics.shapes import Drawing, Line, Rect, String
+from reportlab.graphics.widgets.markers import makeMarker
 from reportlab.lib import colors
+from reportlab.lib.enums import TA_RIGHT
 from reportlab.lib.pagesizes import A4
 from reportlab.lib.styles import ParagraphStyle, getSampleStyleSheet
 from reportlab.lib.units import mm
+from reportlab.pdfbase.pdfmetrics import stringWidth
 from reportlab.platypus import (
-    KeepTogether,
-    PageBreak,
+    CondPageBreak,
     Paragraph,
     SimpleDocTemplate,
     Spacer,
@@ -50,7 +52,7 @@ from reportlab.platypus import (
 from core import permissions
 from governance.dashboards import figures
 from governance.dashboards import formulas as f
-from governance.dashboards.csv import DATASETS, csv_filename, table_csv
+from governance.dashboards.csv import PACK_DATASETS, csv_filename, table_csv
 from governance.dashboards.page import KPI_BY_KEY, dashboard_view, display, kpi_values
 from governance.dashboards.rollups import rollups_read, rollups_refresh
 from governance.dashboards.selectors.calendar import month_bounds, month_start
@@ -195,13 +197,59 @@ def _send(month, pdf: bytes, archive: bytes, names: dict, now: dt.datetime) -> N
 
 
 def _csv_zip(view: dict, month: dt.date) -> bytes:
+    tables = _pack_tables(view)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for dataset in DATASETS:
+        for dataset in PACK_DATASETS:
             archive.writestr(
-                csv_filename(dataset, month, None), "\ufeff" + table_csv(view["tables"][dataset])
+                csv_filename(dataset, month, None), "\ufeff" + table_csv(tables[dataset])
             )
     return buffer.getvalue()
+
+
+def _pack_tables(view: dict) -> dict[str, dict]:
+    """The dashboard's tables, the team table without its organisation-wide fairness,
+    and fairness queue by queue."""
+    tables = dict(view["tables"])
+    teams = tables["teams"]
+    keep = [i for i, name in enumerate(teams["header"]) if name not in ORG_FAIRNESS_COLUMNS]
+    tables["teams"] = {
+        **teams,
+        "header": [teams["header"][i] for i in keep],
+        "units": [teams["units"][i] for i in keep],
+        "rows": [[row[i] for i in keep] for row in teams["rows"]],
+    }
+    tables["fairness"] = {
+        "title": "Fairness by queue",
+        "header": [
+            "queue",
+            "team",
+            "delivered GPU-hours",
+            "entitled GPU-hours",
+            "queue delivered GPU-hours",
+            "queue entitled GPU-hours",
+            "part of delivered",
+            "part of entitlement",
+            "fairness ratio",
+        ],
+        "units": ["", "", "GPU-hours", "GPU-hours", "GPU-hours", "GPU-hours"]
+        + ["fraction", "fraction", "ratio"],
+        "rows": [
+            [
+                p["queue_name"],
+                p["team_name"],
+                p["delivered_gpu_hours"],
+                p["entitled_gpu_hours"],
+                p["queue_delivered_gpu_hours"],
+                p["queue_entitled_gpu_hours"],
+                p["delivered_fraction"],
+                p["entitled_fraction"],
+                p["ratio"],
+            ]
+            for p in _fairness_rows(view)
+        ],
+    }
+    return tables
 
 
 def _record(month: dt.date) -> dict:
@@ -262,185 +310,458 @@ def _record(month: dt.date) -> dict:
 
 # -- the PDF ----------------------------------------------------------------------------
 
+MARGIN_X, MARGIN_Y = 18 * mm, 16 * mm
+FRAME_WIDTH = A4[0] - 2 * MARGIN_X
+# A section starts on the next page unless this much room is left for its heading, a
+# line of text and the first rows of its table: no heading alone at a page's foot, and
+# no page left mostly blank (tables split across pages, their header repeated).
+SECTION_ROOM = 40 * mm
+CHART_HEIGHT = 62 * mm
+LEGEND_ROW = 11
+# The line charts' series in drawing order: the widest line and marker first, so that a
+# series running on top of another (three figures all at 100 %) leaves it visible
+# around it, and the marker's shape tells them apart where the colours cannot.
+LINE_STYLES = (
+    (figures.WITHIN, 4.5, "FilledCircle", 7.5, None),
+    (figures.BORROWED, 2.5, "FilledSquare", 5, (5, 2)),
+    (figures.FAILED, 1, "FilledTriangle", 3.5, None),
+)
+ONE_LINE = (figures.WITHIN, 1.5, "FilledCircle", 4, None)
+IDLE_TEAMS_LISTED = 60
+# ReportLab's built-in fonts print WinAnsi (cp1252) only: what the definitions write
+# beyond it, spelt in it.
+WINANSI = str.maketrans(
+    {
+        "\u2212": "-",
+        "\u230a": "floor(",
+        "\u230b": ")",
+        "\u2265": ">=",
+        "\u2264": "<=",
+        "\u2192": "->",
+    }
+)
+EMPHASIS = re.compile(r"\*([^*]+)\*")
+CODE = re.compile(r"`([^`]+)`")
+# The dashboard's team table compares each team with every queue together; the pack
+# compares it within each queue instead (formulas.fairness), in the PDF and in its own
+# fairness CSV, and drops the organisation-wide ratio from its copy of the team table.
+ORG_FAIRNESS_COLUMNS = ("part of delivered", "part of entitlement", "fairness ratio")
+
 
 def _styles():
     sheet = getSampleStyleSheet()
-    base = ParagraphStyle("base", parent=sheet["BodyText"], fontSize=8.5, leading=11)
+    base = ParagraphStyle(
+        "base", parent=sheet["BodyText"], fontSize=8.5, leading=11, textColor=TEXT
+    )
+    cell = ParagraphStyle("cell", parent=base, fontSize=7.5, leading=9, spaceBefore=0)
+    head = ParagraphStyle("head", parent=cell, fontName="Helvetica-Bold")
     return {
         "title": ParagraphStyle("title", parent=sheet["Title"], fontSize=18, alignment=0),
-        "h2": ParagraphStyle("h2", parent=sheet["Heading2"], fontSize=12, spaceBefore=8),
+        "h2": ParagraphStyle(
+            "h2", parent=sheet["Heading2"], fontSize=12, spaceBefore=8, keepWithNext=1
+        ),
         "body": base,
         "small": ParagraphStyle("small", parent=base, fontSize=7.5, leading=9.5, textColor=MUTED),
-        "cell": ParagraphStyle("cell", parent=base, fontSize=7.5, leading=9),
+        "cell": cell,
+        "cell_right": ParagraphStyle("cell_right", parent=cell, alignment=TA_RIGHT),
+        "head": head,
+        "head_right": ParagraphStyle("head_right", parent=head, alignment=TA_RIGHT),
     }
 
 
-def _text(value: str, style) -> Paragraph:
+def _winansi(value) -> str:
+    return str(value).translate(WINANSI)
+
+
+def _text(value, style) -> Paragraph:
     """A paragraph of data (names, reasons): escaped, as ReportLab reads markup."""
-    return Paragraph(escape(str(value)), style)
+    return Paragraph(escape(_winansi(value)), style)
 
 
-def _table(rows: list[list], widths: list[float], header_rows: int = 1) -> Table:
-    table = Table(rows, colWidths=widths, repeatRows=header_rows)
+def _definition(text: str, style) -> Paragraph:
+    """A formula's docstring as print: *emphasis* in italics, `names` in Courier."""
+    markup = CODE.sub(r'<font face="Courier">\1</font>', escape(_winansi(" ".join(text.split()))))
+    return Paragraph(EMPHASIS.sub(r"<i>\1</i>", markup), style)
+
+
+def _table(styles, header: list[str], rows: list[list], weights: list[float], right=()):
+    """A table as wide as the frame, its columns sharing the width by `weights`; every
+    cell, header included, a paragraph that wraps within its column (so no text runs
+    into the next), the columns in `right` (numbers) right-aligned."""
+    widths = [FRAME_WIDTH * weight / sum(weights) for weight in weights]
+
+    def cells(values, kind):
+        return [
+            _text(value, styles[kind + ("_right" if index in right else "")])
+            for index, value in enumerate(values)
+        ]
+
+    table = Table(
+        [cells(header, "head"), *(cells(row, "cell") for row in rows)],
+        colWidths=widths,
+        repeatRows=1,
+    )
     table.setStyle(
         TableStyle(
             [
-                ("FONT", (0, 0), (-1, -1), "Helvetica", 7.5),
-                ("FONT", (0, 0), (-1, header_rows - 1), "Helvetica-Bold", 7.5),
-                ("TEXTCOLOR", (0, 0), (-1, -1), TEXT),
-                ("LINEBELOW", (0, 0), (-1, header_rows - 1), 0.6, TEXT),
-                ("LINEBELOW", (0, header_rows), (-1, -1), 0.25, GRID),
-                ("VALIGN", (0, 0), (-1, -1), "TOP"),
-                ("ALIGN", (1, header_rows), (-1, -1), "RIGHT"),
+                ("LEFTPADDING", (0, 0), (-1, -1), 3),
+                ("RIGHTPADDING", (0, 0), (-1, -1), 3),
+                ("TOPPADDING", (0, 0), (-1, -1), 2),
+                ("BOTTOMPADDING", (0, 0), (-1, -1), 3),
+                ("LINEBELOW", (0, 0), (-1, 0), 0.6, TEXT),
+                ("LINEBELOW", (0, 1), (-1, -1), 0.25, GRID),
+                ("VALIGN", (0, 0), (-1, 0), "BOTTOM"),
+                ("VALIGN", (0, 1), (-1, -1), "TOP"),
             ]
         )
     )
     return table
 
 
-def _kpi_rows(view: dict, styles) -> list[list]:
-    rows = [["Figure", "Value", "n", f"{view['previous_month']:%b %Y}", "Change"]]
+def _section(title: str, styles) -> list:
+    return [CondPageBreak(SECTION_ROOM), Paragraph(title, styles["h2"])]
+
+
+def _kpi_table(view: dict, styles) -> Table:
+    rows = []
     for card in view["kpis"]:
         change = card["change"]["text"] + (
             f" ({card['change']['word']})" if card["change"]["word"] else ""
         )
         rows.append(
             [
-                _text(card["label"], styles["cell"]),
+                card["label"],
                 card["display"],
                 "" if card["n"] is None else f"{card['n']:,}",
                 card["previous_display"],
-                _text(change, styles["cell"]),
+                change,
             ]
         )
-    return rows
+    header = ["Figure", "Value", "n", f"{view['previous_month']:%b %Y}", "Change"]
+    return _table(styles, header, rows, [52, 24, 16, 24, 58], right={1, 2, 3})
 
 
 def _trend_values(view: dict, key: str) -> list:
-    return [kpi_values(data)[key][0] for _, data in view["trend"]]
+    return [kpi_values(data)[key][0] if data else None for _, data in view["trend"]]
 
 
-def _thousands(value) -> str:
-    return f"{value:,.0f}" if abs(value) >= 10 or value == int(value) else f"{value:.1f}"
+def _axis_number(value) -> str:
+    """An axis tick: thousands grouped, small values with the digits that tell the
+    ticks apart (0.02, 0.04, not 0.0, 0.0)."""
+    if value == 0:
+        return "0"
+    if abs(value) >= 10:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
 
 
-def _legend(width: float, height: float) -> Legend:
-    legend = Legend()
-    legend.x, legend.y = width - 120, height - 22
-    legend.fontName = "Helvetica"
-    legend.fontSize = 7
-    legend.columnMaximum = 4
-    legend.alignment = "right"
-    return legend
+def _runs(values: list) -> list[list[tuple[int, float]]]:
+    """The months that have a figure, as runs of consecutive months: a month without
+    one is a gap in the line, never a straight line drawn across it."""
+    runs, current = [], []
+    for index, value in enumerate(values):
+        if value is None:
+            if current:
+                runs.append(current)
+            current = []
+        else:
+            current.append((index, value))
+    if current:
+        runs.append(current)
+    return runs
+
+
+def _chart_frame(title: str, entries: list[tuple], height: float = CHART_HEIGHT):
+    """A chart's drawing with its title and, under it, its legend: one entry per
+    series (a swatch and its name), in rows as wide as the drawing. Returns (drawing,
+    top of the plot area)."""
+    drawing = Drawing(FRAME_WIDTH, height)
+    drawing.add(String(0, height - 10, title, fontName="Helvetica-Bold", fontSize=9))
+    x, y = 0.0, height - 10 - LEGEND_ROW - 2
+    for swatch, label in entries:
+        width = 18 + stringWidth(label, "Helvetica", 7) + 12
+        if x and x + width > FRAME_WIDTH:
+            x, y = 0.0, y - LEGEND_ROW
+        for shape in swatch(x, y + 2.5):
+            drawing.add(shape)
+        drawing.add(String(x + 18, y, label, fontName="Helvetica", fontSize=7, fillColor=TEXT))
+        x += width
+    return drawing, y - 8
+
+
+def _marker(kind: str, size: float, colour: str):
+    return makeMarker(
+        kind,
+        size=size,
+        fillColor=colors.HexColor(colour),
+        strokeColor=colors.white,
+        strokeWidth=0.5,
+    )
+
+
+def _line_swatch(style):
+    colour, width, marker, size, dash = style
+
+    def draw(x, y):
+        line = Line(x, y, x + 14, y, strokeColor=colors.HexColor(colour), strokeWidth=width)
+        line.strokeDashArray = dash
+        symbol = _marker(marker, size, colour)
+        symbol.x, symbol.y = x + 7, y
+        return [line, symbol]
+
+    return draw
+
+
+def _box_swatch(colour):
+    return lambda x, y: [Rect(x + 2, y - 3.5, 10, 7, fillColor=colour, strokeColor=None)]
+
+
+def _no_data(drawing: Drawing, top: float) -> Drawing:
+    drawing.add(String(36, top / 2, figures.NO_DATA, fontSize=9, fillColor=MUTED))
+    return drawing
 
 
 def _line_chart(view: dict, keys: list[str], title: str, scale: float = 1.0) -> Drawing:
-    """Twelve months of some KPIs as lines (gaps where a month has no figure)."""
-    width, height = 170 * mm, 55 * mm
-    drawing = Drawing(width, height)
-    drawing.add(String(0, height - 10, title, fontName="Helvetica-Bold", fontSize=9))
-    plot = LinePlot()
-    plot.x, plot.y, plot.width, plot.height = 30, 28, width - 160, height - 50
-    series, names = [], []
-    for key in keys:
-        values = _trend_values(view, key)
-        points = [(i, v * scale) for i, v in enumerate(values) if v is not None]
-        if points:
-            series.append(points)
-            names.append(KPI_BY_KEY[key].label)
-    if not series:
-        drawing.add(String(30, height / 2, figures.NO_DATA, fontSize=9, fillColor=MUTED))
-        return drawing
-    plot.data = series
-    palette = [colors.HexColor(c) for c in (figures.WITHIN, figures.BORROWED, figures.FAILED)]
-    for index in range(len(series)):
-        plot.lines[index].strokeColor = palette[index % len(palette)]
-        plot.lines[index].strokeWidth = 1.5
+    """Twelve months of some KPIs as lines, every series in the legend with its latest
+    figure; gaps where a month has no figure."""
     labels = [f"{m:%b %y}" for m, _ in view["trend"]]
-    plot.xValueAxis.valueMin, plot.xValueAxis.valueMax = 0, len(labels) - 1
+    plotted, entries = [], []
+    styles = LINE_STYLES if len(keys) > 1 else (ONE_LINE,)
+    for key, style in zip(keys, styles, strict=False):
+        values = _trend_values(view, key)
+        kpi = KPI_BY_KEY[key]
+        last = next(((i, v) for i, v in reversed(list(enumerate(values))) if v is not None), None)
+        latest = f" ({labels[last[0]]}: {display(kpi.kind, last[1])})" if last else " (no figures)"
+        entries.append((_line_swatch(style), kpi.label + latest))
+        plotted += [([(i, v * scale) for i, v in run], style) for run in _runs(values)]
+    drawing, top = _chart_frame(title, entries)
+    if not plotted:
+        return _no_data(drawing, top)
+    plot = LinePlot()
+    plot.x, plot.y, plot.width, plot.height = 36, 20, FRAME_WIDTH - 46, top - 20
+    plot.data = [points for points, _ in plotted]
+    for index, (_, (colour, width, marker, size, dash)) in enumerate(plotted):
+        line = plot.lines[index]
+        line.strokeColor = colors.HexColor(colour)
+        line.strokeWidth = width
+        line.strokeDashArray = dash
+        line.symbol = _marker(marker, size, colour)
+    plot.xValueAxis.valueMin, plot.xValueAxis.valueMax = -0.3, len(labels) - 0.7
     plot.xValueAxis.valueSteps = list(range(len(labels)))
-    plot.xValueAxis.labelTextFormat = lambda i: labels[int(i)] if 0 <= int(i) < len(labels) else ""
+    plot.xValueAxis.labelTextFormat = lambda i: labels[round(i)]
     for axis in (plot.xValueAxis, plot.yValueAxis):
         axis.labels.fontName = "Helvetica"
         axis.labels.fontSize = 6.5
-    plot.yValueAxis.labelTextFormat = _thousands
+    plot.yValueAxis.labelTextFormat = _axis_number
     plot.yValueAxis.valueMin = 0
+    highest = max(v for points, _ in plotted for _, v in points)
+    if scale == 100:  # percentages: the whole scale, so 99 % looks like 99 %
+        plot.yValueAxis.valueMax, plot.yValueAxis.valueStep = 100, 20
+    elif not highest:
+        plot.yValueAxis.valueMax = 1
     drawing.add(plot)
-    legend = _legend(width, height)
-    legend.colorNamePairs = [(palette[i % len(palette)], names[i]) for i in range(len(names))]
-    drawing.add(legend)
     return drawing
 
 
 def _capacity_chart(view: dict) -> Drawing:
     """Twelve months of capacity use, GPU-hours by category, stacked."""
-    width, height = 170 * mm, 60 * mm
-    drawing = Drawing(width, height)
-    drawing.add(
-        String(0, height - 10, "Capacity use (GPU-hours)", fontName="Helvetica-Bold", fontSize=9)
-    )
+    entries = [
+        (_box_swatch(colors.HexColor(figures.CATEGORY_COLOURS[c])), figures.CATEGORY_LABELS[c])
+        for c in f.CAPACITY_CATEGORIES
+    ]
+    drawing, top = _chart_frame("Capacity use (GPU-hours)", entries)
     if not any(data for _, data in view["trend"]):
-        drawing.add(String(30, height / 2, figures.NO_DATA, fontSize=9, fillColor=MUTED))
-        return drawing
+        return _no_data(drawing, top)
     chart = VerticalBarChart()
-    chart.x, chart.y, chart.width, chart.height = 40, 28, width - 170, height - 50
+    chart.x, chart.y, chart.width, chart.height = 44, 20, FRAME_WIDTH - 54, top - 20
     chart.data = [
         [round(data["gpu_hours"][category], 1) if data else 0 for _, data in view["trend"]]
         for category in f.CAPACITY_CATEGORIES
     ]
-    chart.categoryAxis.categoryNames = [f"{m:%b %y}" for m, _ in view["trend"]]
+    chart.categoryAxis.categoryNames = [
+        f"{m:%b %y}" if data else f"{m:%b %y}*" for m, data in view["trend"]
+    ]
     chart.categoryAxis.style = "stacked"
     for axis in (chart.categoryAxis, chart.valueAxis):
         axis.labels.fontName = "Helvetica"
         axis.labels.fontSize = 6.5
-    chart.valueAxis.labelTextFormat = _thousands
+    chart.valueAxis.labelTextFormat = _axis_number
     chart.valueAxis.valueMin = 0
     for index, category in enumerate(f.CAPACITY_CATEGORIES):
         chart.bars[index].fillColor = colors.HexColor(figures.CATEGORY_COLOURS[category])
         chart.bars[index].strokeColor = None
     drawing.add(chart)
-    legend = _legend(width, height)
-    legend.colorNamePairs = [
-        (colors.HexColor(figures.CATEGORY_COLOURS[c]), figures.CATEGORY_LABELS[c])
-        for c in f.CAPACITY_CATEGORIES
-    ]
-    drawing.add(legend)
     return drawing
 
 
-def _team_rows(view: dict) -> list[list]:
-    rows = [
-        [
+def _idle(team: dict) -> bool:
+    """No GPU-hour delivered, no job started, waiting, finished or failed."""
+    return not (
+        team["delivered_gpu_hours"]
+        or team["wait_s"]["n"]
+        or team["jobs_waiting_at_end"]["n"]
+        or team["jobs_finished"]
+        or team["jobs_failed"]
+    )
+
+
+def _names_line(names: list[str]) -> str:
+    shown = ", ".join(names[:IDLE_TEAMS_LISTED])
+    more = len(names) - IDLE_TEAMS_LISTED
+    return shown + (f" and {more} more (all in the teams CSV)" if more > 0 else "")
+
+
+def _teams_section(view: dict, styles) -> list:
+    active = [row for row in view["teams"] if not _idle(row["data"])]
+    idle = [row for row in view["teams"] if _idle(row["data"])]
+    story = _section("Teams", styles)
+    if active:
+        rows = []
+        for row in active:
+            data = row["data"]
+            honoured = data["entitlement_honoured"]
+            rows.append(
+                [
+                    row["name"],
+                    f"{data['delivered_gpu_hours']:,.1f}",
+                    f"{data['entitled_gpu_hours']:,.1f}",
+                    f"{data['gpu_hours']['borrowed']:,.1f}",
+                    f"{display('fraction', honoured['fraction'])} ({honoured['n']:,})",
+                    f"{display('duration', data['wait_s'].get('p90'))} ({data['wait_s']['n']:,})",
+                    f"{data['lost_gpu_hours_total']:,.1f}",
+                    f"{data['jobs_finished']:,}",
+                    f"{data['jobs_waiting_at_end']['n']:,}",
+                ]
+            )
+        header = [
             "Team",
-            "GPU-h delivered",
-            "Entitled GPU-h",
-            "Fairness",
-            "Borrowed GPU-h",
+            "GPU-hours delivered",
+            "Entitled GPU-hours",
+            "Borrowed GPU-hours",
             "Entitlement honoured (n)",
             "p90 wait (n)",
-            "Lost GPU-h",
-            "Finished",
-            "Waiting",
+            "Lost GPU-hours",
+            "Jobs finished",
+            "Waiting at month end",
         ]
-    ]
-    for row in view["teams"]:
-        data, fair = row["data"], row["fairness"]
-        honoured = data["entitlement_honoured"]
-        rows.append(
-            [
-                row["name"],
-                f"{data['delivered_gpu_hours']:,.1f}",
-                f"{data['entitled_gpu_hours']:,.1f}",
-                "—" if fair["ratio"] is None else f"{fair['ratio']:.2f}",
-                f"{data['gpu_hours']['borrowed']:,.1f}",
-                f"{display('fraction', honoured['fraction'])} ({honoured['n']:,})",
-                f"{display('duration', data['wait_s'].get('p90'))} ({data['wait_s']['n']:,})",
-                f"{data['lost_gpu_hours_total']:,.1f}",
-                f"{data['jobs_finished']:,}",
-                f"{data['jobs_waiting_at_end']['n']:,}",
-            ]
+        weights = [30, 19, 19, 18, 22, 21, 17, 14, 16]
+        story.append(_table(styles, header, rows, weights, right=range(1, 9)))
+    else:
+        story.append(Paragraph("No team ran or queued a job this month.", styles["body"]))
+    if idle:
+        entitled = sum(row["data"]["entitled_gpu_hours"] for row in idle)
+        story.append(
+            _text(
+                f"{len(idle)} idle team{'s' if len(idle) != 1 else ''} (no GPU-hour delivered, "
+                f"no job started or waiting; {entitled:,.1f} entitled GPU-hours between them): "
+                + _names_line([row["name"] for row in idle])
+                + ".",
+                styles["small"],
+            )
         )
-    return rows
+    return story
+
+
+def _fairness_rows(view: dict) -> list[dict]:
+    return f.fairness_by_queue(view["shares"])
+
+
+def _ratio(value) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def _fairness_section(view: dict, styles) -> list:
+    pairs = _fairness_rows(view)
+    busy = [p for p in pairs if p["queue_delivered_gpu_hours"]]
+    shown = [p for p in busy if p["delivered_gpu_hours"]]
+    unused = [p for p in busy if not p["delivered_gpu_hours"] and p["entitled_gpu_hours"]]
+    idle_queues = sorted({p["queue_name"] for p in pairs if not p["queue_delivered_gpu_hours"]})
+    story = _section("Fairness by queue", styles)
+    story.append(
+        Paragraph(
+            "In each queue, a team's part of the GPU-hours the queue delivered over its part "
+            "of the queue's entitlement: above 1 it received more than its part (by "
+            "borrowing), below 1 less. Queues are compared with themselves only: another "
+            "queue's capacity, idle or busy, is no entitlement a team could use here.",
+            styles["small"],
+        )
+    )
+    if shown:
+        rows = [
+            [
+                p["queue_name"],
+                p["team_name"],
+                f"{p['delivered_gpu_hours']:,.1f}",
+                f"{p['entitled_gpu_hours']:,.1f}",
+                display("fraction", p["delivered_fraction"]),
+                display("fraction", p["entitled_fraction"]),
+                _ratio(p["ratio"]),
+            ]
+            for p in shown
+        ]
+        header = [
+            "Queue",
+            "Team",
+            "GPU-hours delivered",
+            "Entitled GPU-hours",
+            "Part of the queue's GPU-hours",
+            "Part of the queue's entitlement",
+            "Fairness",
+        ]
+        story.append(_table(styles, header, rows, [30, 34, 20, 20, 24, 24, 16], right=range(2, 7)))
+    else:
+        story.append(Paragraph("No queue delivered a GPU-hour this month.", styles["body"]))
+    if unused:
+        story.append(
+            _text(
+                "Entitled in a queue where others ran, and used none of it (fairness 0): "
+                + _names_line([f"{p['team_name']} in {p['queue_name']}" for p in unused])
+                + ".",
+                styles["small"],
+            )
+        )
+    if idle_queues:
+        story.append(
+            _text(
+                f"{len(idle_queues)} idle queue{'s' if len(idle_queues) != 1 else ''} (nothing "
+                "ran, no fairness to compare): " + _names_line(idle_queues) + ".",
+                styles["small"],
+            )
+        )
+    return story
+
+
+def _changes_section(record: dict, styles) -> list:
+    story = _section("Policy changes", styles)
+    if not record["changes"]:
+        return story + [Paragraph("No policy change this month.", styles["body"])]
+    rows = [
+        [f"{c['at']:%d %b %H:%M}", c["what"], c["cause"], c["by"], c["approved_by"], c["reason"]]
+        for c in record["changes"]
+    ]
+    header = ["When (UTC)", "What", "Cause", "Made by", "Approved by", "Reason"]
+    return story + [_table(styles, header, rows, [20, 32, 16, 22, 28, 56])]
+
+
+def _exceptions_section(record: dict, key: str, title: str, styles) -> list:
+    story = _section(title, styles)
+    items = record["exceptions"][key]
+    if not items:
+        return story + [Paragraph("None this month.", styles["body"])]
+    rows = [
+        [
+            f"{e['at']:%d %b %H:%M}",
+            f"#{e['id']}",
+            e["team"],
+            e["kind"],
+            e["urgency"],
+            e["decided_by"],
+            e["window"],
+        ]
+        for e in items
+    ]
+    header = ["When (UTC)", "Request", "Team", "Kind", "Urgency", "Decided by", "Window"]
+    return story + [_table(styles, header, rows, [20, 14, 26, 26, 26, 20, 44], right={1})]
 
 
 def _pdf(view: dict, record: dict, now: dt.datetime) -> bytes:
@@ -450,10 +771,10 @@ def _pdf(view: dict, record: dict, now: dt.datetime) -> bytes:
     document = SimpleDocTemplate(
         buffer,
         pagesize=A4,
-        leftMargin=18 * mm,
-        rightMargin=18 * mm,
-        topMargin=16 * mm,
-        bottomMargin=16 * mm,
+        leftMargin=MARGIN_X,
+        rightMargin=MARGIN_X,
+        topMargin=MARGIN_Y,
+        bottomMargin=MARGIN_Y,
         title=f"Leadership pack {month:%B %Y}",
         author="Quota governance",
     )
@@ -476,94 +797,37 @@ def _pdf(view: dict, record: dict, now: dt.datetime) -> bytes:
             f"worse only when both months have at least {f.MIN_SAMPLE}.",
             styles["small"],
         ),
-        Paragraph("Key figures", styles["h2"]),
-    ]
-    if view["current"]:
-        story.append(_table(_kpi_rows(view, styles), [52 * mm, 24 * mm, 16 * mm, 24 * mm, 58 * mm]))
-    else:
-        story.append(Paragraph("No figures for this month.", styles["body"]))
-    story += [
-        Paragraph("The last 12 months", styles["h2"]),
+        *_section("Key figures", styles),
+        _kpi_table(view, styles)
+        if view["current"]
+        else Paragraph("No figures for this month.", styles["body"]),
+        *_section("The last 12 months", styles),
         _capacity_chart(view),
+    ]
+    if any(data is None for _, data in view["trend"]):
+        story.append(Paragraph("* no figures stored for that month.", styles["small"]))
+    story += [
+        Spacer(1, 6),
         _line_chart(
             view,
             ["entitlement_honoured", "goodput", "completion_rate_preempted"],
             "Entitlement honoured, goodput, preempted jobs completed (%)",
             scale=100,
         ),
+        Spacer(1, 6),
         _line_chart(view, ["lost_per_1000"], "Lost GPU-hours per 1,000 delivered"),
-        PageBreak(),
-        Paragraph("Teams", styles["h2"]),
+        *_teams_section(view, styles),
+        *_fairness_section(view, styles),
+        *_changes_section(record, styles),
+        *_exceptions_section(record, "granted", "Exceptions granted", styles),
+        *_exceptions_section(record, "expired", "Exceptions expired", styles),
+        *_section("How these figures are counted", styles),
+        *(_definition(text, styles["small"]) for text in f.DEFINITIONS.values()),
         Paragraph(
-            "Fairness: a team's part of the GPU-hours delivered over its part of the "
-            "entitlement (above 1: it received more, by borrowing).",
+            "The CSVs attached hold the tables behind every figure, with raw values in base "
+            "units and a row of units: " + ", ".join(PACK_DATASETS) + ".",
             styles["small"],
         ),
-        _table(
-            _team_rows(view),
-            [
-                30 * mm,
-                16 * mm,
-                16 * mm,
-                13 * mm,
-                16 * mm,
-                20 * mm,
-                20 * mm,
-                13 * mm,
-                15 * mm,
-                15 * mm,
-            ],
-        ),
-        Paragraph("Policy changes", styles["h2"]),
     ]
-    if record["changes"]:
-        rows = [["When (UTC)", "What", "Cause", "Made by", "Approved by", "Reason"]]
-        rows += [
-            [
-                f"{c['at']:%d %b %H:%M}",
-                _text(c["what"], styles["cell"]),
-                c["cause"],
-                _text(c["by"], styles["cell"]),
-                _text(c["approved_by"], styles["cell"]),
-                _text(c["reason"], styles["cell"]),
-            ]
-            for c in record["changes"]
-        ]
-        story.append(_table(rows, [20 * mm, 32 * mm, 16 * mm, 22 * mm, 28 * mm, 56 * mm]))
-    else:
-        story.append(Paragraph("No policy change this month.", styles["body"]))
-    for key, title in (("granted", "Exceptions granted"), ("expired", "Exceptions expired")):
-        story.append(Paragraph(title, styles["h2"]))
-        items = record["exceptions"][key]
-        if not items:
-            story.append(Paragraph("None this month.", styles["body"]))
-            continue
-        rows = [["When (UTC)", "Request", "Team", "Kind", "Urgency", "Decided by", "Window"]]
-        rows += [
-            [
-                f"{e['at']:%d %b %H:%M}",
-                f"#{e['id']}",
-                _text(e["team"], styles["cell"]),
-                _text(e["kind"], styles["cell"]),
-                _text(e["urgency"], styles["cell"]),
-                _text(e["decided_by"], styles["cell"]),
-                e["window"],
-            ]
-            for e in items
-        ]
-        story.append(_table(rows, [20 * mm, 14 * mm, 26 * mm, 28 * mm, 28 * mm, 24 * mm, 34 * mm]))
-    story.append(
-        KeepTogether(
-            [Paragraph("How these figures are counted", styles["h2"])]
-            + [_text(text, styles["small"]) for text in f.DEFINITIONS.values()]
-            + [
-                Paragraph(
-                    "The CSVs attached hold the tables behind every figure, with raw values "
-                    "in base units and a row of units: " + ", ".join(DATASETS) + ".",
-                    styles["small"],
-                )
-            ]
-        )
-    )
     document.build(story)
     return buffer.getvalue()

@@ -21,7 +21,7 @@ from pypdf import PdfReader
 from config.celery import app
 from core.formatting import percent
 from fleet.models import InstanceType, QuotaShare
-from governance.dashboards.csv import DATASETS
+from governance.dashboards.csv import PACK_DATASETS
 from governance.dashboards.pack import pack_make, pack_send_once, packs_list
 from governance.dashboards.rollups import rollups_refresh
 from governance.dashboards.selectors.reads import rollup_scope
@@ -152,7 +152,7 @@ def test_the_csvs_are_the_dashboards_tables_with_units(april):
     pack = pack_make(month=APRIL)
     with default_storage.open(pack.csv) as handle:
         archive = zipfile.ZipFile(io.BytesIO(handle.read()))
-    assert sorted(archive.namelist()) == sorted(f"signals-2025-04-{d}.csv" for d in DATASETS)
+    assert sorted(archive.namelist()) == sorted(f"signals-2025-04-{d}.csv" for d in PACK_DATASETS)
     rows = list(csv.reader(StringIO(archive.read("signals-2025-04-kpis.csv").decode("utf-8-sig"))))
     assert rows[0][:4] == ["figure", "value", "unit", "n"]
     assert {row[0]: row[1] for row in rows[2:]}["Median turnaround"] == "3600"
