@@ -254,9 +254,10 @@ EXTENSIVE_KINDS = ("count", "gpu_hours")
 
 
 def days_label(days: float) -> str:
-    """1.5 days, 1 day, 29 days."""
-    text = f"{days:,.1f}".removesuffix(".0")
-    return f"{text} day" if text == "1" else f"{text} days"
+    """1.5 days, 1 day, 29 days; under a day in hours (2 hours, 1 hour, 0.5 hours)."""
+    count, unit = (days * 24, "hour") if days < 1 else (days, "day")
+    text = f"{count:,.1f}".removesuffix(".0")
+    return f"{text} {unit}" if text == "1" else f"{text} {unit}s"
 
 
 def partial_label(data: dict | None) -> str:

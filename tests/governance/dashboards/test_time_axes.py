@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from fleet.models import QuotaShare
 from governance.dashboards import figures
-from governance.dashboards.page import KPI_BY_KEY, change, dashboard_view
+from governance.dashboards.page import KPI_BY_KEY, change, dashboard_view, days_label
 from governance.dashboards.rollups import rollups_read, rollups_refresh
 from governance.dashboards.selectors.reads import rollup_scope
 from governance.models import PolicyChange
@@ -110,7 +110,7 @@ def test_a_first_month_started_mid_month_is_partial_and_says_how_long(lend_borro
     assert april["coverage"]["partial"] is False
     assert april["coverage"]["seconds"] == 30 * 86400
     view = _trend_figure(APRIL)
-    assert "Mar 2025 (0.1 days)" in view["figures"]["trend"]["data"][0]["x"]
+    assert "Mar 2025 (2 hours)" in view["figures"]["trend"]["data"][0]["x"]
     assert "Apr 2025" in view["figures"]["trend"]["data"][0]["x"]
 
 
@@ -121,7 +121,7 @@ def test_a_partial_month_is_not_compared_as_a_whole_one(client, leadership, lend
     # A volume is not set against March's two hours at all.
     assert cards["delivered_gpu_hours"]["change"] == {
         "arrow": "",
-        "text": "not compared: March 2025 measures 0.1 days",
+        "text": "not compared: March 2025 measures 2 hours",
         "tone": "flat",
         "word": "",
     }
@@ -130,7 +130,7 @@ def test_a_partial_month_is_not_compared_as_a_whole_one(client, leadership, lend
         assert card["change"]["word"] == "" and card["change"]["arrow"] == ""
     # The sparkline of a volume leaves the partial month out.
     assert "Mar 2025 " in cards["delivered_gpu_hours"]["trend_text"]
-    assert "(0.1 days measured)" in cards["delivered_gpu_hours"]["trend_text"]
+    assert "(2 hours measured)" in cards["delivered_gpu_hours"]["trend_text"]
     kpis = client.get(reverse("dashboard-csv", args=["kpis"]), {"month": "2025-04"})
     rows = list(csv.reader(io.StringIO(kpis.content.decode("utf-8-sig"))))
     assert {row[6] for row in rows[2:]} == {"no"}
@@ -139,8 +139,16 @@ def test_a_partial_month_is_not_compared_as_a_whole_one(client, leadership, lend
 def test_the_page_of_a_partial_month_labels_it(client, leadership, lend_borrow):
     client.force_login(leadership)
     page = client.get(reverse("dashboard"), {"month": "2025-03"}).content.decode()
-    assert "(0.1 days measured)" in page
-    assert "These figures measure 0.1 days of March 2025" in page
+    assert "(2 hours measured)" in page
+    assert "These figures measure 2 hours of March 2025" in page
+
+
+@pytest.mark.parametrize(
+    ("days", "label"),
+    [(1.5, "1.5 days"), (1.0, "1 day"), (29.0, "29 days"), (2 / 24, "2 hours"), (1 / 24, "1 hour")],
+)
+def test_a_partial_month_says_how_long_it_measures(days, label):
+    assert days_label(days) == label
 
 
 def test_a_rate_of_a_partial_month_is_flagged_without_a_verdict():
