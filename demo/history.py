@@ -501,13 +501,14 @@ def history_load(
 ) -> HistoryLoadSummary:
     """Simulate `scenario` and write its result as the history of queue `queue_name`
     from `start`, with the loader the demo uses (`result_load`); then refresh the
-    rollups of the months it touched.
+    rollups of every month from `start`'s to `now`'s.
 
     The queue, its shares and their teams are created when missing (as
     `queue_for_scenario`, with the scenario's first policy). The policy record follows
     the history: where the policy in force at `start` differs from the scenario's, an
     import change at `start` sets the scenario's; each `update_share` and
-    `set_capacity` action is an edit at its instant; where the scenario's last policy
+    `set_capacity` action is an import change at its instant (replayed, not an admin's
+    edit: the dashboard's policy edits leave it out); where the scenario's last policy
     differs from the current one, an import change at the history's end brings it back.
     Jobs the scenario never finishes stay RUNNABLE with their reason.
     """
@@ -558,8 +559,12 @@ def history_load(
     summary.jobs, summary.events = loaded.jobs, loaded.events
     summary.never_finished = sum(job.finished_at is None for job in result.jobs)
     summary.policy_changes = len(changes)
+    # Every month of the span, from the history's start to now: the months after its
+    # last event change too (its shares exist from `start`, so their idle capacity counts,
+    # and jobs it never finishes still wait), and a month left without figures would be
+    # a hole in every trend.
     month = month_start(start.astimezone(dt.UTC).date())
-    while month <= end.astimezone(dt.UTC).date():
+    while month <= now.astimezone(dt.UTC).date():
         rollups_refresh(month=month, now=now)
         summary.months.append(month)
         month = next_month(month)
@@ -664,7 +669,7 @@ def _history_policy(scenario, queue, shares, start, end, policy_in_force):
             changes.append(
                 change(
                     at,
-                    PolicyChange.Cause.EDIT,
+                    PolicyChange.Cause.IMPORT,
                     PolicyChange.Target.SHARE,
                     shares[name],
                     docs[name],
@@ -676,7 +681,7 @@ def _history_policy(scenario, queue, shares, start, end, policy_in_force):
             after = {"capacity": dict(action.capacity)}
             changes.append(
                 change(
-                    at, PolicyChange.Cause.EDIT, PolicyChange.Target.QUEUE, None, capacity, after
+                    at, PolicyChange.Cause.IMPORT, PolicyChange.Target.QUEUE, None, capacity, after
                 )
             )
             capacity = after

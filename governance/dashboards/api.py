@@ -210,11 +210,25 @@ class Window(serializers.Serializer):
     end = serializers.DateTimeField(help_text="The month's end, or the time of computing.")
 
 
+class Coverage(serializers.Serializer):
+    start = serializers.DateTimeField(
+        help_text="The first instant measured: the month's start, or the scope's first "
+        "share's creation when later."
+    )
+    end = serializers.DateTimeField(help_text="The month's end, or the time of computing.")
+    days = serializers.FloatField(help_text="Days measured (end - start).")
+    partial = serializers.BooleanField(
+        help_text="Whether the figures measure less than the whole month (a first month "
+        "started mid-month, or the month under way): not comparable with a whole month."
+    )
+
+
 class SignalsSerializer(serializers.Serializer):
     month = serializers.CharField(help_text="YYYY-MM.")
     scope = serializers.CharField(help_text=SCOPE_HELP)
     month_rule = serializers.CharField(help_text="Which month each figure belongs to.")
     window = Window()
+    coverage = Coverage(help_text="What part of the month the figures measure.")
     computed_at = serializers.DateTimeField(allow_null=True)
     instance_hours = CapacityHours(help_text=D["capacity"])
     gpu_hours = CapacityHours(help_text="As instance_hours, times the GPUs per instance.")
@@ -226,8 +240,15 @@ class SignalsSerializer(serializers.Serializer):
     restart_overhead_gpu_hours = serializers.FloatField()
     preemptions = Preemptions()
     jobs_started = serializers.IntegerField(help_text="Jobs that first started in the month.")
-    jobs_finished = serializers.IntegerField(help_text="Jobs that succeeded in the month.")
+    jobs_succeeded = serializers.IntegerField(help_text="Jobs that ended SUCCEEDED in the month.")
     jobs_failed = serializers.IntegerField(help_text="Jobs that ended FAILED in the month.")
+    jobs_ended = serializers.IntegerField(
+        help_text="Jobs that finished in the month: jobs_succeeded + jobs_failed."
+    )
+    jobs_finished = serializers.IntegerField(
+        help_text="Deprecated, kept for older clients: the same as jobs_succeeded (it never "
+        "counted failed jobs; jobs_ended counts both)."
+    )
     jobs_waiting_at_end = Waiting()
     turnaround_s = Percentiles(help_text=D["turnaround"])
     wait_s = Percentiles(help_text=D["wait"])
@@ -285,6 +306,16 @@ def _interruptions(data: dict) -> dict:
     }
 
 
+def _coverage(data: dict) -> dict:
+    coverage = data["coverage"]
+    return {
+        "start": coverage["start"],
+        "end": coverage["end"],
+        "days": coverage["seconds"] / 86400,
+        "partial": coverage["partial"],
+    }
+
+
 def signals_document(*, month: dt.date, scope: str, data: dict, parent: dict | None, computed_at):
     """The API's shape of one rollup (`parent`: the rollup fairness compares with)."""
     return {
@@ -292,6 +323,7 @@ def signals_document(*, month: dt.date, scope: str, data: dict, parent: dict | N
         "scope": scope,
         "month_rule": f.MONTH_RULE,
         "window": data["window"],
+        "coverage": _coverage(data),
         "computed_at": computed_at,
         "instance_hours": data["instance_hours"],
         "gpu_hours": data["gpu_hours"],
@@ -303,8 +335,10 @@ def signals_document(*, month: dt.date, scope: str, data: dict, parent: dict | N
         "restart_overhead_gpu_hours": data["restart_overhead_gpu_hours"],
         "preemptions": data["preemptions"],
         "jobs_started": data["jobs_started"],
-        "jobs_finished": data["jobs_finished"],
+        "jobs_succeeded": data["jobs_succeeded"],
         "jobs_failed": data["jobs_failed"],
+        "jobs_ended": data["jobs_ended"],
+        "jobs_finished": data["jobs_succeeded"],
         "jobs_waiting_at_end": data["jobs_waiting_at_end"],
         "turnaround_s": _percentiles(data["turnaround_s"]),
         "wait_s": _percentiles(data["wait_s"]),

@@ -426,16 +426,25 @@ def policy_weekly(weeks: list[dict]) -> dict:
     )
 
 
+NO_FIGURES = "no figures"
+
+
 def capacity_trend(months: list[dict]) -> dict:
     """Twelve months of capacity use: GPU-hours by category, stacked per month, and
     the lost GPU-hours per 1,000 delivered (line, right axis).
 
     `months`: [{"month": "Mar 2025", "gpu_hours": {category: h} or None,
-    "lost_per_1000": float or None}] (None: no figures that month)."""
+    "lost_per_1000": float or None, "partial": "1.5 days" or ""}] (None: no figures
+    that month). A month without figures is a gap: no bar, the line broken there
+    (never drawn through it), and a "no figures" note in its place. A partial month
+    says on its axis label how many days it measures."""
     title = "Capacity use and lost work, last 12 months"
     if not any(month["gpu_hours"] for month in months):
         return no_data(title, "No figures in the last 12 months")
-    x = [month["month"] for month in months]
+    x = [
+        f"{month['month']} ({month['partial']})" if month.get("partial") else month["month"]
+        for month in months
+    ]
     traces = []
     for category, label in CATEGORY_LABELS.items():
         trace = {
@@ -458,7 +467,9 @@ def capacity_trend(months: list[dict]) -> dict:
             "name": "Lost GPU-h per 1,000 delivered",
             "x": x,
             "y": [
-                None if month["lost_per_1000"] is None else round(month["lost_per_1000"], 2)
+                None
+                if not month["gpu_hours"] or month["lost_per_1000"] is None
+                else round(month["lost_per_1000"], 2)
                 for month in months
             ],
             "yaxis": "y2",
@@ -466,6 +477,21 @@ def capacity_trend(months: list[dict]) -> dict:
             "line": {"color": FAILED, "width": 2},
         }
     )
+    missing = [
+        {
+            "text": NO_FIGURES,
+            "showarrow": False,
+            "xref": "x",
+            "yref": "paper",
+            "x": label,
+            "y": 0.02,
+            "yanchor": "bottom",
+            "textangle": -90,
+            "font": {"size": 11, "color": NEUTRAL},
+        }
+        for label, month in zip(x, months, strict=True)
+        if not month["gpu_hours"]
+    ]
     return _figure(
         traces,
         chart_layout(
@@ -481,5 +507,6 @@ def capacity_trend(months: list[dict]) -> dict:
                 "showgrid": False,
             },
             margin={"l": 70, "r": 70, "t": 48, "b": 60},
+            annotations=missing,
         ),
     )

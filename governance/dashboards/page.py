@@ -172,7 +172,8 @@ KPIS = (
     Kpi(
         "policy_edits",
         "Policy edits",
-        "Changes to shares, capacity or urgency by admins (reverts included).",
+        "Changes to shares, capacity or urgency by admins (reverts included); policy "
+        "imported or replayed from a recorded history is not counted.",
         NO_DIRECTION,
         "count",
         "changes",
@@ -246,6 +247,28 @@ def _amount(kpi: Kpi, delta) -> str | None:
     return None if size == 0 else f"{size:,}"
 
 
+# Figures that grow with the time measured: a partial month's are not set against a
+# whole month's at all. The others (fractions, durations, rates) show their change,
+# flagged, without a verdict.
+EXTENSIVE_KINDS = ("count", "gpu_hours")
+
+
+def days_label(days: float) -> str:
+    """1.5 days, 1 day, 29 days; under a day in hours (2 hours, 1 hour, 0.5 hours)."""
+    count, unit = (days * 24, "hour") if days < 1 else (days, "day")
+    text = f"{count:,.1f}".removesuffix(".0")
+    return f"{text} {unit}" if text == "1" else f"{text} {unit}s"
+
+
+def partial_label(data: dict | None) -> str:
+    """ "1.5 days" when a rollup measures part of its month only (its scope's first
+    month started mid-month, or the month under way); "" for a whole month."""
+    coverage = (data or {}).get("coverage")
+    if not coverage or not coverage["partial"]:
+        return ""
+    return days_label(coverage["seconds"] / 86400)
+
+
 def comparable(kpi: Kpi, n_now, n_before) -> bool:
     """A change earns an arrow and a better / worse word only when the figure has a
     direction and both months have at least `formulas.MIN_SAMPLE` observations."""
@@ -254,22 +277,30 @@ def comparable(kpi: Kpi, n_now, n_before) -> bool:
     return (n_now or 0) >= f.MIN_SAMPLE and (n_before or 0) >= f.MIN_SAMPLE
 
 
-def change(kpi: Kpi, current: tuple, previous: tuple) -> dict:
-    """The month-over-month change: arrow, words and tone ("good", "bad", "flat")."""
+def change(kpi: Kpi, current: tuple, previous: tuple, partial: str = "") -> dict:
+    """The month-over-month change: arrow, words and tone ("good", "bad", "flat").
+
+    `partial` says which of the two months measures part of its month only ("March
+    2025 measures 1.5 days"): then there is no verdict, and a figure that grows with
+    the time measured is not compared at all."""
     (now, n_now), (before, n_before) = current, previous
     if now is None or before is None:
         return {"arrow": "", "text": "no figure to compare with", "tone": "flat", "word": ""}
+    if partial and kpi.kind in EXTENSIVE_KINDS:
+        return {"arrow": "", "text": f"not compared: {partial}", "tone": "flat", "word": ""}
     delta = now - before
     amount = _amount(kpi, delta)
     if amount is None:
         # Smaller than the figure's precision: nothing a reader could see changed.
         return {"arrow": "", "text": "no change", "tone": "flat", "word": ""}
     text = f"{'up' if delta > 0 else 'down'} {amount}"
-    if kpi.better is None:
-        return {"arrow": "", "text": text, "tone": "flat", "word": ""}
-    if not comparable(kpi, n_now, n_before):
+    few = kpi.better is not None and not comparable(kpi, n_now, n_before)
+    if few:
         smallest = min(n_now or 0, n_before or 0)
         text += f"; too few to compare (n = {smallest:,}, under {f.MIN_SAMPLE})"
+    if partial:
+        text += f"; not a whole month: {partial}"
+    if kpi.better is None or few or partial:
         return {"arrow": "", "text": text, "tone": "flat", "word": ""}
     good = (delta > 0) == (kpi.better == HIGHER)
     return {
@@ -309,15 +340,35 @@ def sparkline(values: list) -> dict:
     return {"segments": segments, "last": last}
 
 
-def kpi_cards(current: dict | None, previous: dict | None, trend: list) -> list[dict]:
+def partial_months(current: dict | None, previous: dict | None, month: dt.date | None) -> str:
+    """Which of the two months compared measures part of its month only, in words
+    ("December 2026 measures 1.5 days"); "" when both are whole months."""
+    notes = []
+    for data, which in ((previous, previous_month(month) if month else None), (current, month)):
+        label = partial_label(data)
+        if label:
+            notes.append(f"{which:%B %Y} measures {label}" if which else f"{label} measured")
+    return ", ".join(notes)
+
+
+def kpi_cards(
+    current: dict | None, previous: dict | None, trend: list, month: dt.date | None = None
+) -> list[dict]:
     now, before = kpi_values(current), kpi_values(previous)
-    series = [(month, kpi_values(data)) for month, data in trend]
+    partial = partial_months(current, previous, month)
+    series = [(m, kpi_values(data), partial_label(data)) for m, data in trend]
     cards = []
     for kpi in KPIS:
-        values = [values[kpi.key][0] for _, values in series]
+        # A partial month's volume is no point on a line of whole months: a gap.
+        values = [
+            None if label and kpi.kind in EXTENSIVE_KINDS else values[kpi.key][0]
+            for _, values, label in series
+        ]
         value, n = now[kpi.key]
         history = ", ".join(
-            f"{month:%b %Y} {display(kpi.kind, values[kpi.key][0])}" for month, values in series
+            f"{m:%b %Y} {display(kpi.kind, values[kpi.key][0])}"
+            + (f" ({label} measured)" if label else "")
+            for m, values, label in series
         )
         cards.append(
             {
@@ -328,7 +379,7 @@ def kpi_cards(current: dict | None, previous: dict | None, trend: list) -> list[
                 "n": n,
                 "display": display(kpi.kind, value),
                 "previous_display": display(kpi.kind, before[kpi.key][0]),
-                "change": change(kpi, now[kpi.key], before[kpi.key]),
+                "change": change(kpi, now[kpi.key], before[kpi.key], partial),
                 "direction": kpi.better,
                 "sparkline": sparkline(values),
                 "trend_text": history,
@@ -401,6 +452,7 @@ def tables(view: dict) -> dict[str, dict]:
     shares = view["shares"]
     result: dict[str, dict] = {}
     previous_values = kpi_values(view["previous"])
+    partial = partial_months(view["current"], view["previous"], view["month"])
     result["kpis"] = {
         "title": "Key figures",
         "header": ["figure", "value", "unit", "n", "previous month", "previous n", "comparable"],
@@ -414,7 +466,8 @@ def tables(view: dict) -> dict[str, dict]:
                 previous_values[card["key"]][0],
                 previous_values[card["key"]][1],
                 "yes"
-                if comparable(KPI_BY_KEY[card["key"]], card["n"], previous_values[card["key"]][1])
+                if not partial
+                and comparable(KPI_BY_KEY[card["key"]], card["n"], previous_values[card["key"]][1])
                 else "no",
             ]
             for card in view["kpis"]
@@ -630,8 +683,9 @@ SIGNAL_COLUMNS = (
     ("idle reserved GPU-hours", "GPU-hours", lambda d: d["gpu_hours"]["idle_reserved"]),
     ("entitlement use", "fraction", lambda d: d["entitlement_use"]),
     ("runs", "count", lambda d: d["runs"]),
-    ("jobs finished", "count", lambda d: d["jobs_finished"]),
+    ("jobs succeeded", "count", lambda d: d["jobs_succeeded"]),
     ("jobs failed", "count", lambda d: d["jobs_failed"]),
+    ("jobs ended", "count", lambda d: d["jobs_ended"]),
     ("turnaround p50", "seconds", lambda d: d["turnaround_s"].get("p50")),
     ("turnaround n", "count", lambda d: d["turnaround_s"]["n"]),
     ("wait p90", "seconds", lambda d: d["wait_s"].get("p90")),
@@ -698,15 +752,24 @@ def _teams_table(team_rows_: list[dict]) -> dict:
 
 
 def _trend_table(trend: list) -> dict:
+    """A row per month; a month without figures has empty cells (never zeros), and a
+    partial month says how many days it measures."""
     return {
         "title": "The last 12 months",
-        "header": ["month", *(kpi.label for kpi in KPIS)],
-        "units": ["YYYY-MM", *(kpi.unit for kpi in KPIS)],
+        "header": ["month", *(kpi.label for kpi in KPIS), "days measured", "whole month"],
+        "units": ["YYYY-MM", *(kpi.unit for kpi in KPIS), "days", "yes/no"],
         "rows": [
-            [f"{month:%Y-%m}"] + [kpi_values(data)[kpi.key][0] for kpi in KPIS]
+            [f"{month:%Y-%m}"] + [kpi_values(data)[kpi.key][0] for kpi in KPIS] + _measured(data)
             for month, data in trend
         ],
     }
+
+
+def _measured(data: dict | None) -> list:
+    if not data or "coverage" not in data:
+        return [None, None]
+    coverage = data["coverage"]
+    return [coverage["seconds"] / 86400, "no" if coverage["partial"] else "yes"]
 
 
 def dashboard_view(*, stored: dict, month: dt.date, queue_id: int | None) -> dict:
@@ -728,7 +791,8 @@ def dashboard_view(*, stored: dict, month: dt.date, queue_id: int | None) -> dic
         "teams": teams,
         "trend": stored["trend"],
         "computed_at": stored["computed_at"],
-        "kpis": kpi_cards(current, previous, stored["trend"]),
+        "kpis": kpi_cards(current, previous, stored["trend"], month),
+        "partial": partial_label(current),
         "yielders": yielders,
         "figures": {},
     }
@@ -771,6 +835,7 @@ def dashboard_view(*, stored: dict, month: dt.date, queue_id: int | None) -> dic
             [
                 {
                     "month": f"{m:%b %Y}",
+                    "partial": partial_label(data),
                     "gpu_hours": data["gpu_hours"] if data else None,
                     "lost_per_1000": data["lost_gpu_hours_per_1000"] if data else None,
                 }
@@ -852,7 +917,9 @@ CHARTS = (
         "trend",
         "The last 12 months",
         "Capacity use per month by category (bars) and lost GPU-hours per 1,000 delivered "
-        "(line). Months without figures are gaps.",
+        "(line). A month without figures is a gap marked “no figures”, never a line drawn "
+        "through it; a month measured in part (a first month started mid-month, the month "
+        "under way) shows its days on its label.",
     ),
 )
 

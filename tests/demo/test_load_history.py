@@ -48,17 +48,18 @@ def test_a_new_queue_gets_the_scenario_and_its_month_recomputed(tmp_path):
     assert data["jobs_finished"] == len(succeeded)
     preemptions = [e for e in result["events"] if e["type"] == "PREEMPTED"]
     assert data["preemptions_total"] == len(preemptions)
-    # The scenario's update_share is an edit at its instant, with the limits it set.
-    edits = PolicyChange.objects.filter(queue=queue, cause=PolicyChange.Cause.EDIT)
+    # The scenario's update_share is recorded at its instant, with the limits it set, as
+    # an import: replayed history, not an admin's edit, so the month counts no edit.
+    assert not PolicyChange.objects.filter(queue=queue, cause=PolicyChange.Cause.EDIT).exists()
+    assert data["policy_edits"] == 0
+    imports = PolicyChange.objects.filter(queue=queue, cause=PolicyChange.Cause.IMPORT)
     action = next(a for a in document["actions"] if a["type"] == "update_share")
-    edit = edits.get(share__name=action["share"])
-    assert edit.created_at == dt.datetime(2025, 3, 3, tzinfo=dt.UTC) + dt.timedelta(
-        seconds=action["at"]
-    )
-    assert edit.after["capacity_limits"] == action["capacity_limits"]
+    at = dt.datetime(2025, 3, 3, tzinfo=dt.UTC) + dt.timedelta(seconds=action["at"])
+    replayed = imports.get(share__name=action["share"], created_at=at)
+    assert replayed.after["capacity_limits"] == action["capacity_limits"]
     # The queue's current policy is the scenario's first: an import change at the end
     # brings the record back to it.
-    assert PolicyChange.objects.filter(queue=queue, cause=PolicyChange.Cause.IMPORT).exists()
+    assert imports.filter(share__name=action["share"], created_at__gt=at).exists()
     share = QuotaShare.objects.get(queue=queue, name=action["share"])
     assert share.created_at == dt.datetime(2025, 3, 3, tzinfo=dt.UTC)
     # So the capacity figures follow the recorded limits, by hand: a's three jobs run
@@ -69,6 +70,45 @@ def test_a_new_queue_gets_the_scenario_and_its_month_recomputed(tmp_path):
     assert a["instance_hours"]["within_limit"] * 3600 == pytest.approx(300 + 100 + 800 + 1000)
     assert a["instance_hours"]["borrowed"] * 3600 == pytest.approx(200 + 800)
     assert a["instance_hours"]["idle_lendable"] * 3600 == pytest.approx(3 * (696 * 3600 - 2000))
+
+
+@pytest.mark.django_db
+def test_every_month_of_the_span_is_recomputed_up_to_now(tmp_path):
+    """A history of one week in March, loaded in June: April and May hold no event of it,
+    but its shares exist from March on, so those months have figures too (their idle
+    capacity), and no month of the span is left a hole in the trends."""
+    from demo.history import history_load
+    from engine import load_scenario as scenario_from
+    from governance.dashboards.selectors.reads import dashboard_rollups
+
+    now = dt.datetime(2025, 6, 10, 12, tzinfo=dt.UTC)
+    summary = history_load(
+        scenario=scenario_from(scenario_document("20-lowering-a-limit.json")),
+        queue_name="replayed",
+        start=dt.datetime(2025, 3, 3, tzinfo=dt.UTC),
+        name_prefix="h-",
+        now=now,
+    )
+    months = [dt.date(2025, m, 1) for m in (3, 4, 5, 6)]
+    assert summary.months == months
+    queue = JobQueue.objects.get(name="replayed")
+    for month in months:
+        data, _ = rollup_scope(month=month, scope=f"q{queue.pk}")
+        assert data is not None, month
+    april, _ = rollup_scope(month=dt.date(2025, 4, 1), scope=f"q{queue.pk}")
+    # Idle the whole of April: every instance of the queue's limits, 30 days of it.
+    limits = sum(
+        limit.max_instances for share in queue.shares.all() for limit in share.limits.all()
+    )
+    assert april["runs"] == 0
+    assert april["instance_hours"]["idle_lendable"] + april["instance_hours"][
+        "idle_reserved"
+    ] == pytest.approx(limits * 30 * 24)
+    # The month under way is measured to `now`, and says so.
+    june, _ = rollup_scope(month=dt.date(2025, 6, 1), scope=f"q{queue.pk}")
+    assert june["coverage"]["partial"] and june["coverage"]["seconds"] == 9.5 * 86400
+    trend = dashboard_rollups(month=dt.date(2025, 6, 1), queue_id=queue.pk)["trend"]
+    assert [m for m, data in trend if data is not None] == months
 
 
 @pytest.mark.django_db

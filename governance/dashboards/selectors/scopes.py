@@ -11,6 +11,7 @@ from collections import defaultdict
 
 from engine.stats import nearest_rank
 from governance.dashboards import formulas as f
+from governance.dashboards.selectors.calendar import next_month
 from governance.models import PolicyChange, WhatIfReview
 
 ALL = "all"
@@ -67,6 +68,25 @@ def scope_meta(key: str, names: dict) -> dict:
         meta["team_id"] = team_id
         meta["team_name"] = names.get("team", {}).get(team_id, "")
     return meta
+
+
+def coverage(window: tuple[dt.datetime, dt.datetime], measured_from: dt.datetime) -> dict:
+    """What part of its month a scope's figures measure: from `measured_from` (the
+    month's start, or its first share's creation) to the window's end (the month's end,
+    or the moment of computing the month under way). `partial` when that is less than
+    the whole month: such a month is labelled and never compared as a whole one."""
+    start, stop = window
+    month_end = next_month(start.date())
+    whole = (dt.datetime.combine(month_end, dt.time(), tzinfo=dt.UTC) - start).total_seconds()
+    begin = min(max(measured_from, start), stop)
+    seconds = (stop - begin).total_seconds()
+    return {
+        "start": begin.isoformat(),
+        "end": stop.isoformat(),
+        "seconds": seconds,
+        "month_seconds": whole,
+        "partial": seconds < whole,
+    }
 
 
 class Scope:
@@ -179,7 +199,16 @@ class Scope:
             for cause, seconds in causes.items():
                 self.weekly[week]["lost_gpu_seconds"][cause] += seconds
 
-    def finish(self, weeks: list[dt.date], window: tuple[dt.datetime, dt.datetime]) -> dict:
+    def finish(
+        self,
+        weeks: list[dt.date],
+        window: tuple[dt.datetime, dt.datetime],
+        *,
+        measured_from: dt.datetime | None = None,
+    ) -> dict:
+        """The stored figures. `window` is the month up to the moment of computing;
+        `measured_from` the scope's first instant in it (its first share's creation when
+        later than the month's start)."""
         instance_hours = dict(
             zip(f.CAPACITY_CATEGORIES, (s / HOUR for s in self.instance_seconds), strict=True)
         )
@@ -196,6 +225,7 @@ class Scope:
         oldest = sorted(self.waiting_at_end, key=lambda item: (-item[0], item[1]))
         return {
             "window": {"start": window[0].isoformat(), "end": window[1].isoformat()},
+            "coverage": coverage(window, measured_from or window[0]),
             "instance_hours": instance_hours,
             "gpu_hours": gpu_hours,
             "delivered_gpu_hours": delivered,
@@ -226,6 +256,9 @@ class Scope:
             ),
             "jobs_preempted": self.jobs_preempted,
             "jobs_started": counts["jobs_started"],
+            "jobs_succeeded": counts["jobs_succeeded"],
+            # Kept for readers of version 3 (the signals API's `jobs_finished`): the jobs
+            # that succeeded, not every job that finished (that is `jobs_ended`).
             "jobs_finished": counts["jobs_succeeded"],
             "jobs_failed": counts["jobs_failed"],
             "jobs_ended": counts["jobs_succeeded"] + counts["jobs_failed"],

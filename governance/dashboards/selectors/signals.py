@@ -43,7 +43,7 @@ from scheduler.executors import executor_named, simulated_speed
 
 # Stored rollups carry the version that computed them (MonthlyRollup.version); older
 # ones are recomputed when read. Raise it whenever a figure is added, removed or redefined.
-SIGNALS_VERSION = 3
+SIGNALS_VERSION = 4  # 4: `coverage` (partial months), `jobs_succeeded`
 EXCEPTION_EVENT_COUNT = {
     ExceptionEvent.Type.FILED: "filed",
     ExceptionEvent.Type.APPROVED: "approved",
@@ -94,10 +94,27 @@ def month_signals(*, month: dt.date, now: dt.datetime | None = None) -> dict[str
     _exception_figures(start, stop, weeks, scope_list)
     _review_figures(start, stop, scope_list)
     _add_names(names, scopes)
+    measured_from = _measured_from(share_rows, start)
     return {
-        key: {**scope_meta(key, names), **scope.finish(weeks, (start, stop))}
+        key: {
+            **scope_meta(key, names),
+            **scope.finish(weeks, (start, stop), measured_from=measured_from.get(key, start)),
+        }
         for key, scope in scopes.items()
     }
+
+
+def _measured_from(share_rows: dict[int, dict], start: dt.datetime) -> dict[str, dt.datetime]:
+    """Each scope's first measured instant of the month: the month's start, or the
+    creation of its first share when that came later (a queue's first month started
+    mid-month is a partial month, not a quiet one)."""
+    first: dict[str, dt.datetime] = {}
+    for share_id, row in share_rows.items():
+        since = max(start, row["created_at"])
+        for key in scopes_of(row["queue_id"], share_id, row["team_id"]):
+            if key not in first or since < first[key]:
+                first[key] = since
+    return first
 
 
 def _shares(stop: dt.datetime) -> dict[int, dict]:

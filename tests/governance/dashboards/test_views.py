@@ -77,11 +77,23 @@ def test_default_month_is_the_last_full_month(client, leadership, march):
     assert "No figures for this month" in response.content.decode()
 
 
+def _whole(data: dict) -> dict:
+    """The figures as a whole month's (the fixture's March starts on the 3rd)."""
+    return {**data["coverage"], "partial": False}
+
+
+def _march_whole(**changes) -> dict:
+    rows = MonthlyRollup.objects.filter(month=dt.date(2025, 3, 1), scope="all")
+    data = rows.get().data
+    rows.update(data={**data, "coverage": _whole(data), **changes})
+    return rows.get().data
+
+
 def _previous_month_from(data: dict, **changes) -> None:
     MonthlyRollup.objects.create(
         month=dt.date(2025, 2, 1),
         scope="all",
-        data={**data, **changes},
+        data={**data, "coverage": _whole(data), **changes},
         version=SIGNALS_VERSION,
         computed_at=dt.datetime.now(dt.UTC),
     )
@@ -107,9 +119,7 @@ def test_a_change_on_a_small_sample_has_no_arrow_and_no_verdict(client, leadersh
 def test_a_change_on_enough_observations_is_called_better_or_worse(client, leadership, march):
     data = MonthlyRollup.objects.get(month=dt.date(2025, 3, 1), scope="all").data
     many = {**data["turnaround_s"], "n": 40}
-    MonthlyRollup.objects.filter(month=dt.date(2025, 3, 1), scope="all").update(
-        data={**data, "turnaround_s": many, "goodput": 0.9, "runs": 50}
-    )
+    _march_whole(turnaround_s=many, goodput=0.9, runs=50)
     _previous_month_from(
         data, turnaround_s={**many, "p50": many["p50"] + 600}, goodput=0.95, runs=50
     )
@@ -126,7 +136,7 @@ def test_a_change_on_enough_observations_is_called_better_or_worse(client, leade
 
 
 def test_figures_without_a_direction_never_say_better_or_worse(client, leadership, march):
-    data = MonthlyRollup.objects.get(month=dt.date(2025, 3, 1), scope="all").data
+    data = _march_whole()
     _previous_month_from(
         data,
         runs=500,
