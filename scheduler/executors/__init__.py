@@ -17,6 +17,9 @@
 Executors are told after commit, with ids: the database is the truth, a message is
 only a nudge.
 
+Each executor also says where a run's output is (`log_path`: standard output and error,
+in one file), which the job page shows (`scheduler.logs`).
+
 This module is the registry: each executor declares what it can do (`Capabilities`),
 and callers ask that (`executor_for(queue).capabilities.runs_programs`,
 `executor_names(runs_programs=True)` for a query), never an executor's name. Adding one is a
@@ -28,6 +31,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from dataclasses import dataclass, fields
+from pathlib import Path
 
 from django.conf import settings
 
@@ -135,6 +139,10 @@ class SimulatedExecutor:
     def notify(self, job_ids: list[int]) -> None:
         """Nothing to tell: a pass stops a STOPPING job at its modelled stop instant."""
 
+    def log_path(self, job_id: int, attempt: int) -> Path | None:
+        """No program runs, so no run writes an output."""
+        return None
+
 
 class ProcessExecutor:
     name = "process"
@@ -178,6 +186,12 @@ class ProcessExecutor:
             app.control.broadcast("job_notice", arguments={"job_ids": list(job_ids)})
         except Exception:  # noqa: BLE001 - any broker failure; the heartbeat repairs it
             logger.warning("could not broadcast the notice of jobs %s", job_ids, exc_info=True)
+
+    def log_path(self, job_id: int, attempt: int) -> Path | None:
+        """The run's standard output and error, as the runner opened them."""
+        from scheduler.executors.process import RunPaths
+
+        return RunPaths.of(job_id, attempt).log
 
 
 class SlurmExecutor:
@@ -227,6 +241,13 @@ class SlurmExecutor:
             )
         except Exception:  # noqa: BLE001 - any broker failure; the reconciliation signals
             logger.warning("could not ask for the notice of jobs %s", job_ids, exc_info=True)
+
+    def log_path(self, job_id: int, attempt: int) -> Path | None:
+        """sbatch's --output: Slurm writes the job's standard output and, with no
+        --error, its standard error there too (`slurm.sbatch_arguments`)."""
+        from scheduler.executors.slurm import RunFiles
+
+        return RunFiles.of(job_id, attempt).log
 
 
 Executor = SimulatedExecutor | ProcessExecutor | SlurmExecutor
