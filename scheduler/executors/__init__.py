@@ -53,6 +53,15 @@ def instances_queue(instance_type: str) -> str:
     return f"instances.{instance_type}"
 
 
+def area_log(job_id: int, attempt: int) -> Path:
+    """`attempt-<n>.log` in the job's area: where the process runner (`RunPaths.log`)
+    and Slurm (`RunFiles.log`, sbatch's --output) write a run's output, the two laid
+    out alike (tests/scheduler/test_job_logs.py holds them to it). Computed here: the
+    executors' modules import the services, which import this registry."""
+    root = Path(getattr(settings, "JOB_CHECKPOINT_ROOT", settings.VAR_DIR / "checkpoints"))
+    return root / f"job-{job_id}" / f"attempt-{attempt}.log"
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What an executor does with a decision, as the rest of the product asks it."""
@@ -189,9 +198,7 @@ class ProcessExecutor:
 
     def log_path(self, job_id: int, attempt: int) -> Path | None:
         """The run's standard output and error, as the runner opened them."""
-        from scheduler.executors.process import RunPaths
-
-        return RunPaths.of(job_id, attempt).log
+        return area_log(job_id, attempt)
 
 
 class SlurmExecutor:
@@ -245,9 +252,7 @@ class SlurmExecutor:
     def log_path(self, job_id: int, attempt: int) -> Path | None:
         """sbatch's --output: Slurm writes the job's standard output and, with no
         --error, its standard error there too (`slurm.sbatch_arguments`)."""
-        from scheduler.executors.slurm import RunFiles
-
-        return RunFiles.of(job_id, attempt).log
+        return area_log(job_id, attempt)
 
 
 Executor = SimulatedExecutor | ProcessExecutor | SlurmExecutor

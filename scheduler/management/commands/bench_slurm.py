@@ -279,7 +279,12 @@ class Command(BaseCommand):
         deadline = time.monotonic() + timeout
         while not done():
             if time.monotonic() > deadline:
-                raise CommandError(f"not within {timeout:g} s: {what}")
+                jobs = Job.objects.filter(queue=self.queue)
+                states = jobs.values_list("name", "state", "attempt")
+                raise CommandError(
+                    f"not within {timeout:g} s: {what} (jobs: {sorted(states)}; noticed "
+                    f"{sorted(self.noticed)}, freed {sorted(self.freed)})"
+                )
             self._step()
             time.sleep(0.05)
 
@@ -326,18 +331,21 @@ class Command(BaseCommand):
 
         self._until(all_running_in_slurm, timeout=60, what="the borrowers run")
         self.noticed.clear()
-        reclaimed, round_ = 0, 0
-        while reclaimed < count:
-            size = min(count - reclaimed, max(1, capacity // 2))
-            for n in range(size):
-                self._submit(self.owner, self.short, f"reclaim-{round_}-{n}")
-            wanted = len(self.freed) + size
-            self._until(
-                lambda wanted=wanted: len(self.freed) >= wanted,
-                timeout=60 + 10 * self.options["grace"],
-                what=f"reclaim round {round_}",
-            )
-            reclaimed += size
+        round_ = 0
+        while len(self.noticed) < count:
+            # The owner asks for some of its capacity back; how many victims that makes
+            # is the pass's (an owner job may also take the place of one that ended).
+            size = min(count - len(self.noticed), max(1, capacity // 2))
+            asked = [
+                self._submit(self.owner, self.short, f"reclaim-{round_}-{n}").pk
+                for n in range(size)
+            ]
+
+            def over(asked=asked) -> bool:
+                ended = not Job.objects.filter(pk__in=asked, state__in=Job.LIVE_STATES).exists()
+                return ended and self.noticed.keys() <= self.freed.keys()
+
+            self._until(over, timeout=60 + 10 * self.options["grace"], what=f"round {round_}")
             round_ += 1
             self._until(all_running_in_slurm, timeout=120, what="the borrowers run again")
         delays = [self.freed[run] - at for run, at in self.noticed.items() if run in self.freed]
@@ -388,10 +396,14 @@ class Command(BaseCommand):
                 for gpu in start["gpus"].split(","):
                     intervals[(start["node"], gpu)].append((start["at"], end, (job.pk, attempt)))
                 per_node[start["node"]].append((start["at"], end))
-        overlaps = 0
-        for runs in intervals.values():
+        overlaps = []
+        for (node, gpu), runs in intervals.items():
             runs.sort()
-            overlaps += sum(1 for a, b in zip(runs, runs[1:], strict=False) if b[0] < a[1])
+            overlaps += [
+                f"{node} GPU {gpu}: run {a[2]} until {a[1]:.2f}, run {b[2]} from {b[0]:.2f}"
+                for a, b in zip(runs, runs[1:], strict=False)
+                if b[0] < a[1]
+            ]
         crowded = 0
         for node_runs in per_node.values():
             edges = sorted([(s, 1) for s, _ in node_runs] + [(e, -1) for _, e in node_runs])
@@ -403,10 +415,12 @@ class Command(BaseCommand):
         self.stdout.write(
             f"invariants: {runs} programs on {len(per_node)} nodes, {len(intervals)} GPUs "
             f"used; runs without node or CUDA_VISIBLE_DEVICES: {missing}; two runs on one "
-            f"GPU at once: {overlaps}; a node over its {self.options['gpus_per_node']} GPUs: "
+            f"GPU at once: {len(overlaps)}; a node over its {self.options['gpus_per_node']} GPUs: "
             f"{crowded}; longest a Slurm job of ours ran that the product had stopped: "
             f"{self.longest_stray:.2f} s (one tick: {self.tick:g} s)"
         )
+        for overlap in overlaps[:5]:
+            self.stdout.write(f"  overlap: {overlap}")
 
     def _held(self, count: int) -> None:
         capacity = count

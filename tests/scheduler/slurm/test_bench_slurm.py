@@ -33,6 +33,8 @@ def test_bench_slurm_runs_checks_the_invariants_and_cleans_up(slurm_cluster, set
     assert "runs without node or CUDA_VISIBLE_DEVICES: 0;" in text
     assert "two runs on one GPU at once: 0;" in text
     assert "a node over its 4 GPUs: 0;" in text
+    stray = re.search(r"the product had stopped: ([\d.]+) s \(one tick: ([\d.]+) s\)", text)
+    assert float(stray[1]) <= float(stray[2])
     assert re.search(r"reconciliation: 10 held Slurm jobs known .*it changed 0\)", text)
     prefix = re.search(r"Slurm jobs named (\S+)-\*", text)[1]
     left = slurm_cluster.run("squeue", "--noheader", "--states=PENDING,RUNNING", "--format=%j")
