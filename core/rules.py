@@ -183,6 +183,12 @@ RULES: dict[str, Rule] = {
         (Grant(ADMINS), Grant(TEAM_LEADS, "led_team")),
         "only platform admins and the leads of its team change a job",
     ),
+    # A job's output is its team's (it may print their data, paths or tokens): unlike
+    # the job itself, not every lead's to read.
+    "job.logs.view": Rule(
+        (Grant(ADMINS), Grant(TEAM_LEADS, "led_team")),
+        "only platform admins and the leads of its team read a job's output",
+    ),
     # Why jobs wait and when they start (issue 16): the queue's pending list is read as
     # the jobs are; "if you submit this now" is asked of a share one may submit to.
     "job.pending.view": Rule(

@@ -38,6 +38,11 @@ def can_manage_job(user, job: Job) -> bool:
     return rules.allowed(user, "job.manage", job)
 
 
+def can_read_job_logs(user, job: Job) -> bool:
+    """Read the job's output (its page's tail and the download)."""
+    return rules.allowed(user, "job.logs.view", job)
+
+
 def decision_team_ids(user) -> QuerySet[Team]:
     """The ids of the teams whose failed jobs `user` decides on (the job.manage rule: an
     admin every team, a lead the teams they lead), as a subquery: filtering by it costs

@@ -14,6 +14,11 @@ urlpatterns = [
     path("jobs/new/", views.job_create, name="job-create"),
     path("jobs/decisions/", views.job_decisions, name="job-decisions"),
     path("jobs/<int:pk>/", views.job_detail, name="job-detail"),
+    path(
+        "jobs/<int:pk>/attempts/<int:attempt>/log/",
+        views.job_log_download,
+        name="job-log-download",
+    ),
     path("jobs/<int:pk>/priority/", views.job_priority, name="job-priority"),
     path("jobs/<int:pk>/terminate/", views.job_terminate, name="job-terminate"),
     path("jobs/<int:pk>/decision/", views.job_decision, name="job-decision"),

@@ -12,16 +12,17 @@ from __future__ import annotations
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import Http404
+from django.http import Http404, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_POST
 
 from core import rules
 from core.filters import page_query
 from core.form_errors import apply_errors
 from fleet.models import Job, JobDefinition, JobQueue
-from scheduler import permissions, selectors
+from scheduler import logs, permissions, selectors
 from scheduler.filters import JobPageFilter
 from scheduler.forms import (
     DecisionForm,
@@ -129,11 +130,18 @@ def job_detail(request, pk: int):
     decision = JobDecision.objects.filter(job=job).select_related("decided_by", "new_job").first()
     needs_decision = selectors.job_needs_decision(job=job, decision=decision)
     too_big = selectors.is_too_big(job)
+    log, log_error = _job_log(request, job)
+    if request.htmx and request.htmx.target == "job-log":
+        if log is None:
+            raise PermissionDenied
+        return render(request, "scheduler/_job_log.html", {"job": job, "log": log})
     progress = selectors.job_progress(job)
     return render(
         request,
         "scheduler/detail.html",
         {
+            "log": log,
+            "log_error": log_error,
             "job": job,
             "reason": selectors.current_reason(job),
             "progress": progress,
@@ -152,6 +160,43 @@ def job_detail(request, pk: int):
             "exception_create_url": reverse("exception-create"),
         },
     )
+
+
+def _job_log(request, job) -> tuple[logs.LogTail | None, str]:
+    """The tail of the output of the attempt asked for (the current one by default),
+    for who may read it; and what was wrong with the attempt asked for."""
+    if not logs.log_attempts(job) or not permissions.can_read_job_logs(request.user, job):
+        return None, ""
+    error = ""
+    try:
+        attempt = logs.attempt_of(job, request.GET.get("attempt"))
+    except ValueError as refused:
+        attempt, error = job.attempt, str(refused)
+    return logs.job_log_tail(job, attempt), error
+
+
+def job_log_download(request, pk: int, attempt: int):
+    """The whole output of one attempt, streamed from the file as it is now."""
+    job = permissions.get_job_for_user(request.user, Job.objects.select_related("share"), pk)
+    _require(permissions.can_read_job_logs(request.user, job))
+    try:
+        attempt = logs.attempt_of(job, attempt)
+        fd, info = logs.open_log(job, attempt)
+    except ValueError as error:
+        return HttpResponseBadRequest(str(error), content_type="text/plain; charset=utf-8")
+    except logs.LogUnavailable as error:
+        raise Http404(str(error)) from None
+    # What the file holds now: a running job's later lines are not sent (the length
+    # said is the length sent).
+    response = StreamingHttpResponse(
+        logs.read_blocks(fd, info.st_size), content_type="text/plain; charset=utf-8"
+    )
+    response["Content-Disposition"] = content_disposition_header(
+        True, logs.log_filename(job, attempt)
+    )
+    response["Content-Length"] = str(info.st_size)
+    response["Cache-Control"] = "private, no-store"
+    return response
 
 
 @require_POST

@@ -17,6 +17,9 @@
 Executors are told after commit, with ids: the database is the truth, a message is
 only a nudge.
 
+Each executor also says where a run's output is (`log_path`: standard output and error,
+in one file), which the job page shows (`scheduler.logs`).
+
 This module is the registry: each executor declares what it can do (`Capabilities`),
 and callers ask that (`executor_for(queue).capabilities.runs_programs`,
 `executor_names(runs_programs=True)` for a query), never an executor's name. Adding one is a
@@ -28,6 +31,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from dataclasses import dataclass, fields
+from pathlib import Path
 
 from django.conf import settings
 
@@ -47,6 +51,15 @@ def simulated_speed() -> float:
 def instances_queue(instance_type: str) -> str:
     """The Celery queue whose workers run jobs of an instance type."""
     return f"instances.{instance_type}"
+
+
+def area_log(job_id: int, attempt: int) -> Path:
+    """`attempt-<n>.log` in the job's area: where the process runner (`RunPaths.log`)
+    and Slurm (`RunFiles.log`, sbatch's --output) write a run's output, the two laid
+    out alike (tests/scheduler/test_job_logs.py holds them to it). Computed here: the
+    executors' modules import the services, which import this registry."""
+    root = Path(getattr(settings, "JOB_CHECKPOINT_ROOT", settings.VAR_DIR / "checkpoints"))
+    return root / f"job-{job_id}" / f"attempt-{attempt}.log"
 
 
 @dataclass(frozen=True)
@@ -138,6 +151,10 @@ class SimulatedExecutor:
     def notify(self, job_ids: list[int]) -> None:
         """Nothing to tell: a pass stops a STOPPING job at its modelled stop instant."""
 
+    def log_path(self, job_id: int, attempt: int) -> Path | None:
+        """No program runs, so no run writes an output."""
+        return None
+
 
 class ProcessExecutor:
     name = "process"
@@ -181,6 +198,10 @@ class ProcessExecutor:
             app.control.broadcast("job_notice", arguments={"job_ids": list(job_ids)})
         except Exception:  # noqa: BLE001 - any broker failure; the heartbeat repairs it
             logger.warning("could not broadcast the notice of jobs %s", job_ids, exc_info=True)
+
+    def log_path(self, job_id: int, attempt: int) -> Path | None:
+        """The run's standard output and error, as the runner opened them."""
+        return area_log(job_id, attempt)
 
 
 class SlurmExecutor:
@@ -231,6 +252,11 @@ class SlurmExecutor:
             )
         except Exception:  # noqa: BLE001 - any broker failure; the reconciliation signals
             logger.warning("could not ask for the notice of jobs %s", job_ids, exc_info=True)
+
+    def log_path(self, job_id: int, attempt: int) -> Path | None:
+        """sbatch's --output: Slurm writes the job's standard output and, with no
+        --error, its standard error there too (`slurm.sbatch_arguments`)."""
+        return area_log(job_id, attempt)
 
 
 Executor = SimulatedExecutor | ProcessExecutor | SlurmExecutor

@@ -38,7 +38,14 @@ from governance.models import ExceptionOwner, ExceptionRequest, PolicyChange
 from governance.policy.services import share_data_from_document, share_update
 from governance.whatif import services as whatif_services
 from scheduler.services.job_definitions import DefinitionData, definition_register
-from tests.factories import JobFactory, TeamFactory, UrgencyDefinitionFactory, UserFactory
+from tests.factories import (
+    JobFactory,
+    JobQueueFactory,
+    QuotaShareFactory,
+    TeamFactory,
+    UrgencyDefinitionFactory,
+    UserFactory,
+)
 
 IDENTITIES = (
     "anonymous",
@@ -82,7 +89,31 @@ def stored_pack(settings, tmp_path):
 
 
 @pytest.fixture
-def world(aws_queue, stored_pack) -> World:
+def job_areas(settings, tmp_path):
+    """The jobs' files (their output) in a directory of the walk's own."""
+    settings.JOB_CHECKPOINT_ROOT = tmp_path / "checkpoints"
+    return settings.JOB_CHECKPOINT_ROOT
+
+
+def _job_with_output(qs1, g5, now) -> Job:
+    """A running job of qs1's team on a queue whose executor runs programs, with the
+    output its attempt wrote (the walk's aws-sample queue is simulated: no output)."""
+    from scheduler.executors.process import RunPaths
+
+    share = QuotaShareFactory(queue=JobQueueFactory(name="walk-process"), team=qs1.team)
+    share.queue.executor = "process"
+    share.queue.save(update_fields=["executor"])
+    job = JobFactory(
+        share=share, instance_type=g5, state=Job.State.RUNNING, started_at=now, attempt=1
+    )
+    log = RunPaths.of(job.pk, 1).log
+    log.parent.mkdir(parents=True)
+    log.write_text("step 1\n")
+    return job
+
+
+@pytest.fixture
+def world(aws_queue, stored_pack, job_areas) -> World:
     now = timezone.now()
     users = {
         "admin": UserFactory(username="walk-admin", roles=["admins"]),
@@ -179,6 +210,7 @@ def world(aws_queue, stored_pack) -> World:
         urgency=urgency,
         workload_class=WorkloadClass.objects.create(name="walk-class", grace=60),
         job=job,
+        job_with_output=_job_with_output(qs1, g5, now),
         submitted=submitted,
         draft=draft,
         decided=decided,
@@ -343,6 +375,11 @@ PAGES: dict[tuple[str, str], Entry] = {
     ("job-create", ""): Entry(("job.submit",), methods=("GET", "POST")),
     ("job-decisions", ""): Entry(("job.view",)),
     ("job-detail", ""): Entry(("job.view",), {"pk": _pk("job")}),
+    ("job-log-download", ""): Entry(
+        ("job.view", "job.logs.view"),
+        {"pk": _pk("job_with_output"), "attempt": 1},
+        "job_with_output",
+    ),
     **{
         (f"job-{step}", ""): Entry(
             ("job.view", "job.manage"), {"pk": _pk("job")}, "job", methods=("POST",)
