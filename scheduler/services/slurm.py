@@ -234,7 +234,11 @@ def slurm_submit_run(
             raise SlurmError(
                 "the job names no job definition: there is nothing to run", refused=True
             )
-        found = [slurm for slurm in cluster.find(run_name(job_id, attempt)) if not slurm.ended]
+        # A job of the run's name is this attempt (names carry it), live or already
+        # ended: a submission that timed out may have run and ended before anyone
+        # looked; adopting it records its end, submitting again would run it twice.
+        named = cluster.find(run_name(job_id, attempt))
+        found = [slurm for slurm in named if not slurm.ended] or named
         if found:
             slurm, adopted = found[0], True
         elif job.state == Job.State.STOPPING:  # notice before it reached Slurm

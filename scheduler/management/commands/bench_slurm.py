@@ -60,7 +60,14 @@ from fleet.models import (
     Team,
 )
 from scheduler.executors import executor_named
-from scheduler.executors.slurm import Cluster, RunFiles, SlurmError, parse_run_name, run_name
+from scheduler.executors.slurm import (
+    Cluster,
+    RunFiles,
+    SlurmError,
+    job_account,
+    parse_run_name,
+    run_name,
+)
 from scheduler.services import passes
 from scheduler.services import slurm as slurm_services
 from scheduler.services.job_definitions import DefinitionData, definition_register
@@ -112,9 +119,13 @@ class Command(BaseCommand):
         self.options = options
         self.cluster = Cluster(conf)
         try:
-            self.cluster.partition_nodes(options["partition"])
+            self.cluster.nodes(options["partition"])
         except SlurmError as error:
             raise CommandError(f"the Slurm cluster of {conf} does not answer: {error}") from None
+        try:
+            job_account()  # who the jobs run as: a root submitter needs SLURM_JOB_USER
+        except SlurmError as error:
+            raise CommandError(str(error)) from None
         tag = uuid.uuid4().hex[:8]
         self.tick = float(options["tick"] or settings.SLURM_RECONCILE_SECONDS)
         # The services log every submission and signal; the figures are the output.

@@ -14,8 +14,9 @@ from fleet.models import InstanceType, Job, JobQueue
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
 
 
-def test_bench_slurm_runs_checks_the_invariants_and_cleans_up(slurm_cluster, settings, tmp_path):
-    settings.JOB_CHECKPOINT_ROOT = tmp_path / "checkpoints"
+def test_bench_slurm_runs_checks_the_invariants_and_cleans_up(slurm_cluster, slurm_settings):
+    # The jobs' files where their account (nobody, as root) may reach them.
+    root = slurm_settings.JOB_CHECKPOINT_ROOT
     out = io.StringIO()
     call_command(
         "bench_slurm",
@@ -41,4 +42,4 @@ def test_bench_slurm_runs_checks_the_invariants_and_cleans_up(slurm_cluster, set
     assert not [name for name in left.split() if name.startswith(prefix + "-")]
     assert not JobQueue.objects.filter(name__startswith="bench-slurm-").exists()
     assert not Job.objects.exists() and not InstanceType.objects.filter(name__startswith="bench.")
-    assert not list((tmp_path / "checkpoints").glob("bench-slurm-*"))
+    assert not list(root.glob("bench-slurm-*"))

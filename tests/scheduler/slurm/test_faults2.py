@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 
 import pytest
@@ -159,7 +160,17 @@ def test_a_stalled_slurmctld_times_the_commands_out_and_other_queues_schedule_on
     finally:
         os.kill(controller, signal.SIGCONT)
     assert submit_took < 1.5 and reconcile_took < 1.5, (submit_took, reconcile_took)
-    time.sleep(1.1)  # the claim is stale: the reconciliation looks for the run by name
+    # The controller answers again, and has had time to act on the request left in its
+    # socket (the product's claim goes stale after SLURM_SUBMIT_STALE_SECONDS, 30 s by
+    # default, 1 s here): then the reconciliation looks for the run by name.
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            slurm_cluster.run("squeue", "--noheader", timeout=2)
+            break
+        except (AssertionError, subprocess.TimeoutExpired):
+            time.sleep(0.2)
+    time.sleep(2)
     done = settle(lambda: fresh(job).state == "SUCCEEDED" and fresh(job), what="it runs once")
     assert len(named(slurm_cluster, job)) == 1
     print(
