@@ -31,8 +31,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 ALLOCATION = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL")
+# The launcher's last line on the job's output: "slurm_launch: the program ended at
+# <epoch seconds> (exit status N | killed by signal N)".
+ENDED = "slurm_launch: the program ended at "
 
 
 def signal_group(pgid: int, signum: int) -> None:
@@ -68,6 +72,10 @@ def main(argv: list[str]) -> int:
         signal_group(program.pid, signal.SIGTERM)
     status = program.wait()
     signal_group(program.pid, signal.SIGKILL)
+    # On the job's output, where its own lines are: when and how the program ended (a
+    # program killed at its grace cannot say so itself).
+    how = f"killed by signal {-status}" if status < 0 else f"exit status {status}"
+    print(f"{ENDED}{time.time():.3f} ({how})", file=sys.stderr, flush=True)
     if status < 0:  # killed by a signal: end the same way
         if -status != signal.SIGKILL:
             signal.signal(-status, signal.SIG_DFL)

@@ -74,6 +74,7 @@ from scheduler.services.job_definitions import DefinitionData, definition_regist
 from scheduler.services.jobs import JobData, job_submit, job_terminate
 
 MARK = "BENCH "
+LAUNCHER_ENDED = "slurm_launch: the program ended at "  # slurm_launch.ENDED
 # The program: its placement and start, then its work, then its end (all on one line
 # each, JSON after MARK). With `--hold-term` it ignores SIGTERM (killed at the grace).
 PROGRAM = """
@@ -386,6 +387,10 @@ class Command(BaseCommand):
             if line.startswith(MARK):
                 with_fields = json.loads(line[len(MARK) :])
                 found[with_fields["event"]] = with_fields
+            elif line.startswith(LAUNCHER_ENDED):
+                # The program's real end, also when it was killed at its grace (it
+                # printed no end of its own): not when the product saw it.
+                found["ended"] = {"at": float(line[len(LAUNCHER_ENDED) :].split()[0])}
         return found
 
     def _invariants(self) -> None:
@@ -402,7 +407,11 @@ class Command(BaseCommand):
                     continue
                 if not start["gpus"] or not start["node"]:
                     missing += 1
-                end = (ran.get("end") or {}).get("at") or self.freed.get((job.pk, attempt))
+                end = (
+                    (ran.get("end") or {}).get("at")
+                    or (ran.get("ended") or {}).get("at")
+                    or self.freed.get((job.pk, attempt))
+                )
                 end = end or last_event
                 for gpu in start["gpus"].split(","):
                     intervals[(start["node"], gpu)].append((start["at"], end, (job.pk, attempt)))
