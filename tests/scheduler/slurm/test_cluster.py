@@ -28,5 +28,8 @@ def test_a_two_node_job_runs_on_both_nodes(slurm_cluster, tmp_path):
     assert slurm_cluster.wait_state(job_id, {"COMPLETED", "FAILED"}) == "COMPLETED"
     assert slurm_cluster.job_field(job_id, "NodeList") == "node[1-2]"
     lines = sorted(out.read_text().split("\n")[:-1])
-    # One task per node, each with the one GPU of its node it was given.
-    assert lines == ["node1 0", "node2 0"]
+    # One task per node, each with the one GPU of its node it was given (which of the
+    # node's four depends on what else still holds one: a job of an earlier test may be
+    # completing).
+    assert [line.split()[0] for line in lines] == ["node1", "node2"]
+    assert all(line.split()[1] in {"0", "1", "2", "3"} for line in lines), lines
