@@ -195,50 +195,16 @@ def seed_process_demo(*, actor, lead=None) -> JobQueue:
         name="ml.g5.xlarge", defaults={"gpu_count": 1, "gpu_model": "NVIDIA A10G"}
     )
     reason = "Demo of the process executor: real subprocesses, checkpoints and SIGTERM."
-    # Loaded data, as the rest of seed_demo: an import applies at once, also when policy
-    # changes need review (an edit would only be proposed, and there would be no queue).
-    seeded = PolicyChange.Cause.IMPORT
-    queue = queue_create(
+    queue = _lab_queue(
         actor=actor,
+        lead=lead,
         name=QUEUE,
-        capacity={"ml.g5.xlarge": 2},
-        reason=reason,
-        description="Runs the example training script as real processes.",
         executor="process",
-        cause=seeded,
-    ).applied
-    shares = {}
-    for name, strategy, borrow in (
-        ("lab-borrower", QuotaShare.Strategy.LEND_AND_BORROW, -1),
-        ("lab-owner", QuotaShare.Strategy.LEND, None),
-    ):
-        team, _ = Team.objects.get_or_create(name=f"team-{name}")
-        if lead is not None:
-            team.leads.add(lead)
-        shares[name] = share_create(
-            actor=actor,
-            queue=queue,
-            data=ShareData(
-                name=name,
-                team=team,
-                strategy=strategy,
-                borrow_limit=borrow,
-                capacity_limits={"ml.g5.xlarge": 1},
-            ),
-            reason=reason,
-            cause=seeded,
-        ).applied
-    revision = seed_definitions(actor=actor, queue=queue, names=["train-example"])["train-example"]
-    if lead is not None:
-        # A fresh copy: the teams a user leads are cached on the object, and the lead
-        # has just become a lead of these two.
-        lead = type(lead).objects.get(pk=lead.pk)
-    jobs_submit(
-        items=[
-            JobData(share=shares["lab-borrower"], name=f"train-{n}", revision=revision)
-            for n in (1, 2)
-        ],
-        submitted_by=lead,
+        description="Runs the example training script as real processes.",
+        reason=reason,
+        instances=2,
+        shares=("lab-borrower", "lab-owner"),
+        job_prefix="train",
     )
     return queue
 
@@ -251,45 +217,80 @@ def seed_slurm_demo(*, actor, lead=None, conf: str) -> JobQueue:
         name="ml.g5.xlarge", defaults={"gpu_count": 1, "gpu_model": "NVIDIA A10G"}
     )
     instance_type_set_slurm_resources(instance_type=itype, resources=["--gres=gpu:1"])
-    reason = "Demo of the Slurm executor: the product decides, the test cluster runs."
+    return _lab_queue(
+        actor=actor,
+        lead=lead,
+        name=SLURM_QUEUE,
+        executor="slurm",
+        description="Runs the example training script on a Slurm cluster (partition gpu).",
+        reason="Demo of the Slurm executor: the product decides, the test cluster runs.",
+        instances=8,
+        shares=("slurm-borrower", "slurm-owner"),
+        job_prefix="slurm-train",
+        bind=lambda queue: queue_bind_slurm(queue=queue, conf=conf, partition="gpu"),
+    )
+
+
+def _lab_queue(
+    *,
+    actor,
+    lead,
+    name: str,
+    executor: str,
+    description: str,
+    reason: str,
+    instances: int,
+    shares: tuple[str, str],
+    job_prefix: str,
+    bind=None,
+) -> JobQueue:
+    """A queue of `instances` ml.g5.xlarge running the example training script: a
+    borrower share and an owner (LEND) share, half each, teams `team-<share>` that
+    `lead` leads, and two runs of `train-example` in the borrower's share. Loaded
+    data, as the rest of seed_demo: an import applies at once, also when policy changes
+    need review (an edit would only be proposed, and there would be no queue)."""
     seeded = PolicyChange.Cause.IMPORT
     queue = queue_create(
         actor=actor,
-        name=SLURM_QUEUE,
-        capacity={"ml.g5.xlarge": 8},
+        name=name,
+        capacity={"ml.g5.xlarge": instances},
         reason=reason,
-        description="Runs the example training script on a Slurm cluster (partition gpu).",
-        executor="slurm",
+        description=description,
+        executor=executor,
         cause=seeded,
     ).applied
-    queue_bind_slurm(queue=queue, conf=conf, partition="gpu")
-    shares = {}
-    for name, strategy, borrow in (
-        ("slurm-borrower", QuotaShare.Strategy.LEND_AND_BORROW, -1),
-        ("slurm-owner", QuotaShare.Strategy.LEND, None),
+    if bind is not None:
+        bind(queue)
+    borrower, owner = shares
+    created = {}
+    for share, strategy, borrow in (
+        (borrower, QuotaShare.Strategy.LEND_AND_BORROW, -1),
+        (owner, QuotaShare.Strategy.LEND, None),
     ):
-        team, _ = Team.objects.get_or_create(name=f"team-{name}")
+        team, _ = Team.objects.get_or_create(name=f"team-{share}")
         if lead is not None:
             team.leads.add(lead)
-        shares[name] = share_create(
+        created[share] = share_create(
             actor=actor,
             queue=queue,
             data=ShareData(
-                name=name,
+                name=share,
                 team=team,
                 strategy=strategy,
                 borrow_limit=borrow,
-                capacity_limits={"ml.g5.xlarge": 4},
+                capacity_limits={"ml.g5.xlarge": instances // 2},
             ),
             reason=reason,
             cause=seeded,
         ).applied
     revision = seed_definitions(actor=actor, queue=queue, names=["train-example"])["train-example"]
     if lead is not None:
+        # A fresh copy: the teams a user leads are cached on the object, and the lead
+        # has just become a lead of these two.
         lead = type(lead).objects.get(pk=lead.pk)
     jobs_submit(
         items=[
-            JobData(share=shares["slurm-borrower"], name=f"slurm-train-{n}", revision=revision)
+            JobData(share=created[borrower], name=f"{job_prefix}-{n}", revision=revision)
             for n in (1, 2)
         ],
         submitted_by=lead,
