@@ -16,6 +16,7 @@ class GovernanceConfig(AppConfig):
         # services enqueue them by name (config.celery.task) without importing them, and
         # eager runs (CELERY_TASK_ALWAYS_EAGER) find them.
         from governance.dashboards import tasks as dashboard_tasks  # noqa: F401
+        from governance.directory import tasks as directory_tasks  # noqa: F401
         from governance.exceptions import tasks as exception_tasks  # noqa: F401
         from governance.policy import workload_classes  # noqa: F401
         from governance.whatif import tasks as whatif_tasks  # noqa: F401

@@ -17,6 +17,9 @@ class PolicyChange(models.Model):
         # Made outside the product's services (a shell, a script, a data migration): no
         # review and no reason was possible; recorded so that it is at least seen.
         DIRECT = "direct", "Direct change"
+        # Made by a login or sync through the directory, as the admins' directory
+        # mapping says (governance.directory): the reason names the user and the groups.
+        DIRECTORY = "directory", "Directory"
 
     class Target(models.TextChoices):
         SHARE = "share", "Quota share"
