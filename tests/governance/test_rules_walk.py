@@ -32,6 +32,7 @@ from core import rules
 from fleet.models import InstanceType, Job, WorkloadClass
 from fleet.selectors import share_document
 from governance.dashboards.csv import DATASETS
+from governance.directory.models import GroupMapping
 from governance.exceptions import services as exception_services
 from governance.knowledge.services import ArticleData, article_create
 from governance.models import ExceptionOwner, ExceptionRequest, PolicyChange
@@ -220,6 +221,7 @@ def world(aws_queue, stored_pack, job_areas) -> World:
         comparison=comparison,
         exception_owner=ExceptionOwner.objects.get(user=users["owner"]),
         definition=definition,
+        mapping=GroupMapping.objects.create(group="walk-group", kind="role", role="leadership"),
         **proposals,
     )
     return world
@@ -250,6 +252,10 @@ PAGES: dict[tuple[str, str], Entry] = {
     ("login", ""): Entry(PUBLIC),
     ("logout", ""): Entry(PUBLIC, methods=("POST",)),
     ("lockouts", ""): Entry(("lockout.manage",), methods=("GET", "POST")),
+    ("directory", ""): Entry(("directory.manage",), methods=("GET", "POST")),
+    ("directory-mapping-delete", ""): Entry(
+        ("directory.manage",), {"pk": _pk("mapping")}, methods=("POST",)
+    ),
     ("profile", ""): Entry(("account.use",), methods=("GET", "POST")),
     ("outbox", ""): Entry(("outbox.view",)),
     ("runner-list", ""): Entry(("runner.view",)),
