@@ -6,7 +6,7 @@ from __future__ import annotations
 from django import forms
 
 from core.permissions import ROLE_LABELS, ROLES
-from fleet.models import Team
+from fleet.models import JobQueue, Team
 from governance.directory.models import GroupMapping
 
 
@@ -38,4 +38,11 @@ class MappingForm(forms.Form):
         queryset=Team.objects.order_by("name"),
         empty_label="—",
         help_text="For “Team member” and “Team lead”: the team the group's members join.",
+    )
+    queue = forms.ModelChoiceField(
+        label="Queue",
+        required=False,
+        queryset=JobQueue.objects.order_by("name"),
+        empty_label="—",
+        help_text="For “Exception owner of a queue”: the queue whose requests they decide.",
     )

@@ -7,18 +7,20 @@ from django.db.models import Q
 from django.db.models.functions import Lower
 
 from core.permissions import ROLE_LABELS, ROLES
-from fleet.models import Team
+from fleet.models import JobQueue, Team
 
 
 class GroupMapping(models.Model):
-    """A directory group gives its members one role, or membership of one team (as a
-    member or a lead). A group may have several mappings; nested groups count (a member
-    of a group inside `group` is a member of `group`)."""
+    """A directory group gives its members one role, membership of one team (as a member
+    or a lead), or the exception-owner scope of one queue (they decide its requests; the
+    role exception_owners is a mapping of its own). A group may have several mappings;
+    nested groups count (a member of a group inside `group` is a member of `group`)."""
 
     class Kind(models.TextChoices):
         ROLE = "role", "Role"
         TEAM_MEMBER = "team_member", "Team member"
         TEAM_LEAD = "team_lead", "Team lead"
+        EXCEPTION_OWNER = "exception_owner", "Exception owner of a queue"
 
     group = models.CharField(
         max_length=255,
@@ -31,6 +33,13 @@ class GroupMapping(models.Model):
     team = models.ForeignKey(
         Team, null=True, blank=True, on_delete=models.CASCADE, related_name="directory_mappings"
     )
+    queue = models.ForeignKey(
+        JobQueue,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="directory_mappings",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -40,12 +49,25 @@ class GroupMapping(models.Model):
         ordering = ["group", "kind", "role", "team__name"]
         constraints = [
             models.CheckConstraint(
-                condition=(Q(kind="role") & ~Q(role="") & Q(team__isnull=True))
-                | (Q(kind__in=["team_member", "team_lead"]) & Q(role="") & Q(team__isnull=False)),
+                condition=(
+                    Q(kind="role") & ~Q(role="") & Q(team__isnull=True) & Q(queue__isnull=True)
+                )
+                | (
+                    Q(kind__in=["team_member", "team_lead"])
+                    & Q(role="")
+                    & Q(team__isnull=False)
+                    & Q(queue__isnull=True)
+                )
+                | (
+                    Q(kind="exception_owner")
+                    & Q(role="")
+                    & Q(team__isnull=True)
+                    & Q(queue__isnull=False)
+                ),
                 name="groupmapping_role_or_team",
             ),
             models.UniqueConstraint(
-                Lower("group"), "kind", "role", "team", name="groupmapping_unique"
+                Lower("group"), "kind", "role", "team", "queue", name="groupmapping_unique"
             ),
         ]
 
@@ -56,6 +78,8 @@ class GroupMapping(models.Model):
     def gives(self) -> str:
         if self.kind == self.Kind.ROLE:
             return f"role {self.role}"
+        if self.kind == self.Kind.EXCEPTION_OWNER:
+            return f"exception owner of queue {self.queue.name}"
         return f"{'lead' if self.kind == self.Kind.TEAM_LEAD else 'member'} of {self.team.name}"
 
 

@@ -9,7 +9,7 @@ from governance.directory.models import DirectoryAccount, GroupMapping
 
 
 def mapping_list() -> QuerySet[GroupMapping]:
-    return GroupMapping.objects.select_related("team", "created_by")
+    return GroupMapping.objects.select_related("team", "queue", "created_by")
 
 
 def account_list(*, limit: int = 200) -> list[DirectoryAccount]:

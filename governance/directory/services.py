@@ -13,8 +13,12 @@ What the directory decides:
   roles no mapping names stay as admins set them;
 - teams that some mapping names: the user leads / belongs to exactly those their groups
   give; other teams stay as admins set them;
+- queues whose exception-owner scope some mapping names: the user decides the requests
+  of exactly those their groups give (recorded as role changes, through
+  membership.role_changes_by); other scopes stay as admins set them;
 - a user the directory no longer lists (`groups=None`) loses every role, every team
-  membership and every API token (core.signals.directory_user_unlisted).
+  membership, every exception-owner scope and every API token
+  (core.signals.directory_user_unlisted).
 """
 
 from __future__ import annotations
@@ -31,9 +35,10 @@ from core.permissions import ROLES
 from core.signals import directory_user_unlisted
 from fleet.models import Team
 from governance.directory.models import DirectoryAccount, GroupMapping
-from governance.models import PolicyChange
+from governance.models import ExceptionOwner, PolicyChange
 from governance.policy.membership import (
     TeamData,
+    role_changes_by,
     role_document,
     team_document,
     team_save,
@@ -73,7 +78,7 @@ def directory_sync(
     listed = groups is not None
     names = sorted({name for name in groups or ()})
     lowered = {name.strip().lower() for name in names}
-    mappings = list(GroupMapping.objects.select_related("team"))
+    mappings = list(GroupMapping.objects.select_related("team", "queue"))
     matched = [m for m in mappings if _matches(m, lowered)]
     why = _why(trigger, user.get_username(), source)
     result = SyncResult(listed=listed)
@@ -110,6 +115,12 @@ def directory_sync(
         touched |= set(user.led_teams.values_list("pk", flat=True))
     for team in Team.objects.filter(pk__in=touched).order_by("name"):
         result.changes.extend(_sync_team(user, team, matched if listed else [], why, listed))
+
+    # Exception-owner scopes.
+    if listed:
+        result.changes.extend(_sync_owner_scopes(user, mappings, matched, why))
+    else:
+        result.changes.extend(_drop_every_scope(user, why))
 
     account.source = source
     account.groups = names
@@ -159,10 +170,71 @@ def _sync_team(user, team: Team, matched: list[GroupMapping], why: str, listed: 
     return [write.entry] if write.entry is not None else []
 
 
+def _sync_owner_scopes(user, mappings, matched, why: str) -> list[PolicyChange]:
+    """Give and take the queues' exception-owner scopes the mapping manages."""
+    managed = {m.queue_id for m in mappings if m.kind == Kind.EXCEPTION_OWNER}
+    given: dict[int, list[GroupMapping]] = {}
+    for m in matched:
+        if m.kind == Kind.EXCEPTION_OWNER:
+            given.setdefault(m.queue_id, []).append(m)
+    held = {
+        owner.queue_id: owner
+        for owner in ExceptionOwner.objects.filter(user=user, queue__isnull=False).select_related(
+            "queue"
+        )
+    }
+    first = _last_change_id()
+    for queue_id, sources in given.items():
+        if queue_id in held:
+            continue
+        groups = ", ".join(sorted(m.group for m in sources))
+        with role_changes_by(
+            actor=None,
+            reason=f"{why}: exception owner of queue {sources[0].queue.name} from group {groups}",
+            cause=PolicyChange.Cause.DIRECTORY,
+        ):
+            ExceptionOwner.objects.create(user=user, queue_id=queue_id)
+    for queue_id, owner in held.items():
+        if queue_id in managed and queue_id not in given:
+            with role_changes_by(
+                actor=None,
+                reason=f"{why}: no longer exception owner of queue {owner.queue.name} "
+                "(no group of theirs)",
+                cause=PolicyChange.Cause.DIRECTORY,
+            ):
+                owner.delete()
+    return _changes_since(first, user)
+
+
+def _last_change_id() -> int:
+    return PolicyChange.objects.order_by("-id").values_list("id", flat=True).first() or 0
+
+
+def _changes_since(first: int, user) -> list[PolicyChange]:
+    return list(PolicyChange.objects.filter(id__gt=first, subject=user).order_by("id"))
+
+
+def _drop_every_scope(user, why: str) -> list[PolicyChange]:
+    """A user the directory no longer lists decides nothing: every scope goes."""
+    first = _last_change_id()
+    for owner in ExceptionOwner.objects.filter(user=user).select_related("queue", "share__queue"):
+        scope = (
+            owner.queue.name if owner.queue_id else f"{owner.share.queue.name}/{owner.share.name}"
+        )
+        with role_changes_by(
+            actor=None,
+            reason=f"{why}: no longer exception owner of {scope} "
+            "(the directory no longer lists them)",
+            cause=PolicyChange.Cause.DIRECTORY,
+        ):
+            owner.delete()
+    return _changes_since(first, user)
+
+
 # The mapping (admins, on the directory page).
 
 
-def _validate_mapping(*, group: str, kind: str, role: str, team) -> dict[str, list[str]]:
+def _validate_mapping(*, group: str, kind: str, role: str, team, queue) -> dict[str, list[str]]:
     errors: dict[str, list[str]] = {}
     if not (group or "").strip():
         errors["group"] = ["name the directory group (its cn or its DN)"]
@@ -170,33 +242,37 @@ def _validate_mapping(*, group: str, kind: str, role: str, team) -> dict[str, li
         errors["group"] = ["a group name is at most 255 characters"]
     if kind not in Kind.values:
         errors["kind"] = [f"choose one of {', '.join(Kind.values)}"]
-    elif kind == Kind.ROLE:
-        if role not in ROLES:
-            errors["role"] = [f"choose the role this group gives ({', '.join(ROLES)})"]
-        if team is not None:
-            errors["team"] = ["a role mapping names no team: leave it empty"]
-    else:
-        if team is None:
-            errors["team"] = ["choose the team this group's members join"]
-        if role:
-            errors["role"] = ["a team mapping gives no role: leave it empty"]
+        return errors
+    needs = {Kind.ROLE: "role", Kind.EXCEPTION_OWNER: "queue"}.get(kind, "team")
+    if needs == "role" and role not in ROLES:
+        errors["role"] = [f"choose the role this group gives ({', '.join(ROLES)})"]
+    if needs == "team" and team is None:
+        errors["team"] = ["choose the team this group's members join"]
+    if needs == "queue" and queue is None:
+        errors["queue"] = ["choose the queue whose exception requests this group decides"]
+    label = Kind(kind).label.lower()
+    for name, value in (("role", role), ("team", team), ("queue", queue)):
+        if name != needs and value:
+            errors[name] = [f"a mapping to “{label}” names no {name}: leave it empty"]
     if not errors:
         duplicate = GroupMapping.objects.filter(
-            group__iexact=group.strip(), kind=kind, role=role, team=team
+            group__iexact=group.strip(), kind=kind, role=role, team=team, queue=queue
         )
         if duplicate.exists():
             errors["group"] = [f"group {group.strip()} already gives this"]
     return errors
 
 
-def mapping_create(*, actor, group: str, kind: str, role: str = "", team=None) -> GroupMapping:
+def mapping_create(
+    *, actor, group: str, kind: str, role: str = "", team=None, queue=None
+) -> GroupMapping:
     """A new mapping (admins). It applies at each user's next login or sync."""
     rules.require(actor, "directory.manage")
-    errors = _validate_mapping(group=group, kind=kind, role=role or "", team=team)
+    errors = _validate_mapping(group=group, kind=kind, role=role or "", team=team, queue=queue)
     if errors:
         raise InvalidInput(errors)
     return GroupMapping.objects.create(
-        group=group.strip(), kind=kind, role=role or "", team=team, created_by=actor
+        group=group.strip(), kind=kind, role=role or "", team=team, queue=queue, created_by=actor
     )
 
 

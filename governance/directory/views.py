@@ -50,7 +50,7 @@ def directory(request):
 @require_POST
 def mapping_delete(request, pk: int):
     rules.require(request.user, "directory.manage")
-    mapping = get_object_or_404(GroupMapping.objects.select_related("team"), pk=pk)
+    mapping = get_object_or_404(GroupMapping.objects.select_related("team", "queue"), pk=pk)
     services.mapping_delete(actor=request.user, mapping=mapping)
     messages.success(
         request,

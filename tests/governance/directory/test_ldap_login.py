@@ -22,7 +22,7 @@ from governance.directory.models import DirectoryAccount, GroupMapping
 from governance.directory.tasks import sync_ldap_accounts
 from governance.exceptions import services as exception_services
 from governance.models import ExceptionOwner, ExceptionRequest, PolicyChange
-from tests.factories import TeamFactory, UrgencyDefinitionFactory, UserFactory
+from tests.factories import JobQueueFactory, TeamFactory, UrgencyDefinitionFactory, UserFactory
 
 pytestmark = [pytest.mark.sso, pytest.mark.django_db]
 User = get_user_model()
@@ -126,10 +126,14 @@ def test_separation_of_duties_sees_a_directory_membership_at_once(client, ldap_l
     owners = d.group("deciders", d.person_dn(uid))
     qs1 = d.group("qs1-people", d.person_dn("bob"))
     GroupMapping.objects.create(group=owners, kind=Kind.ROLE, role="exception_owners")
+    GroupMapping.objects.create(group=owners, kind=Kind.EXCEPTION_OWNER, queue=aws_queue)
     GroupMapping.objects.create(group=qs1, kind=Kind.TEAM_MEMBER, team=team)
     assert login(client, uid, d.password).status_code == 302
     olga = User.objects.get(username=uid)
-    ExceptionOwner.objects.create(user=olga, queue=aws_queue)
+    assert ExceptionOwner.objects.filter(user=olga, queue=aws_queue).exists()
+    scope_change = directory_changes(uid).last()
+    assert scope_change.after["exception_owner_of"] == [f"queue {aws_queue.name}"]
+    assert f"exception owner of queue {aws_queue.name} from group {owners}" in scope_change.reason
     lead = UserFactory(username="lead-qs1", roles=["team_leads"])
     team.leads.add(lead)
     now = timezone.now()
@@ -166,8 +170,11 @@ def test_a_user_removed_from_the_directory_loses_roles_and_tokens(client, ldap_l
     admins = d.group("gpu-admins", d.person_dn(uid), d.person_dn("erin"))
     GroupMapping.objects.create(group=admins, kind=Kind.ROLE, role="admins")
     GroupMapping.objects.create(group=admins, kind=Kind.TEAM_LEAD, team=vision)
+    queue = JobQueueFactory(name="gina-queue")
+    GroupMapping.objects.create(group=admins, kind=Kind.EXCEPTION_OWNER, queue=queue)
     assert login(client, uid, d.password).status_code == 302
     assert roles_of(uid) == {"admins"}
+    assert ExceptionOwner.objects.filter(user__username=uid, queue=queue).exists()
     # A directory user's API token works like a local one's.
     response = client.post(
         reverse("api-token-list"), {"name": "ci"}, content_type="application/json"
@@ -190,6 +197,7 @@ def test_a_user_removed_from_the_directory_loses_roles_and_tokens(client, ldap_l
     gina = User.objects.get(username=uid)
     assert roles_of(uid) == set()
     assert list(vision.leads.all()) == []
+    assert not ExceptionOwner.objects.filter(user=gina).exists()
     assert not ApiToken.objects.filter(user=gina, revoked_at__isnull=True).exists()
     assert api.get("/api/v1/teams/", HTTP_AUTHORIZATION=f"Token {key}").status_code == 401
     assert not DirectoryAccount.objects.get(user=gina).listed

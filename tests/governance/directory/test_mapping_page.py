@@ -55,6 +55,7 @@ def test_an_admin_maps_a_group_to_a_role_and_a_team(client, admin):
         ({"group": "g", "kind": "team_member"}, "team", "choose the team this group"),
         ({"group": "g", "kind": "role", "role": "wizards"}, "role", "Select a valid choice"),
         ({"group": "g", "kind": "sometimes", "role": "admins"}, "kind", "Select a valid choice"),
+        ({"group": "g", "kind": "exception_owner"}, "queue", "choose the queue whose"),
     ],
 )
 def test_bad_input_is_named_by_its_field_and_changes_nothing(client, admin, data, field, message):
@@ -72,7 +73,7 @@ def test_a_role_mapping_names_no_team_and_a_duplicate_is_refused(client, admin):
     client.force_login(admin)
     response = client.post(URL, {"group": "g", "kind": "role", "role": "admins", "team": vision.pk})
     assert response.status_code == 400
-    assert "leave it empty" in " ".join(response.context["form"].errors["team"])
+    assert "names no team: leave it empty" in " ".join(response.context["form"].errors["team"])
     assert (
         client.post(URL, {"group": "Admins", "kind": "role", "role": "admins"}).status_code == 302
     )
@@ -114,3 +115,12 @@ def test_refused_break_glass_logins_count_towards_the_lockout(client, settings):
     for _ in range(settings.AXES_FAILURE_LIMIT):
         _login(client, "other-admin")
     assert _login(client, "other-admin").status_code == 429
+
+
+def test_an_admin_maps_a_group_to_a_queues_exception_owners(client, admin, aws_queue):
+    client.force_login(admin)
+    data = {"group": "owners", "kind": "exception_owner", "queue": aws_queue.pk}
+    assert client.post(URL, data).status_code == 302
+    (mapping,) = GroupMapping.objects.all()
+    assert mapping.queue == aws_queue and mapping.gives == "exception owner of queue aws-sample"
+    assert "exception owner of queue" in client.get(URL).content.decode()

@@ -65,3 +65,21 @@ def test_the_history_page_shows_directory_changes(client, admin):
     assert response.status_code == 200
     text = response.content.decode()
     assert "dir-leader" in text and "leadership from group leaders" in text
+
+
+def test_exception_owner_scopes_follow_the_groups(aws_queue):
+    from governance.models import ExceptionOwner
+
+    GroupMapping.objects.create(group="owners", kind=Kind.EXCEPTION_OWNER, queue=aws_queue)
+    user = UserFactory(username="dir-owner")
+    sync(user, ["owners"])
+    assert ExceptionOwner.objects.filter(user=user, queue=aws_queue).exists()
+    sync(user, [])
+    assert not ExceptionOwner.objects.filter(user=user).exists()
+    given, taken = PolicyChange.objects.filter(cause="directory", subject=user).order_by("id")
+    assert given.before["exception_owner_of"] == [] and given.after["exception_owner_of"] == [
+        "queue aws-sample"
+    ]
+    assert "from group owners" in given.reason
+    assert "no longer exception owner of queue aws-sample" in taken.reason
+    assert taken.after["exception_owner_of"] == []
