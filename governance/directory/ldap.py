@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django_auth_ldap.backend import LDAPBackend, ldap_error
 
 from governance.directory.models import DirectoryAccount
@@ -33,6 +34,13 @@ def _groups_of(ldap_user) -> list[str]:
 
 
 class DirectoryLDAPBackend(LDAPBackend):
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        if (username or "").strip() in settings.BREAK_GLASS_USERS:
+            # A break-glass admin is local only: the directory neither signs them in nor
+            # manages their roles (it may be what is broken).
+            return None
+        return super().authenticate(request, username=username, password=password, **kwargs)
+
     def authenticate_ldap_user(self, ldap_user, password):
         user = super().authenticate_ldap_user(ldap_user, password)
         if user is not None:

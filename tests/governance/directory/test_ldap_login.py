@@ -241,3 +241,9 @@ def test_break_glass_keeps_named_admins_and_the_directory(client, ldap_login, se
     client.logout()
     assert login(client, "erin", ldap_login.password).status_code == 302
     assert roles_of("erin") == set()
+
+
+def test_a_break_glass_admin_never_signs_in_through_the_directory(client, ldap_login, settings):
+    settings.BREAK_GLASS_USERS = ["dana"]  # dana is in the directory too
+    assert login(client, "dana", ldap_login.password).status_code == 200
+    assert not User.objects.filter(username="dana").exists()
