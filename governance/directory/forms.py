@@ -27,20 +27,20 @@ class MappingForm(forms.Form):
         initial=GroupMapping.Kind.ROLE,
     )
     role = forms.ChoiceField(
-        label="Role",
+        label="Which role",
         required=False,
         choices=[("", "—")] + [(role, ROLE_LABELS[role]) for role in ROLES],
         help_text="For “Role”: the role the group's members hold.",
     )
     team = forms.ModelChoiceField(
-        label="Team",
+        label="Which team",
         required=False,
         queryset=Team.objects.order_by("name"),
         empty_label="—",
         help_text="For “Team member” and “Team lead”: the team the group's members join.",
     )
     queue = forms.ModelChoiceField(
-        label="Queue",
+        label="Which queue",
         required=False,
         queryset=JobQueue.objects.order_by("name"),
         empty_label="—",
