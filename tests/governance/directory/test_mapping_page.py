@@ -56,6 +56,9 @@ def test_an_admin_maps_a_group_to_a_role_and_a_team(client, admin):
         ({"group": "g", "kind": "role", "role": "wizards"}, "role", "Select a valid choice"),
         ({"group": "g", "kind": "sometimes", "role": "admins"}, "kind", "Select a valid choice"),
         ({"group": "g", "kind": "exception_owner"}, "queue", "choose the queue whose"),
+        ({"group": "x" * 10_000, "kind": "role", "role": "admins"}, "group", "at most 255"),
+        ({"group": "g\x00", "kind": "role", "role": "admins"}, "group", "Null characters"),
+        ({"group": "g", "kind": "team_lead", "team": "999999"}, "team", "Select a valid choice"),
     ],
 )
 def test_bad_input_is_named_by_its_field_and_changes_nothing(client, admin, data, field, message):
