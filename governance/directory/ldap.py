@@ -6,6 +6,9 @@ directory_sync, so the session starts with the roles and teams the directory giv
 django-axes is the first backend, so a locked-out username and address are refused
 before the directory is asked, and a wrong directory password counts as a failure.
 
+A refused login of someone the directory no longer lists is the check that takes their
+roles, teams and tokens away (_forget_if_unlisted).
+
 ldap_check asks the directory about one user without their password (bound as
 LDAP_BIND_DN): their groups, or None when it no longer lists them; an unreachable
 directory raises DirectoryUnavailable, so a sync never takes roles away because the
@@ -39,7 +42,10 @@ class DirectoryLDAPBackend(LDAPBackend):
             # A break-glass admin is local only: the directory neither signs them in nor
             # manages their roles (it may be what is broken).
             return None
-        return super().authenticate(request, username=username, password=password, **kwargs)
+        user = super().authenticate(request, username=username, password=password, **kwargs)
+        if user is None and username:
+            _forget_if_unlisted(username.strip())
+        return user
 
     def authenticate_ldap_user(self, ldap_user, password):
         user = super().authenticate_ldap_user(ldap_user, password)
@@ -77,3 +83,28 @@ def ldap_check(username: str) -> list[str] | None:
     if errors:
         raise DirectoryUnavailable(str(errors[0]))
     return groups
+
+
+def _forget_if_unlisted(username: str) -> None:
+    """A refused login of someone who signed in through the directory before: when the
+    directory no longer lists them (asked again, bound as the product), this login is
+    the check that takes their roles, teams and tokens away. A wrong password of a
+    listed user, or a directory that does not answer, changes nothing."""
+    account = (
+        DirectoryAccount.objects.filter(
+            user__username=username, source=DirectoryAccount.Source.LDAP, listed=True
+        )
+        .select_related("user")
+        .first()
+    )
+    if account is None:
+        return
+    try:
+        groups = ldap_check(username)
+    except DirectoryUnavailable as error:
+        log.warning("could not ask the directory about %s: %s", username, error)
+        return
+    if groups is None:
+        directory_sync(
+            user=account.user, groups=None, source=DirectoryAccount.Source.LDAP, trigger="login"
+        )

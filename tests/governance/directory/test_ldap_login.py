@@ -247,3 +247,24 @@ def test_a_break_glass_admin_never_signs_in_through_the_directory(client, ldap_l
     settings.BREAK_GLASS_USERS = ["dana"]  # dana is in the directory too
     assert login(client, "dana", ldap_login.password).status_code == 200
     assert not User.objects.filter(username="dana").exists()
+
+
+def test_a_removed_users_next_login_is_the_check(client, ldap_login):
+    d = ldap_login
+    uid = d.person("hank")
+    leaders = d.group("leaders", d.person_dn(uid), d.person_dn("erin"))
+    GroupMapping.objects.create(group=leaders, kind=Kind.ROLE, role="leadership")
+    assert login(client, uid, d.password).status_code == 302
+    hank = User.objects.get(username=uid)
+    token_issue(user=hank, name="reports")
+    client.logout()
+    # A wrong password while still listed changes nothing.
+    assert login(client, uid, "wrong-password").status_code == 200
+    assert roles_of(uid) == {"leadership"}
+
+    d.delete(d.person_dn(uid))
+    assert login(client, uid, d.password).status_code == 200
+    assert roles_of(uid) == set()
+    assert not ApiToken.objects.filter(user=hank, revoked_at__isnull=True).exists()
+    change = directory_changes(uid).last()
+    assert "LDAP login of" in change.reason and "no longer lists them" in change.reason
