@@ -310,7 +310,9 @@ if LDAP_SERVER_URI:
             timeout=env_float("LDAP_TIMEOUT_SECONDS", 5, minimum=1),
         )
     )
-    AUTHENTICATION_BACKENDS.append("governance.directory.ldap.DirectoryLDAPBackend")
+    # Before local passwords: a directory user's login then costs no password hash of
+    # their unusable local one (600 ms on a loaded 2-CPU machine, against 50 for LDAP).
+    AUTHENTICATION_BACKENDS.insert(1, "governance.directory.ldap.DirectoryLDAPBackend")
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"

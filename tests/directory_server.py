@@ -199,8 +199,7 @@ def ldap_login(settings, directory):
     ).items():
         setattr(settings, name, value)
     settings.LDAP_SERVER_URI = directory.uri
-    settings.AUTHENTICATION_BACKENDS = [
-        *settings.AUTHENTICATION_BACKENDS,
-        "governance.directory.ldap.DirectoryLDAPBackend",
-    ]
+    backends = list(settings.AUTHENTICATION_BACKENDS)
+    backends.insert(1, "governance.directory.ldap.DirectoryLDAPBackend")
+    settings.AUTHENTICATION_BACKENDS = backends
     return directory

@@ -47,6 +47,19 @@ class DirectoryLDAPBackend(LDAPBackend):
             _forget_if_unlisted(username.strip())
         return user
 
+    def get_or_build_user(self, username, ldap_user):
+        user, built = super().get_or_build_user(username, ldap_user)
+        if (
+            not built
+            and user.has_usable_password()
+            and not DirectoryAccount.objects.filter(user=user).exists()
+        ):
+            # A local account is never taken over by a directory entry of the same name:
+            # to move it to the directory, clear its password (set_unusable_password).
+            log.warning("directory login of %s refused: a local account has that name", username)
+            raise ldap_user.AuthenticationFailed(f"{username} is a local account")
+        return user, built
+
     def authenticate_ldap_user(self, ldap_user, password):
         user = super().authenticate_ldap_user(ldap_user, password)
         if user is not None:

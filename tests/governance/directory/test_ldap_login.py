@@ -268,3 +268,11 @@ def test_a_removed_users_next_login_is_the_check(client, ldap_login):
     assert not ApiToken.objects.filter(user=hank, revoked_at__isnull=True).exists()
     change = directory_changes(uid).last()
     assert "LDAP login of" in change.reason and "no longer lists them" in change.reason
+
+
+def test_a_local_account_is_not_taken_over_by_a_directory_entry_of_its_name(client, ldap_login):
+    UserFactory(username="carol", password="pw-for-tests-1", roles=["admins"])
+    assert login(client, "carol", ldap_login.password).status_code == 200
+    assert not DirectoryAccount.objects.filter(user__username="carol").exists()
+    assert login(client, "carol", "pw-for-tests-1").status_code == 302  # the local password
+    assert roles_of("carol") == {"admins"}
