@@ -17,11 +17,16 @@ writes in the job's area (`RunFiles`): the definition's argument vector, the job
 whole environment (the definition's variables, `PATH`, `HOME`, `LANG`, `JOB_ID`,
 `JOB_ATTEMPT`, `JOB_CHECKPOINT_DIR`, `JOB_STATUS_FILE`) and its working directory. The
 launcher starts the argument vector itself: no shell reads anything a user gave, and
-`scontrol show job` shows no parameter or variable. It stays the program's parent, so
-the end of a grace is `scancel --batch --signal=USR2` (the launcher kills the program's
-group and the job ends at once) rather than Slurm's SIGKILL, after which Slurm reports
-the end only `KillWait` later; Slurm's own kill stays the fallback, a kill margin later
-(`scheduler.services.slurm`). The job area
+`scontrol show job` shows no parameter or variable. It stays the program's parent and
+ends the grace itself: the product writes what is left of the grace to the run's
+notice file before it sends SIGTERM, and the launcher kills the program's group that
+many seconds after SIGTERM arrived (and the job ends at once), rather than Slurm's
+SIGKILL, after which Slurm reports the end only `KillWait` later. The first
+reconciliation after the grace sends `scancel --batch --signal=USR2` (the same kill) as
+the fallback, and Slurm's own kill a kill margin later (`scheduler.services.slurm`).
+The launcher also holds the job's lock (the process executor's `lock` file) while the
+program runs, so two attempts never use the checkpoint at once. A definition's
+wall-clock limit is the job's `--time` (whole minutes, rounded up). The job area
 (`JOB_CHECKPOINT_ROOT/job-<id>/`, laid out as the process executor's) must be on a
 file system the nodes share with the product.
 

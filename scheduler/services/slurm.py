@@ -13,14 +13,21 @@ A run (an attempt of a job) on Slurm goes through:
   a run is never submitted twice.
 - RUNNING: the reconciliation saw Slurm run it, and records its nodes and start time;
   each tick it reads the program's status file (progress, checkpoints).
-- STOPPING (notice): `scancel --full --signal=TERM` at once (`slurm_notice`, repeated by
-  the reconciliation until sent), `--signal=KILL` once the grace is over. The capacity
-  stays taken until Slurm reports the job ended.
+- STOPPING (notice): the notice file (what is left of the grace) then `scancel --full
+  --signal=TERM` at once (`slurm_notice`, repeated by the reconciliation until sent);
+  the launcher kills the program at the end of the grace by itself, the first
+  reconciliation after it sends `--batch --signal=USR2` (the same kill, should the
+  launcher's timer not have), and Slurm's `--signal=KILL` a kill margin later. The
+  capacity stays taken until Slurm reports the job ended.
 - The end, as Slurm reports it, through the same services as the process executor's
   runner (scheduler.services.runs): an exit code (`job_process_exited`: 0 SUCCEEDED,
   else FAILED, or stopped when it had notice); a node failure, a cancel by someone else
   or a job Slurm forgot (`job_run_released`: requeued, or stopped when it had notice);
-  a submission Slurm refused (`job_run_failed`, cause `slurm_refused`).
+  an attempt whose launcher found the checkpoint held by an older attempt's program
+  (`checkpoint_busy`, requeued); Slurm's time limit (`slurm_time_limit`) and a kill for
+  memory (`out_of_memory`: Slurm's OUT_OF_MEMORY, or slurmstepd's "exceeded memory
+  limit" on the output with signal 9, as without cgroups) FAILED; a submission Slurm
+  refused (`job_run_failed`, cause `slurm_refused`).
 
 The reconciliation also cancels the Slurm jobs of our name prefix that the product does
 not run (a run that ended, or a duplicate), and logs each.

@@ -111,6 +111,28 @@ def test_the_launcher_kills_at_the_end_of_the_grace_without_any_reconciliation(
     print(f"\nslurm: launcher's SIGKILL {late:.3f} s after grace_until (grace {grace} s)")
 
 
+def test_without_its_notice_file_the_reconciliation_ends_the_grace(start, slurm_cluster):
+    """The fallback: a notice file that cannot be written (a directory in its place)
+    still sends SIGTERM; the launcher arms no timer, and the first reconciliation after
+    the grace sends SIGUSR2 (the same kill). Never before the grace."""
+    grace = 2
+    job = start("qs2", "stubborn-no-notice", STUBBORN, grace=grace)
+    slurm_id = submitted(job)
+    settle(lambda: (fresh(job).placement or {}).get("state") == "RUNNING", what="it runs")
+    files = RunFiles.of(job.pk, 1)
+    wait_for_line(files.log, "ignoring SIGTERM")
+    files.notice.mkdir()
+    job_terminate(job_id=job.pk)
+    assert service.slurm_notice(job_ids=[job.pk]) == 1
+    grace_until = fresh(job).grace_until.timestamp()
+    time.sleep(grace + 1)  # no tick: nothing ends it, the launcher has no timer
+    assert slurm_cluster.job_field(slurm_id, "JobState") == "RUNNING"
+    ended = settle(lambda: fresh(job).state == "FAILED" and fresh(job), what="SIGUSR2")
+    assert ended.placement.get("kill_sent_at") and ended.exit_code == -9
+    at, how = ended_at(files.log.read_text(errors="replace"))
+    assert how == "killed by signal 9" and at >= grace_until + 1
+
+
 def test_a_wall_clock_limit_is_slurms_time_limit_and_its_timeout_fails_the_job(
     start, slurm_cluster, client, admin
 ):
