@@ -13,14 +13,21 @@ A run (an attempt of a job) on Slurm goes through:
   a run is never submitted twice.
 - RUNNING: the reconciliation saw Slurm run it, and records its nodes and start time;
   each tick it reads the program's status file (progress, checkpoints).
-- STOPPING (notice): `scancel --full --signal=TERM` at once (`slurm_notice`, repeated by
-  the reconciliation until sent), `--signal=KILL` once the grace is over. The capacity
-  stays taken until Slurm reports the job ended.
+- STOPPING (notice): the notice file (what is left of the grace) then `scancel --full
+  --signal=TERM` at once (`slurm_notice`, repeated by the reconciliation until sent);
+  the launcher kills the program at the end of the grace by itself, the first
+  reconciliation after it sends `--batch --signal=USR2` (the same kill, should the
+  launcher's timer not have), and Slurm's `--signal=KILL` a kill margin later. The
+  capacity stays taken until Slurm reports the job ended.
 - The end, as Slurm reports it, through the same services as the process executor's
   runner (scheduler.services.runs): an exit code (`job_process_exited`: 0 SUCCEEDED,
   else FAILED, or stopped when it had notice); a node failure, a cancel by someone else
   or a job Slurm forgot (`job_run_released`: requeued, or stopped when it had notice);
-  a submission Slurm refused (`job_run_failed`, cause `slurm_refused`).
+  an attempt whose launcher found the checkpoint held by an older attempt's program
+  (`checkpoint_busy`, requeued); Slurm's time limit (`slurm_time_limit`) and a kill for
+  memory (`out_of_memory`: Slurm's OUT_OF_MEMORY, or slurmstepd's "exceeded memory
+  limit" on the output with signal 9, as without cgroups) FAILED; a submission Slurm
+  refused (`job_run_failed`, cause `slurm_refused`).
 
 The reconciliation also cancels the Slurm jobs of our name prefix that the product does
 not run (a run that ended, or a duplicate), and logs each.
@@ -55,12 +62,16 @@ from scheduler.executors.slurm import (
     expand_hostlist,
     instances_per_node,
     job_account,
+    launcher_said,
+    memory_kill,
     parse_run_name,
     read_status,
     run_name,
     sbatch_arguments,
+    write_notice,
     write_spec,
 )
+from scheduler.executors.slurm_launch import BUSY_EXIT
 from scheduler.services import passes, runs
 
 logger = logging.getLogger(__name__)
@@ -191,6 +202,22 @@ def _placement(cluster: Cluster, slurm: SlurmJob, *, adopted: bool, now: dt.date
     }
 
 
+def longest_grace(job: Job) -> float:
+    """The longest grace a notice of this job can give: its contract's (a reclaim or
+    preemption) or its definition's (a termination, or no contract)."""
+    revision = job.definition_revision
+    return float(max(job.grace or 0, revision.stop_grace_seconds if revision else 0))
+
+
+def checkpoint_wait_seconds(job: Job) -> float:
+    """How long a new attempt waits for an older one to let go of the checkpoint
+    before it gives the run back (`checkpoint_busy`): an older attempt being stopped
+    is gone within its grace and the kill margin; `SLURM_CHECKPOINT_WAIT_SECONDS` more
+    covers Slurm's own kill (KillWait) and a slow node."""
+    extra = float(getattr(settings, "SLURM_CHECKPOINT_WAIT_SECONDS", 30))
+    return longest_grace(job) + float(settings.JOB_KILL_MARGIN_SECONDS) + extra
+
+
 def submit_to_slurm(job: Job, cluster: Cluster) -> str:
     """Write the run's files and sbatch it; the Slurm job id. Nothing is recorded."""
     queue = job.queue
@@ -205,6 +232,7 @@ def submit_to_slurm(job: Job, cluster: Cluster) -> str:
         argv=list(job.argv),
         environment=revision.environment if revision is not None else {},
         account=user,
+        lock_wait=checkpoint_wait_seconds(job),
     )
     return cluster.submit(
         sbatch_arguments(
@@ -215,6 +243,7 @@ def submit_to_slurm(job: Job, cluster: Cluster) -> str:
             resources=list(job.instance_type.slurm_resources or []),
             files=files,
             user=user,
+            time_limit=revision.wall_clock_limit if revision is not None else None,
         )
     )
 
@@ -309,6 +338,16 @@ def _signal(job: Job, cluster: Cluster, signal_name: str, mark: str, now: dt.dat
     if not slurm_id:
         return False
     try:
+        if signal_name == "TERM" and job.grace_until is not None:
+            # The launcher's own timer ends the grace, from this (scheduler.executors.
+            # slurm_launch): written before the signal, what is left of it now.
+            left = (job.grace_until - now).total_seconds()
+            try:
+                write_notice(RunFiles.of(job.pk, job.attempt), grace_seconds=left)
+            except OSError as error:
+                # SIGTERM all the same; the launcher then arms no timer of its own and
+                # the reconciliation's SIGUSR2 ends the grace (never early, only later).
+                logger.warning("job %s: cannot write its notice file: %s", job.pk, error)
         if signal_name == "KILL":
             cluster.kill(slurm_id)
         else:
@@ -484,16 +523,27 @@ def _deliver_notice(cluster: Cluster, job: Job, now: dt.datetime, report) -> Non
 FAILED_CAUSES = {"OUT_OF_MEMORY": runs.OUT_OF_MEMORY, "TIMEOUT": runs.SLURM_TIME_LIMIT}
 
 
-def ending_outcome(ending: Ending | None, *, noticed: bool) -> tuple[str, str | None]:
+def ending_outcome(
+    ending: Ending | None, *, noticed: bool, busy: bool = False, over_memory: bool = False
+) -> tuple[str, str | None]:
     """How the product records a Slurm job's end: ("released", cause) requeues it by the
-    retry rules (Slurm lost it, its node failed, someone else cancelled it), ("failed",
-    cause) fails it for a cause of Slurm's (out of memory, its time limit), ("stopped",
-    None) ends its notice, ("exited", None) is its exit code's (0 SUCCEEDED, else
-    FAILED). A run with notice (`noticed`) that ended any way but by itself stopped."""
+    retry rules (Slurm lost it, its node failed, someone else cancelled it, an older
+    attempt still held the checkpoint: `busy`, the launcher said so and exited
+    BUSY_EXIT), ("failed", cause) fails it for a cause of Slurm's (out of memory, its
+    time limit), ("stopped", None) ends its notice, ("exited", None) is its exit code's
+    (0 SUCCEEDED, else FAILED). A run with notice (`noticed`) that ended any way but by
+    itself stopped. `over_memory`: slurmstepd wrote on its output that it killed the job
+    for its memory (jobacct_gather's OverMemoryKill, without cgroups: Slurm says FAILED
+    and signal 9, not OUT_OF_MEMORY); it counts as OUT_OF_MEMORY when Slurm killed it."""
+    if busy and ending is not None and ending.exit_code == BUSY_EXIT:
+        return "released", runs.CHECKPOINT_BUSY
     if ending is None:
         return "released", runs.SLURM_LOST
     if ending.state in LOST_STATES:
         return "released", runs.NODE_FAIL
+    killed = ending.exit_code == -9 and ending.state in {"FAILED", "CANCELLED"}
+    if over_memory and killed and not noticed:
+        return "failed", runs.OUT_OF_MEMORY
     if ending.state == "CANCELLED" and not noticed:
         return "released", runs.SLURM_CANCELLED
     if ending.exit_code is None:
@@ -521,7 +571,12 @@ def _record_end(
         "checkpointed": checkpointed,
         "now": now,
     }
-    outcome, cause = ending_outcome(ending, noticed=job.state == Job.State.STOPPING)
+    files = RunFiles.of(job.pk, job.attempt)
+    busy = bool(launcher_said(files.launcher).get("checkpoint_busy"))
+    memory = memory_kill(files.log) if ending is not None and ending.exit_code == -9 else None
+    outcome, cause = ending_outcome(
+        ending, noticed=job.state == Job.State.STOPPING, busy=busy, over_memory=bool(memory)
+    )
     exit_code = ending.exit_code if ending is not None else None
     if outcome == "released":
         done = runs.job_run_released(cause=cause, **common)
@@ -538,6 +593,8 @@ def _record_end(
         return
     if outcome == "failed":
         detail = {"slurm_state": state, "exit_code": exit_code, "reason": ending.reason}
+        if memory is not None:
+            detail.update(memory_used=memory[0], memory_limit=memory[1])
         done = runs.job_run_failed(cause=cause, detail=detail, exit_code=exit_code, **common)
     elif outcome == "stopped":
         done = runs.job_run_stopped(exit_code=exit_code, **common)
