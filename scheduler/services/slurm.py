@@ -214,7 +214,7 @@ def checkpoint_wait_seconds(job: Job) -> float:
     before it gives the run back (`checkpoint_busy`): an older attempt being stopped
     is gone within its grace and the kill margin; `SLURM_CHECKPOINT_WAIT_SECONDS` more
     covers Slurm's own kill (KillWait) and a slow node."""
-    extra = float(getattr(settings, "SLURM_CHECKPOINT_WAIT_SECONDS", 30))
+    extra = float(settings.SLURM_CHECKPOINT_WAIT_SECONDS)
     return longest_grace(job) + float(settings.JOB_KILL_MARGIN_SECONDS) + extra
 
 
