@@ -61,6 +61,9 @@ class QueueSpec:
     default_preemption_retries: object = KEEP
     runnable_time_limit: object = KEEP
     executor: object = KEEP
+    # The Slurm binding as the history records it (slurm_conf, slurm_partition,
+    # slurm_account; all "" unbinds), or KEEP.
+    slurm: object = KEEP
     fields: dict[str, str] = field(default_factory=dict)
 
     def field_path(self, name: str) -> str:

@@ -66,6 +66,11 @@ from governance.policy.services import (
     urgency_document,
     urgency_save,
 )
+from governance.policy.slurm_binding import (
+    SlurmBinding,
+    queue_set_slurm_binding,
+    slurm_binding_validate,
+)
 from governance.policy.workload_classes import (
     workload_class_delete,
     workload_class_document,
@@ -113,6 +118,7 @@ class QueuePlan:
     share_docs: list[dict]  # every share as it will be, in entitlement order
     capacity_change: Change | None = None
     share_changes: list[Change] = field(default_factory=list)
+    binding_change: Change | None = None  # the queue's Slurm binding
     impact: list[ImpactLine] = field(default_factory=list)
     version: int | None = None
     share_versions: dict[str, int] = field(default_factory=dict)
@@ -121,7 +127,11 @@ class QueuePlan:
 
     @property
     def changes(self) -> list[Change]:
-        return ([self.capacity_change] if self.capacity_change else []) + self.share_changes
+        return (
+            ([self.capacity_change] if self.capacity_change else [])
+            + self.share_changes
+            + ([self.binding_change] if self.binding_change else [])
+        )
 
 
 @dataclass
@@ -578,6 +588,7 @@ def _queue_plan(policy, spec: QueueSpec, problems, warnings, known_teams, known_
                 f"queue '{spec.name}': the file lists its shares in another order; the "
                 "entitlement order stays as it is"
             )
+    plan.binding_change = _binding_change(spec, queue, problems)
     for doc in docs:
         before = live.share_doc(doc["name"]) if live else None
         if before == doc:
@@ -589,6 +600,30 @@ def _queue_plan(policy, spec: QueueSpec, problems, warnings, known_teams, known_
             Change(PolicyChange.Target.SHARE, action, doc["name"], spec.name, before, doc)
         )
     return plan
+
+
+def _binding_change(spec: QueueSpec, queue: JobQueue | None, problems) -> Change | None:
+    """The file's Slurm binding, checked by the binding service (which asks the cluster
+    whether the partition exists), as a change of the queue; None when it keeps it."""
+    if spec.slurm is KEEP:
+        return None
+    current = queue if queue is not None else JobQueue(name=spec.name)
+    before = SlurmBinding.of(current).document()
+    binding, errors = slurm_binding_validate(
+        queue=current,
+        conf=spec.slurm["slurm_conf"],
+        partition=spec.slurm["slurm_partition"],
+        account=spec.slurm["slurm_account"],
+    )
+    for key, messages in errors.items():
+        for message in messages:
+            problems.add(spec.field_path(key), message)
+    if binding.document() == before:
+        return None
+    action = ADDED if not current.slurm_conf else CHANGED
+    return Change(
+        PolicyChange.Target.QUEUE_SLURM, action, spec.name, spec.name, before, binding.document()
+    )
 
 
 def _order_capacity(plan: QueuePlan, live: LiveQueue, warnings: list[str]) -> None:
@@ -931,3 +966,13 @@ class _Writer:
                 )
         if plan.capacity_after_shares is not None:
             self.capacity(plan, JobQueue.objects.get(pk=queue.pk), plan.capacity_after_shares)
+        if plan.binding_change is not None:
+            queue = JobQueue.objects.get(pk=queue.pk)
+            self.call(
+                spec,
+                None,
+                queue_set_slurm_binding,
+                queue=queue,
+                binding=plan.binding_change.after,
+                expected_version=queue.version,
+            )
