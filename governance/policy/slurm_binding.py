@@ -53,6 +53,7 @@ __all__ = [
     "queue_set_slurm_binding",
     "record_direct_binding_change",
     "slurm_binding_validate",
+    "slurm_resources_validate",
 ]
 
 

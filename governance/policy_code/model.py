@@ -30,6 +30,8 @@ class InstanceTypeSpec:
     # False when the format cannot say how many GPUs it has (1 is then assumed).
     gpus_known: bool = True
     path: str = ""
+    # The sbatch options of one instance on Slurm; None: the file does not say.
+    slurm_resources: list[str] | None = None
 
 
 @dataclass

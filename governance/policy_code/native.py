@@ -5,6 +5,9 @@
     - name: ml.g5.xlarge
       gpus: 1                        GPUs per instance (at least 1)
       gpu_model: NVIDIA A10G         optional
+      slurm_resources: [--gres=gpu:1]  optional: what one instance asks a Slurm cluster for
+                                     (set when the file creates the type; a type that
+                                     exists keeps its own, changed on its page)
     teams:                           every team the shares and urgency definitions name
     - name: vision-research
       description: ''                optional
@@ -170,7 +173,12 @@ def document(queues: list[JobQueue]) -> dict:
     return {
         "version": VERSION,
         "instance_types": [
-            {"name": itype.name, "gpus": itype.gpu_count, "gpu_model": itype.gpu_model}
+            {
+                "name": itype.name,
+                "gpus": itype.gpu_count,
+                "gpu_model": itype.gpu_model,
+                **({"slurm_resources": itype.slurm_resources} if itype.slurm_resources else {}),
+            }
             for itype in (types[name] for name in sorted(types))
         ],
         "teams": [
@@ -300,7 +308,7 @@ def _instance_type(problems: Problems, entry, path: str) -> InstanceTypeSpec | N
     entry = read.mapping(problems, entry, path)
     if entry is None:
         return None
-    read.unknown_fields(problems, entry, {"name", "gpus", "gpu_model"}, path)
+    read.unknown_fields(problems, entry, {"name", "gpus", "gpu_model", "slurm_resources"}, path)
     if not (
         read.required(problems, entry, "name", path) & read.required(problems, entry, "gpus", path)
     ):
@@ -310,9 +318,20 @@ def _instance_type(problems: Problems, entry, path: str) -> InstanceTypeSpec | N
     model = read.text(
         problems, entry.get("gpu_model") or "", child(path, "gpu_model"), required=False
     )
+    resources = None
+    if "slurm_resources" in entry:
+        resources = read.sequence(
+            problems, entry["slurm_resources"], child(path, "slurm_resources")
+        )
     if None in (name, gpus, model):
         return None
-    return InstanceTypeSpec(name=name.strip(), gpu_count=gpus, gpu_model=model.strip(), path=path)
+    return InstanceTypeSpec(
+        name=name.strip(),
+        gpu_count=gpus,
+        gpu_model=model.strip(),
+        path=path,
+        slurm_resources=resources,
+    )
 
 
 def _team(problems: Problems, entry, path: str) -> TeamSpec | None:

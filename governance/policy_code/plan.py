@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from core import rules
@@ -68,8 +69,10 @@ from governance.policy.services import (
 )
 from governance.policy.slurm_binding import (
     SlurmBinding,
+    instance_type_set_resources,
     queue_set_slurm_binding,
     slurm_binding_validate,
+    slurm_resources_validate,
 )
 from governance.policy.workload_classes import (
     workload_class_delete,
@@ -87,7 +90,7 @@ from governance.policy_code.model import (
     TeamSpec,
     WorkloadClassSpec,
 )
-from governance.policy_code.source import FileProblem, Lines, PolicyFileError, Problems
+from governance.policy_code.source import FileProblem, Lines, PolicyFileError, Problems, child
 
 # REMOVED: a share the file leaves out, disabled; DELETED: a workload class it leaves out.
 ADDED, CHANGED, REMOVED, DELETED = "added", "changed", "removed", "deleted"
@@ -427,6 +430,12 @@ def _instance_types(policy: PolicyFile, problems: Problems, warnings: list[str])
     created = []
     for spec in policy.instance_types:
         live = existing.get(spec.name)
+        if spec.slurm_resources is not None:
+            try:
+                slurm_resources_validate(spec.slurm_resources)
+            except ValidationError as error:
+                for message in error.message_dict["slurm_resources"]:
+                    problems.add(child(spec.path, "slurm_resources"), message)
         if live is None:
             created.append(spec)
             if not spec.gpus_known:
@@ -442,6 +451,11 @@ def _instance_types(policy: PolicyFile, problems: Problems, warnings: list[str])
             )
         elif spec.gpus_known and spec.gpu_model and live.gpu_model != spec.gpu_model:
             warnings.append(f"instance type '{spec.name}': its GPU model stays {live.gpu_model!r}")
+        if live is not None and spec.slurm_resources not in (None, live.slurm_resources):
+            warnings.append(
+                f"instance type '{spec.name}': its Slurm resources stay "
+                f"{' '.join(live.slurm_resources) or 'none'} (change them on its page)"
+            )
     return sorted(created, key=lambda spec: spec.name)
 
 
@@ -830,9 +844,17 @@ def _apply(*, actor, policy: PolicyFile, reason: str, expected_versions: dict | 
     for team in plan.teams:
         Team.objects.create(name=team.name, description=team.description)
     for itype in plan.instance_types:
-        InstanceType.objects.create(
+        created = InstanceType.objects.create(
             name=itype.name, gpu_count=itype.gpu_count, gpu_model=itype.gpu_model
         )
+        if itype.slurm_resources:
+            writer.call(
+                None,
+                None,
+                instance_type_set_resources,
+                instance_type=created,
+                resources=itype.slurm_resources,
+            )
     class_specs = {spec.name: spec for spec in policy.workload_classes or []}
     try:
         for change in plan.class_writes:

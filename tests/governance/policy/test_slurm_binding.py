@@ -6,6 +6,7 @@ needs a cluster that answers (a partition found, or not) is in
 test_slurm_binding_cluster.py."""
 
 import pytest
+import yaml
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
@@ -14,6 +15,9 @@ from rest_framework.test import APIClient
 from fleet.models import InstanceType, JobQueue
 from governance.models import PolicyChange, PolicyProposal
 from governance.policy.services import policy_change_revert
+from governance.policy_code import native, policy_export, policy_file_read
+from governance.policy_code.plan import policy_apply, policy_plan
+from governance.policy_code.source import PolicyFileError
 from governance.proposals.services import proposal_approve
 from tests.factories import UserFactory
 
@@ -220,3 +224,36 @@ def test_under_review_resources_wait_for_another_admin(settings, admin):
     assert first.state == PolicyProposal.State.APPLIED
     assert first.applied_change.after == {"slurm_resources": ["--gres=gpu:1"]}
     assert first.applied_change.actor == admin
+
+
+def test_the_native_file_carries_an_instance_types_resources(admin, aws_queue):
+    InstanceType.objects.filter(name=XL).update(slurm_resources=["--gres=gpu:1"])
+    data = yaml.safe_load(policy_export(format="native", queue=aws_queue).content)
+    [entry] = data["instance_types"]
+    assert entry["slurm_resources"] == ["--gres=gpu:1"]
+
+    entry["slurm_resources"] = ["--exclusive"]
+    data["instance_types"].append({"name": "a100", "gpus": 8, "slurm_resources": ["--wrap=id"]})
+    with pytest.raises(PolicyFileError) as refused:
+        policy_plan(policy=policy_file_read(raw=native.dump(data), source="types.yaml"))
+    [problem] = refused.value.problems
+    assert problem.field == "instance_types[1].slurm_resources"
+    assert problem.message.startswith("--wrap is not a resource option")
+
+    data["instance_types"][1]["slurm_resources"] = ["--exclusive", "--constraint=a100"]
+    policy = policy_file_read(raw=native.dump(data), source="types.yaml")
+    plan = policy_plan(policy=policy)
+    assert (
+        f"instance type '{XL}': its Slurm resources stay --gres=gpu:1 (change them on its page)"
+        in plan.warnings
+    )
+    policy_apply(actor=admin, policy=policy)
+
+    assert InstanceType.objects.get(name=XL).slurm_resources == ["--gres=gpu:1"]
+    assert InstanceType.objects.get(name="a100").slurm_resources == [
+        "--exclusive",
+        "--constraint=a100",
+    ]
+    change = PolicyChange.objects.get(target=PolicyChange.Target.INSTANCE_TYPE)
+    assert (change.object_repr, change.cause) == ("a100", PolicyChange.Cause.IMPORT)
+    assert change.after == {"slurm_resources": ["--exclusive", "--constraint=a100"]}
