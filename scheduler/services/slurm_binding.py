@@ -189,14 +189,15 @@ def slurm_binding_apply(queue: JobQueue, binding: SlurmBinding) -> None:
 def queue_bind_slurm(*, queue: JobQueue, conf: str, partition: str, account: str = "") -> JobQueue:
     """Bind a queue to a Slurm cluster (its slurm.conf), partition and account, outside
     the policy editor (recorded as a direct change)."""
-    queue = JobQueue.objects.select_for_update().get(pk=queue.pk)
-    before = SlurmBinding.of(queue)
-    binding = slurm_binding_check(queue=queue, conf=conf, partition=partition, account=account)
+    locked = JobQueue.objects.select_for_update().get(pk=queue.pk)
+    before = SlurmBinding.of(locked)
+    binding = slurm_binding_check(queue=locked, conf=conf, partition=partition, account=account)
     if binding != before:
-        slurm_binding_apply(queue, binding)
+        slurm_binding_apply(locked, binding)
         slurm_binding_written.send(
-            sender=JobQueue, instance=queue, before=before.document(), after=binding.document()
+            sender=JobQueue, instance=locked, before=before.document(), after=binding.document()
         )
+        queue.refresh_from_db()  # the caller's object says what was saved
     return queue
 
 
