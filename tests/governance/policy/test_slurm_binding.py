@@ -212,6 +212,9 @@ def test_under_review_resources_wait_for_another_admin(settings, admin):
     assert (first.kind, first.author, first.state) == ("type_slurm", admin, "PENDING")
     assert first.payload["after"] == {"slurm_resources": ["--gres=gpu:1"]}
     assert second.payload["slurm_resources"] == ["--exclusive"]
+    listed = page_client(admin).get(reverse("proposal-list")).content.decode()
+    assert "Change of an instance type&#x27;s Slurm resources" in listed
+    assert "Slurm resources of one instance" in listed
     itype.refresh_from_db()
     assert itype.slurm_resources == []
     assert not PolicyChange.objects.filter(target=PolicyChange.Target.INSTANCE_TYPE).exists()

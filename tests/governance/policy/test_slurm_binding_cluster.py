@@ -85,6 +85,8 @@ def test_binding_to_gpu_is_a_policy_change_with_its_preview_and_revert(admin, aw
     assert change.after == {"slurm_conf": conf, "slurm_partition": "gpu", "slurm_account": ""}
     history = page.get(reverse("history")).content.decode()
     assert "Slurm partition" in history and "Slurm cluster (slurm.conf)" in history
+    detail = page.get(reverse("queue-detail", args=[aws_queue.pk])).content.decode()
+    assert "Runs on Slurm:</span> partition gpu of <code>" + conf in detail
 
     policy_change_revert(actor=admin, change=change, reason="not yet")
     aws_queue.refresh_from_db()
