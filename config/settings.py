@@ -491,6 +491,9 @@ JOB_CHECKPOINT_ROOT = env_path("JOB_CHECKPOINT_ROOT", VAR_DIR / "checkpoints")
 # cluster), and when a submitter's unfinished claim is taken over (after a crash).
 SLURM_RECONCILE_SECONDS = env_float("SLURM_RECONCILE_SECONDS", 1, minimum=0.2)
 SLURM_COMMAND_TIMEOUT = env_float("SLURM_COMMAND_TIMEOUT", 10, minimum=0.5)
+# How long checking a queue's binding (does the partition exist?) waits for the cluster
+# while an admin saves it (scheduler.services.slurm_binding): a page must answer.
+SLURM_BIND_TIMEOUT = env_float("SLURM_BIND_TIMEOUT", 3, minimum=0.5)
 SLURM_JOB_PREFIX = env_str("SLURM_JOB_PREFIX", "gpuq")
 SLURM_SUBMIT_STALE_SECONDS = env_float("SLURM_SUBMIT_STALE_SECONDS", 30, minimum=1)
 # How much longer than its grace and kill margin a new attempt waits for an earlier

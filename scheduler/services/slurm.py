@@ -1,4 +1,5 @@
-"""Writes of the `slurm` executor: a queue's binding to its cluster, the submission of
+"""Writes of the `slurm` executor: a queue's binding to its cluster (its checks and writes:
+scheduler.services.slurm_binding), the submission of
 the runs a pass started, their notice, and the reconciliation of what Slurm runs with
 what the database believes.
 
@@ -37,18 +38,15 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import re
 import secrets
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db.models import Q
 from django.utils import timezone
 
-from fleet.models import InstanceType, Job, JobQueue, QueueCapacity
+from fleet.models import Job, JobQueue, QueueCapacity
 from scheduler.executors import executor_names
 from scheduler.executors.slurm import (
     ENDED_STATES,
@@ -73,92 +71,23 @@ from scheduler.executors.slurm import (
 )
 from scheduler.executors.slurm_launch import BUSY_EXIT
 from scheduler.services import passes, runs
+from scheduler.services.slurm_binding import (  # noqa: F401  (re-exported)
+    RESOURCE_OPTIONS,
+    instance_type_set_slurm_resources,
+    queue_bind_slurm,
+    slurm_resources_validate,
+)
 
 logger = logging.getLogger(__name__)
 
 SUBMITTING = "slurm:submitting"
 
-# -- the binding -------------------------------------------------------------------------
-
-_SLURM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-# sbatch options an instance type may ask for: resources and placement only. The run's
-# name, files, environment, requeueing, node count and program are the executor's.
-RESOURCE_OPTIONS = frozenset(
-    {
-        "constraint",
-        "cpus-per-gpu",
-        "cpus-per-task",
-        "exclusive",
-        "gpus-per-node",
-        "gres",
-        "mem",
-        "mem-per-cpu",
-        "mem-per-gpu",
-        "qos",
-        "reservation",
-        "tmp",
-    }
-)
-_OPTION = re.compile(r"^--(?P<name>[a-z][a-z-]*)(?:=(?P<value>[A-Za-z0-9_.:,=+-]+))?$")
+# -- the binding (its checks and writes: scheduler.services.slurm_binding) ------------
 
 
 def slurm_executor_queues():
     """Queues whose executor reconciles on its own tick (no runner): Slurm's."""
     return JobQueue.objects.filter(executor__in=executor_names(reconciles=True, needs_runner=False))
-
-
-def queue_bind_slurm(*, queue: JobQueue, conf: str, partition: str, account: str = "") -> JobQueue:
-    """Bind a queue to a Slurm cluster (its slurm.conf), partition and account."""
-    errors: dict[str, list[str]] = {}
-    conf = (conf or "").strip()
-    if not conf:
-        errors["slurm_conf"] = ["give the path of the cluster's slurm.conf (SLURM_CONF)"]
-    elif not Path(conf).is_absolute():
-        errors["slurm_conf"] = [f"'{conf}' is not an absolute path"]
-    elif not Path(conf).is_file():
-        errors["slurm_conf"] = [f"no file at '{conf}'"]
-    partition = (partition or "").strip()
-    if not _SLURM_NAME.match(partition):
-        errors["slurm_partition"] = [
-            "give the Slurm partition: letters, digits, '_', '.', '-' (at most 64)"
-        ]
-    account = (account or "").strip()
-    if account and not _SLURM_NAME.match(account):
-        errors["slurm_account"] = ["a Slurm account is letters, digits, '_', '.', '-' (at most 64)"]
-    if errors:
-        raise ValidationError(errors)
-    queue.slurm_conf, queue.slurm_partition, queue.slurm_account = conf, partition, account
-    queue.slurm_nodes = None  # another partition's nodes: the next reconciliation's
-    queue.save(update_fields=["slurm_conf", "slurm_partition", "slurm_account", "slurm_nodes"])
-    return queue
-
-
-def slurm_resources_validate(resources) -> list[str]:
-    """The sbatch options of one instance, checked: a list of `--option[=value]`."""
-    if not isinstance(resources, list) or not all(isinstance(r, str) for r in resources):
-        raise ValidationError({"slurm_resources": ["give a list of sbatch options"]})
-    for option in resources:
-        match = _OPTION.match(option)
-        if match is None:
-            raise ValidationError(
-                {
-                    "slurm_resources": [
-                        f"'{option}' is not an sbatch option (--name or --name=value)"
-                    ]
-                }
-            )
-        if match["name"] not in RESOURCE_OPTIONS:
-            allowed = ", ".join(f"--{name}" for name in sorted(RESOURCE_OPTIONS))
-            raise ValidationError(
-                {"slurm_resources": [f"--{match['name']} is not a resource option ({allowed})"]}
-            )
-    return list(resources)
-
-
-def instance_type_set_slurm_resources(*, instance_type: InstanceType, resources) -> InstanceType:
-    instance_type.slurm_resources = slurm_resources_validate(resources)
-    instance_type.save(update_fields=["slurm_resources"])
-    return instance_type
 
 
 def cluster_of(queue: JobQueue) -> Cluster:
