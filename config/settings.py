@@ -541,8 +541,14 @@ JOB_CHECKPOINT_ROOT = env_path("JOB_CHECKPOINT_ROOT", VAR_DIR / "checkpoints")
 # cluster), and when a submitter's unfinished claim is taken over (after a crash).
 SLURM_RECONCILE_SECONDS = env_float("SLURM_RECONCILE_SECONDS", 1, minimum=0.2)
 SLURM_COMMAND_TIMEOUT = env_float("SLURM_COMMAND_TIMEOUT", 10, minimum=0.5)
+# How long checking a queue's binding (does the partition exist?) waits for the cluster
+# while an admin saves it (scheduler.services.slurm_binding): a page must answer.
+SLURM_BIND_TIMEOUT = env_float("SLURM_BIND_TIMEOUT", 3, minimum=0.5)
 SLURM_JOB_PREFIX = env_str("SLURM_JOB_PREFIX", "gpuq")
 SLURM_SUBMIT_STALE_SECONDS = env_float("SLURM_SUBMIT_STALE_SECONDS", 30, minimum=1)
+# How much longer than its grace and kill margin a new attempt waits for an earlier
+# attempt of the same job to let go of the checkpoint lock (then: checkpoint_busy).
+SLURM_CHECKPOINT_WAIT_SECONDS = env_float("SLURM_CHECKPOINT_WAIT_SECONDS", 30, minimum=0)
 # The account a root submitter runs Slurm jobs as (sbatch --uid/--gid), an unprivileged
 # one; without it a root submitter refuses to submit unless SLURM_ALLOW_ROOT (the local
 # demo only). A submitter that is not root runs jobs as itself (Slurm's own rule).

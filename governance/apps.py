@@ -11,6 +11,7 @@ class GovernanceConfig(AppConfig):
 
         scopes.register()
         self._record_role_changes()
+        self._record_binding_changes()
         # Registers the revert of workload-class changes (governance.policy.services).
         # Register the feature packages' tasks in every process (web, worker, tests), so
         # services enqueue them by name (config.celery.task) without importing them, and
@@ -20,6 +21,18 @@ class GovernanceConfig(AppConfig):
         from governance.exceptions import tasks as exception_tasks  # noqa: F401
         from governance.policy import workload_classes  # noqa: F401
         from governance.whatif import tasks as whatif_tasks  # noqa: F401
+
+    @staticmethod
+    def _record_binding_changes() -> None:
+        """Slurm bindings written outside the policy editor (`manage.py slurm_bind`)
+        reach the policy history as direct changes; importing the module registers the
+        reverts of binding changes."""
+        from core.signals import slurm_binding_written
+        from governance.policy import slurm_binding
+
+        slurm_binding_written.connect(
+            slurm_binding.record_direct_binding_change, dispatch_uid="slurm_binding.direct"
+        )
 
     @staticmethod
     def _record_role_changes() -> None:

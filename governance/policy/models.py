@@ -28,6 +28,8 @@ class PolicyChange(models.Model):
         TEAM = "team", "Team membership"
         ROLE = "role", "Role assignment"
         WORKLOAD_CLASS = "workload_class", "Workload class"
+        QUEUE_SLURM = "queue_slurm", "Queue's Slurm binding"
+        INSTANCE_TYPE = "instance_type", "Instance type's Slurm resources"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(

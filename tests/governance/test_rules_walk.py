@@ -267,6 +267,12 @@ PAGES: dict[tuple[str, str], Entry] = {
     ("queue-detail", ""): Entry(POLICY_VIEW, {"pk": _pk("queue")}),
     ("queue-capacity", ""): Entry(POLICY_EDIT, {"pk": _pk("queue")}, methods=("GET", "POST")),
     ("queue-capacity-impact", ""): Entry(POLICY_EDIT, {"pk": _pk("queue")}, methods=("POST",)),
+    ("queue-slurm", ""): Entry(POLICY_EDIT, {"pk": _pk("queue")}, methods=("GET", "POST")),
+    ("queue-slurm-impact", ""): Entry(POLICY_EDIT, {"pk": _pk("queue")}, methods=("POST",)),
+    ("instance-type-list", ""): Entry(POLICY_EDIT),
+    ("instance-type-slurm", ""): Entry(
+        POLICY_EDIT, {"pk": _pk("instance_type")}, methods=("GET", "POST")
+    ),
     ("share-create", ""): Entry(POLICY_EDIT, {"queue_pk": _pk("queue")}, methods=("GET", "POST")),
     ("share-impact", ""): Entry(POLICY_EDIT, {"queue_pk": _pk("queue")}, methods=("POST",)),
     ("policy-list", ""): Entry(POLICY_EDIT),

@@ -77,6 +77,7 @@ def test_instance_type_crud(admin_api, db):
         "name": "ml.p4d.24xlarge",
         "gpu_count": 8,
         "gpu_model": "NVIDIA A100",
+        "slurm_resources": [],
     }
     assert admin_api.delete(f"/api/v1/instance-types/{pk}/").status_code == 204
 

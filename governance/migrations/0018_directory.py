@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("fleet", "0009_jobqueue_slurm_nodes"),
-        ("governance", "0016_whatif_share_mapping"),
+        ("governance", "0017_slurm_binding_targets"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
