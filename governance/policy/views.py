@@ -20,6 +20,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from core import rules
 from fleet.models import QuotaShare
 from fleet.selectors import queue_list, queue_usage, share_get
+from scheduler.services.estimates.record import queue_coverage
 from governance import glossary
 from governance.exceptions.selectors import active_exceptions
 from governance.knowledge.selectors import articles_by_share
@@ -76,6 +77,7 @@ def queue_detail(request, pk: int):
         {
             "usage": usage,
             "explained": explained,
+            "estimate_coverage": queue_coverage(queue),
         },
     )
 

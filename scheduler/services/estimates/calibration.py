@@ -36,6 +36,11 @@ OFFSET = 60  # seconds (in the queue's clock)
 MIN_RECORDS = 30
 WINDOW = 1000
 RECORD_ROWS = 20 * WINDOW  # the latest estimates read of a queue's record at most
+# How far a miss moves its end's quantile level (0: plain split conformal, what the
+# tuning windows covered best with: 0.005 and 0.02 did no better on them).
+GAIN = 0.0
+LEVEL_FLOOR = 0.005
+ADAPT_WINDOW = 100
 BY_SHARE = False  # True: a share with enough outcomes is calibrated by its own
 
 # Ratios at p10 / p50 / p90 when a queue has no record yet: measured on the Philly
@@ -61,6 +66,7 @@ class Outcome:
     waited: int
     open: bool = False
     forecast_high: int | None = None  # the forecast's p90 run
+    stated: tuple[int | None, int | None] | None = None  # the range it stated (low, high)
 
 
 def ratio(forecast: int, actual: float) -> float:
@@ -99,11 +105,13 @@ def counted(outcome: Outcome) -> float | None:
     return ratio(outcome.forecast, outcome.waited)
 
 
-def calibration_of(ratios: Sequence[float], basis: str) -> Calibration | None:
+def calibration_of(
+    ratios: Sequence[float], basis: str, levels: Sequence[float] = QUANTILES
+) -> Calibration | None:
     if len(ratios) < MIN_RECORDS:
         return None
     values = sorted(ratios[-WINDOW:])
-    factors = tuple(quantile(values, q) for q in QUANTILES)
+    factors = tuple(quantile(values, q) for q in levels)
     return Calibration(factors, basis, len(values))  # type: ignore[arg-type]
 
 
@@ -116,20 +124,52 @@ class Calibrations:
         return self.by_group.get(group, self.queue)
 
 
+def missed(outcome: Outcome) -> tuple[int, int] | None:
+    """(1 if it started before its stated range, 1 if after), as far as known."""
+    if outcome.stated is None:
+        return None
+    low, high = outcome.stated
+    if outcome.open:
+        return (0, 1) if high is not None and outcome.waited > high else None
+    side = where(outcome.waited, low, high)
+    return int(side == "before"), int(side == "after")
+
+
+def adapted(misses: Sequence[tuple[int, int]]) -> tuple[float, float, float]:
+    """The quantile levels the record's own recent misses call for (adaptive conformal
+    inference, Gibbs & Candes 2021, over the last `ADAPT_WINDOW` outcomes): each end moves by
+    GAIN per outcome that missed on its side more (or less) often than nominal."""
+    low, mid, high = QUANTILES
+    if not GAIN or not misses:
+        return low, mid, high
+    recent = misses[-ADAPT_WINDOW:]
+    before = sum(m[0] for m in recent)
+    after = sum(m[1] for m in recent)
+    n = len(recent)
+    low_level = min(mid - 0.05, max(LEVEL_FLOOR, low + GAIN * (low * n - before)))
+    high_level = max(mid + 0.05, min(1 - LEVEL_FLOOR, high - GAIN * ((1 - high) * n - after)))
+    return low_level, mid, high_level
+
+
 def calibrations(outcomes: Iterable[Outcome]) -> Calibrations:
     """The calibration of each group and of the queue from its outcomes, oldest first."""
     by_group: dict[str, list[float]] = {}
     everything: list[float] = []
+    misses: list[tuple[int, int]] = []
     for outcome in outcomes:
+        miss = missed(outcome)
+        if miss is not None:
+            misses.append(miss)
         value = counted(outcome)
         if value is None:
             continue
         by_group.setdefault(outcome.group, []).append(value)
         everything.append(value)
-    queue = calibration_of(everything, "queue") or NO_RECORD
+    levels = adapted(misses)
+    queue = calibration_of(everything, "queue", levels) or NO_RECORD
     found = {}
     for group, values in by_group.items() if BY_SHARE else ():
-        calibration = calibration_of(values, "share")
+        calibration = calibration_of(values, "share", levels)
         if calibration is not None:
             found[group] = calibration
     return Calibrations(found, queue)
@@ -193,20 +233,26 @@ def replayed(estimates: Sequence[Made]) -> list[Calibration]:
     (`record.queue_calibrations`), in a replay."""
     order = sorted(range(len(estimates)), key=lambda i: (estimates[i].at, i))
     found: list[Calibration] = [NO_RECORD] * len(estimates)
-    made: list[Made] = []
+    made: list[tuple[Made, tuple]] = []
     for i in order:
         now = estimates[i].at
         known = []
         still = []
-        for other in made[-RECORD_ROWS:]:
+        for other, stated in made[-RECORD_ROWS:]:
             end = other.at + other.actual
             if end <= now:
-                known.append((end, Outcome(other.group, other.forecast, other.actual)))
+                known.append(
+                    (end, Outcome(other.group, other.forecast, other.actual, stated=stated))
+                )
             else:
                 still.append(
-                    Outcome(other.group, other.forecast, now - other.at, True, other.forecast_high)
+                    Outcome(
+                        other.group, other.forecast, now - other.at, True, other.forecast_high,
+                        stated,
+                    )  # fmt: skip
                 )
         known.sort(key=lambda pair: pair[0])
         found[i] = calibrations([outcome for _, outcome in known] + still).of(estimates[i].group)
-        made.append(estimates[i])
+        low, _, high = found[i].waits(estimates[i].forecast)
+        made.append((estimates[i], (low, high)))
     return found

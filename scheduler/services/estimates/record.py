@@ -15,6 +15,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 from django.db.models import Q
+from django.utils import timezone
 
 from fleet.models import Job, JobQueue
 from scheduler.models import EstimateRecord
@@ -64,19 +65,30 @@ def queue_calibrations(queue: JobQueue, clock: Clock, now: dt.datetime) -> Calib
         EstimateRecord.objects.filter(queue=queue, closed=False, made_at__gte=since)
         .filter(made_at__lte=now)
         .order_by("-made_at", "-pk")
-        .values_list("share", "made_at", "forecast_wait", "forecast_high_wait", "actual_wait")[
-            :RECORD_ROWS
-        ]
+        .values_list(
+            "share",
+            "made_at",
+            "forecast_wait",
+            "forecast_high_wait",
+            "actual_wait",
+            "low_wait",
+            "high_wait",
+            "quantiles",
+        )[:RECORD_ROWS]
     )
     known = []
-    for share, made_at, forecast, high, actual in rows:
+    for share, made_at, forecast, high, actual, low_wait, high_wait, quantiles in rows:
+        # Its misses count only against a range of the quantiles stated now.
+        stated = (low_wait, high_wait) if quantiles == RANGE_LABEL else None
         if actual is not None:
             known_at = made_at + dt.timedelta(seconds=actual / clock.speed)
             if known_at <= now:
-                known.append((known_at, Outcome(share, forecast, actual)))
+                known.append((known_at, Outcome(share, forecast, actual, stated=stated)))
                 continue
         waited = max(0, round((now - made_at).total_seconds() * clock.speed))
-        known.append((now, Outcome(share, forecast, waited, open=True, forecast_high=high)))
+        known.append(
+            (now, Outcome(share, forecast, waited, open=True, forecast_high=high, stated=stated))
+        )
     known.sort(key=lambda pair: pair[0])
     return calibrations(outcome for _, outcome in known)
 
@@ -127,12 +139,14 @@ class QueueCoverage:
         found = self.coverage.share(part)
         return None if found is None else 100 * found
 
+    @property
+    def percents(self) -> dict[str, float | None]:
+        return {part: self.percent(part) for part in ("before", "inside", "after")}
+
 
 def queue_coverage(
     queue: JobQueue, *, now: dt.datetime | None = None, days: int = COVERAGE_DAYS
 ) -> QueueCoverage:
-    from django.utils import timezone
-
     now = now or timezone.now()
     rows = EstimateRecord.objects.filter(
         queue=queue,
