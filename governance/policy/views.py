@@ -20,7 +20,6 @@ from django.views.decorators.http import require_http_methods, require_POST
 from core import rules
 from fleet.models import QuotaShare
 from fleet.selectors import queue_list, queue_usage, share_get
-from scheduler.services.estimates.record import queue_coverage
 from governance import glossary
 from governance.exceptions.selectors import active_exceptions
 from governance.knowledge.selectors import articles_by_share
@@ -37,6 +36,7 @@ from governance.policy.services import (
 )
 from governance.proposals.messages import after_policy_write
 from governance.proposals.selectors import pending_count
+from scheduler.services.estimates.record import queue_coverage
 
 QUEUES_PER_PAGE = 10
 

@@ -248,10 +248,10 @@ class Pooled:
                 if m.forecast is not None
             )
             if ratios:
-                factors = ", ".join(f"{quantile(ratios, q):.2f}" for q in calibration.QUANTILES)
+                factors = ", ".join(f"{quantile(ratios, q):.2f}" for q in calibration.LEVELS)
                 write(
                     f"ratios (actual + {calibration.OFFSET} s) / (forecast + "
-                    f"{calibration.OFFSET} s) at {calibration.QUANTILES}: {factors} "
+                    f"{calibration.OFFSET} s) at {calibration.LEVELS}: {factors} "
                     f"(calibration.DEFAULT: {calibration.DEFAULT})"
                 )
 

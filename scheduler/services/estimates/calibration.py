@@ -6,9 +6,10 @@ its starts come early far more often than late. The record says by how much: for
 past estimate, the ratio of the actual wait to the forecast's (p50-run) wait, both
 offset by `OFFSET` seconds so that a forecast of "at once" still has a scale,
 `(actual + OFFSET) / (forecast + OFFSET)`. A new estimate's p10, p50 and p90 are the
-forecast's wait times the 10th, 50th and 90th percentiles of those ratios (split
-conformal prediction on a log scale): if the next job is like the recent ones, its
-start falls before the p10 one time in ten, after the p90 one time in ten.
+forecast's wait times percentiles of those ratios (split conformal prediction on a log
+scale; `LEVELS`: the 5th for the p10, tuned, see there, the 50th and the 90th): if the
+next job is like the recent ones, its start falls before the p10 one time in ten,
+after the p90 one time in ten.
 
 Which record: the queue's when it has `MIN_RECORDS` outcomes, else the `DEFAULT`
 ratios (measured on Philly replay windows that `bench_eta` does not evaluate on); with
@@ -32,20 +33,19 @@ from dataclasses import dataclass
 from engine.stats import quantile
 
 QUANTILES = (0.1, 0.5, 0.9)  # the range's low end, the point estimate, the high end
+# The record's quantiles that give them: on the tuning windows the record's own p10
+# put 18.5 % of starts before the range (its early starts come in bursts that the
+# record learns of late), its p5 15.9 %, with 80.8 % and 84 % inside on the calmer one.
+LEVELS = (0.05, 0.5, 0.9)
 OFFSET = 60  # seconds (in the queue's clock)
 MIN_RECORDS = 30
 WINDOW = 1000
 RECORD_ROWS = 20 * WINDOW  # the latest estimates read of a queue's record at most
-# How far a miss moves its end's quantile level (0: plain split conformal, what the
-# tuning windows covered best with: 0.005 and 0.02 did no better on them).
-GAIN = 0.0
-LEVEL_FLOOR = 0.005
-ADAPT_WINDOW = 100
 BY_SHARE = False  # True: a share with enough outcomes is calibrated by its own
 
 # Ratios at p10 / p50 / p90 when a queue has no record yet: measured on the Philly
 # windows bench_eta tunes on (TUNE_WINDOWS), none of those it evaluates on.
-DEFAULT = (0.49, 0.97, 2.13)
+DEFAULT = (0.23, 0.97, 2.13)
 
 
 def label(q: float) -> str:
@@ -66,7 +66,6 @@ class Outcome:
     waited: int
     open: bool = False
     forecast_high: int | None = None  # the forecast's p90 run
-    stated: tuple[int | None, int | None] | None = None  # the range it stated (low, high)
 
 
 def ratio(forecast: int, actual: float) -> float:
@@ -105,13 +104,11 @@ def counted(outcome: Outcome) -> float | None:
     return ratio(outcome.forecast, outcome.waited)
 
 
-def calibration_of(
-    ratios: Sequence[float], basis: str, levels: Sequence[float] = QUANTILES
-) -> Calibration | None:
+def calibration_of(ratios: Sequence[float], basis: str) -> Calibration | None:
     if len(ratios) < MIN_RECORDS:
         return None
     values = sorted(ratios[-WINDOW:])
-    factors = tuple(quantile(values, q) for q in levels)
+    factors = tuple(quantile(values, level) for level in LEVELS)
     return Calibration(factors, basis, len(values))  # type: ignore[arg-type]
 
 
@@ -124,52 +121,20 @@ class Calibrations:
         return self.by_group.get(group, self.queue)
 
 
-def missed(outcome: Outcome) -> tuple[int, int] | None:
-    """(1 if it started before its stated range, 1 if after), as far as known."""
-    if outcome.stated is None:
-        return None
-    low, high = outcome.stated
-    if outcome.open:
-        return (0, 1) if high is not None and outcome.waited > high else None
-    side = where(outcome.waited, low, high)
-    return int(side == "before"), int(side == "after")
-
-
-def adapted(misses: Sequence[tuple[int, int]]) -> tuple[float, float, float]:
-    """The quantile levels the record's own recent misses call for (adaptive conformal
-    inference, Gibbs & Candes 2021, over the last `ADAPT_WINDOW` outcomes): each end moves by
-    GAIN per outcome that missed on its side more (or less) often than nominal."""
-    low, mid, high = QUANTILES
-    if not GAIN or not misses:
-        return low, mid, high
-    recent = misses[-ADAPT_WINDOW:]
-    before = sum(m[0] for m in recent)
-    after = sum(m[1] for m in recent)
-    n = len(recent)
-    low_level = min(mid - 0.05, max(LEVEL_FLOOR, low + GAIN * (low * n - before)))
-    high_level = max(mid + 0.05, min(1 - LEVEL_FLOOR, high - GAIN * ((1 - high) * n - after)))
-    return low_level, mid, high_level
-
-
 def calibrations(outcomes: Iterable[Outcome]) -> Calibrations:
     """The calibration of each group and of the queue from its outcomes, oldest first."""
     by_group: dict[str, list[float]] = {}
     everything: list[float] = []
-    misses: list[tuple[int, int]] = []
     for outcome in outcomes:
-        miss = missed(outcome)
-        if miss is not None:
-            misses.append(miss)
         value = counted(outcome)
         if value is None:
             continue
         by_group.setdefault(outcome.group, []).append(value)
         everything.append(value)
-    levels = adapted(misses)
-    queue = calibration_of(everything, "queue", levels) or NO_RECORD
+    queue = calibration_of(everything, "queue") or NO_RECORD
     found = {}
     for group, values in by_group.items() if BY_SHARE else ():
-        calibration = calibration_of(values, "share", levels)
+        calibration = calibration_of(values, "share")
         if calibration is not None:
             found[group] = calibration
     return Calibrations(found, queue)
@@ -233,26 +198,20 @@ def replayed(estimates: Sequence[Made]) -> list[Calibration]:
     (`record.queue_calibrations`), in a replay."""
     order = sorted(range(len(estimates)), key=lambda i: (estimates[i].at, i))
     found: list[Calibration] = [NO_RECORD] * len(estimates)
-    made: list[tuple[Made, tuple]] = []
+    made: list[Made] = []
     for i in order:
         now = estimates[i].at
         known = []
         still = []
-        for other, stated in made[-RECORD_ROWS:]:
+        for other in made[-RECORD_ROWS:]:
             end = other.at + other.actual
             if end <= now:
-                known.append(
-                    (end, Outcome(other.group, other.forecast, other.actual, stated=stated))
-                )
+                known.append((end, Outcome(other.group, other.forecast, other.actual)))
             else:
                 still.append(
-                    Outcome(
-                        other.group, other.forecast, now - other.at, True, other.forecast_high,
-                        stated,
-                    )  # fmt: skip
+                    Outcome(other.group, other.forecast, now - other.at, True, other.forecast_high)
                 )
         known.sort(key=lambda pair: pair[0])
         found[i] = calibrations([outcome for _, outcome in known] + still).of(estimates[i].group)
-        low, _, high = found[i].waits(estimates[i].forecast)
-        made.append((estimates[i], (low, high)))
+        made.append(estimates[i])
     return found

@@ -71,24 +71,17 @@ def queue_calibrations(queue: JobQueue, clock: Clock, now: dt.datetime) -> Calib
             "forecast_wait",
             "forecast_high_wait",
             "actual_wait",
-            "low_wait",
-            "high_wait",
-            "quantiles",
         )[:RECORD_ROWS]
     )
     known = []
-    for share, made_at, forecast, high, actual, low_wait, high_wait, quantiles in rows:
-        # Its misses count only against a range of the quantiles stated now.
-        stated = (low_wait, high_wait) if quantiles == RANGE_LABEL else None
+    for share, made_at, forecast, high, actual in rows:
         if actual is not None:
             known_at = made_at + dt.timedelta(seconds=actual / clock.speed)
             if known_at <= now:
-                known.append((known_at, Outcome(share, forecast, actual, stated=stated)))
+                known.append((known_at, Outcome(share, forecast, actual)))
                 continue
         waited = max(0, round((now - made_at).total_seconds() * clock.speed))
-        known.append(
-            (now, Outcome(share, forecast, waited, open=True, forecast_high=high, stated=stated))
-        )
+        known.append((now, Outcome(share, forecast, waited, open=True, forecast_high=high)))
     known.sort(key=lambda pair: pair[0])
     return calibrations(outcome for _, outcome in known)
 
