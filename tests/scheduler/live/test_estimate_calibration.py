@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 
 from scheduler.models import EstimateRecord
 from scheduler.services.estimates import calibration as c
+from scheduler.services.estimates import store
 from scheduler.services.estimates.reads import queue_estimates
 from scheduler.services.estimates.record import queue_coverage
 from scheduler.services.passes import scheduling_pass
@@ -73,6 +74,14 @@ def test_a_replayed_estimate_sees_only_the_outcomes_known_when_it_was_made():
 
 
 # -- the record in the live queue -----------------------------------------------------------------
+
+
+@pytest.fixture
+def queue(queue):
+    """The AWS sample queue with nothing stored of it (ids and fingerprints repeat from run
+    to run, and a stored forecast that is current is served without a new one)."""
+    store.forget(queue)
+    return queue
 
 
 @pytest.mark.django_db
