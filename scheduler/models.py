@@ -102,7 +102,8 @@ class EstimateRecord(models.Model):
     and p90 runs of the engine; null: it would never start) and the range it stated
     (`low_wait`-`high_wait` at quantiles `quantiles`, e.g. "p10–p90", with the point
     estimate `point_wait`); `actual_wait` once it started, `closed` when it ended
-    without starting (cancelled): such a record says nothing."""
+    without starting (cancelled): such a record says nothing; `overdue_at`, when a job
+    still waiting starts to count for the calibration."""
 
     queue = models.ForeignKey(
         "fleet.JobQueue", on_delete=models.CASCADE, related_name="estimate_records"
@@ -121,11 +122,15 @@ class EstimateRecord(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     actual_wait = models.BigIntegerField(null=True, blank=True)
     closed = models.BooleanField(default=False)
+    # When a job still waiting starts to count (as waited so far): once it has waited
+    # past both runs of its forecast (null: never, its forecast had none).
+    overdue_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["made_at", "id"]
         indexes = [
             models.Index(fields=["queue", "closed", "made_at"], name="estimate_record_open"),
+            models.Index(fields=["queue", "overdue_at"], name="estimate_record_overdue"),
             models.Index(fields=["queue", "started_at"], name="estimate_record_started"),
         ]
 

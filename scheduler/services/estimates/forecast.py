@@ -319,7 +319,7 @@ def compute_forecast(queue: JobQueue, *, now: dt.datetime | None = None, fingerp
     record.close_started(queue, view.clock)
     calibrations = record.queue_calibrations(queue, view.clock, view.now)
     rows = _rows(view, explainer, corrections, low, ranges, calibrations)
-    record.record_estimates(queue, view.now, _recorded(view, rows))
+    record.record_estimates(queue, view.clock, view.now, _recorded(view, rows))
     standing = explainer.standing.detached()
     names = {
         job_id: view.facts[job_id].name for job_id in standing.referenced() if job_id in view.facts

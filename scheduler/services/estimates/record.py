@@ -61,9 +61,12 @@ def queue_calibrations(queue: JobQueue, clock: Clock, now: dt.datetime) -> Calib
     """The calibration of each share's and the queue's ranges from the record: outcomes
     in the order they became known (an open estimate at `now`, as waited so far)."""
     since = now - dt.timedelta(days=RECORD_DAYS)
+    # The outcomes known, and the estimates still open that already count (waited past
+    # their forecast: `calibration.counted`); the others say nothing yet.
     rows = list(
         EstimateRecord.objects.filter(queue=queue, closed=False, made_at__gte=since)
         .filter(made_at__lte=now)
+        .filter(Q(started_at__lte=now) | Q(started_at=None, overdue_at__lte=now))
         .order_by("-made_at", "-pk")
         .values_list(
             "share",
@@ -86,9 +89,12 @@ def queue_calibrations(queue: JobQueue, clock: Clock, now: dt.datetime) -> Calib
     return calibrations(outcome for _, outcome in known)
 
 
-def record_estimates(queue: JobQueue, now: dt.datetime, estimates: list[tuple]) -> int:
+def record_estimates(
+    queue: JobQueue, clock: Clock, now: dt.datetime, estimates: list[tuple]
+) -> int:
     """Record the first estimate of each job of `estimates` that has none: (job pk, share,
     forecast wait, forecast p90-run wait, (low, point, high) waits, calibration)."""
+    speed = clock.speed
     if not estimates:
         return 0
     recorded = set(
@@ -96,6 +102,13 @@ def record_estimates(queue: JobQueue, now: dt.datetime, estimates: list[tuple]) 
             "job_id", flat=True
         )
     )
+
+    def overdue(forecast, high):
+        if forecast is None:
+            return None
+        wait = max(forecast, forecast if high is None else high)
+        return now + dt.timedelta(seconds=wait / speed)
+
     new = [
         EstimateRecord(
             queue=queue,
@@ -110,6 +123,7 @@ def record_estimates(queue: JobQueue, now: dt.datetime, estimates: list[tuple]) 
             high_wait=waits[2],
             basis=calibration.basis,
             samples=calibration.samples,
+            overdue_at=overdue(forecast, high),
         )
         for job_id, share, forecast, high, waits, calibration in estimates
         if job_id not in recorded
