@@ -165,7 +165,5 @@ def token_revoke(request, pk: int):
     token = tokens.token_revoke(user=request.user, token_id=pk)
     if token is None:  # not one of theirs
         raise Http404("No such token")
-    messages.success(
-        request, f"Token {token.name} ({token.prefix}…) is revoked: it no longer works."
-    )
+    messages.success(request, f"Token {token.prefix}… is revoked: it no longer works.")
     return redirect("tokens")

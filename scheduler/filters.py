@@ -42,7 +42,6 @@ class JobPageFilter(JobFilter):
     search = django_filters.CharFilter(
         label="Search",
         max_length=SEARCH_MAX,
-        help_text="Name, id, definition or submitter",
         widget=forms.TextInput(
             attrs={"type": "search", "placeholder": "Name, id, definition or submitter"}
         ),
