@@ -25,7 +25,6 @@ from demo.organisation import DEMO_USERS, demo_password
 from fleet.models import InstanceType
 from scheduler.executors import instances_queue
 
-
 # Addresses that mean "every interface": the server is then opened by some other name.
 EVERY_INTERFACE = {"0.0.0.0", "::", ""}
 
