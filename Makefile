@@ -15,8 +15,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# `make demo PORT=8123 HOST=0.0.0.0`: where the demo's web server listens.
+PORT ?= 8000
+HOST ?= 127.0.0.1
+
 demo: $(STAMP)
-	DJANGO_SECURE=0 $(PY) manage.py run_demo
+	DJANGO_SECURE=0 $(PY) manage.py run_demo --host $(HOST) --port $(PORT)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -29,7 +29,16 @@ class TokenOutput(serializers.ModelSerializer):
 
     class Meta:
         model = ApiToken
-        fields = ["id", "name", "prefix", "created_at", "expires_at", "revoked_at", "state"]
+        fields = [
+            "id",
+            "name",
+            "prefix",
+            "created_at",
+            "expires_at",
+            "revoked_at",
+            "last_used_at",
+            "state",
+        ]
 
     def get_state(self, token) -> str:
         return token.state()

@@ -4,7 +4,7 @@ from django.utils import timezone
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 
-from accounts.tokens import token_for_key
+from accounts.tokens import token_for_key, token_used
 
 
 class ExpiringTokenAuthentication(TokenAuthentication):
@@ -20,4 +20,5 @@ class ExpiringTokenAuthentication(TokenAuthentication):
             raise AuthenticationFailed("Token expired: ask for a new one.")
         if not token.user.is_active:
             raise AuthenticationFailed("User inactive or deleted.")
+        token_used(token=token)
         return (token.user, token)

@@ -26,6 +26,10 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField()
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # Kept to the minute by accounts.tokens.token_used.
+    last_used_at = models.DateTimeField(
+        null=True, blank=True, help_text="When it last authenticated a request, to the minute."
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -7,11 +7,17 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.core.cache import cache
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from accounts import identity
 from accounts.models import ApiToken
+from config.cache import CacheUnavailable
+
+# A token's last use is kept to this many seconds: one write a minute per token at most,
+# not one per request.
+LAST_USE_SECONDS = 60
 
 
 def _digest(key: str) -> str:
@@ -45,6 +51,25 @@ def token_revoke(*, user, token_id: int) -> ApiToken | None:
         token.revoked_at = timezone.now()
         token.save(update_fields=["revoked_at"])
     return token
+
+
+def token_used(*, token: ApiToken) -> None:
+    """Record that `token` authenticated a request now, at most once a LAST_USE_SECONDS.
+
+    The cache says whether this minute's use is recorded already (one round-trip, no
+    query); unreachable, the database does, with an update that matches nothing within
+    the minute. An update, not a save: a save of a token sends the signal that drops
+    every cached identity (accounts.identity), and a use changes nobody's identity."""
+    now = timezone.now()
+    try:
+        if not cache.add(f"identity:used:{token.pk}", 1, timeout=LAST_USE_SECONDS):
+            return
+    except CacheUnavailable:
+        pass
+    stale = Q(last_used_at__isnull=True) | Q(
+        last_used_at__lt=now - timedelta(seconds=LAST_USE_SECONDS)
+    )
+    ApiToken.objects.filter(stale, pk=token.pk).update(last_used_at=now)
 
 
 def token_list(*, user) -> QuerySet[ApiToken]:

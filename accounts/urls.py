@@ -12,4 +12,6 @@ urlpatterns = [
     path("accounts/lockouts/", views.lockouts, name="lockouts"),
     path("accounts/profile/", views.profile, name="profile"),
     path("accounts/profile/time-zone/", views.time_zone_detect, name="time-zone-detect"),
+    path("accounts/tokens/", views.token_list, name="tokens"),
+    path("accounts/tokens/<int:pk>/revoke/", views.token_revoke, name="token-revoke"),
 ]

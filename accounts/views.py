@@ -1,5 +1,6 @@
 """Pages of accounts: the login page when a lockout refuses it, the admins' list of
-current lockouts, and the user's profile (their time zone)."""
+current lockouts, the user's profile (their time zone) and their API tokens (issue,
+list, revoke: accounts.tokens)."""
 
 import math
 
@@ -8,11 +9,12 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
-from django.http import JsonResponse
+from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from accounts import tokens
 from accounts.lockouts import lockout_clear, lockout_list
 from accounts.timezones import SESSION_KEY, time_zone_of, time_zone_set, zone_names
 from core import rules
@@ -117,3 +119,51 @@ def time_zone_detect(request):
         return JsonResponse({"errors": error.message_dict}, status=400)
     request.session[SESSION_KEY] = time_zone_of(request.user)
     return JsonResponse({"time_zone": request.session[SESSION_KEY], "stored": stored})
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(
+        label="Name",
+        max_length=100,
+        help_text="What the token is for, so you can tell it apart later (e.g. laptop, CI).",
+    )
+    days = forms.IntegerField(
+        label="Days until it expires",
+        min_value=1,
+        max_value=settings.API_TOKEN_MAX_DAYS,
+        help_text=f"From 1 to {settings.API_TOKEN_MAX_DAYS}.",
+    )
+
+
+def token_list(request):
+    """The signed-in user's API tokens: issue one (shown once, on the page that answers
+    the form, never stored), list them with their last use and expiry, revoke one."""
+    rules.require(request.user, "account.use")
+    issued = None
+    if request.method == "POST":
+        form = TokenForm(request.POST)
+        if form.is_valid():
+            token, key = tokens.token_issue(user=request.user, **form.cleaned_data)
+            issued = {"token": token, "key": key}
+            form = TokenForm(initial={"days": settings.API_TOKEN_DAYS})
+    else:
+        form = TokenForm(initial={"days": settings.API_TOKEN_DAYS})
+    now = timezone.now()
+    rows = [(token, token.state(now)) for token in tokens.token_list(user=request.user)]
+    response = render(
+        request, "accounts/tokens.html", {"form": form, "tokens": rows, "issued": issued}
+    )
+    if issued is not None:
+        # The key is in this page only: no cache, no back-button copy, keeps it.
+        response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_POST
+def token_revoke(request, pk: int):
+    rules.require(request.user, "account.use")
+    token = tokens.token_revoke(user=request.user, token_id=pk)
+    if token is None:  # not one of theirs
+        raise Http404("No such token")
+    messages.success(request, f"Token {token.prefix}… is revoked: it no longer works.")
+    return redirect("tokens")

@@ -163,6 +163,10 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    # `runserver` leaves static files to WhiteNoise, as gunicorn does: Django's own
+    # handler serves only the finders' unhashed files, so with DEBUG off and a current
+    # collection (hashed names) every asset was missing, --insecure or not.
+    "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",

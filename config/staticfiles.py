@@ -65,7 +65,11 @@ class PackageAssetFinder(BaseFinder):
         for name, location in self._assets():
             if name == path and location.exists():
                 return [str(location)] if find_all else str(location)
-        return [] if find_all else None
+        # Not here: [] as Django's own finders answer, whatever find_all. The module's
+        # find() lists every finder's answer, and a None in that list made it answer
+        # [None] for a missing file, which the static files view (runserver --insecure
+        # with DEBUG off) took for a path: a 500 (TypeError) instead of a 404.
+        return []
 
     def list(self, ignore_patterns):
         for name, location in self._assets():

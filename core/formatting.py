@@ -41,6 +41,39 @@ def duration(seconds) -> str:
     return sign + text
 
 
+def hours(seconds) -> str:
+    """Seconds (or a timedelta) in hours and minutes, to set beside a limit given in
+    hours: `30 h 01 m`, `29 h`, `45 m`, `1,200 h`. Never a float (`30.0167 h`)."""
+    if is_missing(seconds):
+        return MISSING
+    if isinstance(seconds, dt.timedelta):
+        seconds = seconds.total_seconds()
+    total = round(float(seconds) / 60)
+    sign = "-" if total < 0 else ""
+    whole, minutes = divmod(abs(total), 60)
+    if not minutes:
+        return f"{sign}{whole:,} h"
+    if not whole:
+        return f"{sign}{minutes} m"
+    return f"{sign}{whole:,} h {minutes:02d} m"
+
+
+def relative(instant, now=None) -> str:
+    """An instant as its distance from now, for people: `in 2 d 03 h`, `5 m 00 s ago`,
+    `now` (within a second). A missing instant is an em dash."""
+    if is_missing(instant):
+        return MISSING
+    if now is None:
+        from django.utils import timezone
+
+        now = timezone.now()
+    seconds = round((instant - now).total_seconds())
+    if seconds == 0:
+        return "now"
+    text = duration(abs(seconds))
+    return f"in {text}" if seconds > 0 else f"{text} ago"
+
+
 def gpu_hours(gpu_seconds) -> str:
     """GPU-seconds as GPU-hours with one decimal: 44280 -> `12.3`, 4.5e6 -> `1,250.0`."""
     if is_missing(gpu_seconds):

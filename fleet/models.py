@@ -22,6 +22,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from core.search import UpperTrigramIndex
 from engine.strategies import (
     DEFAULT_STRATEGY,
     STRATEGIES,
@@ -598,6 +599,9 @@ class Job(models.Model):
                 condition=Q(notice_for__isnull=False),
             ),
             models.Index(fields=["share", "state"], name="job_share_state_idx"),
+            # Job search by name (scheduler.selectors.job_search_condition): a trigram
+            # index of UPPER(name) on PostgreSQL, what icontains compares (core.search).
+            UpperTrigramIndex(field="name", name="job_name_search_idx"),
             # A share's jobs, newest first (the jobs list a team lead reads most): with
             # it, one plan serves every share, and PostgreSQL keeps the prepared plan
             # instead of planning the list's joins again for each request.

@@ -101,11 +101,16 @@ class JobListCreate(FilteredQuery, generics.GenericAPIView, JobApiView):
     filterset_class = JobFilter
     queryset = Job.objects.none()
 
-    @extend_schema(summary="List jobs", responses=JobOutputSerializer(many=True))
+    @extend_schema(
+        summary="List jobs",
+        description="Newest first. `search` finds jobs by name, id, definition or "
+        "submitter; it combines with the other filters.",
+        responses=JobOutputSerializer(many=True),
+    )
     def get(self, request):
         # Rows, not models: a page of 50 jobs with their queue, share, team, instance
         # type and definition would build 350 model instances only to read names.
-        jobs = selectors.job_list(filters=self.query())
+        jobs = selectors.job_list(filters=self.query(), user=request.user)
         rows = jobs.values(*JobOutputSerializer.columns())
         page = self.paginate_queryset(CountedApart(rows, counted=jobs))
         return self.get_paginated_response(JobOutputSerializer(page, many=True).data)

@@ -9,13 +9,22 @@ schema documents them from here. Parsed only: the selectors filter
 from __future__ import annotations
 
 import django_filters
+from django import forms
 from drf_spectacular.utils import extend_schema_field
 
-from core.filters import FilterSet, ModelChoiceFilter, choice_filter, id_filter
+from core.filters import FilterSet, ModelChoiceFilter, choice_filter, id_filter, name_filter
 from fleet.models import Job, JobDefinition, JobQueue, QuotaShare, Team
+
+SEARCH_HELP = (
+    "Jobs matching every word: a word matches a job whose name, definition name or "
+    "submitter's username contains it (case-insensitive), or, as a number (123 or #123), "
+    "the job of that id."
+)
+SEARCH_MAX = 200  # a job's name at most
 
 
 class JobFilter(FilterSet):
+    search = name_filter(None, SEARCH_HELP, max_length=SEARCH_MAX)
     queue = id_filter(None, "Only jobs of this queue (id).")
     share = id_filter(None, "Only jobs of this share (id).")
     team = id_filter(None, "Only jobs of this team (id).")
@@ -23,12 +32,20 @@ class JobFilter(FilterSet):
 
     class Meta:
         model = Job
-        fields = ["queue", "share", "team", "state"]
+        fields = ["search", "queue", "share", "team", "state"]
 
 
 class JobPageFilter(JobFilter):
     """The jobs page's filters: JobFilter's parameters, chosen from lists. The selector
     gets the same ids as from the API (governance.filters.page_query)."""
+
+    search = django_filters.CharFilter(
+        label="Search",
+        max_length=SEARCH_MAX,
+        widget=forms.TextInput(
+            attrs={"type": "search", "placeholder": "Name, id, definition or submitter"}
+        ),
+    )
 
     queue = ModelChoiceFilter(
         queryset=JobQueue.objects.order_by("name"), label="Queue", empty_label="All queues"

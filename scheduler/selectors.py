@@ -10,10 +10,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Sum
+from django.contrib.auth import get_user_model
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery, Sum, Value
 from django.utils import timezone
 
+from core import rules
+from core.bounds import MAX_ID
 from core.formatting import duration
+from core.search import ContainsWord
 from engine.types import (
     BLOCKED_BEHIND_HEAD,
     BORROW_LIMIT_REACHED,
@@ -49,12 +53,21 @@ from scheduler.work import compute_seconds
 logger = logging.getLogger(__name__)
 
 
-def job_list(*, filters: Mapping | None = None) -> QuerySet[Job]:
-    """Jobs, newest first, filtered by queue, share, team and state (ids / state name)."""
+# How many words of a search are used (each must match): more would only make the
+# query longer, never narrower in practice.
+SEARCH_WORDS = 5
+
+
+def job_list(*, filters: Mapping | None = None, user=None) -> QuerySet[Job]:
+    """Jobs, newest first, filtered by queue, share, team and state (ids / state name)
+    and by `search` (`job_search_condition`). With `user`, only the jobs they may see
+    (rules "job.view"), so a search finds nothing beyond what the list shows them."""
     filters = filters or {}
     jobs = Job.objects.select_related(
         "queue", "share__team", "instance_type", "definition_revision__definition"
     ).order_by("-submitted_at", "-pk")
+    if user is not None:
+        jobs = rules.visible(user, "job.view", jobs)
     for key, lookup in (
         ("queue", "queue_id"),
         ("share", "share_id"),
@@ -64,7 +77,57 @@ def job_list(*, filters: Mapping | None = None) -> QuerySet[Job]:
         value = filters.get(key)
         if value not in (None, ""):
             jobs = jobs.filter(**{lookup: value})
+    search = (filters.get("search") or "").strip()
+    if search:
+        jobs = jobs.filter(job_search_condition(search))
     return jobs
+
+
+def job_search_condition(search: str) -> Q:
+    """Jobs that match every word of `search`: a word matches a job whose name contains
+    it, whose definition's name contains it or whose submitter's username contains it
+    (case-insensitive), or, as a number (`123` or `#123`), the job of that id.
+
+    The definitions and users a word matches are read first (small tables: one query a
+    word) and the jobs compared by their ids, so the job table is read with no join and
+    PostgreSQL knows how many jobs each id has: on PostgreSQL the name through its
+    trigram index (job_name_search_idx) and the ids through theirs, and with a plan
+    made for the words, never a prepared one made for any (core.search)."""
+    condition = Q()
+    for word in search.split()[:SEARCH_WORDS]:
+        matches = Q(ContainsWord("name", word))
+        revisions, submitters = _search_ids(word)
+        if revisions:
+            matches |= Q(definition_revision_id__in=revisions)
+        if submitters:
+            matches |= Q(submitted_by_id__in=submitters)
+        number = word.removeprefix("#")
+        if number.isascii() and number.isdigit() and 1 <= int(number) <= MAX_ID:
+            matches |= Q(pk=int(number))
+        condition &= matches
+    return condition
+
+
+def _search_ids(word: str) -> tuple[list[int], list[int]]:
+    """The ids of the definition revisions and of the users whose name contains `word`."""
+    revisions = (
+        JobDefinitionRevision.objects.filter(definition__name__icontains=word)
+        .order_by()
+        .annotate(kind=Value("revision"))
+        .values_list("kind", "pk")
+    )
+    users = (
+        get_user_model()
+        .objects.filter(username__icontains=word)
+        .order_by()
+        .annotate(kind=Value("user"))
+        .values_list("kind", "pk")
+    )
+    found = list(revisions.union(users, all=True))
+    return (
+        sorted(pk for kind, pk in found if kind == "revision"),
+        sorted(pk for kind, pk in found if kind == "user"),
+    )
 
 
 def job_detail_queryset() -> QuerySet[Job]:

@@ -59,7 +59,7 @@ def _require(allowed: bool) -> None:
 def job_list(request):
     _require(permissions.can_view_jobs(request.user))
     filters = JobPageFilter(request.GET or None)
-    jobs = selectors.job_list(filters=page_query(filters))
+    jobs = selectors.job_list(filters=page_query(filters), user=request.user)
     page = Paginator(jobs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
     # Where each waiting job of the page stands in its share's queue.
     places = job_positions(list(page.object_list))

@@ -41,6 +41,7 @@ from django.utils import timezone
 from config.celery import task
 from core import rules
 from core.errors import Conflict, DomainError, InvalidInput, WrongState
+from core.formatting import hours, relative
 from fleet.locks import lock_queue
 from fleet.models import (
     InstanceType,
@@ -137,11 +138,6 @@ def _event(request, type_, *, at, actor=None, note: str = "") -> ExceptionEvent:
     return ExceptionEvent.objects.create(request=request, type=type_, at=at, actor=actor, note=note)
 
 
-def _hours(delta: timedelta) -> str:
-    hours = delta.total_seconds() / 3600
-    return f"{hours:g} h"
-
-
 # Validation: the rules of a request, for the form, the API and the services.
 
 
@@ -190,7 +186,7 @@ def request_validate(*, actor, data: RequestData, now: datetime | None = None) -
         elif urgency is not None and end - start > timedelta(hours=urgency.max_window_hours):
             add(
                 "window_end",
-                f"the window is {_hours(end - start)} long; urgency '{urgency}' allows at most "
+                f"the window is {hours(end - start)} long; urgency '{urgency}' allows at most "
                 f"{urgency.max_window_hours} h",
             )
         if end <= now:
@@ -202,7 +198,7 @@ def request_validate(*, actor, data: RequestData, now: datetime | None = None) -
         if start > latest:
             add(
                 "window_start",
-                f"starts {_hours(start - now)} from now; urgency '{urgency}' allows a window "
+                f"starts {relative(start, now)}; urgency '{urgency}' allows a window "
                 f"to start at most {urgency.max_window_hours} h ahead",
             )
 

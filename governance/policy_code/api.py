@@ -31,7 +31,7 @@ from governance.policy_code import (
     policy_export,
     policy_file_read,
 )
-from governance.policy_code.plan import policy_apply, policy_plan
+from governance.policy_code.plan import REASON_MISSING, policy_apply, policy_plan
 from governance.policy_code.report import plan_document
 from governance.policy_code.source import MAX_FILE_BYTES
 
@@ -112,7 +112,10 @@ class PolicyFileSerializer(serializers.Serializer):
 
 class ApplySerializer(PolicyFileSerializer):
     reason = serializers.CharField(
-        max_length=1000, allow_blank=True, default="", help_text="Why; the file's name is added."
+        max_length=1000,
+        help_text="Why this change is made (required, as for every policy change); the "
+        "history adds the file's name.",
+        error_messages={"required": REASON_MISSING, "blank": REASON_MISSING},
     )
     versions = serializers.DictField(
         required=False,

@@ -8,6 +8,7 @@ from django import forms
 from django.core import signing
 
 from governance.policy_code import IMPORT_FORMATS
+from governance.policy_code.plan import REASON_MISSING
 from governance.policy_code.source import MAX_FILE_BYTES
 
 SALT = "governance.policy_code.apply"
@@ -36,10 +37,11 @@ class UploadForm(forms.Form):
 class ApplyForm(forms.Form):
     payload = forms.CharField(widget=forms.HiddenInput)
     reason = forms.CharField(
-        label="Reason",
-        required=False,
+        label="Reason for this change",
         max_length=1000,
-        help_text="Why this change is made. The history adds the file's name.",
+        help_text="Why this change is made, as every policy change says. The history adds "
+        "the file's name.",
+        error_messages={"required": REASON_MISSING},
         widget=forms.TextInput,
     )
 

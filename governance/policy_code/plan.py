@@ -751,17 +751,21 @@ class ApplyResult:
         return f"{count} change{'s' if count != 1 else ''} recorded in the history."
 
 
-def apply_reason(*, source: str, reason: str = "") -> str:
-    context = f"applied from policy file {source}"
-    reason = (reason or "").strip()
-    return f"{reason} ({context})" if reason else context[:1].upper() + context[1:]
+# What a policy file's apply answers without a reason: the share editor's words, for the
+# page, the API and `manage.py policy apply` alike.
+REASON_MISSING = "say why this change is made"
+
+
+def apply_reason(*, source: str, reason: str) -> str:
+    """The history's reason of a file's changes: the person's, with the file named."""
+    return f"{reason.strip()} (applied from policy file {source})"
 
 
 def policy_apply(
     *,
     actor,
     policy: PolicyFile,
-    reason: str = "",
+    reason: str,
     expected_versions: dict | None = None,
     batch_client=None,
 ) -> ApplyResult:
@@ -775,7 +779,10 @@ def policy_apply(
     approves (governance.proposals.services). A proposal is checked against the policy as
     it is, so a file whose changes depend on each other (a new queue, team or instance
     type, or shares that move to a new instance type) is refused then, naming what to
-    create or propose first. Without review the file applies at once, as an import."""
+    create or propose first. Without review the file applies at once, as an import.
+
+    Like every policy write, it needs a reason (PolicyError naming `reason`, and nothing
+    changes): the history records it for each change, with the file's name."""
     result = _apply(actor=actor, policy=policy, reason=reason, expected_versions=expected_versions)
     if aws_sync.sync_enabled() and not result.proposals:
         for queue_plan in result.plan.queues:
@@ -823,6 +830,8 @@ def _review_blockers(plan: Plan) -> list[str]:
 @transaction.atomic
 def _apply(*, actor, policy: PolicyFile, reason: str, expected_versions: dict | None):
     rules.require(actor, "policy.edit")
+    if not (reason or "").strip():
+        raise PolicyError({"reason": [REASON_MISSING]})
     lock_queues_named(spec.name for spec in policy.queues)
     plan = policy_plan(policy=policy)
     if expected_versions is not None and plan.versions() != expected_versions:

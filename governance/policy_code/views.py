@@ -145,7 +145,24 @@ def queue_policy_apply(request, pk: int):
     queue = get_object_or_404(JobQueue, pk=pk)
     form = ApplyForm(request.POST)
     if not form.is_valid():
-        return _page(request, queue, problems=[e for errs in form.errors.values() for e in errs])
+        if "payload" in form.errors:
+            return _page(
+                request, queue, problems=[e for errs in form.errors.values() for e in errs]
+            )
+        # The plan is good and only the reason is wanting: the same plan again, the
+        # error next to the reason, nothing applied.
+        payload = form.cleaned_data["payload"]
+        try:
+            policy = policy_file_read(
+                raw=payload["content"],
+                source=payload["filename"],
+                format=payload["format"],
+                target_queue=queue.name,
+            )
+            plan = policy_plan(policy=policy)
+        except PolicyFileError as error:
+            return _page(request, queue, problems=_problems(error), source=payload["filename"])
+        return _plan_page(request, queue, plan, form)
     payload = form.cleaned_data["payload"]
     try:
         policy = policy_file_read(

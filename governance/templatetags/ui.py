@@ -17,7 +17,7 @@ from django.utils.html import format_html
 from django.utils.text import slugify
 
 from core import rules
-from core.formatting import MISSING, duration, gpu_hours, is_missing, percent
+from core.formatting import MISSING, duration, gpu_hours, is_missing, percent, relative
 from governance import glossary
 
 register = template.Library()
@@ -29,6 +29,7 @@ _term_ids = itertools.count(1)
 # The number formats are plain functions (core.formatting), shared with code that
 # formats outside templates; here they become the filters `duration`, `gpu_hours`, `percent`.
 register.filter("duration", duration)
+register.filter("relative", relative)
 register.filter("gpu_hours", gpu_hours)
 register.filter("percent", percent)
 

@@ -257,6 +257,9 @@ PAGES: dict[tuple[str, str], Entry] = {
         ("directory.manage",), {"pk": _pk("mapping")}, methods=("POST",)
     ),
     ("profile", ""): Entry(("account.use",), methods=("GET", "POST")),
+    ("tokens", ""): Entry(("account.use",), methods=("GET", "POST")),
+    # Each identity revokes a token of its own (the `tokens` fixture's).
+    ("token-revoke", ""): Entry(("account.use",), kwargs={"pk": _pk("token")}, methods=("POST",)),
     ("outbox", ""): Entry(("outbox.view",)),
     ("runner-list", ""): Entry(("runner.view",)),
     ("time-zone-detect", ""): Entry(("account.use",), methods=("POST",)),
@@ -531,6 +534,8 @@ class Probe:
 
 
 def _value(world: World, identity: str, spec):
+    if spec == ("pk", "token"):
+        return world.objects["tokens"][identity]
     if isinstance(spec, tuple):
         kind, name = spec
         obj = world.objects[name]

@@ -25,6 +25,20 @@ from demo.organisation import DEMO_USERS, demo_password
 from fleet.models import InstanceType
 from scheduler.executors import instances_queue
 
+# Addresses that mean "every interface": the server is then opened by some other name.
+EVERY_INTERFACE = {"0.0.0.0", "::", ""}
+
+
+def allowed_hosts(host: str) -> str:
+    """DJANGO_ALLOWED_HOSTS for the web server: what the environment says, else the
+    defaults and the host it listens on (a browser opens http://<host>:<port>/)."""
+    if os.environ.get("DJANGO_ALLOWED_HOSTS"):
+        return os.environ["DJANGO_ALLOWED_HOSTS"]
+    hosts = ["127.0.0.1", "localhost"]
+    if host not in EVERY_INTERFACE and host not in hosts:
+        hosts.append(host)
+    return ",".join(hosts)
+
 
 class Command(BaseCommand):
     help = "Run the demo: web server, Celery worker and beat, on embedded defaults."
@@ -81,6 +95,7 @@ class Command(BaseCommand):
             "DJANGO_SETTINGS_MODULE": "config.settings",
             # Beat keeps jobs flowing through aws-sample: borrowing, reclaim, recovery.
             "DEMO_TRAFFIC": os.environ.get("DEMO_TRAFFIC", "1"),
+            "DJANGO_ALLOWED_HOSTS": allowed_hosts(host),
         }
         bin_dir = Path(sys.executable).parent
         commands = {

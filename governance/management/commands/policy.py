@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management.base import BaseCommand, CommandError
 
+from core.errors import InvalidInput
 from fleet.models import JobQueue
 from governance.policy_code import (
     FORMATS,
@@ -44,7 +45,11 @@ class Command(BaseCommand):
             )
             if name == "apply":
                 sub.add_argument("--user", required=True, help="The admin who applies it.")
-                sub.add_argument("--reason", default="", help="Why (the file's name is added).")
+                sub.add_argument(
+                    "--reason",
+                    required=True,
+                    help="Why this change is made (the history adds the file's name).",
+                )
 
     def handle(self, *args, subcommand, **options):
         if subcommand == "export":
@@ -61,6 +66,14 @@ class Command(BaseCommand):
             result = policy_apply(actor=actor, policy=policy, reason=options["reason"])
         except PolicyFileError as error:
             self._fail(options["file"], error)
+        except InvalidInput as error:
+            raise CommandError(
+                "; ".join(
+                    f"--{field}: {message}"
+                    for field, messages in error.errors.items()
+                    for message in messages
+                )
+            ) from error
         except (PlanOutdated, PermissionDenied) as error:
             raise CommandError(str(error)) from error
         self.stdout.write("\n".join(plan_lines(result.plan)))

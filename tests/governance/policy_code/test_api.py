@@ -90,7 +90,11 @@ def test_plan_then_apply_with_the_plans_versions(admin, varied_queue):
     assert change.reason == "More borrowing (applied from policy file nlp.yaml)"
     assert QuotaShare.objects.get(name="nlp").borrow_limit == 40
 
-    again = api.post("/api/v1/policy/apply/", {**body, "versions": plan["versions"]}, format="json")
+    again = api.post(
+        "/api/v1/policy/apply/",
+        {**body, "reason": "Again", "versions": plan["versions"]},
+        format="json",
+    )
     assert again.status_code == 409
     assert "share 'research fleet/nlp' changed" in again.json()["detail"]
 
@@ -100,7 +104,9 @@ def test_a_bad_file_is_a_400_naming_line_and_field(admin, varied_queue):
     bad = content.replace("borrow_limit: 150", "borrow_limit: -7")
     count = PolicyChange.objects.count()
     response = client_for(admin).post(
-        "/api/v1/policy/apply/", {"content": bad, "format": "native"}, format="json"
+        "/api/v1/policy/apply/",
+        {"content": bad, "format": "native", "reason": "Tighten"},
+        format="json",
     )
     assert response.status_code == 400
     line = bad.splitlines().index("    borrow_limit: -7") + 1

@@ -114,7 +114,7 @@ def test_applying_a_file_creates_and_updates_aws_quota_shares(admin, synced, cli
         {**qs3, "jobQueue": ARN},
     )
     with stubber:
-        result = policy_apply(actor=admin, policy=policy, batch_client=client)
+        result = policy_apply(reason="test", actor=admin, policy=policy, batch_client=client)
     stubber.assert_no_pending_responses()
     assert [(line.share, line.action) for line in result.sync] == [
         ("qs1", UPDATED),
@@ -133,7 +133,7 @@ def test_an_aws_failure_is_reported_and_the_change_stands(admin, synced, client)
         "list_quota_shares", "AccessDeniedException", "not allowed", http_status_code=403
     )
     with stubber:
-        result = policy_apply(actor=admin, policy=policy, batch_client=client)
+        result = policy_apply(reason="test", actor=admin, policy=policy, batch_client=client)
     (line,) = result.sync
     assert line.action == FAILED
     assert "AccessDeniedException" in line.detail
@@ -148,6 +148,7 @@ def test_without_sync_nothing_is_sent(admin, settings, client):
     stubber = Stubber(client)
     with stubber:
         result = policy_apply(
+            reason="test",
             actor=admin,
             policy=policy_file_read(raw=json.dumps(body), source="x.json"),
             batch_client=client,

@@ -70,7 +70,9 @@ def test_a_bad_file_lists_its_problems_by_line_and_exits_non_zero(admin, varied_
     err = io.StringIO()
     count = PolicyChange.objects.count()
     with pytest.raises(CommandError, match="1 problem in .*bad.yaml; nothing was changed"):
-        call_command("policy", "apply", str(path), "--user", "admin-user", stderr=err)
+        call_command(
+            "policy", "apply", str(path), "--user", "admin-user", "--reason", "x", stderr=err
+        )
     line = content.splitlines().index("    strategy: RESERVE") + 1
     assert f"line {line}: queues[0].shares[3].strategy: must be one of RESERVE" in err.getvalue()
     assert PolicyChange.objects.count() == count
@@ -80,6 +82,6 @@ def test_apply_refuses_a_user_who_may_not_edit(team_lead, varied_queue, tmp_path
     path = tmp_path / "same.yaml"
     path.write_text(policy_export(format="native", queue=varied_queue).content)
     with pytest.raises(CommandError, match="only platform admins change the policy"):
-        run("apply", str(path), "--user", "lead-user")
+        run("apply", str(path), "--user", "lead-user", "--reason", "x")
     with pytest.raises(CommandError, match="--user: no user named 'ghost'"):
-        run("apply", str(path), "--user", "ghost")
+        run("apply", str(path), "--user", "ghost", "--reason", "x")

@@ -31,7 +31,7 @@ def problems_of(admin, content: str, format: str | None = None):
     before = snapshot()
     with pytest.raises(PolicyFileError) as error:
         policy = policy_file_read(raw=content, source="bad", format=format)
-        policy_apply(actor=admin, policy=policy)
+        policy_apply(reason="test", actor=admin, policy=policy)
     assert snapshot() == before
     return error.value.problems
 

@@ -185,7 +185,9 @@ def test_the_api_answers_a_hostile_file_with_a_400(admin, native_text, case, ste
     content, field, message = _hostile(native_text, case)
     before = snapshot()
     response = client_for(admin).post(
-        f"/api/v1/policy/{step}/", {"content": content, "format": "native"}, format="json"
+        f"/api/v1/policy/{step}/",
+        {"content": content, "format": "native", **({"reason": "x"} if step == "apply" else {})},
+        format="json",
     )
     assert response.status_code == 400, response.content[:500]
     errors = response.json()["errors"]
@@ -202,7 +204,7 @@ def test_the_command_reports_a_hostile_file_like_any_bad_file(admin, native_text
     path.write_text(content)
     err = io.StringIO()
     count = PolicyChange.objects.count()
-    for step in (["plan"], ["apply", "--user", "admin-user"]):
+    for step in (["plan"], ["apply", "--user", "admin-user", "--reason", "x"]):
         with pytest.raises(CommandError, match="1 problem in .*hostile.yaml; nothing was changed"):
             call_command("policy", *step, str(path), stderr=err)
     (first, second) = err.getvalue().splitlines()

@@ -117,7 +117,7 @@ def test_a_change_made_after_the_plan_stops_the_apply(admin, varied_queue):
     )
     count = PolicyChange.objects.count()
     with pytest.raises(PlanOutdated, match="share 'research fleet/nlp' changed"):
-        policy_apply(actor=admin, policy=policy, expected_versions=versions)
+        policy_apply(reason="test", actor=admin, policy=policy, expected_versions=versions)
     assert PolicyChange.objects.count() == count
     assert not Team.objects.filter(name="robotics").exists()
 
@@ -126,7 +126,7 @@ def test_someone_who_may_not_edit_the_policy_changes_nothing(admin, team_lead, v
     policy = policy_file_read(raw=reviewed_change(varied_queue), source="review.yaml")
     count = PolicyChange.objects.count()
     with pytest.raises(Refused) as error:
-        policy_apply(actor=team_lead, policy=policy)
+        policy_apply(reason="test", actor=team_lead, policy=policy)
     assert "only platform admins change the policy" in str(error.value)
     assert PolicyChange.objects.count() == count
     assert not Team.objects.filter(name="robotics").exists()
@@ -151,7 +151,7 @@ def test_shares_that_move_between_instance_types_get_the_capacity_in_two_steps(a
     policy = policy_file_read(raw=native.dump(data), source="move.yaml")
     plan = policy_plan(policy=policy)
     assert any("two steps" in warning for warning in plan.warnings)
-    result = policy_apply(actor=admin, policy=policy)
+    result = policy_apply(reason="test", actor=admin, policy=policy)
     capacities = [change.after["capacity"] for change in result.changes if change.target == "queue"]
     assert capacities == [{"ml.g5.xlarge": 2, "ml.p4d.24xlarge": 2}, {"ml.p4d.24xlarge": 2}]
     assert JobQueue.objects.get(name="moving").capacities.get().instance_type.name == (
@@ -194,7 +194,7 @@ def test_with_review_on_a_file_whose_changes_depend_on_each_other_is_refused(
     policy = policy_file_read(raw=reviewed_change(varied_queue), source="review.yaml")
     count = PolicyChange.objects.count()
     with pytest.raises(PolicyFileError) as error:
-        policy_apply(actor=admin, policy=policy)
+        policy_apply(reason="test", actor=admin, policy=policy)
     (problem,) = error.value.problems
     assert "it creates teams (robotics): create them first" in problem.message
     assert PolicyChange.objects.count() == count

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
 
 def reimport(admin, content: str, format: str) -> None:
     policy = policy_file_read(raw=content.encode(), source=f"policy.{format}", format=format)
-    policy_apply(actor=admin, policy=policy)
+    policy_apply(reason="test", actor=admin, policy=policy)
 
 
 @pytest.mark.parametrize("format", IMPORT_FORMATS)
@@ -66,6 +66,6 @@ def test_an_exported_file_applied_again_changes_nothing(admin, varied_queue):
         plan = policy_plan(policy=policy)
         assert plan.changes == [], format
         before = PolicyChange.objects.count()
-        policy_apply(actor=admin, policy=policy)
+        policy_apply(reason="test", actor=admin, policy=policy)
         assert PolicyChange.objects.count() == before
     assert QuotaShare.objects.filter(queue=varied_queue).count() == 6

@@ -136,7 +136,7 @@ def test_a_change_made_meanwhile_shows_the_new_plan_instead(admin_client, admin,
     count = PolicyChange.objects.count()
     response = admin_client.post(
         reverse("queue-policy-apply", args=[varied_queue.pk]),
-        {"payload": apply_payload(plan), "reason": ""},
+        {"payload": apply_payload(plan), "reason": "Lend nlp"},
     )
     text = response.content.decode()
     assert "The policy changed while you reviewed the plan" in text
@@ -188,3 +188,26 @@ def test_the_page_shows_drift_with_aws_batch(admin_client, varied_queue, setting
     assert re.search(
         r"<th scope=\"row\">nlp</th><td>state</td><td>ENABLED</td><td>DISABLED</td>", page
     )
+
+
+def test_applying_needs_a_reason_and_keeps_the_plan(admin_client, varied_queue):
+    plan = upload(admin_client, varied_queue, "nlp-lends.yaml", edited(varied_queue))
+    count = PolicyChange.objects.count()
+    for reason in ("", "   "):
+        response = admin_client.post(
+            reverse("queue-policy-apply", args=[varied_queue.pk]),
+            {"payload": apply_payload(plan), "reason": reason},
+        )
+        text = response.content.decode()
+        assert response.status_code == 200
+        assert response.context["apply_form"].errors["reason"] == ["say why this change is made"]
+        assert 'id="id_reason_error"' in text
+        assert "share nlp" in text  # the same plan, to apply once a reason is given
+        assert PolicyChange.objects.count() == count
+    assert QuotaShare.objects.get(name="nlp").strategy == "LEND_AND_BORROW"
+    applied = admin_client.post(
+        reverse("queue-policy-apply", args=[varied_queue.pk]),
+        {"payload": apply_payload(response), "reason": "nlp lends its idle capacity"},
+    )
+    assert applied.status_code == 302
+    assert QuotaShare.objects.get(name="nlp").strategy == "LEND"

@@ -97,7 +97,9 @@ def problems_of(admin, content: str):
     count = PolicyChange.objects.count()
     classes = list(WorkloadClass.objects.values_list("name", "version"))
     with pytest.raises(PolicyFileError) as error:
-        policy_apply(actor=admin, policy=policy_file_read(raw=content, source="bad.yaml"))
+        policy_apply(
+            reason="test", actor=admin, policy=policy_file_read(raw=content, source="bad.yaml")
+        )
     assert PolicyChange.objects.count() == count
     assert list(WorkloadClass.objects.values_list("name", "version")) == classes
     return error.value.problems
@@ -124,7 +126,9 @@ def test_classes_and_defaults_survive_export_and_import_into_an_empty_database(
     first = policy_export(format="native", queue=classed_queue).content
     empty_database()
     assert not WorkloadClass.objects.exists()
-    policy_apply(actor=admin, policy=policy_file_read(raw=first, source="policy.yaml"))
+    policy_apply(
+        reason="test", actor=admin, policy=policy_file_read(raw=first, source="policy.yaml")
+    )
     assert policy_export(format="native").content == first
     interactive = WorkloadClass.objects.get(name="interactive")
     assert (interactive.grace, interactive.checkpoint_on_notice) == (120, 60)
@@ -142,7 +146,7 @@ def test_an_exported_file_applied_again_is_a_plan_with_no_change(admin, classed_
         policy = policy_file_read(raw=content, source="same", format=format)
         assert policy_plan(policy=policy).changes == [], format
         count = PolicyChange.objects.count()
-        policy_apply(actor=admin, policy=policy)
+        policy_apply(reason="test", actor=admin, policy=policy)
         assert PolicyChange.objects.count() == count, format
     # Formats without classes leave the defaults as they are.
     assert QuotaShare.objects.get(name="vision/a").default_workload_class.name == "interactive"
@@ -223,7 +227,7 @@ def test_a_file_without_the_section_leaves_the_classes_and_says_so(admin, classe
         "the file has no workload_classes section: the workload classes stay as they are"
         in plan.warnings
     )
-    policy_apply(actor=admin, policy=read(data))
+    policy_apply(reason="test", actor=admin, policy=read(data))
     assert sorted(WorkloadClass.objects.values_list("name", flat=True)) == ["batch", "interactive"]
     assert QuotaShare.objects.get(name="nlp").default_workload_class.name == "batch"
 
@@ -401,7 +405,7 @@ def test_a_class_the_file_stops_using_may_go_in_the_same_file(admin, classed_que
     data = exported(classed_queue)
     data["workload_classes"] = [c for c in data["workload_classes"] if c["name"] != "interactive"]
     share_entry(data, "vision/a")["workload_class"] = "batch"
-    result = policy_apply(actor=admin, policy=read(data))
+    result = policy_apply(reason="test", actor=admin, policy=read(data))
     assert [(c.target, c.object_repr, c.after is None) for c in result.changes] == [
         ("share", "research fleet / vision/a", False),
         ("workload_class", "interactive", True),
@@ -502,7 +506,7 @@ def test_a_class_changed_after_the_plan_stops_the_apply(admin, classed_queue):
         expected_version=interactive.version,
     )
     with pytest.raises(PlanOutdated, match="workload class 'interactive' changed"):
-        policy_apply(actor=admin, policy=policy, expected_versions=versions)
+        policy_apply(reason="test", actor=admin, policy=policy, expected_versions=versions)
     assert WorkloadClass.objects.get(name="interactive").grace == 200
 
 
@@ -529,7 +533,7 @@ def test_the_aws_export_tags_each_shares_default_class_and_reads_it_back(admin, 
         ("nlp", [("default_workload_class", None, "batch")])
     ]
     assert "workload_classes section" not in " ".join(plan.warnings)
-    policy_apply(actor=admin, policy=policy)
+    policy_apply(reason="test", actor=admin, policy=policy)
     assert QuotaShare.objects.get(name="nlp").default_workload_class.name == "batch"
 
 

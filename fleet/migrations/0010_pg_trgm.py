@@ -1,0 +1,14 @@
+from django.contrib.postgres.operations import TrigramExtension
+from django.db import migrations
+
+
+class Migration(migrations.Migration):
+    # pg_trgm, for the job name search's trigram index (0011). A trusted extension since
+    # PostgreSQL 13: the database's owner may create it. Nothing elsewhere (SQLite).
+    dependencies = [
+        ("fleet", "0009_jobqueue_slurm_nodes"),
+    ]
+
+    operations = [
+        TrigramExtension(),
+    ]
