@@ -26,7 +26,12 @@ from fleet.models import JobQueue, QuotaShare, Team
 from governance.dashboards import formulas as f
 from governance.dashboards.rollups import rollups_refresh
 from governance.dashboards.selectors.calendar import month_start
-from governance.dashboards.selectors.reads import empty_signals, rollup_current, rollup_scope
+from governance.dashboards.selectors.reads import (
+    empty_signals,
+    rollup_current,
+    rollup_scope,
+    team_fairness_rollups,
+)
 from governance.dashboards.selectors.scopes import scope_key
 
 FIRST_MONTH = dt.date(2000, 1, 1)
@@ -74,7 +79,7 @@ class SignalsQuery(serializers.Serializer):
             team = Team.objects.filter(name=name).first()
             if team is None:
                 raise serializers.ValidationError(f"unknown team '{name}'")
-            return {"key": scope_key(team_id=team.pk), "kind": "team"}
+            return {"key": scope_key(team_id=team.pk), "kind": "team", "team_id": team.pk}
         if kind == "share" and "/" in name:
             queue_name, _, share_name = name.partition("/")
             share = QuotaShare.objects.filter(queue__name=queue_name, name=share_name).first()
@@ -86,6 +91,8 @@ class SignalsQuery(serializers.Serializer):
                 "key": scope_key(queue_id=share.queue_id, share_id=share.pk),
                 "kind": "share",
                 "parent": scope_key(queue_id=share.queue_id),
+                "queue_id": share.queue_id,
+                "team_id": share.team_id,
             }
         raise serializers.ValidationError(f"expected {SCOPE_HELP}")
 
@@ -188,12 +195,39 @@ class Goodput(serializers.Serializer):
     n = serializers.IntegerField(help_text="Runs (start to stop on capacity) in the month.")
 
 
+class QueueFairness(serializers.Serializer):
+    queue_id = serializers.IntegerField()
+    queue_name = serializers.CharField()
+    delivered_gpu_hours = serializers.FloatField(help_text="The scope's, in this queue.")
+    entitled_gpu_hours = serializers.FloatField(help_text="The scope's, in this queue.")
+    fair_gpu_hours = serializers.FloatField(
+        help_text="Its part of the queue's entitlement times what the queue delivered."
+    )
+    ratio = serializers.FloatField(
+        allow_null=True, help_text="delivered / fair; null where nothing ran in the queue."
+    )
+
+
 class Fairness(serializers.Serializer):
     delivered_gpu_hours = serializers.FloatField()
     entitled_gpu_hours = serializers.FloatField()
-    delivered_fraction = serializers.FloatField(allow_null=True)
-    entitled_fraction = serializers.FloatField(allow_null=True)
-    ratio = serializers.FloatField(allow_null=True)
+    fair_gpu_hours = serializers.FloatField(
+        help_text="Sum over the queues where anything ran of the scope's fair part there."
+    )
+    delivered_fraction = serializers.FloatField(
+        allow_null=True,
+        help_text="Part of its queue's delivered GPU-hours; null when the ratio combines "
+        "several queues.",
+    )
+    entitled_fraction = serializers.FloatField(
+        allow_null=True,
+        help_text="Part of its queue's entitlement; null when the ratio combines several queues.",
+    )
+    ratio = serializers.FloatField(
+        allow_null=True, help_text="delivered_gpu_hours / fair_gpu_hours."
+    )
+    queues = serializers.IntegerField(help_text="Queues compared (those where anything ran).")
+    by_queue = QueueFairness(many=True, help_text="Each queue where the scope has a share.")
 
 
 class Exceptions(serializers.Serializer):
@@ -264,7 +298,14 @@ class SignalsSerializer(serializers.Serializer):
     )
     goodput = Goodput()
     completion_rate_preempted = Fraction(help_text=D["recovery"])
-    fairness = Fairness(allow_null=True, help_text=D["fairness"] + " Null for `all`.")
+    fairness = Fairness(
+        allow_null=True,
+        help_text=D["fairness"]
+        + " "
+        + D["fairness_across_queues"]
+        + " A share is compared within its queue, a team in each queue where it has a "
+        "share. Null for `all` and `queue:` (fairness compares teams within a queue).",
+    )
     policy_edits = serializers.IntegerField(help_text=D["policy"])
     exceptions = Exceptions()
 
@@ -316,8 +357,9 @@ def _coverage(data: dict) -> dict:
     }
 
 
-def signals_document(*, month: dt.date, scope: str, data: dict, parent: dict | None, computed_at):
-    """The API's shape of one rollup (`parent`: the rollup fairness compares with)."""
+def signals_document(*, month: dt.date, scope: str, data: dict, fairness: dict | None, computed_at):
+    """The API's shape of one rollup (`fairness`: formulas.fairness_across_queues of
+    the scope, or None)."""
     return {
         "month": f"{month:%Y-%m}",
         "scope": scope,
@@ -357,14 +399,7 @@ def signals_document(*, month: dt.date, scope: str, data: dict, parent: dict | N
             "fraction": data["completion_rate_preempted"],
             "n": data["preempted_ended"],
         },
-        "fairness": None
-        if parent is None
-        else f.fairness(
-            delivered=data["delivered_gpu_hours"],
-            delivered_total=parent["delivered_gpu_hours"],
-            entitled=data["entitled_gpu_hours"],
-            entitled_total=parent["entitled_gpu_hours"],
-        ),
+        "fairness": fairness,
         "policy_edits": data["policy_edits"],
         "exceptions": data["exceptions"],
     }
@@ -376,6 +411,22 @@ def _stored(month: dt.date, key: str) -> tuple[dict | None, object]:
     if not rollup_current(month=month):
         rollups_refresh(month=month)
     return rollup_scope(month=month, scope=key) or (None, None)
+
+
+def _fairness(month: dt.date, scope: dict, data: dict) -> dict | None:
+    """A share against its queue; a team in each queue where it has a share, combined
+    (formulas.fairness_across_queues); none for the organisation or a queue."""
+    if scope["kind"] == "team":
+        shares, queues = team_fairness_rollups(month=month, team_id=scope["team_id"])
+        found = f.fairness_by_team(shares, queues).get(scope["team_id"])
+        return found or f.fairness_across_queues([])
+    if scope["kind"] == "share":
+        queue = (rollup_scope(month=month, scope=scope["parent"]) or (None,))[0]
+        queue = queue or empty_signals(month=month)
+        share = {**data, "queue_id": scope["queue_id"], "team_id": scope["team_id"]}
+        rows = f.fairness_by_queue([share], {scope["queue_id"]: queue})
+        return f.fairness_across_queues(rows)
+    return None
 
 
 class SignalsView(APIView):
@@ -408,16 +459,11 @@ class SignalsView(APIView):
         data, computed_at = _stored(month, scope["key"])
         if data is None:
             data = empty_signals(month=month)
-        parent = None
-        if scope["kind"] != "all":
-            parent_key = scope.get("parent", "all")
-            parent = (rollup_scope(month=month, scope=parent_key) or (None,))[0]
-            parent = parent or empty_signals(month=month)
         document = signals_document(
             month=month,
             scope=request.query_params.get("scope", "all"),
             data=data,
-            parent=parent,
+            fairness=_fairness(month, scope, data),
             computed_at=computed_at,
         )
         return Response(SignalsSerializer(document).data)

@@ -53,7 +53,13 @@ from core import permissions
 from governance.dashboards import figures
 from governance.dashboards import formulas as f
 from governance.dashboards.csv import PACK_DATASETS, csv_filename, table_csv
-from governance.dashboards.page import KPI_BY_KEY, dashboard_view, display, kpi_values
+from governance.dashboards.page import (
+    KPI_BY_KEY,
+    dashboard_view,
+    display,
+    fairness_text,
+    kpi_values,
+)
 from governance.dashboards.rollups import rollups_read, rollups_refresh
 from governance.dashboards.selectors.calendar import month_bounds, month_start
 from governance.dashboards.selectors.reads import rollup_scope
@@ -208,17 +214,9 @@ def _csv_zip(view: dict, month: dt.date) -> bytes:
 
 
 def _pack_tables(view: dict) -> dict[str, dict]:
-    """The dashboard's tables, the team table without its organisation-wide fairness,
-    and fairness queue by queue."""
+    """The dashboard's tables (the team table with each team's fairness combined over
+    its queues, as the page shows it), and fairness queue by queue."""
     tables = dict(view["tables"])
-    teams = tables["teams"]
-    keep = [i for i, name in enumerate(teams["header"]) if name not in ORG_FAIRNESS_COLUMNS]
-    tables["teams"] = {
-        **teams,
-        "header": [teams["header"][i] for i in keep],
-        "units": [teams["units"][i] for i in keep],
-        "rows": [[row[i] for i in keep] for row in teams["rows"]],
-    }
     tables["fairness"] = {
         "title": "Fairness by queue",
         "header": [
@@ -342,10 +340,6 @@ WINANSI = str.maketrans(
 )
 EMPHASIS = re.compile(r"\*([^*]+)\*")
 CODE = re.compile(r"`([^`]+)`")
-# The dashboard's team table compares each team with every queue together; the pack
-# compares it within each queue instead (formulas.fairness), in the PDF and in its own
-# fairness CSV, and drops the organisation-wide ratio from its copy of the team table.
-ORG_FAIRNESS_COLUMNS = ("part of delivered", "part of entitlement", "fairness ratio")
 
 
 def _styles():
@@ -631,6 +625,7 @@ def _teams_section(view: dict, styles) -> list:
                     f"{data['lost_gpu_hours_total']:,.1f}",
                     f"{data['jobs_finished']:,}",
                     f"{data['jobs_waiting_at_end']['n']:,}",
+                    fairness_text(row["fairness"]),
                 ]
             )
         header = [
@@ -643,9 +638,19 @@ def _teams_section(view: dict, styles) -> list:
             "Lost GPU-hours",
             "Jobs finished",
             "Waiting at month end",
+            "Fairness (by queue)",
         ]
-        weights = [30, 19, 19, 18, 22, 21, 17, 14, 16]
-        story.append(_table(styles, header, rows, weights, right=range(1, 9)))
+        weights = [30, 19, 19, 18, 22, 21, 17, 14, 16, 24]
+        story.append(_table(styles, header, rows, weights, right=range(1, 10)))
+        story.append(
+            Paragraph(
+                "Fairness: a team's ratio in each queue where it has a share (below), "
+                "combined over its queues, each weighted by its fair part there (its part "
+                "of the queue's entitlement times what the queue delivered): a queue "
+                "where nothing ran weighs nothing.",
+                styles["small"],
+            )
+        )
     else:
         story.append(Paragraph("No team ran or queued a job this month.", styles["body"]))
     if idle:

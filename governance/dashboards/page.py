@@ -415,20 +415,37 @@ def share_label(data: dict, with_queue: bool) -> str:
     return f"{data.get('queue_name', '')} / {name}" if with_queue else name
 
 
-def team_rows(teams: list[dict], whole: dict | None) -> list[dict]:
-    """One row per team: what it received against what it was entitled to
-    (formulas.fairness, relative to the scope shown), and how it was served."""
-    whole = whole or {}
+def team_rows(teams: list[dict], shares: list[dict], queues: dict) -> list[dict]:
+    """One row per team: what it received against what it was entitled to, and how it
+    was served. Fairness is compared in each queue where the team has a share, against
+    that queue's totals (`queues`), and combined over the queues in scope
+    (formulas.fairness_across_queues); never against every queue's entitlement."""
+    by_team = f.fairness_by_team(shares, queues)
+    empty = f.fairness_across_queues([])
     rows = []
     for team in teams:
-        fair = f.fairness(
-            delivered=team["delivered_gpu_hours"],
-            delivered_total=whole.get("delivered_gpu_hours", 0),
-            entitled=team["entitled_gpu_hours"],
-            entitled_total=whole.get("entitled_gpu_hours", 0),
+        fair = by_team.get(team.get("team_id"), empty)
+        rows.append(
+            {
+                "name": team.get("team_name", ""),
+                "data": team,
+                "fairness": fair,
+                "fairness_text": fairness_text(fair),
+            }
         )
-        rows.append({"name": team.get("team_name", ""), "data": team, "fairness": fair})
     return rows
+
+
+def fairness_text(fair: dict) -> str:
+    """A team's fairness as the page and the pack print it: the ratio, and each
+    queue's where it combines several ("1.40: gpu-a 2.00, gpu-b 0.50")."""
+    if fair["ratio"] is None:
+        return "—"
+    text = f"{fair['ratio']:.2f}"
+    counted = [q for q in fair["by_queue"] if q["ratio"] is not None]
+    if len(counted) > 1:
+        text += ": " + ", ".join(f"{q['queue_name']} {q['ratio']:.2f}" for q in counted)
+    return text
 
 
 # -- the tables behind every figure (also the CSV exports and the pack) -----------------
@@ -743,12 +760,29 @@ def _signals_table(title: str, rows: list[dict], kind: str) -> dict:
 
 def _teams_table(team_rows_: list[dict]) -> dict:
     table = _signals_table("Signals by team", [row["data"] for row in team_rows_], "team")
-    table["header"] += ["part of delivered", "part of entitlement", "fairness ratio"]
-    table["units"] += ["fraction", "fraction", "ratio"]
+    table["header"] += [*FAIRNESS_COLUMNS]
+    table["units"] += ["GPU-hours", "ratio", "count", "fraction", "fraction"]
     for cells, row in zip(table["rows"], team_rows_, strict=True):
         fair = row["fairness"]
-        cells += [fair["delivered_fraction"], fair["entitled_fraction"], fair["ratio"]]
+        cells += [
+            fair["fair_gpu_hours"],
+            fair["ratio"],
+            fair["queues"],
+            fair["delivered_fraction"],
+            fair["entitled_fraction"],
+        ]
     return table
+
+
+# The team table's fairness (formulas.fairness_across_queues): the ratio combines the
+# team's queues; the parts are of its one queue (empty when it worked in several).
+FAIRNESS_COLUMNS = (
+    "fair GPU-hours",
+    "fairness ratio",
+    "queues compared",
+    "part of its queue's delivered",
+    "part of its queue's entitlement",
+)
 
 
 def _trend_table(trend: list) -> dict:
@@ -781,7 +815,7 @@ def dashboard_view(*, stored: dict, month: dt.date, queue_id: int | None) -> dic
         (y for share in shares for y in share["yielders"]),
         key=lambda y: (-y["preemptions"], y["finished_at"], y["name"]),
     )
-    teams = team_rows(stored["teams"], current)
+    teams = team_rows(stored["teams"], shares, stored.get("queues", {}))
     view = {
         "month": month,
         "previous_month": previous_month(month),
