@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
+from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
@@ -24,10 +25,12 @@ from core.api.serializers import ErrorSerializer
 from engine.strategies import spoken_list, strategies_that
 from fleet.models import JobQueue, QuotaShare, Team
 from governance.dashboards import formulas as f
+from governance.dashboards.cost import cost_figures
 from governance.dashboards.rollups import rollups_refresh
 from governance.dashboards.selectors.calendar import month_start
 from governance.dashboards.selectors.reads import (
     empty_signals,
+    instance_type_prices,
     rollup_current,
     rollup_scope,
     team_fairness_rollups,
@@ -230,6 +233,36 @@ class Fairness(serializers.Serializer):
     by_queue = QueueFairness(many=True, help_text="Each queue where the scope has a share.")
 
 
+class UseHours(serializers.Serializer):
+    within_limit = _hours("Used by the scope's own jobs within their shares' limits.")
+    borrowed = _hours("Run beyond the running share's limit, on capacity lent by others.")
+    lent = _hours(D["lent_out"])
+
+
+class UseCost(serializers.Serializer):
+    within_limit = serializers.FloatField(help_text="Cost of the use within limit.")
+    borrowed = serializers.FloatField(help_text="Cost of the borrowed use.")
+    lent = serializers.FloatField(help_text="Cost of the capacity lent to others.")
+
+
+class Cost(serializers.Serializer):
+    currency = serializers.CharField(help_text="settings.COST_CURRENCY (ISO 4217).")
+    gpu_hours = UseHours()
+    instance_hours = UseHours()
+    cost = UseCost(
+        allow_null=True,
+        help_text="Null when none of the scope's instance types has a price (never 0 for "
+        "a missing price).",
+    )
+    priced_types = serializers.ListField(
+        child=serializers.CharField(), help_text="Instance types the cost covers."
+    )
+    unpriced_types = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Instance types the scope used that have no price (not in the cost).",
+    )
+
+
 class Exceptions(serializers.Serializer):
     filed = serializers.IntegerField()
     approved = serializers.IntegerField()
@@ -308,6 +341,7 @@ class SignalsSerializer(serializers.Serializer):
     )
     policy_edits = serializers.IntegerField(help_text=D["policy"])
     exceptions = Exceptions()
+    cost = Cost(help_text=D["cost"])
 
 
 def _percentiles(stats: dict) -> dict:
@@ -357,9 +391,11 @@ def _coverage(data: dict) -> dict:
     }
 
 
-def signals_document(*, month: dt.date, scope: str, data: dict, fairness: dict | None, computed_at):
+def signals_document(
+    *, month: dt.date, scope: str, data: dict, fairness: dict | None, computed_at, cost: dict
+):
     """The API's shape of one rollup (`fairness`: formulas.fairness_across_queues of
-    the scope, or None)."""
+    the scope, or None; `cost`: governance.dashboards.cost.cost_figures)."""
     return {
         "month": f"{month:%Y-%m}",
         "scope": scope,
@@ -402,6 +438,7 @@ def signals_document(*, month: dt.date, scope: str, data: dict, fairness: dict |
         "fairness": fairness,
         "policy_edits": data["policy_edits"],
         "exceptions": data["exceptions"],
+        "cost": cost,
     }
 
 
@@ -465,5 +502,6 @@ class SignalsView(APIView):
             data=data,
             fairness=_fairness(month, scope, data),
             computed_at=computed_at,
+            cost=cost_figures(data, instance_type_prices(), settings.COST_CURRENCY),
         )
         return Response(SignalsSerializer(document).data)

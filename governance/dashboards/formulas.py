@@ -60,6 +60,30 @@ def capacity_split(*, usage: int, limit: int, reserved: bool) -> tuple[int, int,
     )
 
 
+def lent_out(*, borrowed: int, idle: dict) -> dict:
+    """Lent to others: at every moment, what the shares of a queue borrow of an instance
+    type (their use beyond their limits) is lent by its lending shares, together, as the
+    engine's ledger pools their idle limits; the pool does not say whose instance a
+    borrower holds, so it is shared out among the lenders in proportion to their idle
+    limits (as the queue page and /metrics share it out), never more than their idle.
+    `idle`: lender -> its idle instances; returns lender -> instances lent (fractional).
+    Instance-hours and GPU-hours add these up over the month, as *capacity* does."""
+    total = sum(idle.values())
+    lent = min(borrowed, total)
+    if lent <= 0:
+        return {}
+    return {lender: lent * instances / total for lender, instances in idle.items()}
+
+
+def cost(*, instance_hours: float, price_per_hour) -> float | None:
+    """Cost: the instance-hours of a type (used within limit, borrowed, or lent to
+    others) times the type's price per instance-hour, in the currency set
+    (`COST_CURRENCY`), added up over the types; a type without a price has no cost (it
+    is named, never counted as 0). Prices are those set when the figures are read, so a
+    month's cost says what its use costs at today's prices."""
+    return None if price_per_hour is None else instance_hours * float(price_per_hour)
+
+
 def entitlement_use(*, within_limit: float, idle_lendable: float, idle_reserved: float):
     """Use of entitlement: the part of a share's limit (GPU-hours within limit + idle)
     that its own jobs used within the limit. None without a limit in the month."""
@@ -318,6 +342,8 @@ DEFINITIONS = {
     "per_thousand": per_thousand_gpu_hours.__doc__,
     "fairness": fairness.__doc__,
     "fairness_across_queues": fairness_across_queues.__doc__,
+    "lent_out": lent_out.__doc__,
+    "cost": cost.__doc__,
     "lost": (
         "Lost GPU-hours by cause: the work redone after each preemption (reclaim, "
         "in-share priority, capacity change) or requeue (a runner lost), since the last "

@@ -54,6 +54,7 @@ from governance.dashboards import figures
 from governance.dashboards import formulas as f
 from governance.dashboards.csv import PACK_DATASETS, csv_filename, table_csv
 from governance.dashboards.page import (
+    COST_LABELS,
     KPI_BY_KEY,
     dashboard_view,
     display,
@@ -736,6 +737,64 @@ def _fairness_section(view: dict, styles) -> list:
     return story
 
 
+def _money(value) -> str:
+    return "—" if value is None else f"{value:,.2f}"
+
+
+def _cost_rows(rows: list[dict], label, priced: bool) -> list[list]:
+    out = []
+    for row in rows:
+        if not any(row["gpu_hours"].values()):
+            continue
+        cells = [label(row), *(f"{row['gpu_hours'][c]:,.1f}" for c in COST_LABELS)]
+        if priced:
+            money = row["cost"] or {}
+            cells += [_money(money.get(c)) for c in COST_LABELS]
+        out.append(cells)
+    return out
+
+
+def _cost_section(view: dict, styles) -> list:
+    """GPU-hours and cost by team and by share (page.cost_view): the scopes that used,
+    borrowed or lent anything; cost columns only when some instance type has a price."""
+    cost = view["cost"]
+    story = _section("GPU-hours and cost", styles)
+    if cost["priced"]:
+        prices = ", ".join(f"{name} {price}" for name, price in cost["prices"].items())
+        note = (
+            f"Cost in {cost['currency']}: instance-hours times the price per instance-hour "
+            f"set now ({prices}); a type without a price has no cost (—)."
+        )
+    else:
+        note = "No instance type has a price: GPU-hours only, no cost."
+    story.append(
+        _text(
+            "Used within limit, borrowed beyond it, and lent to others (what others "
+            "borrowed of a share's idle limit, shared out among the lenders by idle "
+            "limit). " + note,
+            styles["small"],
+        )
+    )
+    header = ["GPU-hours within limit", "GPU-hours borrowed", "GPU-hours lent to others"]
+    if cost["priced"]:
+        header += [f"Cost within limit ({cost['currency']})"]
+        header += [f"Cost borrowed ({cost['currency']})", f"Cost lent ({cost['currency']})"]
+    weights = [34] + [18] * (len(header))
+    for title, rows, label in (
+        ("Team", cost["teams"], lambda r: r["name"]),
+        ("Share", cost["shares"], lambda r: f"{r['queue']} / {r['name']} ({r['team']})"),
+    ):
+        cells = _cost_rows(rows, label, cost["priced"])
+        if cells:
+            story.append(
+                _table(styles, [title, *header], cells, weights, right=range(1, len(header) + 1))
+            )
+            story.append(Spacer(1, 4))
+    if len(story) == 2:
+        story.append(Paragraph("Nothing ran or was lent this month.", styles["body"]))
+    return story
+
+
 def _changes_section(record: dict, styles) -> list:
     story = _section("Policy changes", styles)
     if not record["changes"]:
@@ -823,6 +882,7 @@ def _pdf(view: dict, record: dict, now: dt.datetime) -> bytes:
         _line_chart(view, ["lost_per_1000"], "Lost GPU-hours per 1,000 delivered"),
         *_teams_section(view, styles),
         *_fairness_section(view, styles),
+        *_cost_section(view, styles),
         *_changes_section(record, styles),
         *_exceptions_section(record, "granted", "Exceptions granted", styles),
         *_exceptions_section(record, "expired", "Exceptions expired", styles),

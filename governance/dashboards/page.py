@@ -12,10 +12,13 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from core.formatting import duration, percent
 from engine.strategies import spoken_list, strategies_that
 from governance.dashboards import figures
 from governance.dashboards import formulas as f
+from governance.dashboards.cost import cost_figures
 from governance.dashboards.selectors.calendar import previous_month
 
 LOWER, HIGHER = "lower", "higher"
@@ -448,6 +451,68 @@ def fairness_text(fair: dict) -> str:
     return text
 
 
+COST_LABELS = {"within_limit": "within limit", "borrowed": "borrowed", "lent": "lent to others"}
+
+
+def cost_view(prices: dict, shares: list[dict], teams: list[dict]) -> dict:
+    """GPU-hours and cost by team and by share (governance.dashboards.cost); `priced`
+    is False when no instance type has a price: then no cost is shown at all."""
+    currency = settings.COST_CURRENCY
+    return {
+        "currency": currency,
+        "priced": bool(prices),
+        "prices": {name: str(price) for name, price in sorted(prices.items())},
+        "teams": [
+            {"name": row["name"], **cost_figures(row["data"], prices, currency)} for row in teams
+        ],
+        "shares": [
+            {
+                "queue": share.get("queue_name", ""),
+                "name": share.get("share_name", ""),
+                "team": share.get("team_name", ""),
+                **cost_figures(share, prices, currency),
+            }
+            for share in shares
+        ],
+    }
+
+
+def _cost_table(cost: dict) -> dict:
+    """A row per team, then per share: GPU-hours within limit, borrowed and lent to
+    others, and, when any type has a price, their cost (empty where the scope's types
+    have none) and the types left uncosted."""
+    categories = list(COST_LABELS)
+    header = [
+        "scope",
+        "queue",
+        "share",
+        "team",
+        *(f"{COST_LABELS[c]} GPU-hours" for c in categories),
+    ]
+    units = ["", "", "", "", *["GPU-hours"] * len(categories)]
+    if cost["priced"]:
+        header += [f"cost {COST_LABELS[c]}" for c in categories] + ["types without a price"]
+        units += [cost["currency"]] * len(categories) + [""]
+
+    def cells(row: dict) -> list:
+        values = [row["gpu_hours"][c] for c in categories]
+        if cost["priced"]:
+            money = row["cost"] or {}
+            values += [money.get(c) for c in categories] + [" ".join(row["unpriced_types"])]
+        return values
+
+    rows = [["team", "", "", row["name"], *cells(row)] for row in cost["teams"]]
+    rows += [
+        ["share", row["queue"], row["name"], row["team"], *cells(row)] for row in cost["shares"]
+    ]
+    return {
+        "title": "GPU-hours and cost by team and by share",
+        "header": header,
+        "units": units,
+        "rows": rows,
+    }
+
+
 # -- the tables behind every figure (also the CSV exports and the pack) -----------------
 
 STAT_KEYS = ("n", "p50", "p90", "q1", "q3", "min", "max", "mean")
@@ -688,6 +753,7 @@ def tables(view: dict) -> dict[str, dict]:
     result["shares"] = _signals_table("Signals by share", shares, "share")
     result["teams"] = _teams_table(view["teams"])
     result["trend"] = _trend_table(view["trend"])
+    result["cost"] = _cost_table(view["cost"])
     return result
 
 
@@ -876,6 +942,7 @@ def dashboard_view(*, stored: dict, month: dt.date, queue_id: int | None) -> dic
                 for m, data in stored["trend"]
             ]
         )
+    view["cost"] = cost_view(stored.get("prices") or {}, shares, teams)
     view["tables"] = tables(view)
     # The page's table equivalents of the reclaim figures (the same rows as the CSVs).
     view["reclaim_rows"] = [

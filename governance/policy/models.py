@@ -25,6 +25,7 @@ class PolicyChange(models.Model):
         TEAM = "team", "Team membership"
         ROLE = "role", "Role assignment"
         WORKLOAD_CLASS = "workload_class", "Workload class"
+        PRICE = "price", "Instance type price"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(

@@ -31,6 +31,7 @@ class PolicyProposal(models.Model):
         CLASS_CREATE = "class_create", "New workload class"
         CLASS_UPDATE = "class_update", "Change of a workload class"
         CLASS_DELETE = "class_delete", "Deletion of a workload class"
+        PRICE = "price", "Change of an instance type's price"
         REVERT = "revert", "Revert of a change"
 
     class State(models.TextChoices):

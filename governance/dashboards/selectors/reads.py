@@ -6,10 +6,11 @@ empty scope, and what the policy record says was in force at an instant.
 from __future__ import annotations
 
 import datetime as dt
+from decimal import Decimal
 
 from django.db.models import Q
 
-from fleet.models import JobQueue, QuotaShare
+from fleet.models import InstanceType, JobQueue, QuotaShare
 from fleet.selectors import queue_document, share_document
 from governance.dashboards.selectors.calendar import (
     month_bounds,
@@ -28,13 +29,14 @@ TREND_MONTHS = 12
 def dashboard_rollups(
     *, month: dt.date, queue_id: int | None = None, team_id: int | None = None
 ) -> dict:
-    """The stored figures of one scope: one query.
+    """The stored figures of one scope: one query (and one for the prices).
 
     Returns {"current", "previous": data or None, "trend": [(month, data or None)] over
     the `TREND_MONTHS` months ending with `month`, "shares": [data of each share in
     scope, by queue then share name], "teams": [data of each team in scope, by name],
     "queues": {queue id: data of each queue in scope} (the totals fairness compares a
-    team with), "computed_at", "stale": [months whose rows an older version computed]}.
+    team with), "prices": instance_type_prices(), "computed_at", "stale": [months whose
+    rows an older version computed]}.
     """
     month = month_start(month)
     trend_months = months_back(month, TREND_MONTHS)
@@ -90,6 +92,7 @@ def dashboard_rollups(
     result["shares"].sort(key=lambda d: (d.get("queue_name", ""), d.get("share_name", "")))
     result["teams"].sort(key=lambda d: d.get("team_name", ""))
     result["stale"] = sorted(result["stale"])
+    result["prices"] = instance_type_prices()
     return result
 
 
@@ -113,6 +116,15 @@ def team_fairness_rollups(*, month: dt.date, team_id: int) -> tuple[list[dict], 
         ).values_list("data", flat=True)
     }
     return shares, queues
+
+
+def instance_type_prices() -> dict[str, Decimal]:
+    """The price per instance-hour of each instance type that has one, by name."""
+    return dict(
+        InstanceType.objects.filter(price_per_hour__isnull=False).values_list(
+            "name", "price_per_hour"
+        )
+    )
 
 
 def rollup_months() -> list[dt.date]:
