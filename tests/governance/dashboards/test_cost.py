@@ -29,6 +29,7 @@ from governance.policy.services import PolicyError, policy_change_revert
 from governance.proposals.services import proposal_approve
 from tests.factories import UserFactory
 from tests.governance.dashboards.conftest import load_into_db
+from tests.governance.dashboards.pdf_boxes import overlapping_boxes
 from tests.governance.dashboards.test_signals import A_ORIGIN, APRIL, LEND_BORROW
 
 B1_RUN_HOURS = (15660 - 7200) / 3600
@@ -145,6 +146,8 @@ def test_the_pack_carries_the_cost(priced):
     words = " ".join(" ".join(page.extract_text() for page in pdf.pages).split())
     assert "GPU-hours and cost" in words
     assert "lend-borrow-lender 0.0 0.0 " in words and "11.75" in words
+    # The cost columns fit: no text printed on top of other text.
+    assert not overlapping_boxes(pdf)
 
 
 def test_a_price_is_a_policy_write_with_history_and_revert(admin, lend_borrow):
