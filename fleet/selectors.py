@@ -248,7 +248,7 @@ def _count_shares(shares: int) -> str:
 
 def _count_verb(shares: int, verb: str) -> str:
     """'1 share lends', '3 shares lend'."""
-    return f"{_count_shares(shares)} {verb}s" if shares == 1 else f"{_count_shares(shares)} {verb}"
+    return f"{_count_shares(shares)} {verb}{'s' if shares == 1 else ''}"
 
 
 def _engine_usages(
