@@ -3,6 +3,10 @@ FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 VAR_DIR=/app/var
 WORKDIR /app
+# python-ldap (the LDAP login) builds from source against OpenLDAP's and SASL's headers.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libldap2-dev libsasl2-dev \
+    && rm -rf /var/lib/apt/lists/*
 COPY pyproject.toml ./
 COPY . .
 RUN pip install --no-cache-dir . && python manage.py collectstatic --noinput

@@ -7,6 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 .PHONY: demo test lint format install bench bench-policy bench-load clean
 
 $(STAMP): pyproject.toml
+	scripts/build-deps.sh
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'

@@ -12,6 +12,10 @@ class AccountsConfig(AppConfig):
         from accounts.timezones import remember_on_login
 
         user_logged_in.connect(remember_on_login, dispatch_uid="accounts.time_zone")
+        from accounts.directory import revoke_tokens_of_unlisted
+        from core.signals import directory_user_unlisted
+
+        directory_user_unlisted.connect(revoke_tokens_of_unlisted, dispatch_uid="accounts.unlisted")
         self._forget_identities_on_change()
 
     @staticmethod

@@ -72,7 +72,9 @@ app = Celery("governance", task_cls=CoalescingTask)
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 # The governance app keeps its tasks in its feature packages.
-app.autodiscover_tasks(["governance.exceptions", "governance.dashboards", "governance.whatif"])
+app.autodiscover_tasks(
+    ["governance.exceptions", "governance.dashboards", "governance.whatif", "governance.directory"]
+)
 
 
 def task(name: str):
@@ -159,6 +161,13 @@ def beat_schedule(settings) -> dict:
             "task": "governance.dashboard.refresh_rollups",
             "schedule": 15 * 60.0,
             "options": periodic(15 * 60.0),
+        },
+        # Directory users: roles, teams and API tokens follow the directory (LDAP) at
+        # most DIRECTORY_SYNC_MINUTES after it changed, logins or not.
+        "directory-sync": {
+            "task": "governance.directory.sync",
+            "schedule": settings.DIRECTORY_SYNC_MINUTES * 60.0,
+            "options": periodic(settings.DIRECTORY_SYNC_MINUTES * 60.0),
         },
         # The first of each month, 06:00 UTC: last month, with its late events counted.
         "dashboard-monthly-pack": {

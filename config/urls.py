@@ -21,6 +21,7 @@ urlpatterns = [
     path("", include("governance.exceptions.urls")),
     path("", include("governance.dashboards.urls")),
     path("", include("governance.whatif.urls")),
+    path("", include("governance.directory.urls")),
     path("", include("scheduler.urls")),
     path("", system.home, name="home"),
     # Last: an /api/ path that no operation above matched is a JSON 404, not a page.

@@ -205,6 +205,9 @@ RULES: dict[str, Rule] = {
     # The signed-in user's own things: the start page, the API's schema and docs, tokens.
     "account.use": Rule(_roles(SIGNED_IN), "sign in first"),
     "lockout.manage": Rule(_roles(ADMINS), "only platform admins see login lockouts"),
+    "directory.manage": Rule(
+        _roles(ADMINS), "only platform admins map directory groups to roles and teams"
+    ),
     "outbox.view": Rule(_roles(ADMINS), "only platform admins read the e-mails the product sent"),
     "runner.view": Rule(_roles(ADMINS), "only platform admins see the runners and their hosts"),
     # Dashboard and what-if.

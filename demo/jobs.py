@@ -38,9 +38,9 @@ from fleet.models import (
 )
 from governance.models import PolicyChange
 from governance.policy.services import ShareData, queue_create, share_create
+from governance.policy.slurm_binding import instance_type_set_resources, queue_set_slurm_binding
 from scheduler.services.job_definitions import DefinitionData, definition_register
 from scheduler.services.jobs import JobData, jobs_submit
-from scheduler.services.slurm import instance_type_set_slurm_resources, queue_bind_slurm
 
 QUEUE = "training-lab"
 SLURM_QUEUE = "slurm-lab"
@@ -216,18 +216,29 @@ def seed_slurm_demo(*, actor, lead=None, conf: str) -> JobQueue:
     itype, _ = InstanceType.objects.get_or_create(
         name="ml.g5.xlarge", defaults={"gpu_count": 1, "gpu_model": "NVIDIA A10G"}
     )
-    instance_type_set_slurm_resources(instance_type=itype, resources=["--gres=gpu:1"])
+    reason = "Demo of the Slurm executor: the product decides, the test cluster runs."
+    seeded = PolicyChange.Cause.IMPORT  # loaded data, as in _lab_queue
+    instance_type_set_resources(
+        actor=actor, instance_type=itype, resources=["--gres=gpu:1"], reason=reason, cause=seeded
+    )
     return _lab_queue(
         actor=actor,
         lead=lead,
         name=SLURM_QUEUE,
         executor="slurm",
         description="Runs the example training script on a Slurm cluster (partition gpu).",
-        reason="Demo of the Slurm executor: the product decides, the test cluster runs.",
+        reason=reason,
         instances=8,
         shares=("slurm-borrower", "slurm-owner"),
         job_prefix="slurm-train",
-        bind=lambda queue: queue_bind_slurm(queue=queue, conf=conf, partition="gpu"),
+        bind=lambda queue: queue_set_slurm_binding(
+            actor=actor,
+            queue=queue,
+            binding={"slurm_conf": conf, "slurm_partition": "gpu"},
+            reason=reason,
+            expected_version=queue.version,
+            cause=seeded,
+        ),
     )
 
 
@@ -261,6 +272,7 @@ def _lab_queue(
     ).applied
     if bind is not None:
         bind(queue)
+        queue.refresh_from_db()
     borrower, owner = shares
     created = {}
     for share, strategy, borrow in (

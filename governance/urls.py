@@ -6,6 +6,7 @@ from rest_framework.routers import SimpleRouter
 
 from governance import system
 from governance.policy import history_views as history
+from governance.policy import slurm_views as slurm
 from governance.policy import team_views as teams
 from governance.policy import urgency_views as urgency
 from governance.policy import views as policy
@@ -27,6 +28,10 @@ urlpatterns = [
         policy.queue_capacity_impact,
         name="queue-capacity-impact",
     ),
+    path("queues/<int:pk>/slurm/", slurm.queue_slurm, name="queue-slurm"),
+    path("queues/<int:pk>/slurm/impact/", slurm.queue_slurm_impact, name="queue-slurm-impact"),
+    path("instance-types/", slurm.instance_types, name="instance-type-list"),
+    path("instance-types/<int:pk>/slurm/", slurm.instance_type_slurm, name="instance-type-slurm"),
     path("queues/<int:pk>/policy-code/", policy_code.queue_policy_code, name="queue-policy-code"),
     path(
         "queues/<int:pk>/policy-code/<str:format>/download/",

@@ -91,3 +91,48 @@ class JobDecision(models.Model):
 
     def __str__(self):
         return f"{self.get_kind_display()}: {self.job}"
+
+
+class EstimateRecord(models.Model):
+    """The first start estimate a waiting job was given, and when it really started: the
+    queue's record of its estimates, which calibrates the next ones and is shown as the
+    queue's measured coverage (`scheduler.services.estimates.record`).
+
+    Waits are in the queue's clock (seconds) from `made_at`: the forecast's own (p50
+    and p90 runs of the engine; null: it would never start) and the range it stated
+    (`low_wait`-`high_wait` at quantiles `quantiles`, e.g. "p10–p90", with the point
+    estimate `point_wait`); `actual_wait` once it started, `closed` when it ended
+    without starting (cancelled): such a record says nothing; `overdue_at`, when a job
+    still waiting starts to count for the calibration."""
+
+    queue = models.ForeignKey(
+        "fleet.JobQueue", on_delete=models.CASCADE, related_name="estimate_records"
+    )
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="estimate_record")
+    share = models.CharField(max_length=100)
+    made_at = models.DateTimeField()
+    forecast_wait = models.BigIntegerField(null=True, blank=True)
+    forecast_high_wait = models.BigIntegerField(null=True, blank=True)
+    quantiles = models.CharField(max_length=20)
+    low_wait = models.BigIntegerField(null=True, blank=True)
+    point_wait = models.BigIntegerField(null=True, blank=True)
+    high_wait = models.BigIntegerField(null=True, blank=True)
+    basis = models.CharField(max_length=10)  # share, queue or default
+    samples = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    actual_wait = models.BigIntegerField(null=True, blank=True)
+    closed = models.BooleanField(default=False)
+    # When a job still waiting starts to count (as waited so far): once it has waited
+    # past both runs of its forecast (null: never, its forecast had none).
+    overdue_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["made_at", "id"]
+        indexes = [
+            models.Index(fields=["queue", "closed", "made_at"], name="estimate_record_open"),
+            models.Index(fields=["queue", "overdue_at"], name="estimate_record_overdue"),
+            models.Index(fields=["queue", "started_at"], name="estimate_record_started"),
+        ]
+
+    def __str__(self):
+        return f"estimate of job {self.job_id} at {self.made_at:%Y-%m-%d %H:%M}"

@@ -651,21 +651,46 @@ class ClockSerializer(serializers.Serializer):
 
 
 class EstimateSerializer(serializers.Serializer):
+    quantiles = serializers.CharField(
+        help_text="The range's quantiles, e.g. 'p10–p90': the start falls before start_p10 "
+        "one time in ten and after start_p90 one time in ten, as calibrated by the queue's "
+        "record of past estimates (range_basis)."
+    )
+    start_p10 = serializers.DateTimeField(
+        allow_null=True, help_text="The range's low end (real time); null: never."
+    )
     start_p50 = serializers.DateTimeField(
         allow_null=True, help_text="Median estimated start (real time); null: never."
     )
     start_p90 = serializers.DateTimeField(
-        allow_null=True, help_text="90th-percentile estimated start (real time)."
+        allow_null=True, help_text="The range's high end (real time); null: never."
     )
+    wait_p10 = serializers.IntegerField(allow_null=True)
     wait_p50 = serializers.IntegerField(
         allow_null=True,
         help_text="Seconds from the forecast's instant (estimated_at) to start_p50, in the "
-        "queue's clock.",
+        "queue's clock (wait_p10 and wait_p90 likewise).",
     )
     wait_p90 = serializers.IntegerField(allow_null=True)
     basis = serializers.ChoiceField(
         choices=["definition", "share", "queue", "declared"],
         help_text="Whose history corrected the declared durations (declared: none).",
+    )
+    range_basis = serializers.ChoiceField(
+        choices=["share", "queue", "default"],
+        help_text="Whose record of past estimates against actual starts calibrated the range "
+        "(default: too few yet; factors measured on Philly replays).",
+    )
+    range_samples = serializers.IntegerField(
+        help_text="How many past outcomes that record counts (0 for default)."
+    )
+    forecast_p50 = serializers.DateTimeField(
+        allow_null=True,
+        help_text="The forecast's own start before the calibration (the engine's forward run "
+        "with durations at their history's median).",
+    )
+    forecast_p90 = serializers.DateTimeField(
+        allow_null=True, help_text="The same with durations at their history's 90th percentile."
     )
     never = serializers.BooleanField(help_text="It can never start as things stand.")
 

@@ -92,7 +92,7 @@ if not months:
 busiest = max(months, key=lambda item: item[0]["jobs_ended"])[1]
 session = SessionStore()
 session[SESSION_KEY] = str(user.pk)
-session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+session[BACKEND_SESSION_KEY] = "accounts.backends.LocalPasswordBackend"
 session[HASH_SESSION_KEY] = user.get_session_auth_hash()
 session.create()
 print(session.session_key, f"{busiest:%Y-%m}", len(months))

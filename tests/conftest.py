@@ -2,7 +2,9 @@
 
 Tests that need PostgreSQL, Redis (with a real Celery worker), Chromium or a Slurm
 cluster run against them when DATABASE_URL / REDIS_URL are set, chromium is installed
-and SLURM_CONF names a cluster that answers (scripts/slurm/cluster.sh start), and are
+and SLURM_CONF names a cluster that answers (scripts/slurm/cluster.sh start); those
+marked sso against an LDAP directory (LDAP_TEST_URI's, or a slapd the tests start with
+scripts/ldap/slapd.sh when slapd is installed); they are
 skipped with a message otherwise. With REQUIRE_SERVICES=1 a missing
 service is a failure instead.
 """
@@ -30,7 +32,48 @@ def service_missing() -> dict[str, str]:
     slurm = slurm_missing()
     if slurm:
         missing["slurm"] = slurm
+    ldap = ldap_missing()
+    if ldap:
+        missing["sso"] = ldap
     return missing
+
+
+SLAPD_SCRIPT = os.path.join(os.path.dirname(__file__), "..", "scripts", "ldap", "slapd.sh")
+
+
+def ldap_missing() -> str:
+    """Why there is no LDAP directory to test on ("" when LDAP_TEST_URI's slapd answers,
+    or when slapd is installed, so that the tests can start one: scripts/ldap/slapd.sh)."""
+    uri = os.environ.get("LDAP_TEST_URI", "")
+    if uri:
+        try:
+            answer = subprocess.run(
+                [
+                    "ldapwhoami",
+                    "-x",
+                    "-H",
+                    uri,
+                    "-D",
+                    os.environ.get("LDAP_TEST_BIND_DN", ""),
+                    "-w",
+                    os.environ.get("LDAP_TEST_BIND_PASSWORD", ""),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return f"the directory of LDAP_TEST_URI={uri} does not answer ({error})"
+        if answer.returncode != 0:
+            return f"the directory of LDAP_TEST_URI={uri} does not answer: {answer.stderr.strip()}"
+        return ""
+    for program in ("slapd", "slapadd", "ldapmodify"):
+        if not (shutil.which(program) or os.path.exists(f"/usr/sbin/{program}")):
+            return (
+                f"{program} is not installed (apt-get install --no-install-recommends slapd "
+                "ldap-utils) and LDAP_TEST_URI is not set (scripts/ldap/slapd.sh start prints it)"
+            )
+    return ""
 
 
 def slurm_missing() -> str:

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 
 from core.api.base import BaseApiViewSet
 from core.api.permissions import HistoryAccess, PolicyAccess
+from core.errors import InvalidInput
 from engine.strategies import DEFAULT_STRATEGY
 from fleet.models import (
     CapacityLimit,
@@ -41,6 +42,12 @@ from governance.policy.services import (
     share_update,
     urgency_document,
     urgency_save,
+)
+from governance.policy.slurm_binding import (
+    BINDING_FIELDS,
+    SlurmBinding,
+    instance_type_set_resources,
+    queue_set_slurm_binding,
 )
 from governance.policy.workload_classes import (
     workload_class_delete,
@@ -97,6 +104,32 @@ class InstanceTypeViewSet(viewsets.ModelViewSet, ApiViewSet):
             instance_type=self.get_object(),
             price=values["price_per_hour"],
             reason=values["reason"],
+        )
+        return self.written(write, api.InstanceTypeSerializer)
+
+    @extend_schema(
+        summary="Change an instance type (admins)",
+        description="A PATCH of `slurm_resources` (with a `reason`, and nothing else) is a "
+        "policy write: recorded in the policy history, and with review required answered "
+        "202 with the proposal. Other fields are plain record edits.",
+        request=api.InstanceTypeSerializer,
+        responses={200: api.InstanceTypeSerializer, 202: ProposalSerializer},
+    )
+    def partial_update(self, request, *args, **kwargs):
+        if "slurm_resources" not in request.data:
+            return super().partial_update(request, *args, **kwargs)
+        itype = self.get_object()
+        others = sorted(set(request.data) - {"slurm_resources", "reason"})
+        if others:
+            raise InvalidInput(
+                {others[0]: ["change the Slurm resources in a request of their own"]}
+            )
+        data = self.parse(api.InstanceTypeResourcesSerializer)
+        write = instance_type_set_resources(
+            actor=request.user,
+            instance_type=itype,
+            resources=data["slurm_resources"],
+            reason=data["reason"],
         )
         return self.written(write, api.InstanceTypeSerializer)
 
@@ -208,8 +241,12 @@ def _team_data(values: dict, *, base: Team | None) -> TeamData:
         responses={201: api.QueueOutputSerializer},
     ),
     partial_update=extend_schema(
-        summary="Replace a queue's capacity map (admins)",
-        description="Send the whole new `capacity` map, a `reason` and the `version` you read.",
+        summary="Replace a queue's capacity map, or change its Slurm binding (admins)",
+        description="Send the whole new `capacity` map, or the Slurm binding's fields "
+        "(`slurm_conf`, `slurm_partition`, `slurm_account`; left out: kept), with a "
+        "`reason` and the `version` you read. The partition is asked of the cluster "
+        "(within SLURM_BIND_TIMEOUT); a cluster that does not answer is a 400 on "
+        "`slurm_conf` and nothing is saved. With review required: 202 and the proposal.",
         request=api.QueueCapacitySerializer,
         responses=api.QueueOutputSerializer,
     ),
@@ -236,6 +273,16 @@ class QueueViewSet(ApiViewSet):
     def partial_update(self, request, pk=None):
         queue = self.get_object()
         data = self.parse(api.QueueCapacitySerializer)
+        if "capacity" not in data:
+            current = SlurmBinding.of(queue).document()
+            write = queue_set_slurm_binding(
+                actor=request.user,
+                queue=queue,
+                binding={name: data.get(name, current[name]) for name in BINDING_FIELDS},
+                reason=data["reason"],
+                expected_version=data["version"],
+            )
+            return self.written(write, api.QueueOutputSerializer)
         write = queue_set_capacity(
             actor=request.user,
             queue=queue,

@@ -24,7 +24,7 @@ from fleet.models import (
 )
 from fleet.models import UrgencyDefinition as Urgency
 from governance.models import PolicyChange
-from governance.policy import services, workload_classes
+from governance.policy import services, slurm_binding, workload_classes
 from governance.policy.membership import TeamData, team_save, team_validate
 from governance.policy.services import PolicyError, PolicyWrite, ShareData
 
@@ -383,6 +383,103 @@ class CapacityForm(LimitRowsMixin, PolicyForm):
                 capacity=self.entries(),
                 reason=self.cleaned_data.get("reason") or "",
                 expected_version=self.cleaned_data.get("version") or self.queue.version,
+            )
+        except PolicyError as error:
+            self.apply_errors(error.errors)
+            raise
+
+
+# The executor binding: a queue's Slurm cluster and an instance type's Slurm resources
+# (governance.policy.slurm_binding; every check is scheduler.services.slurm_binding's).
+
+
+class SlurmBindingForm(PolicyForm):
+    """A queue's Slurm cluster (its slurm.conf), partition and account; all empty unbinds."""
+
+    slurm_conf = forms.CharField(
+        label="Slurm cluster (slurm.conf)",
+        required=False,
+        max_length=500,
+        help_text="The absolute path of the cluster's slurm.conf (what SLURM_CONF names).",
+    )
+    slurm_partition = forms.CharField(
+        label="Partition",
+        required=False,
+        max_length=64,
+        help_text="A partition of that cluster; it is checked with the cluster when you save.",
+    )
+    slurm_account = forms.CharField(
+        label="Account",
+        required=False,
+        max_length=64,
+        help_text="Leave empty for the user's default account.",
+    )
+    version = forms.IntegerField(widget=forms.HiddenInput, required=False)
+    reason = _reason_field()
+
+    def __init__(self, *args, queue: JobQueue, **kwargs):
+        if _unbound(args, kwargs):
+            kwargs.setdefault(
+                "initial",
+                {
+                    "version": queue.version,
+                    "slurm_conf": queue.slurm_conf,
+                    "slurm_partition": queue.slurm_partition,
+                    "slurm_account": queue.slurm_account,
+                },
+            )
+        super().__init__(*args, **kwargs)
+        self.queue = queue
+        self.fields["reason"].widget.attrs.update(NO_PREVIEW)
+
+    def binding(self) -> dict[str, str]:
+        return {name: self.cleaned_data.get(name) or "" for name in slurm_binding.BINDING_FIELDS}
+
+    def save(self, *, actor) -> PolicyWrite:
+        try:
+            return slurm_binding.queue_set_slurm_binding(
+                actor=actor,
+                queue=self.queue,
+                binding=self.binding(),
+                reason=self.cleaned_data.get("reason") or "",
+                expected_version=self.cleaned_data.get("version") or self.queue.version,
+            )
+        except PolicyError as error:
+            self.apply_errors(error.errors)
+            raise
+
+
+class SlurmResourcesForm(PolicyForm):
+    """The sbatch options of one instance of a type, one option per line (or spaces)."""
+
+    slurm_resources = forms.CharField(
+        label="Slurm resources of one instance",
+        required=False,
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="sbatch options, e.g. --gres=gpu:a100:1 for a GPU, or --exclusive "
+        "--constraint=a100 for a whole node. Empty: none.",
+    )
+    reason = _reason_field()
+
+    def __init__(self, *args, instance_type: InstanceType, **kwargs):
+        if _unbound(args, kwargs):
+            kwargs.setdefault(
+                "initial", {"slurm_resources": "\n".join(instance_type.slurm_resources or [])}
+            )
+        super().__init__(*args, **kwargs)
+        self.instance_type = instance_type
+
+    def resources(self) -> list[str]:
+        return (self.cleaned_data.get("slurm_resources") or "").split()
+
+    def save(self, *, actor) -> PolicyWrite:
+        try:
+            return slurm_binding.instance_type_set_resources(
+                actor=actor,
+                instance_type=self.instance_type,
+                resources=self.resources(),
+                reason=self.cleaned_data.get("reason") or "",
             )
         except PolicyError as error:
             self.apply_errors(error.errors)

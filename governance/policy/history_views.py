@@ -54,6 +54,10 @@ FIELD_LABELS = {
     "min_runtime_preempt": "Protected from in-share preemption (s)",
     "grace": "Notice before stopping (s)",
     "checkpoint_on_notice": "Checkpoints on notice within (s)",
+    "slurm_conf": "Slurm cluster (slurm.conf)",
+    "slurm_partition": "Slurm partition",
+    "slurm_account": "Slurm account",
+    "slurm_resources": "Slurm resources of one instance",
 }
 
 
@@ -77,6 +81,10 @@ def display_value(key: str, value) -> str:
         return "does not checkpoint on notice"
     if value is None:
         return "—"
+    if key.startswith("slurm_") and value in ("", []):
+        return "none (the user's default)" if key == "slurm_account" else "none"
+    if key == "slurm_resources" and isinstance(value, list):
+        return " ".join(value)
     if isinstance(value, bool):
         return "on" if value else "off"
     if key == "borrow_limit":

@@ -17,6 +17,9 @@ class PolicyChange(models.Model):
         # Made outside the product's services (a shell, a script, a data migration): no
         # review and no reason was possible; recorded so that it is at least seen.
         DIRECT = "direct", "Direct change"
+        # Made by a login or sync through the directory, as the admins' directory
+        # mapping says (governance.directory): the reason names the user and the groups.
+        DIRECTORY = "directory", "Directory"
 
     class Target(models.TextChoices):
         SHARE = "share", "Quota share"
@@ -26,6 +29,8 @@ class PolicyChange(models.Model):
         ROLE = "role", "Role assignment"
         WORKLOAD_CLASS = "workload_class", "Workload class"
         PRICE = "price", "Instance type price"
+        QUEUE_SLURM = "queue_slurm", "Queue's Slurm binding"
+        INSTANCE_TYPE = "instance_type", "Instance type's Slurm resources"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(

@@ -35,6 +35,7 @@ from fleet.models import (
 )
 from governance.models import PolicyChange
 from governance.policy.services import BORROW_LIMIT_MAX, changed_fields
+from scheduler.services.slurm_binding import BINDING_FIELDS
 
 User = get_user_model()
 
@@ -96,10 +97,24 @@ class InstanceTypeSerializer(serializers.ModelSerializer):
         "is shown for the type). Set by POST /api/v1/instance-types/{id}/price/.",
     )
     currency = serializers.SerializerMethodField(help_text="settings.COST_CURRENCY.")
+    slurm_resources = serializers.JSONField(
+        read_only=True,
+        help_text="The sbatch options that ask Slurm for one instance (e.g. "
+        '["--gres=gpu:a100:1"]); a policy write: change them with PATCH '
+        "{slurm_resources, reason}.",
+    )
 
     class Meta:
         model = InstanceType
-        fields = ["id", "name", "gpu_count", "gpu_model", "price_per_hour", "currency"]
+        fields = [
+            "id",
+            "name",
+            "gpu_count",
+            "gpu_model",
+            "slurm_resources",
+            "price_per_hour",
+            "currency",
+        ]
         # The model's CheckConstraint instancetype_gpus_ge_1 and its column's range,
         # stated here so the error names the field instead of failing at the database.
         extra_kwargs = {"gpu_count": {"min_value": 1, "max_value": MAX_SMALL}}
@@ -156,6 +171,18 @@ class TeamDeleteSerializer(serializers.Serializer):
 # Queues.
 
 
+class InstanceTypeResourcesSerializer(serializers.Serializer):
+    """An instance type's Slurm resources, a policy write: a reason, the history, review.
+    The list is checked by the service (scheduler.services.slurm_binding), the one check
+    the page and `manage.py slurm_bind` use."""
+
+    slurm_resources = serializers.JSONField(
+        help_text="sbatch options of one instance: resources and placement only "
+        "(--gres, --constraint, --exclusive, --mem, ...); [] for none."
+    )
+    reason = _reason_field()
+
+
 class QueueOutputSerializer(OutputSerializer):
     capacity = serializers.SerializerMethodField()
 
@@ -169,6 +196,9 @@ class QueueOutputSerializer(OutputSerializer):
             "default_preemption_retries",
             "runnable_time_limit",
             "capacity",
+            "slurm_conf",
+            "slurm_partition",
+            "slurm_account",
             "version",
         ]
 
@@ -201,9 +231,42 @@ class QueueCreateSerializer(serializers.ModelSerializer):
 
 
 class QueueCapacitySerializer(serializers.Serializer):
-    capacity = InstanceMapField(help_text="The whole new capacity map (replaces the old one).")
+    """A change of the queue's capacity or of its Slurm binding (one of the two per
+    request): each a policy write with its reason, history entry and review."""
+
+    capacity = InstanceMapField(
+        required=False, help_text="The whole new capacity map (replaces the old one)."
+    )
+    slurm_conf = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=500,
+        help_text='The Slurm cluster: the absolute path of its slurm.conf; "" with the '
+        "others unbinds. Fields of the binding left out keep their value.",
+    )
+    slurm_partition = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=64,
+        help_text="A partition of that cluster (asked of the cluster, which must answer).",
+    )
+    slurm_account = serializers.CharField(
+        required=False, allow_blank=True, max_length=64, help_text='"": the default account.'
+    )
     reason = _reason_field()
     version = _version_field()
+
+    def validate(self, attrs):
+        binding = [name for name in BINDING_FIELDS if name in attrs]
+        if "capacity" in attrs and binding:
+            raise serializers.ValidationError(
+                {binding[0]: ["change the capacity and the Slurm binding in separate requests"]}
+            )
+        if "capacity" not in attrs and not binding:
+            raise serializers.ValidationError(
+                {"capacity": ["give the new capacity, or the Slurm binding's fields"]}
+            )
+        return attrs
 
 
 # Quota shares.

@@ -252,6 +252,10 @@ def _check_actor(actor, *, cause: str, exception_request=None) -> None:
         if exception_request is None:
             raise ValueError("a change caused by an exception must name its request")
         return
+    if cause == PolicyChange.Cause.DIRECTORY:
+        # The directory's groups, as the admins' mapping says (governance.directory): no
+        # actor of its own, and never a proposal (the mapping was the admins' decision).
+        return
     rules.require(actor, "policy.edit")
 
 

@@ -36,6 +36,7 @@ from governance.policy.services import (
 )
 from governance.proposals.messages import after_policy_write
 from governance.proposals.selectors import pending_count
+from scheduler.services.estimates.record import queue_coverage
 
 QUEUES_PER_PAGE = 10
 
@@ -76,6 +77,7 @@ def queue_detail(request, pk: int):
         {
             "usage": usage,
             "explained": explained,
+            "estimate_coverage": queue_coverage(queue),
         },
     )
 

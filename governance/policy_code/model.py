@@ -30,6 +30,8 @@ class InstanceTypeSpec:
     # False when the format cannot say how many GPUs it has (1 is then assumed).
     gpus_known: bool = True
     path: str = ""
+    # The sbatch options of one instance on Slurm; None: the file does not say.
+    slurm_resources: list[str] | None = None
 
 
 @dataclass
@@ -61,6 +63,9 @@ class QueueSpec:
     default_preemption_retries: object = KEEP
     runnable_time_limit: object = KEEP
     executor: object = KEEP
+    # The Slurm binding as the history records it (slurm_conf, slurm_partition,
+    # slurm_account; all "" unbinds), or KEEP.
+    slurm: object = KEEP
     fields: dict[str, str] = field(default_factory=dict)
 
     def field_path(self, name: str) -> str:

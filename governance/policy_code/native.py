@@ -5,6 +5,9 @@
     - name: ml.g5.xlarge
       gpus: 1                        GPUs per instance (at least 1)
       gpu_model: NVIDIA A10G         optional
+      slurm_resources: [--gres=gpu:1]  optional: what one instance asks a Slurm cluster for
+                                     (set when the file creates the type; a type that
+                                     exists keeps its own, changed on its page)
     teams:                           every team the shares and urgency definitions name
     - name: vision-research
       description: ''                optional
@@ -29,6 +32,10 @@
       executor: simulated            created; on an existing queue they must match it
       default_preemption_retries: null
       runnable_time_limit: null      seconds, or null
+      slurm:                         optional: the Slurm cluster the queue's jobs run on
+        conf: /etc/slurm/slurm.conf  (its slurm.conf), partition and account (optional);
+        partition: gpu               null unbinds, absent keeps it; the partition is
+        account: ml                  asked of the cluster, which must answer
       capacity: {ml.g5.xlarge: 3}    instance type -> instances (1 to 5 types)
       shares:                        in entitlement order
       - name: qs1
@@ -109,6 +116,7 @@ _QUEUE_FIELDS = {
     "executor",
     "default_preemption_retries",
     "runnable_time_limit",
+    "slurm",
     "capacity",
     "shares",
 }
@@ -146,6 +154,16 @@ def _share_entry(doc: dict) -> dict:
     return entry
 
 
+def _slurm_entry(queue: JobQueue) -> dict:
+    """The queue's Slurm binding, when it has one (an unbound queue's file says nothing)."""
+    if not queue.slurm_conf:
+        return {}
+    binding = {"conf": queue.slurm_conf, "partition": queue.slurm_partition}
+    if queue.slurm_account:
+        binding["account"] = queue.slurm_account
+    return {"slurm": binding}
+
+
 def document(queues: list[JobQueue]) -> dict:
     lives = [live_queue(queue=queue) for queue in sorted(queues, key=lambda q: q.name)]
     urgencies = live_urgencies()
@@ -155,7 +173,12 @@ def document(queues: list[JobQueue]) -> dict:
     return {
         "version": VERSION,
         "instance_types": [
-            {"name": itype.name, "gpus": itype.gpu_count, "gpu_model": itype.gpu_model}
+            {
+                "name": itype.name,
+                "gpus": itype.gpu_count,
+                "gpu_model": itype.gpu_model,
+                **({"slurm_resources": itype.slurm_resources} if itype.slurm_resources else {}),
+            }
             for itype in (types[name] for name in sorted(types))
         ],
         "teams": [
@@ -170,6 +193,7 @@ def document(queues: list[JobQueue]) -> dict:
                 "executor": live.queue.executor,
                 "default_preemption_retries": live.queue.default_preemption_retries,
                 "runnable_time_limit": live.queue.runnable_time_limit,
+                **_slurm_entry(live.queue),
                 "capacity": live.capacity,
                 "shares": [_share_entry(doc) for doc in live.share_docs],
             }
@@ -284,7 +308,7 @@ def _instance_type(problems: Problems, entry, path: str) -> InstanceTypeSpec | N
     entry = read.mapping(problems, entry, path)
     if entry is None:
         return None
-    read.unknown_fields(problems, entry, {"name", "gpus", "gpu_model"}, path)
+    read.unknown_fields(problems, entry, {"name", "gpus", "gpu_model", "slurm_resources"}, path)
     if not (
         read.required(problems, entry, "name", path) & read.required(problems, entry, "gpus", path)
     ):
@@ -294,9 +318,20 @@ def _instance_type(problems: Problems, entry, path: str) -> InstanceTypeSpec | N
     model = read.text(
         problems, entry.get("gpu_model") or "", child(path, "gpu_model"), required=False
     )
+    resources = None
+    if "slurm_resources" in entry:
+        resources = read.sequence(
+            problems, entry["slurm_resources"], child(path, "slurm_resources")
+        )
     if None in (name, gpus, model):
         return None
-    return InstanceTypeSpec(name=name.strip(), gpu_count=gpus, gpu_model=model.strip(), path=path)
+    return InstanceTypeSpec(
+        name=name.strip(),
+        gpu_count=gpus,
+        gpu_model=model.strip(),
+        path=path,
+        slurm_resources=resources,
+    )
 
 
 def _team(problems: Problems, entry, path: str) -> TeamSpec | None:
@@ -444,6 +479,10 @@ def _queue(problems: Problems, entry, path: str) -> QueueSpec | None:
     queue.runnable_time_limit = _optional_whole(
         problems, entry, "runnable_time_limit", path, minimum=1
     )
+    if "slurm" in entry:
+        queue.slurm = _slurm_binding(problems, entry["slurm"], child(path, "slurm"))
+        for key in ("conf", "partition", "account"):
+            queue.fields[f"slurm_{key}"] = child(child(path, "slurm"), key)
     shares = read.sequence(problems, entry["shares"], child(path, "shares")) or []
     for index, share_entry in enumerate(shares):
         share = _share(problems, share_entry, child(child(path, "shares"), index))
@@ -453,6 +492,29 @@ def _queue(problems: Problems, entry, path: str) -> QueueSpec | None:
     if name is None or capacity is None:
         return None
     return queue
+
+
+def _slurm_binding(problems: Problems, value, path: str):
+    """The binding as the history records it; null unbinds. Its rules (an absolute path,
+    a partition the cluster has) are the binding service's, checked by the plan."""
+    if value is None:
+        return {"slurm_conf": "", "slurm_partition": "", "slurm_account": ""}
+    entry = read.mapping(problems, value, path)
+    if entry is None:
+        return KEEP
+    read.unknown_fields(problems, entry, {"conf", "partition", "account"}, path)
+    if not (
+        read.required(problems, entry, "conf", path)
+        & read.required(problems, entry, "partition", path)
+    ):
+        return KEEP
+    texts = [
+        read.text(problems, entry.get(key) or "", child(path, key), required=key != "account")
+        for key in ("conf", "partition", "account")
+    ]
+    if None in texts:
+        return KEEP
+    return dict(zip(("slurm_conf", "slurm_partition", "slurm_account"), texts, strict=True))
 
 
 def _counts(problems: Problems, value, path: str) -> dict[str, int] | None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from core import rules
@@ -66,6 +67,13 @@ from governance.policy.services import (
     urgency_document,
     urgency_save,
 )
+from governance.policy.slurm_binding import (
+    SlurmBinding,
+    instance_type_set_resources,
+    queue_set_slurm_binding,
+    slurm_binding_validate,
+    slurm_resources_validate,
+)
 from governance.policy.workload_classes import (
     workload_class_delete,
     workload_class_document,
@@ -82,7 +90,7 @@ from governance.policy_code.model import (
     TeamSpec,
     WorkloadClassSpec,
 )
-from governance.policy_code.source import FileProblem, Lines, PolicyFileError, Problems
+from governance.policy_code.source import FileProblem, Lines, PolicyFileError, Problems, child
 
 # REMOVED: a share the file leaves out, disabled; DELETED: a workload class it leaves out.
 ADDED, CHANGED, REMOVED, DELETED = "added", "changed", "removed", "deleted"
@@ -113,6 +121,7 @@ class QueuePlan:
     share_docs: list[dict]  # every share as it will be, in entitlement order
     capacity_change: Change | None = None
     share_changes: list[Change] = field(default_factory=list)
+    binding_change: Change | None = None  # the queue's Slurm binding
     impact: list[ImpactLine] = field(default_factory=list)
     version: int | None = None
     share_versions: dict[str, int] = field(default_factory=dict)
@@ -121,7 +130,11 @@ class QueuePlan:
 
     @property
     def changes(self) -> list[Change]:
-        return ([self.capacity_change] if self.capacity_change else []) + self.share_changes
+        return (
+            ([self.capacity_change] if self.capacity_change else [])
+            + self.share_changes
+            + ([self.binding_change] if self.binding_change else [])
+        )
 
 
 @dataclass
@@ -417,6 +430,12 @@ def _instance_types(policy: PolicyFile, problems: Problems, warnings: list[str])
     created = []
     for spec in policy.instance_types:
         live = existing.get(spec.name)
+        if spec.slurm_resources is not None:
+            try:
+                slurm_resources_validate(spec.slurm_resources)
+            except ValidationError as error:
+                for message in error.message_dict["slurm_resources"]:
+                    problems.add(child(spec.path, "slurm_resources"), message)
         if live is None:
             created.append(spec)
             if not spec.gpus_known:
@@ -432,6 +451,11 @@ def _instance_types(policy: PolicyFile, problems: Problems, warnings: list[str])
             )
         elif spec.gpus_known and spec.gpu_model and live.gpu_model != spec.gpu_model:
             warnings.append(f"instance type '{spec.name}': its GPU model stays {live.gpu_model!r}")
+        if live is not None and spec.slurm_resources not in (None, live.slurm_resources):
+            warnings.append(
+                f"instance type '{spec.name}': its Slurm resources stay "
+                f"{' '.join(live.slurm_resources) or 'none'} (change them on its page)"
+            )
     return sorted(created, key=lambda spec: spec.name)
 
 
@@ -578,6 +602,7 @@ def _queue_plan(policy, spec: QueueSpec, problems, warnings, known_teams, known_
                 f"queue '{spec.name}': the file lists its shares in another order; the "
                 "entitlement order stays as it is"
             )
+    plan.binding_change = _binding_change(spec, queue, problems)
     for doc in docs:
         before = live.share_doc(doc["name"]) if live else None
         if before == doc:
@@ -589,6 +614,30 @@ def _queue_plan(policy, spec: QueueSpec, problems, warnings, known_teams, known_
             Change(PolicyChange.Target.SHARE, action, doc["name"], spec.name, before, doc)
         )
     return plan
+
+
+def _binding_change(spec: QueueSpec, queue: JobQueue | None, problems) -> Change | None:
+    """The file's Slurm binding, checked by the binding service (which asks the cluster
+    whether the partition exists), as a change of the queue; None when it keeps it."""
+    if spec.slurm is KEEP:
+        return None
+    current = queue if queue is not None else JobQueue(name=spec.name)
+    before = SlurmBinding.of(current).document()
+    binding, errors = slurm_binding_validate(
+        queue=current,
+        conf=spec.slurm["slurm_conf"],
+        partition=spec.slurm["slurm_partition"],
+        account=spec.slurm["slurm_account"],
+    )
+    for key, messages in errors.items():
+        for message in messages:
+            problems.add(spec.field_path(key), message)
+    if binding.document() == before:
+        return None
+    action = ADDED if not current.slurm_conf else CHANGED
+    return Change(
+        PolicyChange.Target.QUEUE_SLURM, action, spec.name, spec.name, before, binding.document()
+    )
 
 
 def _order_capacity(plan: QueuePlan, live: LiveQueue, warnings: list[str]) -> None:
@@ -795,9 +844,17 @@ def _apply(*, actor, policy: PolicyFile, reason: str, expected_versions: dict | 
     for team in plan.teams:
         Team.objects.create(name=team.name, description=team.description)
     for itype in plan.instance_types:
-        InstanceType.objects.create(
+        created = InstanceType.objects.create(
             name=itype.name, gpu_count=itype.gpu_count, gpu_model=itype.gpu_model
         )
+        if itype.slurm_resources:
+            writer.call(
+                None,
+                None,
+                instance_type_set_resources,
+                instance_type=created,
+                resources=itype.slurm_resources,
+            )
     class_specs = {spec.name: spec for spec in policy.workload_classes or []}
     try:
         for change in plan.class_writes:
@@ -931,3 +988,13 @@ class _Writer:
                 )
         if plan.capacity_after_shares is not None:
             self.capacity(plan, JobQueue.objects.get(pk=queue.pk), plan.capacity_after_shares)
+        if plan.binding_change is not None:
+            queue = JobQueue.objects.get(pk=queue.pk)
+            self.call(
+                spec,
+                None,
+                queue_set_slurm_binding,
+                queue=queue,
+                binding=plan.binding_change.after,
+                expected_version=queue.version,
+            )

@@ -15,7 +15,7 @@ from core import rules
 from core.errors import NON_FIELD, InvalidInput, WrongState
 from fleet.models import InstanceType
 from governance.models import PolicyProposal
-from governance.policy import membership, prices, workload_classes
+from governance.policy import membership, prices, slurm_binding, workload_classes
 from governance.policy import services as policy
 
 Kind = PolicyProposal.Kind
@@ -54,6 +54,8 @@ def _apply(proposal: PolicyProposal) -> policy.PolicyWrite:
             expected_version=proposal.base_version,
             **common,
         )
+    if proposal.kind in slurm_binding.PROPOSAL_KINDS:
+        return slurm_binding.proposal_apply(proposal, **common)
     if proposal.kind == Kind.QUEUE_CREATE:
         fields = {key: value for key, value in payload.items() if key != "after"}
         return policy.queue_create(**fields, **common)

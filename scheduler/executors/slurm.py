@@ -17,11 +17,16 @@ writes in the job's area (`RunFiles`): the definition's argument vector, the job
 whole environment (the definition's variables, `PATH`, `HOME`, `LANG`, `JOB_ID`,
 `JOB_ATTEMPT`, `JOB_CHECKPOINT_DIR`, `JOB_STATUS_FILE`) and its working directory. The
 launcher starts the argument vector itself: no shell reads anything a user gave, and
-`scontrol show job` shows no parameter or variable. It stays the program's parent, so
-the end of a grace is `scancel --batch --signal=USR2` (the launcher kills the program's
-group and the job ends at once) rather than Slurm's SIGKILL, after which Slurm reports
-the end only `KillWait` later; Slurm's own kill stays the fallback, a kill margin later
-(`scheduler.services.slurm`). The job area
+`scontrol show job` shows no parameter or variable. It stays the program's parent and
+ends the grace itself: the product writes what is left of the grace to the run's
+notice file before it sends SIGTERM, and the launcher kills the program's group that
+many seconds after SIGTERM arrived (and the job ends at once), rather than Slurm's
+SIGKILL, after which Slurm reports the end only `KillWait` later. The first
+reconciliation after the grace sends `scancel --batch --signal=USR2` (the same kill) as
+the fallback, and Slurm's own kill a kill margin later (`scheduler.services.slurm`).
+The launcher also holds the job's lock (the process executor's `lock` file) while the
+program runs, so two attempts never use the checkpoint at once. A definition's
+wall-clock limit is the job's `--time` (whole minutes, rounded up). The job area
 (`JOB_CHECKPOINT_ROOT/job-<id>/`, laid out as the process executor's) must be on a
 file system the nodes share with the product.
 
@@ -43,6 +48,7 @@ import json
 import os
 import pwd
 import re
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -482,6 +488,9 @@ class RunFiles:
     status: Path
     log: Path
     spec: Path
+    lock: Path  # flocked by the attempt that may use `checkpoint` (the process executor's)
+    notice: Path  # what is left of the grace, written before SIGTERM (the launcher's timer)
+    launcher: Path  # what the launcher says of itself (checkpoint_busy)
 
     @classmethod
     def of(cls, job_id: int, attempt: int) -> RunFiles:
@@ -494,6 +503,9 @@ class RunFiles:
             status=workdir / "status.json",
             log=area / f"attempt-{attempt}.log",
             spec=area / f"attempt-{attempt}.json",
+            lock=area / "lock",
+            notice=area / f"attempt-{attempt}.notice.json",
+            launcher=workdir / "launcher.json",
         )
 
     def prepare(self, account: JobAccount | None = None) -> None:
@@ -515,6 +527,8 @@ class RunFiles:
                 os.fchown(fd, account.uid, account.gid)
         finally:
             os.close(fd)
+        # The submitter's, readable: the launcher flocks it through a read-only open.
+        os.close(os.open(self.lock, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644))
 
 
 def job_path() -> str:
@@ -531,8 +545,10 @@ def write_spec(
     argv: list[str],
     environment: dict,
     account: JobAccount | None = None,
+    lock_wait: float = 0,
 ) -> None:
-    """The launcher's instructions: what to exec, with which environment, where."""
+    """The launcher's instructions: what to exec, with which environment, where; the
+    job's lock and how long to wait for it, where the notice and its own word go."""
     env = {str(key): str(value) for key, value in (environment or {}).items()}
     env.update(
         PATH=job_path(),
@@ -543,7 +559,15 @@ def write_spec(
         JOB_CHECKPOINT_DIR=str(files.checkpoint),
         JOB_STATUS_FILE=str(files.status),
     )
-    spec = {"argv": [str(arg) for arg in argv], "environment": env, "workdir": str(files.workdir)}
+    spec = {
+        "argv": [str(arg) for arg in argv],
+        "environment": env,
+        "workdir": str(files.workdir),
+        "lock": str(files.lock),
+        "lock_wait": float(lock_wait),
+        "notice": str(files.notice),
+        "launcher": str(files.launcher),
+    }
     tmp = files.spec.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o400)
     with os.fdopen(fd, "w") as handle:
@@ -563,9 +587,11 @@ def sbatch_arguments(
     resources: list[str],
     files: RunFiles,
     user: JobAccount | None = None,
+    time_limit: int | None = None,
 ) -> list[str]:
-    """sbatch's arguments for one run: where, how much, the files, then the launcher
-    and its one argument (the spec's path)."""
+    """sbatch's arguments for one run: where, how much, for how long (`time_limit`
+    seconds as `--time`, rounded up to Slurm's whole minutes), the files, then the
+    launcher and its one argument (the spec's path)."""
     argv = [
         f"--job-name={name}",
         f"--comment={name}",
@@ -581,11 +607,79 @@ def sbatch_arguments(
         f"--output={files.log}",
         "--open-mode=append",
     ]
+    if time_limit:
+        argv.append(f"--time={time_minutes(time_limit)}")
     if account:
         argv.append(f"--account={account}")
     if user is not None and user.uid is not None:
         argv += [f"--uid={user.uid}", f"--gid={user.gid}"]
     return [*argv, str(LAUNCHER), str(files.spec)]
+
+
+def time_minutes(seconds: int) -> int:
+    """A wall-clock limit in seconds as Slurm's `--time` (whole minutes), rounded up: a
+    run is never cut before its definition's limit (at most 59 s after it)."""
+    return max(1, -(-int(seconds) // 60))
+
+
+def write_notice(files: RunFiles, *, grace_seconds: float) -> None:
+    """What is left of the grace, for the launcher's timer (`slurm_launch`), written
+    before SIGTERM is sent. Nothing secret: readable by the job's account."""
+    tmp = files.notice.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as handle:
+        json.dump({"grace_seconds": max(0.0, float(grace_seconds))}, handle)
+    os.chmod(tmp, 0o644)  # whatever the umask
+    os.replace(tmp, files.notice)
+
+
+def launcher_said(path: Path) -> dict:
+    """What the launcher wrote of itself ({"checkpoint_busy": at}), {} if nothing."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return {}
+    try:
+        said = json.loads(os.read(fd, 4096))
+        return said if isinstance(said, dict) else {}
+    except (OSError, ValueError):
+        return {}
+    finally:
+        os.close(fd)
+
+
+# What slurmstepd writes on the job's output when jobacct_gather's OverMemoryKill ends a
+# step (no cgroups: Slurm 22.05 then reports FAILED, signal 9, not OUT_OF_MEMORY).
+_MEMORY_KILL = re.compile(
+    rb"^slurmstepd(?:-[^:\s]*)?: error: \S+ exceeded memory limit \((\d+) > (\d+)\), "
+    rb"being killed",
+    re.MULTILINE,
+)
+MEMORY_KILL_WINDOW = 64 * 1024
+
+
+def memory_kill(log: Path) -> tuple[int, int] | None:
+    """(bytes used, bytes allowed) if slurmstepd says, in the last 64 KiB of the run's
+    output, that it killed the job for its memory; None otherwise. The file is opened
+    without following a symlink, and only a regular file is read."""
+    try:
+        fd = os.open(log, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        start = max(0, info.st_size - MEMORY_KILL_WINDOW)
+        found = _MEMORY_KILL.findall(os.pread(fd, info.st_size - start, start))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not found:
+        return None
+    used, allowed = found[-1]
+    return int(used), int(allowed)
 
 
 def read_status(path: Path) -> tuple[int, int] | None:

@@ -1,4 +1,5 @@
-"""Writes of the `slurm` executor: a queue's binding to its cluster, the submission of
+"""Writes of the `slurm` executor: a queue's binding to its cluster (its checks and writes:
+scheduler.services.slurm_binding), the submission of
 the runs a pass started, their notice, and the reconciliation of what Slurm runs with
 what the database believes.
 
@@ -13,14 +14,21 @@ A run (an attempt of a job) on Slurm goes through:
   a run is never submitted twice.
 - RUNNING: the reconciliation saw Slurm run it, and records its nodes and start time;
   each tick it reads the program's status file (progress, checkpoints).
-- STOPPING (notice): `scancel --full --signal=TERM` at once (`slurm_notice`, repeated by
-  the reconciliation until sent), `--signal=KILL` once the grace is over. The capacity
-  stays taken until Slurm reports the job ended.
+- STOPPING (notice): the notice file (what is left of the grace) then `scancel --full
+  --signal=TERM` at once (`slurm_notice`, repeated by the reconciliation until sent);
+  the launcher kills the program at the end of the grace by itself, the first
+  reconciliation after it sends `--batch --signal=USR2` (the same kill, should the
+  launcher's timer not have), and Slurm's `--signal=KILL` a kill margin later. The
+  capacity stays taken until Slurm reports the job ended.
 - The end, as Slurm reports it, through the same services as the process executor's
   runner (scheduler.services.runs): an exit code (`job_process_exited`: 0 SUCCEEDED,
   else FAILED, or stopped when it had notice); a node failure, a cancel by someone else
   or a job Slurm forgot (`job_run_released`: requeued, or stopped when it had notice);
-  a submission Slurm refused (`job_run_failed`, cause `slurm_refused`).
+  an attempt whose launcher found the checkpoint held by an older attempt's program
+  (`checkpoint_busy`, requeued); Slurm's time limit (`slurm_time_limit`) and a kill for
+  memory (`out_of_memory`: Slurm's OUT_OF_MEMORY, or slurmstepd's "exceeded memory
+  limit" on the output with signal 9, as without cgroups) FAILED; a submission Slurm
+  refused (`job_run_failed`, cause `slurm_refused`).
 
 The reconciliation also cancels the Slurm jobs of our name prefix that the product does
 not run (a run that ended, or a duplicate), and logs each.
@@ -30,18 +38,15 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import re
 import secrets
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db.models import Q
 from django.utils import timezone
 
-from fleet.models import InstanceType, Job, JobQueue, QueueCapacity
+from fleet.models import Job, JobQueue, QueueCapacity
 from scheduler.executors import executor_names
 from scheduler.executors.slurm import (
     ENDED_STATES,
@@ -55,99 +60,34 @@ from scheduler.executors.slurm import (
     expand_hostlist,
     instances_per_node,
     job_account,
+    launcher_said,
+    memory_kill,
     parse_run_name,
     read_status,
     run_name,
     sbatch_arguments,
+    write_notice,
     write_spec,
 )
+from scheduler.executors.slurm_launch import BUSY_EXIT
 from scheduler.services import passes, runs
+from scheduler.services.slurm_binding import (  # noqa: F401  (re-exported)
+    RESOURCE_OPTIONS,
+    instance_type_set_slurm_resources,
+    queue_bind_slurm,
+    slurm_resources_validate,
+)
 
 logger = logging.getLogger(__name__)
 
 SUBMITTING = "slurm:submitting"
 
-# -- the binding -------------------------------------------------------------------------
-
-_SLURM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-# sbatch options an instance type may ask for: resources and placement only. The run's
-# name, files, environment, requeueing, node count and program are the executor's.
-RESOURCE_OPTIONS = frozenset(
-    {
-        "constraint",
-        "cpus-per-gpu",
-        "cpus-per-task",
-        "exclusive",
-        "gpus-per-node",
-        "gres",
-        "mem",
-        "mem-per-cpu",
-        "mem-per-gpu",
-        "qos",
-        "reservation",
-        "tmp",
-    }
-)
-_OPTION = re.compile(r"^--(?P<name>[a-z][a-z-]*)(?:=(?P<value>[A-Za-z0-9_.:,=+-]+))?$")
+# -- the binding (its checks and writes: scheduler.services.slurm_binding) ------------
 
 
 def slurm_executor_queues():
     """Queues whose executor reconciles on its own tick (no runner): Slurm's."""
     return JobQueue.objects.filter(executor__in=executor_names(reconciles=True, needs_runner=False))
-
-
-def queue_bind_slurm(*, queue: JobQueue, conf: str, partition: str, account: str = "") -> JobQueue:
-    """Bind a queue to a Slurm cluster (its slurm.conf), partition and account."""
-    errors: dict[str, list[str]] = {}
-    conf = (conf or "").strip()
-    if not conf:
-        errors["slurm_conf"] = ["give the path of the cluster's slurm.conf (SLURM_CONF)"]
-    elif not Path(conf).is_absolute():
-        errors["slurm_conf"] = [f"'{conf}' is not an absolute path"]
-    elif not Path(conf).is_file():
-        errors["slurm_conf"] = [f"no file at '{conf}'"]
-    partition = (partition or "").strip()
-    if not _SLURM_NAME.match(partition):
-        errors["slurm_partition"] = [
-            "give the Slurm partition: letters, digits, '_', '.', '-' (at most 64)"
-        ]
-    account = (account or "").strip()
-    if account and not _SLURM_NAME.match(account):
-        errors["slurm_account"] = ["a Slurm account is letters, digits, '_', '.', '-' (at most 64)"]
-    if errors:
-        raise ValidationError(errors)
-    queue.slurm_conf, queue.slurm_partition, queue.slurm_account = conf, partition, account
-    queue.slurm_nodes = None  # another partition's nodes: the next reconciliation's
-    queue.save(update_fields=["slurm_conf", "slurm_partition", "slurm_account", "slurm_nodes"])
-    return queue
-
-
-def slurm_resources_validate(resources) -> list[str]:
-    """The sbatch options of one instance, checked: a list of `--option[=value]`."""
-    if not isinstance(resources, list) or not all(isinstance(r, str) for r in resources):
-        raise ValidationError({"slurm_resources": ["give a list of sbatch options"]})
-    for option in resources:
-        match = _OPTION.match(option)
-        if match is None:
-            raise ValidationError(
-                {
-                    "slurm_resources": [
-                        f"'{option}' is not an sbatch option (--name or --name=value)"
-                    ]
-                }
-            )
-        if match["name"] not in RESOURCE_OPTIONS:
-            allowed = ", ".join(f"--{name}" for name in sorted(RESOURCE_OPTIONS))
-            raise ValidationError(
-                {"slurm_resources": [f"--{match['name']} is not a resource option ({allowed})"]}
-            )
-    return list(resources)
-
-
-def instance_type_set_slurm_resources(*, instance_type: InstanceType, resources) -> InstanceType:
-    instance_type.slurm_resources = slurm_resources_validate(resources)
-    instance_type.save(update_fields=["slurm_resources"])
-    return instance_type
 
 
 def cluster_of(queue: JobQueue) -> Cluster:
@@ -191,6 +131,22 @@ def _placement(cluster: Cluster, slurm: SlurmJob, *, adopted: bool, now: dt.date
     }
 
 
+def longest_grace(job: Job) -> float:
+    """The longest grace a notice of this job can give: its contract's (a reclaim or
+    preemption) or its definition's (a termination, or no contract)."""
+    revision = job.definition_revision
+    return float(max(job.grace or 0, revision.stop_grace_seconds if revision else 0))
+
+
+def checkpoint_wait_seconds(job: Job) -> float:
+    """How long a new attempt waits for an older one to let go of the checkpoint
+    before it gives the run back (`checkpoint_busy`): an older attempt being stopped
+    is gone within its grace and the kill margin; `SLURM_CHECKPOINT_WAIT_SECONDS` more
+    covers Slurm's own kill (KillWait) and a slow node."""
+    extra = float(settings.SLURM_CHECKPOINT_WAIT_SECONDS)
+    return longest_grace(job) + float(settings.JOB_KILL_MARGIN_SECONDS) + extra
+
+
 def submit_to_slurm(job: Job, cluster: Cluster) -> str:
     """Write the run's files and sbatch it; the Slurm job id. Nothing is recorded."""
     queue = job.queue
@@ -205,6 +161,7 @@ def submit_to_slurm(job: Job, cluster: Cluster) -> str:
         argv=list(job.argv),
         environment=revision.environment if revision is not None else {},
         account=user,
+        lock_wait=checkpoint_wait_seconds(job),
     )
     return cluster.submit(
         sbatch_arguments(
@@ -215,6 +172,7 @@ def submit_to_slurm(job: Job, cluster: Cluster) -> str:
             resources=list(job.instance_type.slurm_resources or []),
             files=files,
             user=user,
+            time_limit=revision.wall_clock_limit if revision is not None else None,
         )
     )
 
@@ -309,6 +267,16 @@ def _signal(job: Job, cluster: Cluster, signal_name: str, mark: str, now: dt.dat
     if not slurm_id:
         return False
     try:
+        if signal_name == "TERM" and job.grace_until is not None:
+            # The launcher's own timer ends the grace, from this (scheduler.executors.
+            # slurm_launch): written before the signal, what is left of it now.
+            left = (job.grace_until - now).total_seconds()
+            try:
+                write_notice(RunFiles.of(job.pk, job.attempt), grace_seconds=left)
+            except OSError as error:
+                # SIGTERM all the same; the launcher then arms no timer of its own and
+                # the reconciliation's SIGUSR2 ends the grace (never early, only later).
+                logger.warning("job %s: cannot write its notice file: %s", job.pk, error)
         if signal_name == "KILL":
             cluster.kill(slurm_id)
         else:
@@ -484,16 +452,27 @@ def _deliver_notice(cluster: Cluster, job: Job, now: dt.datetime, report) -> Non
 FAILED_CAUSES = {"OUT_OF_MEMORY": runs.OUT_OF_MEMORY, "TIMEOUT": runs.SLURM_TIME_LIMIT}
 
 
-def ending_outcome(ending: Ending | None, *, noticed: bool) -> tuple[str, str | None]:
+def ending_outcome(
+    ending: Ending | None, *, noticed: bool, busy: bool = False, over_memory: bool = False
+) -> tuple[str, str | None]:
     """How the product records a Slurm job's end: ("released", cause) requeues it by the
-    retry rules (Slurm lost it, its node failed, someone else cancelled it), ("failed",
-    cause) fails it for a cause of Slurm's (out of memory, its time limit), ("stopped",
-    None) ends its notice, ("exited", None) is its exit code's (0 SUCCEEDED, else
-    FAILED). A run with notice (`noticed`) that ended any way but by itself stopped."""
+    retry rules (Slurm lost it, its node failed, someone else cancelled it, an older
+    attempt still held the checkpoint: `busy`, the launcher said so and exited
+    BUSY_EXIT), ("failed", cause) fails it for a cause of Slurm's (out of memory, its
+    time limit), ("stopped", None) ends its notice, ("exited", None) is its exit code's
+    (0 SUCCEEDED, else FAILED). A run with notice (`noticed`) that ended any way but by
+    itself stopped. `over_memory`: slurmstepd wrote on its output that it killed the job
+    for its memory (jobacct_gather's OverMemoryKill, without cgroups: Slurm says FAILED
+    and signal 9, not OUT_OF_MEMORY); it counts as OUT_OF_MEMORY when Slurm killed it."""
+    if busy and ending is not None and ending.exit_code == BUSY_EXIT:
+        return "released", runs.CHECKPOINT_BUSY
     if ending is None:
         return "released", runs.SLURM_LOST
     if ending.state in LOST_STATES:
         return "released", runs.NODE_FAIL
+    killed = ending.exit_code == -9 and ending.state in {"FAILED", "CANCELLED"}
+    if over_memory and killed and not noticed:
+        return "failed", runs.OUT_OF_MEMORY
     if ending.state == "CANCELLED" and not noticed:
         return "released", runs.SLURM_CANCELLED
     if ending.exit_code is None:
@@ -521,7 +500,12 @@ def _record_end(
         "checkpointed": checkpointed,
         "now": now,
     }
-    outcome, cause = ending_outcome(ending, noticed=job.state == Job.State.STOPPING)
+    files = RunFiles.of(job.pk, job.attempt)
+    busy = bool(launcher_said(files.launcher).get("checkpoint_busy"))
+    memory = memory_kill(files.log) if ending is not None and ending.exit_code == -9 else None
+    outcome, cause = ending_outcome(
+        ending, noticed=job.state == Job.State.STOPPING, busy=busy, over_memory=bool(memory)
+    )
     exit_code = ending.exit_code if ending is not None else None
     if outcome == "released":
         done = runs.job_run_released(cause=cause, **common)
@@ -538,6 +522,8 @@ def _record_end(
         return
     if outcome == "failed":
         detail = {"slurm_state": state, "exit_code": exit_code, "reason": ending.reason}
+        if memory is not None:
+            detail.update(memory_used=memory[0], memory_limit=memory[1])
         done = runs.job_run_failed(cause=cause, detail=detail, exit_code=exit_code, **common)
     elif outcome == "stopped":
         done = runs.job_run_stopped(exit_code=exit_code, **common)

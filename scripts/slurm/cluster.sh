@@ -16,7 +16,8 @@
 # GPU is a character device (`mknod PATH c 1 3`, i.e. /dev/null's numbers) listed in
 # gres.conf with AutoDetect=off (a count without File= makes the node invalid); munged
 # wants its socket directory owned by munge, mode 711; proctrack/linuxproc, task/none,
-# no accounting and SlurmdParameters=config_overrides need no cgroups and no database;
+# no accounting storage and SlurmdParameters=config_overrides need no cgroups and no
+# database (jobacct_gather/linux, which enforces --mem here, needs neither);
 # every client needs SLURM_CONF (else it tries a DNS SRV lookup).
 set -euo pipefail
 
@@ -61,10 +62,20 @@ write_config() {
     echo "TaskPlugin=task/none"
     echo "SlurmdParameters=config_overrides"
     echo "SelectType=select/cons_tres"
-    echo "SelectTypeParameters=CR_Core"
+    # Memory is allocated (CR_Core_Memory) so a job's --mem is its limit; a job that asks
+    # for none gets 500 MB a CPU (8 CPUs: the node's 4000 MB, so memory never fits fewer
+    # jobs on a node than its CPUs do).
+    echo "SelectTypeParameters=CR_Core_Memory"
+    echo "DefMemPerCPU=500"
     echo "GresTypes=gpu"
     echo "AccountingStorageType=accounting_storage/none"
-    echo "JobAcctGatherType=jobacct_gather/none"
+    # No cgroups, so the memory limit is enforced by polling: every second slurmstepd sums
+    # the RSS of the job's processes and kills it past its --mem (it writes "exceeded
+    # memory limit" on the job's output; Slurm 22.05 then reports FAILED, signal 9, not
+    # OUT_OF_MEMORY, which only task/cgroup's OOM events give).
+    echo "JobAcctGatherType=jobacct_gather/linux"
+    echo "JobAcctGatherParams=OverMemoryKill"
+    echo "JobAcctGatherFrequency=task=1"
     echo "JobCompType=jobcomp/none"
     echo "MpiDefault=none"
     # The product decides every start and restart: Slurm never requeues a job itself
@@ -92,7 +103,14 @@ write_config() {
     done
     echo "PartitionName=gpu Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=UNLIMITED State=UP OverSubscribe=NO"
   } >"$CONF.new"
-  mv "$CONF.new" "$CONF"
+  # Idempotent: the same configuration leaves running daemons alone; a changed one (an
+  # older version of this script started them) restarts Slurm's daemons on it.
+  if cmp -s "$CONF.new" "$CONF"; then
+    rm -f "$CONF.new"
+  else
+    [ -f "$CONF" ] && CHANGED=1
+    mv "$CONF.new" "$CONF"
+  fi
   {
     echo "AutoDetect=off"
     for node in "${NODES[@]}"; do
@@ -131,6 +149,10 @@ start_munge() {
 }
 
 start_slurm() {
+  if [ "${CHANGED:-0}" = 1 ] && alive "$DIR/run/slurmctld.pid"; then
+    say "slurm.conf changed: restarting slurmctld and the slurmd"
+    stop_slurm
+  fi
   if ! alive "$DIR/run/slurmctld.pid"; then
     slurmctld -f "$CONF"
   fi
@@ -176,6 +198,13 @@ stop_pidfile() { # stop_pidfile PIDFILE NAME
   rm -f "$1"
 }
 
+stop_slurm() {
+  for node in "${NODES[@]}"; do
+    stop_pidfile "$DIR/run/slurmd-$node.pid" "slurmd $node"
+  done
+  stop_pidfile "$DIR/run/slurmctld.pid" slurmctld
+}
+
 case "${1:-}" in
   start)
     started=$SECONDS
@@ -187,10 +216,7 @@ case "${1:-}" in
     echo "export SLURM_CONF=$CONF"
     ;;
   stop)
-    for node in "${NODES[@]}"; do
-      stop_pidfile "$DIR/run/slurmd-$node.pid" "slurmd $node"
-    done
-    stop_pidfile "$DIR/run/slurmctld.pid" slurmctld
+    stop_slurm
     stop_pidfile "$DIR/munge/run/munged.pid" munged
     ;;
   status)

@@ -4,12 +4,14 @@
   stays quiet afterwards (each process logs to var/log/demo/);
 - the notification e-mails of the seeded requests are files in var/outbox/, not printed,
   and their links use the real --port; an admin reads them on the Outbox page;
+- its static files are collected as in production: hashed names, gzip, cached a year;
 - in Chromium, the login page it serves passes axe and a demo login works.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -101,6 +103,17 @@ def test_the_demo_answers_fast_and_its_console_stays_quiet(demo, page, login, as
     links = [line for mail in mails for line in mail.splitlines() if "/exceptions/" in line]
     assert links and all(f"http://127.0.0.1:{port}/exceptions/" in line for line in links)
     assert not any("8000" in line for line in links)
+
+    # Static files as production serves them: a hashed name, gzip, cached a year.
+    login_html = urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/").read()
+    stylesheet = re.search(rb'href="(/static/css/app\.[0-9a-f]{12}\.css)"', login_html)
+    assert stylesheet, "the login page names its stylesheet without a content hash"
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{stylesheet[1].decode()}", headers={"Accept-Encoding": "gzip"}
+    )
+    with urllib.request.urlopen(request) as answer:
+        assert answer.headers["Content-Encoding"] == "gzip"
+        assert "immutable" in answer.headers["Cache-Control"], answer.headers["Cache-Control"]
 
     page.goto(f"http://127.0.0.1:{port}/accounts/login/")
     assert_accessible(page)

@@ -32,6 +32,7 @@ from core import rules
 from fleet.models import InstanceType, Job, WorkloadClass
 from fleet.selectors import share_document
 from governance.dashboards.csv import DATASETS
+from governance.directory.models import GroupMapping
 from governance.exceptions import services as exception_services
 from governance.knowledge.services import ArticleData, article_create
 from governance.models import ExceptionOwner, ExceptionRequest, PolicyChange
@@ -220,6 +221,7 @@ def world(aws_queue, stored_pack, job_areas) -> World:
         comparison=comparison,
         exception_owner=ExceptionOwner.objects.get(user=users["owner"]),
         definition=definition,
+        mapping=GroupMapping.objects.create(group="walk-group", kind="role", role="leadership"),
         **proposals,
     )
     return world
@@ -250,6 +252,10 @@ PAGES: dict[tuple[str, str], Entry] = {
     ("login", ""): Entry(PUBLIC),
     ("logout", ""): Entry(PUBLIC, methods=("POST",)),
     ("lockouts", ""): Entry(("lockout.manage",), methods=("GET", "POST")),
+    ("directory", ""): Entry(("directory.manage",), methods=("GET", "POST")),
+    ("directory-mapping-delete", ""): Entry(
+        ("directory.manage",), {"pk": _pk("mapping")}, methods=("POST",)
+    ),
     ("profile", ""): Entry(("account.use",), methods=("GET", "POST")),
     ("outbox", ""): Entry(("outbox.view",)),
     ("runner-list", ""): Entry(("runner.view",)),
@@ -261,6 +267,12 @@ PAGES: dict[tuple[str, str], Entry] = {
     ("queue-detail", ""): Entry(POLICY_VIEW, {"pk": _pk("queue")}),
     ("queue-capacity", ""): Entry(POLICY_EDIT, {"pk": _pk("queue")}, methods=("GET", "POST")),
     ("queue-capacity-impact", ""): Entry(POLICY_EDIT, {"pk": _pk("queue")}, methods=("POST",)),
+    ("queue-slurm", ""): Entry(POLICY_EDIT, {"pk": _pk("queue")}, methods=("GET", "POST")),
+    ("queue-slurm-impact", ""): Entry(POLICY_EDIT, {"pk": _pk("queue")}, methods=("POST",)),
+    ("instance-type-list", ""): Entry(POLICY_EDIT),
+    ("instance-type-slurm", ""): Entry(
+        POLICY_EDIT, {"pk": _pk("instance_type")}, methods=("GET", "POST")
+    ),
     ("share-create", ""): Entry(POLICY_EDIT, {"queue_pk": _pk("queue")}, methods=("GET", "POST")),
     ("share-impact", ""): Entry(POLICY_EDIT, {"queue_pk": _pk("queue")}, methods=("POST",)),
     ("policy-list", ""): Entry(POLICY_EDIT),

@@ -26,6 +26,7 @@ def _settings(**changes):
         "SCHEDULER_TICK_SECONDS": 2,
         "JOB_SWEEP_SECONDS": 15,
         "SLURM_RECONCILE_SECONDS": 1,
+        "DIRECTORY_SYNC_MINUTES": 15,
         "DEMO_TRAFFIC": False,
     }
     return SimpleNamespace(**{**values, **changes})
@@ -44,8 +45,14 @@ def test_every_periodic_task_names_a_registered_task_and_coalesces_within_its_pe
 
 def test_the_settings_set_the_scheduler_periods_and_the_demo_traffic():
     quiet = beat_schedule(
-        _settings(SCHEDULER_TICK_SECONDS=5, JOB_SWEEP_SECONDS=30, SLURM_RECONCILE_SECONDS=3)
+        _settings(
+            SCHEDULER_TICK_SECONDS=5,
+            JOB_SWEEP_SECONDS=30,
+            SLURM_RECONCILE_SECONDS=3,
+            DIRECTORY_SYNC_MINUTES=5,
+        )
     )
+    assert quiet["directory-sync"]["schedule"] == 300.0
     assert quiet["scheduler-tick"]["schedule"] == 5.0
     assert quiet["scheduler-sweep"]["schedule"] == 30.0
     assert quiet["slurm-reconcile"]["schedule"] == 3.0

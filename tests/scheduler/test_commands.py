@@ -294,3 +294,12 @@ def test_trace_to_scenario_rejects_a_borrow_limit_without_borrowing():
     with pytest.raises(CommandError) as raised:
         run("trace_to_scenario", "--strategy", "LEND", "--borrow-limit", "5")
     assert raised.value.returncode == 2
+
+
+def test_bench_eta_refuses_to_evaluate_on_a_tuning_window():
+    from scheduler.management.commands.bench_eta import TUNE_WINDOWS
+
+    with pytest.raises(CommandError, match="--start: 2017-10-04 is a window the calibration"):
+        call_command("bench_eta", "--start", TUNE_WINDOWS[0], "--skip-cost")
+    with pytest.raises(CommandError, match="--start: not with --tune"):
+        call_command("bench_eta", "--tune", "--start", "2017-10-10")

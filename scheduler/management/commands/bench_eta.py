@@ -1,6 +1,6 @@
-"""How good and how cheap are start estimates? (issue 16)
+"""How good and how cheap are start estimates? (issues 16 and 26)
 
-    python manage.py bench_eta [--start 2017-10-10] [--days 2] [--scale 0.2]
+    python manage.py bench_eta [--start 2017-10-10 ...] [--days 2] [--scale 0.2] [--tune]
                                [--every 1] [--pending 10000] [--running 1000] [--repeat 20]
 
 1. Accuracy. A window of the bundled Philly trace is replayed as the what-if and
@@ -16,6 +16,15 @@
    within +/-25 % of the actual wait, beside a naive baseline (declared work ahead in
    the share, its running jobs' remainder included, divided by the share's throughput
    over the last 24 hours) and the same baseline counting only the queued work ahead.
+   Coverage (issue 26): for the jobs the forecast has waiting (its p50-run wait above
+   0), where the actual start fell against the range, before, inside or after: the
+   forecast's own p50-p90 runs (before the calibration) and the calibrated p10-p90
+   range (`estimates.calibration`, each estimate calibrated by the record of the
+   replay's earlier estimates as known when it was made, as the live queue does),
+   against the nominal 10 / 80 / 10 %; and both point estimates' errors. By default
+   it evaluates on EVAL_WINDOWS, none of which the calibration was tuned on
+   (TUNE_WINDOWS: `--tune` replays them and prints what they give; `--start` refuses
+   them otherwise).
 2. Cost. On the configured database (meant for PostgreSQL), a throwaway queue of 10
    shares with `--pending` waiting and 1,000 running jobs (deleted at the end): the
    time of the first estimate ever (nothing stored: computed in the request), of the
@@ -45,6 +54,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from engine.eta import replay_accuracy, score
+from engine.stats import quantile
 from engine.trace import TraceOptions, build_scenario, read_trace, read_vc_sizes
 from engine.validation import load_scenario
 from fleet.executors import DEFAULT_EXECUTOR
@@ -59,13 +69,17 @@ from fleet.models import (
     QuotaShare,
     Team,
 )
-from scheduler.services.estimates import store
+from scheduler.services.estimates import calibration, store
 from scheduler.services.estimates.forecast import compute_forecast
 from scheduler.services.estimates.reads import job_estimate, queue_estimates, submission_estimate
 from scheduler.services.job_definitions import DefinitionData, definition_register
 from scheduler.services.jobs import JobData
 
 MIN_WAIT = 600
+# The Philly windows the calibration was tuned on (calibration.DEFAULT and its
+# parameters), and those it is evaluated on: two days each, none overlapping.
+TUNE_WINDOWS = ("2017-10-04", "2017-10-20")
+EVAL_WINDOWS = ("2017-10-10", "2017-10-22", "2017-10-24")
 SEED = 7
 SHARES = 10
 RUNNING = 1000
@@ -96,11 +110,174 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:,.1f} min"
 
 
+# -- coverage of the ranges (issue 26) ----------------------------------------------------------
+
+
+class Ranges:
+    """A replay's estimates of the jobs its forecast had waiting, each with the
+    calibration the record of the replay's earlier estimates gave it."""
+
+    def __init__(self, samples, made, calibrations) -> None:
+        self.samples, self.made, self.calibrations = samples, made, calibrations
+        self.by_job = {s.job: i for i, s in enumerate(samples)}
+
+    def before(self) -> calibration.Coverage:
+        """The forecast's own p50-p90 runs."""
+        return calibration.coverage_of(
+            (s.actual_wait, s.estimate_wait, s.estimate_p90_wait) for s in self.samples
+        )
+
+    def after(self) -> calibration.Coverage:
+        """The calibrated p10-p90 range."""
+        return calibration.coverage_of(
+            (m.actual, *c.waits(m.forecast)[::2])
+            for m, c in zip(self.made, self.calibrations, strict=True)
+        )
+
+    def point(self, sample) -> float | None:
+        """The calibrated p50 wait of a sample (its forecast's when it was not waiting)."""
+        index = self.by_job.get(sample.job)
+        if index is None:
+            return sample.estimate_wait
+        return self.calibrations[index].waits(self.made[index].forecast)[1]
+
+    def bases(self) -> str:
+        counts: dict[str, int] = {}
+        for c in self.calibrations:
+            counts[c.basis] = counts.get(c.basis, 0) + 1
+        return ", ".join(f"{basis} {n}" for basis, n in sorted(counts.items()))
+
+    def write(self, write, scored) -> None:
+        write(
+            f"ranges of the {len(self.samples)} jobs the forecast had waiting (calibrated by: "
+            f"{self.bases()}):"
+        )
+        _coverage_table(write, self.before(), self.after())
+        _errors(write, scored, self)
+
+
+def _coverage_table(write, before: calibration.Coverage, after: calibration.Coverage) -> None:
+    write(f"  {'':44}{'before':>8}{'inside':>8}{'after':>8}{'n':>7}")
+    for label, c in (
+        ("before: p50-p90 runs of the forecast", before),
+        (f"after: {calibration.RANGE_LABEL} calibrated by the record", after),
+    ):
+        if not c.n:
+            write(f"  {label:44}{'-':>8}{'-':>8}{'-':>8}{0:>7}")
+            continue
+        write(
+            f"  {label:44}{c.share('before'):>8.1%}{c.share('inside'):>8.1%}"
+            f"{c.share('after'):>8.1%}{c.n:>7}"
+        )
+    write(f"  {'nominal ' + calibration.RANGE_LABEL:44}{'10.0%':>8}{'80.0%':>8}{'10.0%':>8}")
+
+
+def _errors(write, scored, ranges: Ranges) -> None:
+    before = score(scored, lambda s: s.estimate_wait)
+    after = score(scored, ranges.point)
+    naive = score(scored, lambda s: s.baseline_wait)
+    write(f"  point estimates, jobs that waited >= {MIN_WAIT // 60} min (n = {len(scored)}):")
+    write(f"  {'':44}{'median abs error':>18}{'within +/-25 %':>16}")
+    for label, (error, within) in (
+        ("before: p50 run of the forecast", before),
+        ("after: calibrated p50", after),
+        ("naive baseline (work / throughput)", naive),
+    ):
+        write(f"  {label:44}{_minutes(error):>18}{within:>16.1%}")
+    if naive[0] and naive[0] == naive[0]:
+        write(
+            f"  after / naive median abs error: {after[0] / naive[0]:.2f} "
+            f"(before: {before[0] / naive[0]:.2f}; at most 0.50 wanted)"
+        )
+
+
+def ranges_of(accuracy, scenario) -> Ranges:
+    jobs = {job.id: job for job in scenario.jobs}
+    samples, made = [], []
+    for s in accuracy.samples:
+        if s.estimate_wait is not None and s.estimate_wait <= 0:
+            continue  # the forecast starts it at once: no range to state
+        job = jobs[s.job]
+        samples.append(s)
+        made.append(
+            calibration.Made(
+                at=job.submit_at,
+                group=job.share,
+                forecast=None if s.estimate_wait is None else int(s.estimate_wait),
+                forecast_high=None if s.estimate_p90_wait is None else int(s.estimate_p90_wait),
+                actual=s.actual_wait,
+            )
+        )
+    return Ranges(samples, made, calibration.replayed(made))
+
+
+class Pooled:
+    """The windows' figures together."""
+
+    def __init__(self) -> None:
+        self.ranges: list[Ranges] = []
+        self.scored: list = []
+
+    def add(self, ranges: Ranges, scored) -> None:
+        self.ranges.append(ranges)
+        self.scored.append((ranges, scored))
+
+    def write(self, write, windows: int, tune: bool) -> None:
+        def pool(parts):
+            before = sum(c.before for c in parts)
+            inside = sum(c.inside for c in parts)
+            return calibration.Coverage(before, inside, sum(c.after for c in parts))
+
+        kind = "tuning" if tune else "held-out"
+        write(f"all {windows} {kind} windows together:")
+        _coverage_table(
+            write, pool([r.before() for r in self.ranges]), pool([r.after() for r in self.ranges])
+        )
+        scored = [s for _, part in self.scored for s in part]
+        by_job = {}
+        for ranges, part in self.scored:
+            for s in part:
+                by_job[id(s)] = ranges
+        pooled = _PooledPoint(by_job)
+        _errors(write, scored, pooled)  # type: ignore[arg-type]
+        if tune:
+            ratios = sorted(
+                calibration.ratio(m.forecast, m.actual)
+                for r in self.ranges
+                for m in r.made
+                if m.forecast is not None
+            )
+            if ratios:
+                factors = ", ".join(f"{quantile(ratios, q):.2f}" for q in calibration.LEVELS)
+                write(
+                    f"ratios (actual + {calibration.OFFSET} s) / (forecast + "
+                    f"{calibration.OFFSET} s) at {calibration.LEVELS}: {factors} "
+                    f"(calibration.DEFAULT: {calibration.DEFAULT})"
+                )
+
+
+class _PooledPoint:
+    def __init__(self, by_sample) -> None:
+        self.by_sample = by_sample
+
+    def point(self, sample):
+        return self.by_sample[id(sample)].point(sample)
+
+
 class Command(BaseCommand):
     help = "Accuracy of start estimates on a Philly replay, and their cost at 10k pending."
 
     def add_arguments(self, parser):
-        parser.add_argument("--start", default="2017-10-10")
+        parser.add_argument(
+            "--start",
+            action="append",
+            help=f"a window's first day (repeatable; default {', '.join(EVAL_WINDOWS)})",
+        )
+        parser.add_argument(
+            "--tune",
+            action="store_true",
+            help="replay the tuning windows instead and print what they give",
+        )
         parser.add_argument("--days", type=float, default=2.0)
         parser.add_argument("--scale", type=float, default=0.2)
         parser.add_argument("--every", type=int, default=1)
@@ -113,10 +290,20 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         self.profile = options["profile"]
-        try:
-            start = dt.datetime.fromisoformat(options["start"])
-        except ValueError as error:
-            raise CommandError(f"--start: not a date: {options['start']!r}") from error
+        if options["tune"] and options["start"]:
+            raise CommandError("--start: not with --tune (it replays the tuning windows)")
+        starts = options["start"] or list(TUNE_WINDOWS if options["tune"] else EVAL_WINDOWS)
+        windows = []
+        for given in starts:
+            try:
+                windows.append(dt.datetime.fromisoformat(given))
+            except ValueError as error:
+                raise CommandError(f"--start: not a date: {given!r}") from error
+            if not options["tune"] and given in TUNE_WINDOWS:
+                raise CommandError(
+                    f"--start: {given} is a window the calibration was tuned on "
+                    f"({', '.join(TUNE_WINDOWS)}); evaluate on another"
+                )
         if not 0 < options["days"] <= 30:
             raise CommandError("--days: must be more than 0 and at most 30")
         if not 0 < options["scale"] <= 10:
@@ -124,13 +311,17 @@ class Command(BaseCommand):
         if options["every"] < 1 or options["repeat"] < 1 or options["pending"] < 1:
             raise CommandError("--every, --repeat and --pending must be at least 1")
         if not options["skip_accuracy"]:
-            self._accuracy(start, options["days"], options["scale"], options["every"])
+            pooled = Pooled()
+            for start in windows:
+                self._accuracy(start, options["days"], options["scale"], options["every"], pooled)
+            if len(windows) > 1:
+                pooled.write(self.stdout.write, len(windows), options["tune"])
         if not options["skip_cost"]:
             self._cost(options["pending"], options["repeat"], options["running"])
 
     # -- part 1 ---------------------------------------------------------------------------
 
-    def _accuracy(self, start, days, scale, every) -> None:
+    def _accuracy(self, start, days, scale, every, pooled: Pooled) -> None:
         document = build_scenario(
             read_trace(),
             read_vc_sizes(),
@@ -170,6 +361,9 @@ class Command(BaseCommand):
         )
         if scored:
             write(f"actual wait inside the p50-p90 range (+/-25 %): {covered / len(scored):.1%}")
+        measured = ranges_of(accuracy, scenario)
+        measured.write(write, scored)
+        pooled.add(measured, scored)
         costs = [s.seconds * 1000 for s in accuracy.samples]
         if costs:
             write(

@@ -18,7 +18,8 @@ reconciliation every SLURM_RECONCILE_SECONDS, as beat's `scheduler.slurm_reconci
    worst case: killed at the end of the grace); the lending share then asks for its
    capacity back, a few instances at a time, until `--reclaims` victims. Decision to
    capacity free: from the pass that chose the victim to the reconciliation that
-   recorded its end as Slurm reported it (target: the grace + 2 s).
+   recorded its end as Slurm reported it (target: the grace + 2 s); and decision to the
+   program killed (the launcher's own timer, at the end of the grace: its last line).
 3. Reconciliation with `--held` Slurm jobs known: that many held Slurm jobs
    (`sbatch --hold`, never run), each the product's run of a STARTING job; one
    `slurm_reconcile` timed (target < 1 s).
@@ -362,10 +363,17 @@ class Command(BaseCommand):
             self._until(all_running_in_slurm, timeout=120, what="the borrowers run again")
         delays = [self.freed[run] - at for run, at in self.noticed.items() if run in self.freed]
         grace = self.options["grace"]
+        # When the program was killed (the launcher's last line), from the decision.
+        killed = [
+            ended["at"] - at
+            for run, at in self.noticed.items()
+            if (ended := self._program(*run).get("ended")) is not None
+        ]
         self.stdout.write(
             f"reclaims: {len(delays)} victims (SIGTERM ignored, killed at the end of a "
             f"{grace} s grace); decision -> capacity free (Slurm reported the end): "
-            f"{self._figures(delays)} (target p99 <= {grace + 2} s)"
+            f"{self._figures(delays)} (target p99 <= {grace + 2} s); of which decision -> "
+            f"program killed {self._figures(killed)}"
         )
         live = Job.objects.filter(queue=self.queue, state__in=Job.LIVE_STATES)
         for job_id in live.exclude(state=Job.State.STOPPING).values_list("pk", flat=True):

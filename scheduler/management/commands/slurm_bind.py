@@ -5,10 +5,13 @@ an instance type asks Slurm for.
     manage.py slurm_bind instance-type TYPE -- --gres=gpu:a100:1 [--mem=64G ...]
     manage.py slurm_bind show
 
-A thin wrapper over `scheduler.services.slurm` (`queue_bind_slurm`,
-`instance_type_set_slurm_resources`), which check what is given; an error names the
-field and changes nothing (exit status 2). The queue runs on Slurm once its executor is
-`slurm` (chosen when the queue is created).
+A thin wrapper over `scheduler.services.slurm_binding` (`queue_bind_slurm`,
+`instance_type_set_slurm_resources`), whose checks the policy editor and the API use
+too: the partition is asked of the cluster (within SLURM_BIND_TIMEOUT), and a cluster
+that does not answer refuses the binding. An error names the field and changes nothing
+(exit status 2). A change made here is recorded in the policy history as a direct
+change (no reason, no review: the policy editor and the API are the reviewed way). The
+queue runs on Slurm once its executor is `slurm` (chosen when the queue is created).
 """
 
 from __future__ import annotations
@@ -17,7 +20,10 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from fleet.models import InstanceType, JobQueue
-from scheduler.services.slurm import instance_type_set_slurm_resources, queue_bind_slurm
+from scheduler.services.slurm_binding import (
+    instance_type_set_slurm_resources,
+    queue_bind_slurm,
+)
 
 
 def _problems(error: ValidationError) -> str:

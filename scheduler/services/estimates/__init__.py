@@ -6,7 +6,9 @@ engine) and the work figures of its live jobs, and hands them to the engine
 from the same Board the live pass uses, estimates from a forward simulation of the
 snapshot with each job's declared duration corrected by history (how long finished
 jobs of the same definition, else the same share, else the queue, really ran against
-what they declared; `HISTORY_DAYS` of single-run jobs).
+what they declared; `HISTORY_DAYS` of single-run jobs). The forecast's range is then
+calibrated by the queue's record of its past estimates against the actual starts
+(`calibration`, `record`; issue 26): each estimate is a p10–p90 range with its median.
 
 The queue's clock: a simulated queue runs `speed` compute seconds per real second, so
 the forecast works in compute seconds (epoch seconds x speed) and every instant is
@@ -29,7 +31,10 @@ a forecast takes over a second; serving one costs some 10 ms, 30 ms when the pro
 reads it from the cache first (`manage.py bench_eta`).
 
 The modules: `clock` (the queue's clock), `forecast` (history, the live state, the
-forecast and what is stored of it, the fingerprint), `store` (the two caches, whether a
+forecast and what is stored of it, the fingerprint), `calibration` (the range from the
+record, pure Python: the live queue and bench_eta's replays share it), `record` (the
+`EstimateRecord` rows: kept by each forecast, read for the calibration and the queue
+page's coverage), `store` (the two caches, whether a
 stored forecast is current, the background task's side), `wording` (the instants and
 names in blocker sentences) and `reads` (what pages, the pending list and the API read:
 entries, estimates, "if you submit this now").

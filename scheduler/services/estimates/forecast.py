@@ -40,6 +40,8 @@ from fleet.bridge import (
 )
 from fleet.models import CapacityLimit, Job, JobEvent, JobQueue, QueueCapacity
 from scheduler.executors import executor_for
+from scheduler.services.estimates import record
+from scheduler.services.estimates.calibration import Calibration, Calibrations
 from scheduler.services.estimates.clock import Clock, in_clock, queue_clock
 from scheduler.services.estimates.wording import mark
 
@@ -237,6 +239,7 @@ class WhatIf:
     names: dict[str, str]
     ends: dict[str, int]
     history: History
+    calibrations: Calibrations  # the record's, as of the forecast
 
 
 @dataclass(frozen=True)
@@ -313,7 +316,10 @@ def compute_forecast(queue: JobQueue, *, now: dt.datetime | None = None, fingerp
     ranges, low, high = estimate_range(
         view.snapshot, view.now_q, view.work, corrections, record=True
     )
-    rows = _rows(view, explainer, corrections, low, ranges)
+    record.close_started(queue, view.clock)
+    calibrations = record.queue_calibrations(queue, view.clock, view.now)
+    rows = _rows(view, explainer, corrections, low, ranges, calibrations)
+    record.record_estimates(queue, view.clock, view.now, _recorded(view, rows))
     standing = explainer.standing.detached()
     names = {
         job_id: view.facts[job_id].name for job_id in standing.referenced() if job_id in view.facts
@@ -332,6 +338,7 @@ def compute_forecast(queue: JobQueue, *, now: dt.datetime | None = None, fingerp
         names=names,
         ends={job_id: low.ends[job_id] for job_id in borrowers if job_id in low.ends},
         history=view.history,
+        calibrations=calibrations,
     )
     stored = Stored(
         version=uuid.uuid4().hex,
@@ -380,8 +387,58 @@ def _through(view: QueueView, low: Forecast, high: Forecast) -> dict:
     return found
 
 
-def _rows(view: QueueView, explainer: Explainer, corrections, low: Forecast, ranges) -> list:
+def calibrated(
+    calibration: Calibration, now_q: int, p50: int | None, p90: int | None
+) -> tuple[int | None, int | None, int | None, int | None]:
+    """A forecast's range (its p50 and p90 runs' starts, in the queue's clock) as the
+    record calibrates it: the p10, p50 and p90 starts, and the forecast's own wait."""
+    forecast = None if p50 is None else max(0, p50 - now_q)
+    if forecast == 0:
+        return now_q, now_q, now_q, 0  # it starts at the next pass: nothing to calibrate
+    low, point, high = calibration.waits(forecast)
+    if low is None:
+        return None, None, None, forecast
+    return now_q + low, now_q + point, now_q + high, forecast
+
+
+def _recorded(view: QueueView, rows: list) -> list[tuple]:
+    """What the record keeps of each row (see `record.record_estimates`)."""
+    now_q = view.now_q
+    found = []
+    for row in rows:
+        low, point, high, calibration, forecast, forecast_high = row[9:12] + row[15:18]
+        if forecast == 0:
+            continue  # it starts at the next pass: the record keeps the jobs that wait
+        waits = tuple(None if t is None else t - now_q for t in (low, point, high))
+        found.append((row[0], row[2], forecast, forecast_high, waits, calibration))
+    return found
+
+
+# A row: (job pk, name, share, position, queue length, borrow position, borrow queue
+# length, reason code, blocker words, p10, p50, p90 starts (queue clock; None: never),
+# duration correction's basis, borrowing, misconfigured, the calibration, the forecast's
+# own p50-run and p90-run waits).
+ROW_FIELDS = 18
+
+
+def _rows(
+    view: QueueView,
+    explainer: Explainer,
+    corrections,
+    low: Forecast,
+    ranges,
+    calibrations: Calibrations,
+) -> list:
     explanations = explainer.explanations
+    now_q = view.now_q
+
+    def range_of(job_id: str, share: str) -> tuple:
+        r = ranges[job_id]
+        calibration = calibrations.of(share)
+        p10, p50, p90, forecast = calibrated(calibration, now_q, r.p50, r.p90)
+        high = None if r.p90 is None else max(0, r.p90 - now_q)
+        return (p10, p50, p90), calibration, forecast, high
+
     order = dispatch_order(explanations, low.starts, view.share_order)
     facts = view.facts
 
@@ -396,6 +453,7 @@ def _rows(view: QueueView, explainer: Explainer, corrections, low: Forecast, ran
         if job.id in explanations or job.id not in ranges:
             continue
         r = ranges[job.id]
+        starts, calibration, forecast, high = range_of(job.id, job.share)
         rows.append(
             (
                 job_pk(job.id),
@@ -407,17 +465,20 @@ def _rows(view: QueueView, explainer: Explainer, corrections, low: Forecast, ran
                 0,
                 STARTS_NOW,
                 "it starts at the next scheduling pass",
-                r.p50,
-                r.p90,
+                *starts,
                 corrections[job.id].basis,
                 r.borrowed,
                 False,
+                calibration,
+                forecast,
+                high,
             )  # fmt: skip
         )
     ends = low.ends
     for job_id in order:
         e = explanations[job_id]
         r = ranges[job_id]
+        starts, calibration, forecast, high = range_of(job_id, e.share)
         words = describe(e, name=name, when=mark, ends=ends)
         fact = facts.get(job_id)
         rows.append(
@@ -431,11 +492,13 @@ def _rows(view: QueueView, explainer: Explainer, corrections, low: Forecast, ran
                 e.borrow_queue_length,
                 e.code,
                 words,
-                r.p50,
-                r.p90,
+                *starts,
                 corrections[job_id].basis,
                 r.borrowed,
                 is_misconfigured(e.code),
+                calibration,
+                forecast,
+                high,
             )  # fmt: skip
         )
     return rows

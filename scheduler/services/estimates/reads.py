@@ -19,8 +19,9 @@ from engine.strategies import strategy_capabilities
 from engine.types import SERVICE_ENVIRONMENT_MAX_RESOURCE
 from fleet.bridge import engine_id, policy_shares, queue_spec, share_spec
 from fleet.models import Job, JobQueue
+from scheduler.services.estimates.calibration import RANGE_LABEL, Calibration
 from scheduler.services.estimates.clock import Clock
-from scheduler.services.estimates.forecast import Stored, WhatIf
+from scheduler.services.estimates.forecast import Stored, WhatIf, calibrated
 from scheduler.services.estimates.store import stored_forecast
 from scheduler.services.estimates.wording import instant_printer, namer, print_instants
 from scheduler.services.jobs import JobData, JobError, job_preview
@@ -30,19 +31,46 @@ from scheduler.services.jobs import JobData, JobError, job_preview
 
 @dataclass(frozen=True)
 class Estimate:
-    """A start range: real instants, and waits in the queue's clock (seconds) from the
-    instant the forecast was made (`estimated_at` of what carries it)."""
+    """A start range at stated quantiles (`quantiles`, "p10–p90": the start falls before
+    `start_p10` one time in ten, after `start_p90` one time in ten) and the median
+    `start_p50`: real instants, and waits in the queue's clock (seconds) from the
+    instant the forecast was made (`estimated_at` of what carries it). The range is
+    the forecast's calibrated by the queue's record (`calibration`): `range_basis`
+    says whose record ("share", "queue", or "default" before there is one) and
+    `range_samples` of how many outcomes."""
 
+    start_p10: dt.datetime | None
     start_p50: dt.datetime | None
     start_p90: dt.datetime | None
+    wait_p10: int | None
     wait_p50: int | None
     wait_p90: int | None
     basis: str  # where the duration correction came from
     borrowing: bool | None
+    quantiles: str = RANGE_LABEL
+    range_basis: str = "default"
+    range_samples: int = 0
+    # The forecast's own starts (its p50 and p90 runs), before the calibration.
+    forecast_p50: dt.datetime | None = None
+    forecast_p90: dt.datetime | None = None
 
     @property
     def never(self) -> bool:
         return self.start_p50 is None
+
+    @property
+    def range_source(self) -> str:
+        """Where the range's width comes from, in words."""
+        if self.range_basis == "default":
+            return (
+                "the forecast widened by default factors measured on Philly replays: the "
+                "queue has too few past estimates with known starts to calibrate its own"
+            )
+        whose = "its share's" if self.range_basis == "share" else "the queue's"
+        return (
+            f"the forecast calibrated by {whose} record of {self.range_samples} past "
+            "estimates against their actual starts"
+        )
 
 
 @dataclass(frozen=True)
@@ -88,8 +116,10 @@ class Entries(Sequence):
 
     def _build(self, index: int) -> PendingEntry:
         stored = self.stored
-        (job_id, name, share, position, length, borrow, borrow_length, reason, words, p50, p90,
-         basis, borrowed, decide) = stored.rows[index]  # fmt: skip
+        (job_id, name, share, position, length, borrow, borrow_length, reason, words, p10, p50,
+         p90, basis, borrowed, decide, calibration, forecast, high) = stored.rows[index]  # fmt: skip  # noqa: E501
+        now_q = stored.now_q
+        own = tuple(None if wait is None else now_q + wait for wait in (forecast, high))
         return PendingEntry(
             job_id=job_id,
             name=name,
@@ -101,7 +131,9 @@ class Entries(Sequence):
             borrow_queue_length=borrow_length,
             reason=reason,
             blocker=print_instants(words, stored.clock, self.now),
-            estimate=_estimate(stored.clock, stored.now_q, p50, p90, basis, borrowed),
+            estimate=_estimate(
+                stored.clock, now_q, (p10, p50, p90), basis, borrowed, calibration, own
+            ),
             needs_decision=decide,
             estimated_at=stored.now,
             current=self.current,
@@ -127,14 +159,33 @@ class QueueEstimates:
         return self.entries.of_job(job_id)
 
 
-def _estimate(clock: Clock, now_q: int, p50, p90, basis: str, borrowed) -> Estimate:
+def _estimate(
+    clock: Clock,
+    now_q: int,
+    starts: tuple,
+    basis: str,
+    borrowed,
+    calibration: Calibration,
+    forecast: tuple,
+) -> Estimate:
+    p10, p50, p90 = starts
+
+    def wait(value):
+        return None if value is None else max(0, value - now_q)
+
     return Estimate(
+        start_p10=clock.to_real(p10),
         start_p50=clock.to_real(p50),
         start_p90=clock.to_real(p90),
-        wait_p50=None if p50 is None else max(0, p50 - now_q),
-        wait_p90=None if p90 is None else max(0, p90 - now_q),
+        wait_p10=wait(p10),
+        wait_p50=wait(p50),
+        wait_p90=wait(p90),
         basis=basis,
         borrowing=borrowed,
+        range_basis=calibration.basis,
+        range_samples=calibration.samples,
+        forecast_p50=clock.to_real(forecast[0]),
+        forecast_p90=clock.to_real(forecast[1]),
     )
 
 
@@ -252,6 +303,8 @@ def submission_estimate(*, data: JobData, now: dt.datetime | None = None) -> Sub
         r = Range(p50 if p90 is None else p90, None, borrowing)
     else:
         r = Range(min(p50, p90), max(p50, p90), borrowing)
+    calibration = whatif.calibrations.of(share.name)
+    p10_c, p50_c, p90_c, _ = calibrated(calibration, now_q, r.p50, r.p90)
     e = whatif.standing.if_submitted(new)
     code = e.code
     if r.p50 is not None and r.p50 <= now_q and not is_misconfigured(code):
@@ -294,7 +347,15 @@ def submission_estimate(*, data: JobData, now: dt.datetime | None = None) -> Sub
         instance_type=itype,
         instances=resolved.instances,
         priority=priority,
-        estimate=_estimate(stored.clock, now_q, r.p50, r.p90, correction.basis, r.borrowed),
+        estimate=_estimate(
+            stored.clock,
+            now_q,
+            (p10_c, p50_c, p90_c),
+            correction.basis,
+            r.borrowed,
+            calibration,
+            (r.p50, r.p90),
+        ),
         position=e.position,
         queue_length=e.queue_length,
         borrow_position=e.borrow_position,

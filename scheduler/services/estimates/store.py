@@ -28,8 +28,9 @@ logger = logging.getLogger(__name__)
 
 # A stored forecast is pickled, so it names the modules of its classes (Stored, WhatIf,
 # History, Clock): raise this whenever one of them moves or changes shape, so that no
-# release reads what another stored (2: they moved into this package's modules).
-STORED_FORMAT = 2
+# release reads what another stored (2: they moved into this package's modules; 3: rows
+# carry the calibrated p10–p90 range and WhatIf the record's calibrations).
+STORED_FORMAT = 3
 
 
 def cache_key(queue_id: int) -> str:

@@ -9,6 +9,7 @@ import pytest
 
 from engine.types import BLOCKED_BEHIND_HEAD, WAITING_FOR_CAPACITY
 from fleet.models import Job, JobEvent
+from scheduler.services.estimates.calibration import NO_RECORD
 from scheduler.services.estimates.clock import queue_clock
 from scheduler.services.estimates.reads import queue_estimates, submission_estimate
 from scheduler.services.jobs import JobData, JobError
@@ -49,10 +50,10 @@ def test_waiting_jobs_get_positions_blockers_and_exact_estimates(queue, submit, 
     # No history: the declared durations are taken as they are, so the range is one
     # instant. `first` ends at 600 and the head takes its place (borrowing qs2's
     # instance beside the borrower); it ends at 700 and `behind` follows.
-    assert found[head.pk].estimate.start_p50 == clock(600)
-    assert found[head.pk].estimate.start_p90 == clock(600)
-    assert found[head.pk].estimate.wait_p50 == 570
-    assert found[behind.pk].estimate.start_p50 == clock(700)
+    assert found[head.pk].estimate.forecast_p50 == clock(600)
+    assert found[head.pk].estimate.forecast_p90 == clock(600)
+    assert found[head.pk].estimate.wait_p50 == NO_RECORD.waits(570)[1]  # no record yet
+    assert found[behind.pk].estimate.forecast_p50 == clock(700)
     assert [entry.job_id for entry in queue_estimates(queue, now=clock(30)).entries] == [
         head.pk,
         behind.pk,
@@ -89,8 +90,8 @@ def test_history_widens_the_range(queue, submit, clock, shares):
     # Ratios 2, 3, 4, 5, 6 (all ran the same definition): the median says the running
     # job's 1000 declared seconds take 4000, the 90th percentile 5600.
     assert entry.estimate.basis == "definition"
-    assert entry.estimate.start_p50 == clock(4000)
-    assert entry.estimate.start_p90 == clock(5600)
+    assert entry.estimate.forecast_p50 == clock(4000)
+    assert entry.estimate.forecast_p90 == clock(5600)
     assert filler.pk and other.pk and running.pk
 
 
@@ -113,7 +114,7 @@ def test_if_you_submit_this_now_stores_nothing(queue, submit, clock, shares):
     answer = submission_estimate(data=data, now=clock(10))
     assert everything() == before
     # qs2's own instance is borrowed by qs1: it reclaims it at once.
-    assert answer.estimate.start_p50 == clock(10)
+    assert answer.estimate.forecast_p50 == clock(10)
     assert answer.within_limit is True and answer.reclaimable_by == []
 
     data = JobData(
@@ -126,7 +127,7 @@ def test_if_you_submit_this_now_stores_nothing(queue, submit, clock, shares):
     answer = submission_estimate(data=data, now=clock(10))
     assert answer.within_limit is False
     assert answer.reclaimable_by == ["qs2"]
-    assert answer.estimate.start_p50 == clock(600)
+    assert answer.estimate.forecast_p50 == clock(600)
     assert answer.position == 1
 
     too_big = JobData(
@@ -157,7 +158,7 @@ def test_a_simulated_queue_estimates_in_its_own_clock(queue, submit, clock, sett
     waiting = submit("qs1", "waiting", at=1, expected_duration=60)
     entry = queue_estimates(queue, now=clock(2)).by_job()[waiting.pk]
     # `first` needs 600 compute seconds: 10 real seconds at 60x.
-    assert entry.estimate.start_p50 == clock(10)
-    assert entry.estimate.wait_p50 == 600 - 120
+    assert entry.estimate.forecast_p50 == clock(10)
+    assert entry.estimate.wait_p50 == NO_RECORD.waits(600 - 120)[1]
     assert queue_clock(queue).simulated
     assert dt.timedelta(0) <= entry.estimate.start_p50 - clock(0)

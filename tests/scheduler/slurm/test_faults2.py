@@ -64,6 +64,36 @@ def test_each_slurm_end_has_its_outcome_and_cause(ending, noticed, outcome):
     assert service.ending_outcome(ending, noticed=noticed) == outcome
 
 
+@pytest.mark.parametrize(
+    ("ending", "noticed", "said", "outcome"),
+    [
+        # The launcher found the checkpoint held (its file and its exit both say so).
+        (Ending("FAILED", 75, ""), False, "busy", ("released", runs.CHECKPOINT_BUSY)),
+        (Ending("FAILED", 75, ""), True, "busy", ("released", runs.CHECKPOINT_BUSY)),
+        (Ending("FAILED", 75, ""), False, "", ("exited", None)),  # the program's own 75
+        (Ending("FAILED", 3, ""), False, "busy", ("exited", None)),
+        # slurmstepd killed it for its memory (no cgroups: FAILED, signal 9).
+        (Ending("FAILED", -9, ""), False, "memory", ("failed", runs.OUT_OF_MEMORY)),
+        (Ending("CANCELLED", -9, ""), False, "memory", ("failed", runs.OUT_OF_MEMORY)),
+        (Ending("FAILED", -9, ""), True, "memory", ("exited", None)),  # killed at its grace
+        (Ending("FAILED", 3, ""), False, "memory", ("exited", None)),  # it only said so
+        (Ending("FAILED", -9, ""), False, "", ("exited", None)),
+    ],
+)
+def test_what_the_launcher_and_slurmstepd_said_gives_the_cause(ending, noticed, said, outcome):
+    found = service.ending_outcome(
+        ending, noticed=noticed, busy=said == "busy", over_memory=said == "memory"
+    )
+    assert found == outcome
+
+
+@pytest.mark.parametrize(("seconds", "minutes"), [(1, 1), (59, 1), (60, 1), (61, 2), (3600, 60)])
+def test_a_wall_clock_limit_is_rounded_up_to_slurms_minutes(seconds, minutes):
+    from scheduler.executors.slurm import time_minutes
+
+    assert time_minutes(seconds) == minutes
+
+
 @pytest.mark.slurm
 @pytest.mark.django_db
 def test_a_run_cancelled_by_someone_else_in_slurm_is_requeued_with_its_cause(

@@ -1,0 +1,281 @@
+"""The directory's groups become roles and team memberships (writes).
+
+directory_sync is the one place that applies the mapping to a user: at each login
+through the directory (ldap.DirectoryLDAPBackend) and at each periodic check
+(tasks.sync_directory). It goes through the policy services of governance.policy.
+membership (user_roles_set, team_save) with cause DIRECTORY, so every change is a
+history entry like an admin's edit (the reason says whose login or check, and which
+groups), applies at once (never a proposal: the mapping is the admins' decision), and
+separation of duties reads the new membership from the next decision on.
+
+What the directory decides:
+- roles that some mapping names: the user has exactly those of them their groups give;
+  roles no mapping names stay as admins set them;
+- teams that some mapping names: the user leads / belongs to exactly those their groups
+  give; other teams stay as admins set them;
+- queues whose exception-owner scope some mapping names: the user decides the requests
+  of exactly those their groups give (recorded as role changes, through
+  membership.role_changes_by); other scopes stay as admins set them;
+- a user the directory no longer lists (`groups=None`) loses every role, every team
+  membership, every exception-owner scope and every API token
+  (core.signals.directory_user_unlisted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.utils import timezone
+
+from core import rules
+from core.errors import InvalidInput
+from core.permissions import ROLES
+from core.signals import directory_user_unlisted
+from fleet.models import Team
+from governance.directory.models import DirectoryAccount, GroupMapping
+from governance.models import ExceptionOwner, PolicyChange
+from governance.policy.membership import (
+    TeamData,
+    role_changes_by,
+    role_document,
+    team_document,
+    team_save,
+    user_roles_set,
+)
+
+Kind = GroupMapping.Kind
+
+
+@dataclass
+class SyncResult:
+    """What a sync changed: the history entries it wrote, and whether tokens went."""
+
+    listed: bool
+    changes: list[PolicyChange] = field(default_factory=list)
+    unlisted_now: bool = False
+
+
+def _matches(mapping: GroupMapping, groups: set[str]) -> bool:
+    return mapping.group.strip().lower() in groups
+
+
+def _why(trigger: str, username: str, source: str) -> str:
+    return f"directory ({DirectoryAccount.Source(source).label} {trigger} of {username})"
+
+
+@transaction.atomic
+def directory_sync(
+    *, user, groups: Iterable[str] | None, source: str, trigger: str = "login"
+) -> SyncResult:
+    """Make `user`'s roles and mapped teams follow `groups` (the names and DNs of their
+    directory groups, nested ones included), or, with `groups=None`, take away what a
+    user the directory no longer lists must lose."""
+    account, _ = DirectoryAccount.objects.select_for_update().get_or_create(
+        user=user, defaults={"source": source}
+    )
+    listed = groups is not None
+    names = sorted({name for name in groups or ()})
+    lowered = {name.strip().lower() for name in names}
+    mappings = list(GroupMapping.objects.select_related("team", "queue"))
+    matched = [m for m in mappings if _matches(m, lowered)]
+    why = _why(trigger, user.get_username(), source)
+    result = SyncResult(listed=listed)
+
+    # Roles.
+    current = set(role_document(user)["roles"])
+    managed = {m.role for m in mappings if m.kind == Kind.ROLE}
+    given = {m.role: m.group for m in matched if m.kind == Kind.ROLE}
+    wanted = (current - managed) | set(given) if listed else set()
+    if wanted != current:
+        parts = [f"{role} from group {given[role]}" for role in sorted(wanted - current)]
+        gone = sorted(current - wanted)
+        if gone:
+            parts.append(
+                f"{', '.join(gone)} removed ("
+                + ("the directory no longer lists them" if not listed else "no group of theirs")
+                + ")"
+            )
+        write = user_roles_set(
+            actor=None,
+            user=user,
+            roles=sorted(r for r in wanted if r in ROLES),
+            reason=f"{why}: {'; '.join(parts)}",
+            cause=PolicyChange.Cause.DIRECTORY,
+        )
+        if write.entry is not None:
+            result.changes.append(write.entry)
+
+    # Teams.
+    managed_teams = {m.team_id for m in mappings if m.team_id is not None}
+    touched = set(managed_teams)
+    if not listed:
+        touched |= set(user.teams.values_list("pk", flat=True))
+        touched |= set(user.led_teams.values_list("pk", flat=True))
+    for team in Team.objects.filter(pk__in=touched).order_by("name"):
+        result.changes.extend(_sync_team(user, team, matched if listed else [], why, listed))
+
+    # Exception-owner scopes.
+    if listed:
+        result.changes.extend(_sync_owner_scopes(user, mappings, matched, why))
+    else:
+        result.changes.extend(_drop_every_scope(user, why))
+
+    account.source = source
+    account.groups = names
+    account.checked_at = timezone.now()
+    if not listed and account.listed:
+        result.unlisted_now = True
+    account.listed = listed
+    account.save()
+    if not listed:
+        directory_user_unlisted.send(sender=DirectoryAccount, user=user)
+    return result
+
+
+def _sync_team(user, team: Team, matched: list[GroupMapping], why: str, listed: bool):
+    doc = team_document(team)
+    username = user.get_username()
+    lead_from = [m.group for m in matched if m.team_id == team.pk and m.kind == Kind.TEAM_LEAD]
+    member_from = [m.group for m in matched if m.team_id == team.pk and m.kind == Kind.TEAM_MEMBER]
+    parts = []
+    leads, members = set(doc["leads"]), set(doc["members"])
+    for role, now_in, source_groups, people in (
+        ("lead", username in leads, lead_from, leads),
+        ("member", username in members, member_from, members),
+    ):
+        if source_groups and not now_in:
+            people.add(username)
+            parts.append(f"{role} of {team.name} from group {', '.join(sorted(source_groups))}")
+        elif not source_groups and now_in:
+            people.discard(username)
+            cause = "the directory no longer lists them" if not listed else "no group of theirs"
+            parts.append(f"no longer {role} of {team.name} ({cause})")
+    if not parts:
+        return []
+    users = {u.get_username(): u for u in type(user).objects.filter(username__in=leads | members)}
+    write = team_save(
+        actor=None,
+        team=team,
+        data=TeamData(
+            name=team.name,
+            description=team.description,
+            leads=[users[name] for name in sorted(leads)],
+            members=[users[name] for name in sorted(members)],
+        ),
+        reason=f"{why}: {'; '.join(parts)}",
+        cause=PolicyChange.Cause.DIRECTORY,
+    )
+    return [write.entry] if write.entry is not None else []
+
+
+def _sync_owner_scopes(user, mappings, matched, why: str) -> list[PolicyChange]:
+    """Give and take the queues' exception-owner scopes the mapping manages."""
+    managed = {m.queue_id for m in mappings if m.kind == Kind.EXCEPTION_OWNER}
+    given: dict[int, list[GroupMapping]] = {}
+    for m in matched:
+        if m.kind == Kind.EXCEPTION_OWNER:
+            given.setdefault(m.queue_id, []).append(m)
+    held = {
+        owner.queue_id: owner
+        for owner in ExceptionOwner.objects.filter(user=user, queue__isnull=False).select_related(
+            "queue"
+        )
+    }
+    first = _last_change_id()
+    for queue_id, sources in given.items():
+        if queue_id in held:
+            continue
+        groups = ", ".join(sorted(m.group for m in sources))
+        with role_changes_by(
+            actor=None,
+            reason=f"{why}: exception owner of queue {sources[0].queue.name} from group {groups}",
+            cause=PolicyChange.Cause.DIRECTORY,
+        ):
+            ExceptionOwner.objects.create(user=user, queue_id=queue_id)
+    for queue_id, owner in held.items():
+        if queue_id in managed and queue_id not in given:
+            with role_changes_by(
+                actor=None,
+                reason=f"{why}: no longer exception owner of queue {owner.queue.name} "
+                "(no group of theirs)",
+                cause=PolicyChange.Cause.DIRECTORY,
+            ):
+                owner.delete()
+    return _changes_since(first, user)
+
+
+def _last_change_id() -> int:
+    return PolicyChange.objects.order_by("-id").values_list("id", flat=True).first() or 0
+
+
+def _changes_since(first: int, user) -> list[PolicyChange]:
+    return list(PolicyChange.objects.filter(id__gt=first, subject=user).order_by("id"))
+
+
+def _drop_every_scope(user, why: str) -> list[PolicyChange]:
+    """A user the directory no longer lists decides nothing: every scope goes."""
+    first = _last_change_id()
+    for owner in ExceptionOwner.objects.filter(user=user).select_related("queue", "share__queue"):
+        scope = (
+            owner.queue.name if owner.queue_id else f"{owner.share.queue.name}/{owner.share.name}"
+        )
+        with role_changes_by(
+            actor=None,
+            reason=f"{why}: no longer exception owner of {scope} "
+            "(the directory no longer lists them)",
+            cause=PolicyChange.Cause.DIRECTORY,
+        ):
+            owner.delete()
+    return _changes_since(first, user)
+
+
+# The mapping (admins, on the directory page).
+
+
+def _validate_mapping(*, group: str, kind: str, role: str, team, queue) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    if not (group or "").strip():
+        errors["group"] = ["name the directory group (its cn or its DN)"]
+    elif len(group.strip()) > 255:
+        errors["group"] = ["a group name is at most 255 characters"]
+    if kind not in Kind.values:
+        errors["kind"] = [f"choose one of {', '.join(Kind.values)}"]
+        return errors
+    needs = {Kind.ROLE: "role", Kind.EXCEPTION_OWNER: "queue"}.get(kind, "team")
+    if needs == "role" and role not in ROLES:
+        errors["role"] = [f"choose the role this group gives ({', '.join(ROLES)})"]
+    if needs == "team" and team is None:
+        errors["team"] = ["choose the team this group's members join"]
+    if needs == "queue" and queue is None:
+        errors["queue"] = ["choose the queue whose exception requests this group decides"]
+    label = Kind(kind).label.lower()
+    for name, value in (("role", role), ("team", team), ("queue", queue)):
+        if name != needs and value:
+            errors[name] = [f"a mapping to “{label}” names no {name}: leave it empty"]
+    if not errors:
+        duplicate = GroupMapping.objects.filter(
+            group__iexact=group.strip(), kind=kind, role=role, team=team, queue=queue
+        )
+        if duplicate.exists():
+            errors["group"] = [f"group {group.strip()} already gives this"]
+    return errors
+
+
+def mapping_create(
+    *, actor, group: str, kind: str, role: str = "", team=None, queue=None
+) -> GroupMapping:
+    """A new mapping (admins). It applies at each user's next login or sync."""
+    rules.require(actor, "directory.manage")
+    errors = _validate_mapping(group=group, kind=kind, role=role or "", team=team, queue=queue)
+    if errors:
+        raise InvalidInput(errors)
+    return GroupMapping.objects.create(
+        group=group.strip(), kind=kind, role=role or "", team=team, queue=queue, created_by=actor
+    )
+
+
+def mapping_delete(*, actor, mapping: GroupMapping) -> None:
+    rules.require(actor, "directory.manage")
+    mapping.delete()

@@ -1,0 +1,153 @@
+"""The executor binding's pages: a queue's Slurm cluster, partition and account (with
+its impact preview), and each instance type's Slurm resources. Thin, like the capacity
+editor: the forms call governance.policy.slurm_binding, whose checks are the scheduler's.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.utils.html import format_html
+from django.views.decorators.http import require_http_methods, require_POST
+
+from core import rules
+from fleet.models import InstanceType
+from fleet.selectors import queue_list
+from governance.policy import slurm_binding
+from governance.policy.forms import SlurmBindingForm, SlurmResourcesForm
+from governance.policy.history_views import history_url_for
+from governance.policy.impact import ImpactLine
+from governance.policy.services import PolicyError, PolicyWrite, VersionConflict
+from governance.policy.views import (
+    _problem,
+    _saved_message,
+    conflict_context,
+    rebound_with_version,
+)
+from governance.proposals.messages import after_policy_write
+
+
+@require_http_methods(["GET", "POST"])
+def queue_slurm(request, pk: int):
+    rules.require(request.user, "policy.edit")
+    queue = get_object_or_404(queue_list(), pk=pk)
+    form = SlurmBindingForm(request.POST or None, queue=queue)
+    conflict = None
+    if request.method == "POST" and form.is_valid():
+        try:
+            saved = form.save(actor=request.user)
+        except PolicyError:
+            pass
+        except VersionConflict as error:
+            conflict = conflict_context(error, obj=None, fields=list(slurm_binding.BINDING_FIELDS))
+            form = SlurmBindingForm(
+                rebound_with_version(request.POST, error.current_version), queue=queue
+            )
+            form.is_valid()
+        else:
+            return after_policy_write(
+                request, saved, applied=lambda write: _binding_saved(request, write)
+            )
+    return render(
+        request,
+        "governance/queues/slurm.html",
+        {"form": form, "queue": queue, "conflict": conflict},
+    )
+
+
+def _binding_saved(request, write: PolicyWrite) -> str:
+    queue = write.applied
+    _saved_message(request, write, label=f"the Slurm binding of {queue.name}")
+    return reverse("queue-detail", kwargs={"pk": queue.pk})
+
+
+@require_POST
+def queue_slurm_impact(request, pk: int):
+    """The preview: the binding's problems (the cluster asked, within its timeout), or
+    where the queue's next jobs go and what the partition fits of its capacity."""
+    rules.require(request.user, "policy.edit")
+    queue = get_object_or_404(queue_list(), pk=pk)
+    form = SlurmBindingForm(request.POST, queue=queue)
+    context = {"ready": False, "problems": [], "lines": []}
+    if not form.is_valid():
+        context["problems"] = _parse_problems_plain(form)
+    else:
+        errors = slurm_binding.binding_validate(queue=queue, binding=form.binding())
+        if errors:
+            context["problems"] = [
+                _problem(key, message) for key, messages_ in errors.items() for message in messages_
+            ]
+        else:
+            context["ready"] = True
+            context["lines"] = [
+                ImpactLine(kind="binding", text=text, jobs=())
+                for text in slurm_binding.binding_impact(queue=queue, binding=form.binding())
+            ]
+    return render(request, "governance/shares/_impact.html", context)
+
+
+def _parse_problems_plain(form) -> list[str]:
+    return [
+        f"{form.fields[name].label if name in form.fields else 'Form'}: {error}"
+        for name, errors in form.errors.items()
+        for error in errors
+    ]
+
+
+def instance_types(request):
+    rules.require(request.user, "policy.edit")
+    return render(
+        request,
+        "governance/instance_types/list.html",
+        {
+            "types": [
+                (itype, slurm_binding.instance_type_slurm_queues(itype))
+                for itype in InstanceType.objects.order_by("name")
+            ]
+        },
+    )
+
+
+@require_http_methods(["GET", "POST"])
+def instance_type_slurm(request, pk: int):
+    rules.require(request.user, "policy.edit")
+    itype = get_object_or_404(InstanceType, pk=pk)
+    form = SlurmResourcesForm(request.POST or None, instance_type=itype)
+    if request.method == "POST" and form.is_valid():
+        try:
+            saved = form.save(actor=request.user)
+        except PolicyError:
+            pass
+        else:
+            return after_policy_write(
+                request, saved, applied=lambda write: _resources_saved(request, write)
+            )
+    return render(
+        request,
+        "governance/instance_types/slurm.html",
+        {
+            "form": form,
+            "instance_type": itype,
+            "queues": slurm_binding.instance_type_slurm_queues(itype),
+        },
+    )
+
+
+def _resources_saved(request, write: PolicyWrite) -> str:
+    _saved_message_type(request, write)
+    return reverse("instance-type-list")
+
+
+def _saved_message_type(request, write: PolicyWrite) -> None:
+    if write.entry is None:
+        messages.info(request, f"Nothing changed in {write.applied.name}: it is still as it was.")
+        return
+    messages.success(
+        request,
+        format_html(
+            'Saved the Slurm resources of {}. <a href="{}">See this change in the history</a>.',
+            write.applied.name,
+            history_url_for(write.entry),
+        ),
+    )
