@@ -582,6 +582,9 @@ DEMO_TRAFFIC = env_bool("DEMO_TRAFFIC", False)
 # Product settings.
 # When true, a draft policy needs another admin's approval before it is applied.
 POLICY_CHANGES_NEED_REVIEW = env_bool("POLICY_CHANGES_NEED_REVIEW", False)
+# The currency of the instance types' prices per hour and of the dashboard's cost
+# figures (an ISO 4217 code, shown beside every amount).
+COST_CURRENCY = env_str("COST_CURRENCY", "USD").strip().upper() or "USD"
 
 
 # /metrics, Prometheus's exposition format (fleet/metrics.py): off unless a scrape token

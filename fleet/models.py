@@ -58,6 +58,12 @@ class InstanceType(models.Model):
     # of N instances asks for N nodes, each with these (scheduler.services.slurm checks
     # them).
     slurm_resources = models.JSONField(default=list, blank=True)
+    # What one instance costs per hour, in settings.COST_CURRENCY: set by admins as a
+    # policy write (governance.policy.prices), read by the dashboard's cost figures.
+    # Empty: no price (no cost is shown for the type, never a cost of 0).
+    price_per_hour = models.DecimalField(
+        max_digits=12, decimal_places=4, null=True, blank=True, default=None
+    )
 
     class Meta:
         # The table keeps the name of the app the model came from (fleet/migrations/0001).

@@ -79,6 +79,14 @@ class UsageBar:
     lent: int = 0
     lendable: int = 0
 
+    @property
+    def not_lendable(self) -> int:
+        """The part of a lender's idle limit that is neither lent out nor lendable now
+        (the queue cannot give it: other shares use it, a RESERVE share holds it, or the
+        limits add up to more than the queue holds). What the queue page says beside
+        `lent` and `lendable`, the engine's figures."""
+        return max(0, self.idle + self.unavailable - self.lent - self.lendable)
+
 
 @dataclass(frozen=True)
 class ShareUsage:
@@ -234,9 +242,13 @@ def _lending(usages: list[EngineShareUsage], free: int) -> list[tuple[int, int]]
     return out
 
 
+def _count_shares(shares: int) -> str:
+    return "1 share" if shares == 1 else f"{shares} shares"
+
+
 def _count_verb(shares: int, verb: str) -> str:
     """'1 share lends', '3 shares lend'."""
-    return f"1 share {verb}s" if shares == 1 else f"{shares} shares {verb}"
+    return f"{_count_shares(shares)} {verb}{'s' if shares == 1 else ''}"
 
 
 def _engine_usages(
@@ -297,6 +309,8 @@ def queue_usage(queue: JobQueue, *, used: dict[tuple[int, str], int] | None = No
                 limits[type_name] = limits.get(type_name, 0) + limit
     rows: list[ShareUsage] = []
     lenders: dict[str, set[int]] = {}
+    lendable: dict[str, int] = {}
+    lent_by: dict[str, set[int]] = {}
     lent: dict[str, int] = {}
     borrowers: dict[str, set[int]] = {}
     borrowed_total: dict[str, int] = {}
@@ -321,9 +335,14 @@ def queue_usage(queue: JobQueue, *, used: dict[tuple[int, str], int] | None = No
                     lendable=lending[share.pk, type_name][1],
                 )
             )
-            if idle and usage.lendable:
+            # The summary's lending figures are the engine's (`_lending`), as the bars'.
+            share_lent, share_lendable = lending[share.pk, type_name]
+            if share_lendable:
                 lenders.setdefault(type_name, set()).add(share.pk)
-                lent[type_name] = lent.get(type_name, 0) + idle
+                lendable[type_name] = lendable.get(type_name, 0) + share_lendable
+            if share_lent:
+                lent_by.setdefault(type_name, set()).add(share.pk)
+                lent[type_name] = lent.get(type_name, 0) + share_lent
             if usage.over:
                 borrowers.setdefault(type_name, set()).add(share.pk)
                 borrowed_total[type_name] = borrowed_total.get(type_name, 0) + usage.over
@@ -338,13 +357,23 @@ def queue_usage(queue: JobQueue, *, used: dict[tuple[int, str], int] | None = No
     parts = []
     for type_name in sorted(capacity):
         if type_name in lenders:
-            # Two shares idle on the same free instance lend it once.
-            total = min(lent[type_name], free[type_name])
-            parts.append(f"{_count_verb(len(lenders[type_name]), 'lend')} {total} idle {type_name}")
+            # What a borrower could still take now: free, not held by a RESERVE share,
+            # and not yet borrowed (the engine's pool); two shares idle on the same
+            # free instance lend it once.
+            parts.append(
+                f"{_count_verb(len(lenders[type_name]), 'lend')} "
+                f"{lendable[type_name]} idle {type_name}"
+            )
         if type_name in borrowers:
             parts.append(
                 f"{_count_verb(len(borrowers[type_name]), 'borrow')} "
                 f"{borrowed_total[type_name]} {type_name}"
+                + (
+                    f", {lent[type_name]} of them lent out by "
+                    f"{_count_shares(len(lent_by[type_name]))}"
+                    if type_name in lent_by
+                    else ""
+                )
             )
         if capacity[type_name] and not free[type_name] and type_name in limits:
             parts.append(f"no {type_name} free")

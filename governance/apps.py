@@ -12,14 +12,14 @@ class GovernanceConfig(AppConfig):
         scopes.register()
         self._record_role_changes()
         self._record_binding_changes()
-        # Registers the revert of workload-class changes (governance.policy.services).
+        # Registers the reverts of workload-class and price changes (governance.policy.services).
         # Register the feature packages' tasks in every process (web, worker, tests), so
         # services enqueue them by name (config.celery.task) without importing them, and
         # eager runs (CELERY_TASK_ALWAYS_EAGER) find them.
         from governance.dashboards import tasks as dashboard_tasks  # noqa: F401
         from governance.directory import tasks as directory_tasks  # noqa: F401
         from governance.exceptions import tasks as exception_tasks  # noqa: F401
-        from governance.policy import workload_classes  # noqa: F401
+        from governance.policy import prices, workload_classes  # noqa: F401
         from governance.whatif import tasks as whatif_tasks  # noqa: F401
 
     @staticmethod

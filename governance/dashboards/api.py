@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
+from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
@@ -24,9 +25,16 @@ from core.api.serializers import ErrorSerializer
 from engine.strategies import spoken_list, strategies_that
 from fleet.models import JobQueue, QuotaShare, Team
 from governance.dashboards import formulas as f
+from governance.dashboards.cost import cost_figures
 from governance.dashboards.rollups import rollups_refresh
 from governance.dashboards.selectors.calendar import month_start
-from governance.dashboards.selectors.reads import empty_signals, rollup_current, rollup_scope
+from governance.dashboards.selectors.reads import (
+    empty_signals,
+    instance_type_prices,
+    rollup_current,
+    rollup_scope,
+    team_fairness_rollups,
+)
 from governance.dashboards.selectors.scopes import scope_key
 
 FIRST_MONTH = dt.date(2000, 1, 1)
@@ -74,7 +82,7 @@ class SignalsQuery(serializers.Serializer):
             team = Team.objects.filter(name=name).first()
             if team is None:
                 raise serializers.ValidationError(f"unknown team '{name}'")
-            return {"key": scope_key(team_id=team.pk), "kind": "team"}
+            return {"key": scope_key(team_id=team.pk), "kind": "team", "team_id": team.pk}
         if kind == "share" and "/" in name:
             queue_name, _, share_name = name.partition("/")
             share = QuotaShare.objects.filter(queue__name=queue_name, name=share_name).first()
@@ -86,6 +94,8 @@ class SignalsQuery(serializers.Serializer):
                 "key": scope_key(queue_id=share.queue_id, share_id=share.pk),
                 "kind": "share",
                 "parent": scope_key(queue_id=share.queue_id),
+                "queue_id": share.queue_id,
+                "team_id": share.team_id,
             }
         raise serializers.ValidationError(f"expected {SCOPE_HELP}")
 
@@ -188,12 +198,69 @@ class Goodput(serializers.Serializer):
     n = serializers.IntegerField(help_text="Runs (start to stop on capacity) in the month.")
 
 
+class QueueFairness(serializers.Serializer):
+    queue_id = serializers.IntegerField()
+    queue_name = serializers.CharField()
+    delivered_gpu_hours = serializers.FloatField(help_text="The scope's, in this queue.")
+    entitled_gpu_hours = serializers.FloatField(help_text="The scope's, in this queue.")
+    fair_gpu_hours = serializers.FloatField(
+        help_text="Its part of the queue's entitlement times what the queue delivered."
+    )
+    ratio = serializers.FloatField(
+        allow_null=True, help_text="delivered / fair; null where nothing ran in the queue."
+    )
+
+
 class Fairness(serializers.Serializer):
     delivered_gpu_hours = serializers.FloatField()
     entitled_gpu_hours = serializers.FloatField()
-    delivered_fraction = serializers.FloatField(allow_null=True)
-    entitled_fraction = serializers.FloatField(allow_null=True)
-    ratio = serializers.FloatField(allow_null=True)
+    fair_gpu_hours = serializers.FloatField(
+        help_text="Sum over the queues where anything ran of the scope's fair part there."
+    )
+    delivered_fraction = serializers.FloatField(
+        allow_null=True,
+        help_text="Part of its queue's delivered GPU-hours; null when the ratio combines "
+        "several queues.",
+    )
+    entitled_fraction = serializers.FloatField(
+        allow_null=True,
+        help_text="Part of its queue's entitlement; null when the ratio combines several queues.",
+    )
+    ratio = serializers.FloatField(
+        allow_null=True, help_text="delivered_gpu_hours / fair_gpu_hours."
+    )
+    queues = serializers.IntegerField(help_text="Queues compared (those where anything ran).")
+    by_queue = QueueFairness(many=True, help_text="Each queue where the scope has a share.")
+
+
+class UseHours(serializers.Serializer):
+    within_limit = _hours("Used by the scope's own jobs within their shares' limits.")
+    borrowed = _hours("Run beyond the running share's limit, on capacity lent by others.")
+    lent = _hours(D["lent_out"])
+
+
+class UseCost(serializers.Serializer):
+    within_limit = serializers.FloatField(help_text="Cost of the use within limit.")
+    borrowed = serializers.FloatField(help_text="Cost of the borrowed use.")
+    lent = serializers.FloatField(help_text="Cost of the capacity lent to others.")
+
+
+class Cost(serializers.Serializer):
+    currency = serializers.CharField(help_text="settings.COST_CURRENCY (ISO 4217).")
+    gpu_hours = UseHours()
+    instance_hours = UseHours()
+    cost = UseCost(
+        allow_null=True,
+        help_text="Null when none of the scope's instance types has a price (never 0 for "
+        "a missing price).",
+    )
+    priced_types = serializers.ListField(
+        child=serializers.CharField(), help_text="Instance types the cost covers."
+    )
+    unpriced_types = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Instance types the scope used that have no price (not in the cost).",
+    )
 
 
 class Exceptions(serializers.Serializer):
@@ -264,9 +331,17 @@ class SignalsSerializer(serializers.Serializer):
     )
     goodput = Goodput()
     completion_rate_preempted = Fraction(help_text=D["recovery"])
-    fairness = Fairness(allow_null=True, help_text=D["fairness"] + " Null for `all`.")
+    fairness = Fairness(
+        allow_null=True,
+        help_text=D["fairness"]
+        + " "
+        + D["fairness_across_queues"]
+        + " A share is compared within its queue, a team in each queue where it has a "
+        "share. Null for `all` and `queue:` (fairness compares teams within a queue).",
+    )
     policy_edits = serializers.IntegerField(help_text=D["policy"])
     exceptions = Exceptions()
+    cost = Cost(help_text=D["cost"])
 
 
 def _percentiles(stats: dict) -> dict:
@@ -316,8 +391,11 @@ def _coverage(data: dict) -> dict:
     }
 
 
-def signals_document(*, month: dt.date, scope: str, data: dict, parent: dict | None, computed_at):
-    """The API's shape of one rollup (`parent`: the rollup fairness compares with)."""
+def signals_document(
+    *, month: dt.date, scope: str, data: dict, fairness: dict | None, computed_at, cost: dict
+):
+    """The API's shape of one rollup (`fairness`: formulas.fairness_across_queues of
+    the scope, or None; `cost`: governance.dashboards.cost.cost_figures)."""
     return {
         "month": f"{month:%Y-%m}",
         "scope": scope,
@@ -357,16 +435,10 @@ def signals_document(*, month: dt.date, scope: str, data: dict, parent: dict | N
             "fraction": data["completion_rate_preempted"],
             "n": data["preempted_ended"],
         },
-        "fairness": None
-        if parent is None
-        else f.fairness(
-            delivered=data["delivered_gpu_hours"],
-            delivered_total=parent["delivered_gpu_hours"],
-            entitled=data["entitled_gpu_hours"],
-            entitled_total=parent["entitled_gpu_hours"],
-        ),
+        "fairness": fairness,
         "policy_edits": data["policy_edits"],
         "exceptions": data["exceptions"],
+        "cost": cost,
     }
 
 
@@ -376,6 +448,22 @@ def _stored(month: dt.date, key: str) -> tuple[dict | None, object]:
     if not rollup_current(month=month):
         rollups_refresh(month=month)
     return rollup_scope(month=month, scope=key) or (None, None)
+
+
+def _fairness(month: dt.date, scope: dict, data: dict) -> dict | None:
+    """A share against its queue; a team in each queue where it has a share, combined
+    (formulas.fairness_across_queues); none for the organisation or a queue."""
+    if scope["kind"] == "team":
+        shares, queues = team_fairness_rollups(month=month, team_id=scope["team_id"])
+        found = f.fairness_by_team(shares, queues).get(scope["team_id"])
+        return found or f.fairness_across_queues([])
+    if scope["kind"] == "share":
+        queue = (rollup_scope(month=month, scope=scope["parent"]) or (None,))[0]
+        queue = queue or empty_signals(month=month)
+        share = {**data, "queue_id": scope["queue_id"], "team_id": scope["team_id"]}
+        rows = f.fairness_by_queue([share], {scope["queue_id"]: queue})
+        return f.fairness_across_queues(rows)
+    return None
 
 
 class SignalsView(APIView):
@@ -408,16 +496,12 @@ class SignalsView(APIView):
         data, computed_at = _stored(month, scope["key"])
         if data is None:
             data = empty_signals(month=month)
-        parent = None
-        if scope["kind"] != "all":
-            parent_key = scope.get("parent", "all")
-            parent = (rollup_scope(month=month, scope=parent_key) or (None,))[0]
-            parent = parent or empty_signals(month=month)
         document = signals_document(
             month=month,
             scope=request.query_params.get("scope", "all"),
             data=data,
-            parent=parent,
+            fairness=_fairness(month, scope, data),
             computed_at=computed_at,
+            cost=cost_figures(data, instance_type_prices(), settings.COST_CURRENCY),
         )
         return Response(SignalsSerializer(document).data)

@@ -35,6 +35,7 @@ DATASETS = (
     "shares",
     "teams",
     "trend",
+    "cost",
 )
 # The monthly pack's CSVs: the dashboard's, and fairness queue by queue (the page shows
 # a team's fairness within the queue it is filtered to; the pack has every queue).

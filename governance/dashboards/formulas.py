@@ -60,6 +60,30 @@ def capacity_split(*, usage: int, limit: int, reserved: bool) -> tuple[int, int,
     )
 
 
+def lent_out(*, borrowed: int, idle: dict) -> dict:
+    """Lent to others: at every moment, what the shares of a queue borrow of an instance
+    type (their use beyond their limits) is lent by its lending shares, together, as the
+    engine's ledger pools their idle limits; the pool does not say whose instance a
+    borrower holds, so it is shared out among the lenders in proportion to their idle
+    limits (as the queue page and /metrics share it out), never more than their idle.
+    `idle`: lender -> its idle instances; returns lender -> instances lent (fractional).
+    Instance-hours and GPU-hours add these up over the month, as *capacity* does."""
+    total = sum(idle.values())
+    lent = min(borrowed, total)
+    if lent <= 0:
+        return {}
+    return {lender: lent * instances / total for lender, instances in idle.items()}
+
+
+def cost(*, instance_hours: float, price_per_hour) -> float | None:
+    """Cost: the instance-hours of a type (used within limit, borrowed, or lent to
+    others) times the type's price per instance-hour, in the currency set
+    (`COST_CURRENCY`), added up over the types; a type without a price has no cost (it
+    is named, never counted as 0). Prices are those set when the figures are read, so a
+    month's cost says what its use costs at today's prices."""
+    return None if price_per_hour is None else instance_hours * float(price_per_hour)
+
+
 def entitlement_use(*, within_limit: float, idle_lendable: float, idle_reserved: float):
     """Use of entitlement: the part of a share's limit (GPU-hours within limit + idle)
     that its own jobs used within the limit. None without a limit in the month."""
@@ -178,24 +202,85 @@ def fairness(
     return {
         "delivered_gpu_hours": delivered,
         "entitled_gpu_hours": entitled,
+        # What its part of the entitlement would have brought it of what the queue
+        # delivered (the ratio's denominator in GPU-hours: ratio = delivered / fair).
+        "fair_gpu_hours": entitled_fraction * delivered_total if entitled_fraction else 0.0,
         "delivered_fraction": delivered_fraction,
         "entitled_fraction": entitled_fraction,
         "ratio": ratio,
     }
 
 
-def fairness_by_queue(shares: Iterable[dict]) -> list[dict]:
+def fairness_across_queues(by_queue: Iterable[dict]) -> dict:
+    """Fairness of a team over several queues (the dashboard's "All queues", the signals
+    API's `team:` scope): never its use divided by every queue's entitlement, but its
+    ratio in each queue where it has a share, combined. In each queue where anything
+    ran, the team's *fair part* is its part of that queue's entitlement times the
+    GPU-hours the queue delivered; the combined ratio is the GPU-hours it received in
+    those queues over the sum of its fair parts. That is each queue's ratio weighted
+    by the team's fair part there: a queue weighs what the team's entitlement there
+    would have brought it, so an idle queue (nothing ran, no fair part) weighs nothing,
+    and a busy queue where the team ran nothing pulls the ratio down. In one queue it
+    is that queue's ratio; each queue's is listed beside it (`by_queue`)."""
+    rows = list(by_queue)
+    counted = [row for row in rows if row["queue_delivered_gpu_hours"]]
+    delivered = sum(row["delivered_gpu_hours"] for row in rows)
+    fair = sum(row["fair_gpu_hours"] for row in counted)
+    one = counted[0] if len(counted) == 1 else None
+    return {
+        "delivered_gpu_hours": delivered,
+        "entitled_gpu_hours": sum(row["entitled_gpu_hours"] for row in rows),
+        "fair_gpu_hours": fair,
+        # A team's parts of one queue; over several queues there is no one queue to be
+        # a part of (null), the ratio combines them.
+        "delivered_fraction": one["delivered_fraction"] if one else None,
+        "entitled_fraction": one["entitled_fraction"] if one else None,
+        "ratio": delivered / fair if fair else None,
+        "queues": len(counted),
+        "by_queue": [
+            {
+                key: row[key]
+                for key in (
+                    "queue_id",
+                    "queue_name",
+                    "delivered_gpu_hours",
+                    "entitled_gpu_hours",
+                    "fair_gpu_hours",
+                    "ratio",
+                )
+            }
+            for row in rows
+        ],
+    }
+
+
+def fairness_by_team(shares: Iterable[dict], queues: dict | None = None) -> dict:
+    """team id -> `fairness_across_queues` of that team, from `fairness_by_queue`."""
+    teams: dict = {}
+    for row in fairness_by_queue(shares, queues):
+        teams.setdefault(row["team_id"], []).append(row)
+    return {team: fairness_across_queues(rows) for team, rows in teams.items()}
+
+
+def fairness_by_queue(shares: Iterable[dict], queues: dict | None = None) -> list[dict]:
     """`fairness` of each (queue, team) from the month's figures of the shares (their
     `queue_id`, `queue_name`, `team_id`, `team_name`, `delivered_gpu_hours` and
     `entitled_gpu_hours`): a team's shares in a queue add up, and each queue's totals
-    are the sums of its own shares. Rows by queue name, then team name (then ids)."""
-    queues: dict = {}
+    are the sums of its own shares, or `queues`' figures of it (queue id -> the queue's
+    rollup) when the shares given are only some of the queue's (one team's). Rows by
+    queue name, then team name (then ids)."""
+    shares = list(shares)
+    totals_of: dict = {}
+    for share in shares:
+        totals = totals_of.setdefault(share.get("queue_id"), [0.0, 0.0])
+        totals[0] += share["delivered_gpu_hours"]
+        totals[1] += share["entitled_gpu_hours"]
+    for queue_id, data in (queues or {}).items():
+        totals_of[queue_id] = [data["delivered_gpu_hours"], data["entitled_gpu_hours"]]
+    queues = totals_of
     pairs: dict = {}
     for share in shares:
         queue = share.get("queue_id")
-        totals = queues.setdefault(queue, [0.0, 0.0])
-        totals[0] += share["delivered_gpu_hours"]
-        totals[1] += share["entitled_gpu_hours"]
         pair = pairs.setdefault(
             (queue, share.get("team_id")),
             {
@@ -256,6 +341,9 @@ DEFINITIONS = {
     "goodput": goodput.__doc__,
     "per_thousand": per_thousand_gpu_hours.__doc__,
     "fairness": fairness.__doc__,
+    "fairness_across_queues": fairness_across_queues.__doc__,
+    "lent_out": lent_out.__doc__,
+    "cost": cost.__doc__,
     "lost": (
         "Lost GPU-hours by cause: the work redone after each preemption (reclaim, "
         "in-share priority, capacity change) or requeue (a runner lost), since the last "

@@ -53,7 +53,14 @@ from core import permissions
 from governance.dashboards import figures
 from governance.dashboards import formulas as f
 from governance.dashboards.csv import PACK_DATASETS, csv_filename, table_csv
-from governance.dashboards.page import KPI_BY_KEY, dashboard_view, display, kpi_values
+from governance.dashboards.page import (
+    COST_LABELS,
+    KPI_BY_KEY,
+    dashboard_view,
+    display,
+    fairness_text,
+    kpi_values,
+)
 from governance.dashboards.rollups import rollups_read, rollups_refresh
 from governance.dashboards.selectors.calendar import month_bounds, month_start
 from governance.dashboards.selectors.reads import rollup_scope
@@ -208,17 +215,9 @@ def _csv_zip(view: dict, month: dt.date) -> bytes:
 
 
 def _pack_tables(view: dict) -> dict[str, dict]:
-    """The dashboard's tables, the team table without its organisation-wide fairness,
-    and fairness queue by queue."""
+    """The dashboard's tables (the team table with each team's fairness combined over
+    its queues, as the page shows it), and fairness queue by queue."""
     tables = dict(view["tables"])
-    teams = tables["teams"]
-    keep = [i for i, name in enumerate(teams["header"]) if name not in ORG_FAIRNESS_COLUMNS]
-    tables["teams"] = {
-        **teams,
-        "header": [teams["header"][i] for i in keep],
-        "units": [teams["units"][i] for i in keep],
-        "rows": [[row[i] for i in keep] for row in teams["rows"]],
-    }
     tables["fairness"] = {
         "title": "Fairness by queue",
         "header": [
@@ -342,10 +341,6 @@ WINANSI = str.maketrans(
 )
 EMPHASIS = re.compile(r"\*([^*]+)\*")
 CODE = re.compile(r"`([^`]+)`")
-# The dashboard's team table compares each team with every queue together; the pack
-# compares it within each queue instead (formulas.fairness), in the PDF and in its own
-# fairness CSV, and drops the organisation-wide ratio from its copy of the team table.
-ORG_FAIRNESS_COLUMNS = ("part of delivered", "part of entitlement", "fairness ratio")
 
 
 def _styles():
@@ -631,6 +626,7 @@ def _teams_section(view: dict, styles) -> list:
                     f"{data['lost_gpu_hours_total']:,.1f}",
                     f"{data['jobs_finished']:,}",
                     f"{data['jobs_waiting_at_end']['n']:,}",
+                    fairness_text(row["fairness"]),
                 ]
             )
         header = [
@@ -643,9 +639,19 @@ def _teams_section(view: dict, styles) -> list:
             "Lost GPU-hours",
             "Jobs finished",
             "Waiting at month end",
+            "Fairness (by queue)",
         ]
-        weights = [30, 19, 19, 18, 22, 21, 17, 14, 16]
-        story.append(_table(styles, header, rows, weights, right=range(1, 9)))
+        weights = [30, 19, 19, 18, 22, 21, 17, 14, 16, 24]
+        story.append(_table(styles, header, rows, weights, right=range(1, 10)))
+        story.append(
+            Paragraph(
+                "Fairness: a team's ratio in each queue where it has a share (below), "
+                "combined over its queues, each weighted by its fair part there (its part "
+                "of the queue's entitlement times what the queue delivered): a queue "
+                "where nothing ran weighs nothing.",
+                styles["small"],
+            )
+        )
     else:
         story.append(Paragraph("No team ran or queued a job this month.", styles["body"]))
     if idle:
@@ -728,6 +734,64 @@ def _fairness_section(view: dict, styles) -> list:
                 styles["small"],
             )
         )
+    return story
+
+
+def _money(value) -> str:
+    return "—" if value is None else f"{value:,.2f}"
+
+
+def _cost_rows(rows: list[dict], label, priced: bool) -> list[list]:
+    out = []
+    for row in rows:
+        if not any(row["gpu_hours"].values()):
+            continue
+        cells = [label(row), *(f"{row['gpu_hours'][c]:,.1f}" for c in COST_LABELS)]
+        if priced:
+            money = row["cost"] or {}
+            cells += [_money(money.get(c)) for c in COST_LABELS]
+        out.append(cells)
+    return out
+
+
+def _cost_section(view: dict, styles) -> list:
+    """GPU-hours and cost by team and by share (page.cost_view): the scopes that used,
+    borrowed or lent anything; cost columns only when some instance type has a price."""
+    cost = view["cost"]
+    story = _section("GPU-hours and cost", styles)
+    if cost["priced"]:
+        prices = ", ".join(f"{name} {price}" for name, price in cost["prices"].items())
+        note = (
+            f"Cost in {cost['currency']}: instance-hours times the price per instance-hour "
+            f"set now ({prices}); a type without a price has no cost (—)."
+        )
+    else:
+        note = "No instance type has a price: GPU-hours only, no cost."
+    story.append(
+        _text(
+            "Used within limit, borrowed beyond it, and lent to others (what others "
+            "borrowed of a share's idle limit, shared out among the lenders by idle "
+            "limit). " + note,
+            styles["small"],
+        )
+    )
+    header = ["GPU-hours within limit", "GPU-hours borrowed", "GPU-hours lent to others"]
+    if cost["priced"]:
+        header += [f"Cost within limit ({cost['currency']})"]
+        header += [f"Cost borrowed ({cost['currency']})", f"Cost lent ({cost['currency']})"]
+    weights = [34] + [18] * (len(header))
+    for title, rows, label in (
+        ("Team", cost["teams"], lambda r: r["name"]),
+        ("Share", cost["shares"], lambda r: f"{r['queue']} / {r['name']} ({r['team']})"),
+    ):
+        cells = _cost_rows(rows, label, cost["priced"])
+        if cells:
+            story.append(
+                _table(styles, [title, *header], cells, weights, right=range(1, len(header) + 1))
+            )
+            story.append(Spacer(1, 4))
+    if len(story) == 2:
+        story.append(Paragraph("Nothing ran or was lent this month.", styles["body"]))
     return story
 
 
@@ -818,6 +882,7 @@ def _pdf(view: dict, record: dict, now: dt.datetime) -> bytes:
         _line_chart(view, ["lost_per_1000"], "Lost GPU-hours per 1,000 delivered"),
         *_teams_section(view, styles),
         *_fairness_section(view, styles),
+        *_cost_section(view, styles),
         *_changes_section(record, styles),
         *_exceptions_section(record, "granted", "Exceptions granted", styles),
         *_exceptions_section(record, "expired", "Exceptions expired", styles),

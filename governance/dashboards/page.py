@@ -12,10 +12,13 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from core.formatting import duration, percent
 from engine.strategies import spoken_list, strategies_that
 from governance.dashboards import figures
 from governance.dashboards import formulas as f
+from governance.dashboards.cost import cost_figures
 from governance.dashboards.selectors.calendar import previous_month
 
 LOWER, HIGHER = "lower", "higher"
@@ -415,20 +418,99 @@ def share_label(data: dict, with_queue: bool) -> str:
     return f"{data.get('queue_name', '')} / {name}" if with_queue else name
 
 
-def team_rows(teams: list[dict], whole: dict | None) -> list[dict]:
-    """One row per team: what it received against what it was entitled to
-    (formulas.fairness, relative to the scope shown), and how it was served."""
-    whole = whole or {}
+def team_rows(teams: list[dict], shares: list[dict], queues: dict) -> list[dict]:
+    """One row per team: what it received against what it was entitled to, and how it
+    was served. Fairness is compared in each queue where the team has a share, against
+    that queue's totals (`queues`), and combined over the queues in scope
+    (formulas.fairness_across_queues); never against every queue's entitlement."""
+    by_team = f.fairness_by_team(shares, queues)
+    empty = f.fairness_across_queues([])
     rows = []
     for team in teams:
-        fair = f.fairness(
-            delivered=team["delivered_gpu_hours"],
-            delivered_total=whole.get("delivered_gpu_hours", 0),
-            entitled=team["entitled_gpu_hours"],
-            entitled_total=whole.get("entitled_gpu_hours", 0),
+        fair = by_team.get(team.get("team_id"), empty)
+        rows.append(
+            {
+                "name": team.get("team_name", ""),
+                "data": team,
+                "fairness": fair,
+                "fairness_text": fairness_text(fair),
+            }
         )
-        rows.append({"name": team.get("team_name", ""), "data": team, "fairness": fair})
     return rows
+
+
+def fairness_text(fair: dict) -> str:
+    """A team's fairness as the page and the pack print it: the ratio, and each
+    queue's where it combines several ("1.40: gpu-a 2.00, gpu-b 0.50")."""
+    if fair["ratio"] is None:
+        return "—"
+    text = f"{fair['ratio']:.2f}"
+    counted = [q for q in fair["by_queue"] if q["ratio"] is not None]
+    if len(counted) > 1:
+        text += ": " + ", ".join(f"{q['queue_name']} {q['ratio']:.2f}" for q in counted)
+    return text
+
+
+COST_LABELS = {"within_limit": "within limit", "borrowed": "borrowed", "lent": "lent to others"}
+
+
+def cost_view(prices: dict, shares: list[dict], teams: list[dict]) -> dict:
+    """GPU-hours and cost by team and by share (governance.dashboards.cost); `priced`
+    is False when no instance type has a price: then no cost is shown at all."""
+    currency = settings.COST_CURRENCY
+    return {
+        "currency": currency,
+        "priced": bool(prices),
+        "prices": {name: str(price) for name, price in sorted(prices.items())},
+        "teams": [
+            {"name": row["name"], **cost_figures(row["data"], prices, currency)} for row in teams
+        ],
+        "shares": [
+            {
+                "queue": share.get("queue_name", ""),
+                "name": share.get("share_name", ""),
+                "team": share.get("team_name", ""),
+                **cost_figures(share, prices, currency),
+            }
+            for share in shares
+        ],
+    }
+
+
+def _cost_table(cost: dict) -> dict:
+    """A row per team, then per share: GPU-hours within limit, borrowed and lent to
+    others, and, when any type has a price, their cost (empty where the scope's types
+    have none) and the types left uncosted."""
+    categories = list(COST_LABELS)
+    header = [
+        "scope",
+        "queue",
+        "share",
+        "team",
+        *(f"{COST_LABELS[c]} GPU-hours" for c in categories),
+    ]
+    units = ["", "", "", "", *["GPU-hours"] * len(categories)]
+    if cost["priced"]:
+        header += [f"cost {COST_LABELS[c]}" for c in categories] + ["types without a price"]
+        units += [cost["currency"]] * len(categories) + [""]
+
+    def cells(row: dict) -> list:
+        values = [row["gpu_hours"][c] for c in categories]
+        if cost["priced"]:
+            money = row["cost"] or {}
+            values += [money.get(c) for c in categories] + [" ".join(row["unpriced_types"])]
+        return values
+
+    rows = [["team", "", "", row["name"], *cells(row)] for row in cost["teams"]]
+    rows += [
+        ["share", row["queue"], row["name"], row["team"], *cells(row)] for row in cost["shares"]
+    ]
+    return {
+        "title": "GPU-hours and cost by team and by share",
+        "header": header,
+        "units": units,
+        "rows": rows,
+    }
 
 
 # -- the tables behind every figure (also the CSV exports and the pack) -----------------
@@ -671,6 +753,7 @@ def tables(view: dict) -> dict[str, dict]:
     result["shares"] = _signals_table("Signals by share", shares, "share")
     result["teams"] = _teams_table(view["teams"])
     result["trend"] = _trend_table(view["trend"])
+    result["cost"] = _cost_table(view["cost"])
     return result
 
 
@@ -743,12 +826,29 @@ def _signals_table(title: str, rows: list[dict], kind: str) -> dict:
 
 def _teams_table(team_rows_: list[dict]) -> dict:
     table = _signals_table("Signals by team", [row["data"] for row in team_rows_], "team")
-    table["header"] += ["part of delivered", "part of entitlement", "fairness ratio"]
-    table["units"] += ["fraction", "fraction", "ratio"]
+    table["header"] += [*FAIRNESS_COLUMNS]
+    table["units"] += ["GPU-hours", "ratio", "count", "fraction", "fraction"]
     for cells, row in zip(table["rows"], team_rows_, strict=True):
         fair = row["fairness"]
-        cells += [fair["delivered_fraction"], fair["entitled_fraction"], fair["ratio"]]
+        cells += [
+            fair["fair_gpu_hours"],
+            fair["ratio"],
+            fair["queues"],
+            fair["delivered_fraction"],
+            fair["entitled_fraction"],
+        ]
     return table
+
+
+# The team table's fairness (formulas.fairness_across_queues): the ratio combines the
+# team's queues; the parts are of its one queue (empty when it worked in several).
+FAIRNESS_COLUMNS = (
+    "fair GPU-hours",
+    "fairness ratio",
+    "queues compared",
+    "part of its queue's delivered",
+    "part of its queue's entitlement",
+)
 
 
 def _trend_table(trend: list) -> dict:
@@ -781,7 +881,7 @@ def dashboard_view(*, stored: dict, month: dt.date, queue_id: int | None) -> dic
         (y for share in shares for y in share["yielders"]),
         key=lambda y: (-y["preemptions"], y["finished_at"], y["name"]),
     )
-    teams = team_rows(stored["teams"], current)
+    teams = team_rows(stored["teams"], shares, stored.get("queues", {}))
     view = {
         "month": month,
         "previous_month": previous_month(month),
@@ -842,6 +942,7 @@ def dashboard_view(*, stored: dict, month: dt.date, queue_id: int | None) -> dic
                 for m, data in stored["trend"]
             ]
         )
+    view["cost"] = cost_view(stored.get("prices") or {}, shares, teams)
     view["tables"] = tables(view)
     # The page's table equivalents of the reclaim figures (the same rows as the CSVs).
     view["reclaim_rows"] = [

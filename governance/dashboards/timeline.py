@@ -97,6 +97,13 @@ class ShareFigures:
 
     instance_seconds: list[float] = field(default_factory=lambda: [0.0] * 4)
     gpu_seconds: list[float] = field(default_factory=lambda: [0.0] * 4)
+    # By instance type (what a price applies to): instance-seconds and GPU-seconds used
+    # within limit, borrowed, and lent to others (formulas.lent_out), in that order.
+    by_type: dict[str, dict[str, list[float]]] = field(
+        default_factory=lambda: defaultdict(
+            lambda: {"instance_seconds": [0.0] * 3, "gpu_seconds": [0.0] * 3}
+        )
+    )
     runs: int = 0
     lost_instance_seconds: dict[str, float] = field(
         default_factory=lambda: dict.fromkeys(f.LOST_CAUSES, 0.0)
@@ -204,6 +211,8 @@ class MonthSweep:
         self.queue_shares: dict[int, list[int]] = defaultdict(list)
         for share in shares:
             self.queue_shares[share.queue_id].append(share.pk)
+        # Per (queue, type): since when its lending was last measured (`_flush_lent`).
+        self.lent_since: dict[tuple[int, str], dt.datetime] = {}
 
     # -- capacity use -------------------------------------------------------------------
 
@@ -212,10 +221,40 @@ class MonthSweep:
         types.update(t for (s, t), used in self.usage.items() if s == share_id and used)
         return types
 
+    def _flush_lent(self, queue_id: int, type_name: str, until: dt.datetime) -> None:
+        """Add the time since the last change of any share's use or policy of the type in
+        the queue to its lenders' lent-out figures (formulas.lent_out). Called first by
+        every `_flush`, before the state changes, so each interval is measured once."""
+        key = (queue_id, type_name)
+        begin = max(self.lent_since.get(key, self.start), self.start)
+        end = min(until, self.stop)
+        self.lent_since[key] = max(until, self.lent_since.get(key, until))
+        if end <= begin:
+            return
+        borrowed, idle = 0, {}
+        for pk in self.queue_shares[queue_id]:
+            if pk not in self.limits or self.shares[pk].created_at > begin:
+                continue
+            used = self.usage[(pk, type_name)]
+            limit = self.limits[pk].get(type_name, 0)
+            borrowed += max(0, used - limit)
+            if strategy_capabilities(self.strategy[pk]).lends and limit > used:
+                idle[pk] = limit - used
+        lent = f.lent_out(borrowed=borrowed, idle=idle)
+        if not lent:
+            return
+        seconds = (end - begin).total_seconds()
+        gpus = self.gpus.get(type_name, 1)
+        for pk, instances in lent.items():
+            figures = self.figures[pk].by_type[type_name]
+            figures["instance_seconds"][2] += instances * seconds
+            figures["gpu_seconds"][2] += instances * gpus * seconds
+
     def _flush(self, share_id: int, type_name: str, until: dt.datetime) -> None:
         """Add the time since the last change of (share, type) to its capacity use."""
         key = (share_id, type_name)
         share = self.shares[share_id]
+        self._flush_lent(share.queue_id, type_name, until)
         begin = max(self.since.get(key, self.start), self.start, share.created_at)
         end = min(until, self.stop)
         self.since[key] = until
@@ -232,6 +271,11 @@ class MonthSweep:
         for index, instances in enumerate(split):
             figures.instance_seconds[index] += instances * seconds
             figures.gpu_seconds[index] += instances * gpus * seconds
+        if split[0] or split[1]:
+            by_type = figures.by_type[type_name]
+            for index in (0, 1):
+                by_type["instance_seconds"][index] += split[index] * seconds
+                by_type["gpu_seconds"][index] += split[index] * gpus * seconds
 
     def _set_policy(self, share_id: int, at: dt.datetime, limits, strategy, borrow) -> None:
         if share_id in self.limits:

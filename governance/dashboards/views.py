@@ -99,6 +99,10 @@ def dashboard(request):
         "query": query,
         "csv_urls": csv_urls,
         "charts": charts(view, csv_urls),
+        "cost_groups": [
+            {"key": "team", "rows": view["cost"]["teams"]},
+            {"key": "share", "rows": view["cost"]["shares"]},
+        ],
         "yielders_shown": view["yielders"][:YIELDERS_SHOWN],
         "packs": packs_list(),
         "definitions": DEFINITIONS,

@@ -30,6 +30,7 @@ from governance.filters import PolicyChangeFilter, ShareFilter
 from governance.models import PolicyChange
 from governance.policy import serializers as api
 from governance.policy.membership import TeamData, team_delete, team_save
+from governance.policy.prices import instance_type_price_set
 from governance.policy.services import (
     KEEP_CLASS,
     PolicyWrite,
@@ -72,7 +73,8 @@ class ApiViewSet(BaseApiViewSet):
         return Response(output_class(self.fresh(write.applied)).data, status=status)
 
 
-# Instance types: plain records without policy rules or history.
+# Instance types: plain records without policy rules or history, but for their price
+# (a policy write, the `price` action).
 
 
 @extend_schema_view(
@@ -86,6 +88,24 @@ class ApiViewSet(BaseApiViewSet):
 class InstanceTypeViewSet(viewsets.ModelViewSet, ApiViewSet):
     queryset = InstanceType.objects.all()
     serializer_class = api.InstanceTypeSerializer
+
+    @extend_schema(
+        summary="Set or clear an instance type's price per hour (admins)",
+        description="A policy write (governance.policy.prices): needs a `reason`, recorded "
+        "in the policy history; with review required it answers 202 with the proposal.",
+        request=api.InstanceTypePriceSerializer,
+        responses={200: api.InstanceTypeSerializer, 202: ProposalSerializer},
+    )
+    @action(detail=True, methods=["post"], url_path="price")
+    def price(self, request, pk=None):
+        values = self.parse(api.InstanceTypePriceSerializer)
+        write = instance_type_price_set(
+            actor=request.user,
+            instance_type=self.get_object(),
+            price=values["price_per_hour"],
+            reason=values["reason"],
+        )
+        return self.written(write, api.InstanceTypeSerializer)
 
     @extend_schema(
         summary="Change an instance type (admins)",

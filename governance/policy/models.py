@@ -28,6 +28,7 @@ class PolicyChange(models.Model):
         TEAM = "team", "Team membership"
         ROLE = "role", "Role assignment"
         WORKLOAD_CLASS = "workload_class", "Workload class"
+        PRICE = "price", "Instance type price"
         QUEUE_SLURM = "queue_slurm", "Queue's Slurm binding"
         INSTANCE_TYPE = "instance_type", "Instance type's Slurm resources"
 

@@ -8,6 +8,7 @@ governance.policy.services, which the views call; where a bound repeats a rule, 
 serializer uses the service's message.
 """
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
@@ -86,6 +87,16 @@ def _user_field(**kwargs):
 
 
 class InstanceTypeSerializer(serializers.ModelSerializer):
+    # Set only by POST .../price/ (a policy write with a reason and history).
+    price_per_hour = serializers.DecimalField(
+        max_digits=12,
+        decimal_places=4,
+        read_only=True,
+        allow_null=True,
+        help_text="Price of one instance per hour in `currency`; null: no price (no cost "
+        "is shown for the type). Set by POST /api/v1/instance-types/{id}/price/.",
+    )
+    currency = serializers.SerializerMethodField(help_text="settings.COST_CURRENCY.")
     slurm_resources = serializers.JSONField(
         read_only=True,
         help_text="The sbatch options that ask Slurm for one instance (e.g. "
@@ -95,10 +106,35 @@ class InstanceTypeSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = InstanceType
-        fields = ["id", "name", "gpu_count", "gpu_model", "slurm_resources"]
+        fields = [
+            "id",
+            "name",
+            "gpu_count",
+            "gpu_model",
+            "slurm_resources",
+            "price_per_hour",
+            "currency",
+        ]
         # The model's CheckConstraint instancetype_gpus_ge_1 and its column's range,
         # stated here so the error names the field instead of failing at the database.
         extra_kwargs = {"gpu_count": {"min_value": 1, "max_value": MAX_SMALL}}
+
+    def get_currency(self, _obj) -> str:
+        return settings.COST_CURRENCY
+
+
+class InstanceTypePriceSerializer(serializers.Serializer):
+    """An instance type's price is policy (governance.policy.prices): a `reason`, the
+    history, and a proposal (202) when changes need review."""
+
+    price_per_hour = serializers.CharField(
+        allow_null=True,
+        allow_blank=True,
+        max_length=32,
+        help_text="Per instance per hour, more than 0, at most 4 decimals; null or empty "
+        "clears the price.",
+    )
+    reason = _reason_field()
 
 
 # Teams.

@@ -31,6 +31,7 @@ class PolicyProposal(models.Model):
         CLASS_CREATE = "class_create", "New workload class"
         CLASS_UPDATE = "class_update", "Change of a workload class"
         CLASS_DELETE = "class_delete", "Deletion of a workload class"
+        PRICE = "price", "Change of an instance type's price"
         QUEUE_SLURM = "queue_slurm", "Change of a queue's Slurm binding"
         TYPE_SLURM = "type_slurm", "Change of an instance type's Slurm resources"
         REVERT = "revert", "Revert of a change"

@@ -13,8 +13,9 @@ from django.utils import timezone
 
 from core import rules
 from core.errors import NON_FIELD, InvalidInput, WrongState
+from fleet.models import InstanceType
 from governance.models import PolicyProposal
-from governance.policy import membership, slurm_binding, workload_classes
+from governance.policy import membership, prices, slurm_binding, workload_classes
 from governance.policy import services as policy
 
 Kind = PolicyProposal.Kind
@@ -99,6 +100,18 @@ def _apply(proposal: PolicyProposal) -> policy.PolicyWrite:
         )
         proposal.workload_class = None  # deleted with the class's row (SET_NULL)
         return written
+    return _apply_price_or_revert(proposal, common)
+
+
+def _apply_price_or_revert(proposal: PolicyProposal, common: dict) -> policy.PolicyWrite:
+    if proposal.kind == Kind.PRICE:
+        payload = proposal.payload
+        instance_type = InstanceType.objects.filter(pk=payload["instance_type_id"]).first()
+        if instance_type is None:
+            raise InvalidInput({NON_FIELD: ["this instance type no longer exists"]})
+        return prices.instance_type_price_set(
+            instance_type=instance_type, price=payload[prices.FIELD], **common
+        )
     return policy.policy_change_revert(change=proposal.reverts, **common)
 
 

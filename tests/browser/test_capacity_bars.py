@@ -49,7 +49,7 @@ def test_idle_figures_and_banner_of_an_oversubscribed_queue(
     login(page, live_server, "ada", PASSWORD, next=f"/queues/{queue.pk}/")
     card = page.locator(f"#queue-{queue.pk}")
     expect(card.locator(".queue__summary")).to_have_text(
-        "1 share lends 1 idle ml.g5.xlarge; 1 share borrows 1 ml.g5.xlarge"
+        "1 share borrows 1 ml.g5.xlarge, 1 of them lent out by 1 share"
     )
     expect(card.locator(".queue__oversubscribed")).to_contain_text(
         "share limits add up to 1002, 999 more than the queue's 3"
@@ -57,7 +57,7 @@ def test_idle_figures_and_banner_of_an_oversubscribed_queue(
     expect(card.locator(".queue__oversubscribed")).to_contain_text("1 free now")
     qs2 = card.locator("tr", has_text="qs2")
     expect(qs2.locator(".usage .visually-hidden")).to_contain_text(
-        "1 idle (lendable) of limit 1000, 999 of the limit not free in the queue now"
+        "1 lent out, 0 idle (lendable) of limit 1000, 999 of the limit not lendable now"
     )
     # Every idle figure on the page is at most the one free instance.
     for sentence in card.locator(".usage .visually-hidden").all_inner_texts():

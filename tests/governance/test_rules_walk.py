@@ -453,6 +453,7 @@ API: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
     "v1_policy_changes_list": (("history.view",), None, None),
     "v1_policy_changes_retrieve": (("history.view",), "change", None),
     "v1_policy_changes_revert_create": (POLICY_EDIT, "change", None),
+    "v1_instance_types_price_create": (POLICY_EDIT, "instance_type", None),
     "v1_policy_proposals_list": (("proposal.view",), None, None),
     "v1_policy_plan_create": (POLICY_EDIT, None, None),
     "v1_policy_apply_create": (POLICY_EDIT, None, None),

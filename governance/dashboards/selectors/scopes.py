@@ -15,6 +15,9 @@ from governance.dashboards.selectors.calendar import next_month
 from governance.models import PolicyChange, WhatIfReview
 
 ALL = "all"
+# What a share's use of a type is charged as (formulas.cost): its own use within its
+# limit, what it borrowed, and what it lent to others (formulas.lent_out).
+USE_CATEGORIES = ("within_limit", "borrowed", "lent")
 HOUR = 3600.0
 WAITING_LISTED = 10
 # Policy edits people make (imports load a policy; exception changes count as exceptions).
@@ -95,6 +98,9 @@ class Scope:
     def __init__(self, weeks: int) -> None:
         self.instance_seconds = [0.0] * 4
         self.gpu_seconds = [0.0] * 4
+        self.by_type: dict[str, dict[str, list[float]]] = defaultdict(
+            lambda: {"instance_seconds": [0.0] * 3, "gpu_seconds": [0.0] * 3}
+        )
         self.runs = 0
         self.lost_instance_seconds = dict.fromkeys(f.LOST_CAUSES, 0.0)
         self.lost_gpu_seconds = dict.fromkeys(f.LOST_CAUSES, 0.0)
@@ -145,6 +151,7 @@ class Scope:
         for index in range(4):
             self.instance_seconds[index] += share.instance_seconds[index]
             self.gpu_seconds[index] += share.gpu_seconds[index]
+        self._add_by_type(share.by_type)
         self.runs += share.runs
         for cause in f.LOST_CAUSES:
             self.lost_instance_seconds[cause] += share.lost_instance_seconds[cause]
@@ -199,6 +206,13 @@ class Scope:
             for cause, seconds in causes.items():
                 self.weekly[week]["lost_gpu_seconds"][cause] += seconds
 
+    def _add_by_type(self, by_type: dict) -> None:
+        for type_name, figures in by_type.items():
+            mine = self.by_type[type_name]
+            for unit in ("instance_seconds", "gpu_seconds"):
+                for index in range(3):
+                    mine[unit][index] += figures[unit][index]
+
     def finish(
         self,
         weeks: list[dt.date],
@@ -223,8 +237,21 @@ class Scope:
         counts = self.counts
         ages = sorted(age for age, _ in self.waiting_at_end)
         oldest = sorted(self.waiting_at_end, key=lambda item: (-item[0], item[1]))
+        usage_by_type = {
+            type_name: {
+                unit: dict(zip(USE_CATEGORIES, (x / HOUR for x in figures[seconds]), strict=True))
+                for unit, seconds in (
+                    ("instance_hours", "instance_seconds"),
+                    ("gpu_hours", "gpu_seconds"),
+                )
+            }
+            for type_name, figures in sorted(self.by_type.items())
+        }
         return {
             "window": {"start": window[0].isoformat(), "end": window[1].isoformat()},
+            "usage_by_type": usage_by_type,
+            "lent_gpu_hours": sum(t["gpu_hours"]["lent"] for t in usage_by_type.values()),
+            "lent_instance_hours": sum(t["instance_hours"]["lent"] for t in usage_by_type.values()),
             "coverage": coverage(window, measured_from or window[0]),
             "instance_hours": instance_hours,
             "gpu_hours": gpu_hours,

@@ -43,7 +43,9 @@ from scheduler.executors import executor_named, simulated_speed
 
 # Stored rollups carry the version that computed them (MonthlyRollup.version); older
 # ones are recomputed when read. Raise it whenever a figure is added, removed or redefined.
-SIGNALS_VERSION = 4  # 4: `coverage` (partial months), `jobs_succeeded`
+# 4: `coverage` (partial months), `jobs_succeeded`; 5: `usage_by_type` and lent hours
+# (cost).
+SIGNALS_VERSION = 5
 EXCEPTION_EVENT_COUNT = {
     ExceptionEvent.Type.FILED: "filed",
     ExceptionEvent.Type.APPROVED: "approved",

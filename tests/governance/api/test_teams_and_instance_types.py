@@ -78,6 +78,9 @@ def test_instance_type_crud(admin_api, db):
         "gpu_count": 8,
         "gpu_model": "NVIDIA A100",
         "slurm_resources": [],
+        # Set by its own policy write (POST .../price/), never by this editor.
+        "price_per_hour": None,
+        "currency": "USD",
     }
     assert admin_api.delete(f"/api/v1/instance-types/{pk}/").status_code == 204
 

@@ -140,10 +140,15 @@ def test_the_csvs_carry_fairness_by_queue_not_across_queues(fleet):
     assert float(borrower[6]) == 1.0 and float(borrower[7]) == 0.5
     assert float(borrower[8]) == pytest.approx(2.0)
     assert by_pair["idle-fleet", "lend-borrow-borrower"][8] == ""  # nothing ran there
-    # The team table keeps its figures, without the ratio across queues.
+    # The team table's ratio combines the team's queues (the idle one weighs nothing):
+    # 2.0, as in its one busy queue, never the 7.33 of every queue's entitlement.
     teams = rows("teams")
-    assert "fairness ratio" not in teams[0] and "part of entitlement" not in teams[0]
     assert len(teams[0]) == len(teams[1]) == len(teams[2])
+    team = {row[0]: dict(zip(teams[0], row, strict=True)) for row in teams[2:]}
+    borrower = team["lend-borrow-borrower"]
+    assert float(borrower["fairness ratio"]) == pytest.approx(2.0)
+    assert borrower["queues compared"] == "1"
+    assert float(borrower["part of its queue's entitlement"]) == 0.5
 
 
 THREE = ["entitlement_honoured", "goodput", "completion_rate_preempted"]

@@ -57,8 +57,11 @@ def test_overview_shows_each_share_with_bars_summary_and_legend(client_as, team_
 def test_the_summary_line_counts_lenders_and_borrowers(client_as, leadership, borrowing):
     usage = client_as(leadership).get(reverse("queue-list")).context["usages"][0]
 
-    # qs1 runs 3 of the queue's 3: qs2's unused limit is not free, so nothing is lent.
-    assert usage.summary == "1 share borrows 2 ml.g5.xlarge; no ml.g5.xlarge free"
+    # qs1 runs 3 of the queue's 3, 2 beyond its limit: qs2's idle instance is one of
+    # them (lent out, the engine's `_lending`); nothing is left to lend.
+    assert usage.summary == (
+        "1 share borrows 2 ml.g5.xlarge, 1 of them lent out by 1 share; no ml.g5.xlarge free"
+    )
     idle = {row.share.name: row.bars[0].idle for row in usage.shares}
     assert idle == {"qs1": 0, "qs2": 0, "qs3": 0}
     assert [row.bars[0].unavailable for row in usage.shares] == [0, 1, 1]
@@ -74,7 +77,10 @@ def test_idle_figures_never_exceed_what_is_free(client_as, leadership, aws_queue
     assert usage.free == {"ml.g5.xlarge": 2}
     assert bars["qs2"].idle == 2 and bars["qs2"].unavailable == 998
     assert all(bar.idle <= 2 for bar in bars.values())
-    assert usage.summary == "1 share lends 2 idle ml.g5.xlarge"
+    # Of the 2 free, qs3 (RESERVE) holds 1 for itself: a borrower could take 1 (the
+    # engine's pool and avail), the figure the summary gives.
+    assert usage.summary == "1 share lends 1 idle ml.g5.xlarge"
+    assert (bars["qs2"].lendable, bars["qs2"].lent, bars["qs2"].not_lendable) == (1, 0, 999)
 
 
 def test_an_oversubscribed_queue_says_so_with_the_figures(client_as, leadership, aws_queue):
@@ -84,8 +90,9 @@ def test_an_oversubscribed_queue_says_so_with_the_figures(client_as, leadership,
     assert [(o.instance_type, o.limits, o.capacity, o.excess) for o in usage.oversubscribed] == [
         ("ml.g5.xlarge", 1002, 3, 999)
     ]
-    # Nothing runs: 3 free, lent once however large the limits.
-    assert usage.summary == "2 shares lend 3 idle ml.g5.xlarge"
+    # Nothing runs: 3 free, lent once however large the limits, less the one qs3
+    # (RESERVE) holds; shared out by idle limit, it is all qs2's (1 of qs1's 1001).
+    assert usage.summary == "1 share lends 2 idle ml.g5.xlarge"
     html = page.content.decode()
     assert "Over-subscribed:" in html
     assert "share limits add up to 1002, 999 more than the queue's 3" in html
