@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("fleet", "0009_jobqueue_slurm_nodes"),
+        ("fleet", "0011_job_name_search_index"),
     ]
 
     operations = [
