@@ -250,7 +250,7 @@ def test_the_native_file_carries_an_instance_types_resources(admin, aws_queue):
         f"instance type '{XL}': its Slurm resources stay --gres=gpu:1 (change them on its page)"
         in plan.warnings
     )
-    policy_apply(actor=admin, policy=policy)
+    policy_apply(actor=admin, policy=policy, reason="bind the queue")
 
     assert InstanceType.objects.get(name=XL).slurm_resources == ["--gres=gpu:1"]
     assert InstanceType.objects.get(name="a100").slurm_resources == [

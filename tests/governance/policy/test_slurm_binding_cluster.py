@@ -151,7 +151,7 @@ def test_policy_as_code_carries_the_binding(admin, aws_queue, conf):
     plan = policy_plan(policy=policy)
     assert "  Slurm binding of queue aws-sample: added" in plan_lines(plan)
     assert f"      slurm_conf:  -> {conf}" in plan_lines(plan)
-    policy_apply(actor=admin, policy=policy)
+    policy_apply(actor=admin, policy=policy, reason="bind the queue")
 
     aws_queue.refresh_from_db()
     assert (aws_queue.slurm_conf, aws_queue.slurm_partition) == (conf, "gpu")
@@ -165,7 +165,9 @@ def test_policy_as_code_carries_the_binding(admin, aws_queue, conf):
 
     exported["queues"][0]["slurm"] = None
     policy_apply(
-        actor=admin, policy=policy_file_read(raw=native.dump(exported), source="unbind.yaml")
+        actor=admin,
+        policy=policy_file_read(raw=native.dump(exported), source="unbind.yaml"),
+        reason="unbind the queue",
     )
     aws_queue.refresh_from_db()
     assert aws_queue.slurm_conf == ""
