@@ -5,6 +5,13 @@ login (governance.directory.oidc)."""
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme and parts.netloc else ""
+
 
 def oidc_settings(
     *,
@@ -72,4 +79,10 @@ def oidc_settings(
         "OIDC_TIMEOUT": timeout,
         "OIDC_CREATE_USER": True,
         "LOGIN_REDIRECT_URL_FAILURE": "login",
+        # The logout form's redirect to the provider's end_session_endpoint (on the
+        # issuer's origin, or OIDC_LOGOUT_ENDPOINT's): browsers hold a form submission's
+        # redirects to the Content-Security-Policy's form-action.
+        "OIDC_FORM_ACTION_ORIGINS": sorted(
+            {origin for origin in (_origin(issuer), _origin(logout_endpoint)) if origin}
+        ),
     }

@@ -7,6 +7,7 @@ REQUIRE_SERVICES=1)."""
 
 from __future__ import annotations
 
+import copy
 import os
 import socket
 import subprocess
@@ -104,6 +105,9 @@ def oidc_login(settings, oidc_provider):
         provider_name="Example SSO",
     ).items():
         setattr(settings, name, value)
+    csp = copy.deepcopy(settings.CONTENT_SECURITY_POLICY)
+    csp["DIRECTIVES"]["form-action"] += settings.OIDC_FORM_ACTION_ORIGINS
+    settings.CONTENT_SECURITY_POLICY = csp
     backends = list(settings.AUTHENTICATION_BACKENDS)
     backends.insert(1, "governance.directory.oidc.DirectoryOIDCBackend")
     settings.AUTHENTICATION_BACKENDS = backends

@@ -222,6 +222,10 @@ def test_a_local_account_and_a_break_glass_admin_are_never_taken_over(client, oi
     assert signed_in_as(client) is None
     assert not User.objects.filter(username="root-admin").exists()
 
+    # A groups claim that is not a list of names: refused before anything is written.
+    sign_in(client, oidc_login, "sub-odd", preferred_username="odd", groups=[1, 2])
+    assert signed_in_as(client) is None and not User.objects.filter(username="odd").exists()
+
     # No username claim: refused, no account made.
     sign_in(client, oidc_login, "sub-anon", email="anon@gpuq.test", groups=["gpu-admins"])
     assert signed_in_as(client) is None and not User.objects.filter(email="anon@gpuq.test").exists()
