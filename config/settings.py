@@ -346,7 +346,10 @@ if env_str("OIDC_CLIENT_ID", ""):
         timeout=env_float("OIDC_TIMEOUT_SECONDS", 10, minimum=1),
     )
     globals().update(_oidc)
-    AUTHENTICATION_BACKENDS.insert(1, "governance.directory.oidc.DirectoryOIDCBackend")
+    # First, before django-axes: the provider checks the password (and locks out); a
+    # callback carries none to guess, and failed ones (without a username) must not lock
+    # every OIDC login from an office's address out.
+    AUTHENTICATION_BACKENDS.insert(0, "governance.directory.oidc.DirectoryOIDCBackend")
     # The logout's redirect to the provider's end_session_endpoint (see oidc_config).
     CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"] += _oidc["OIDC_FORM_ACTION_ORIGINS"]
 

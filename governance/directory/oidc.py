@@ -173,7 +173,9 @@ class DirectoryOIDCBackend(_Endpoints, OIDCAuthenticationBackend):
         self.UserModel = get_user_model()
 
     def authenticate(self, request, **kwargs):
-        if not enabled():
+        # Only the callback view's call (it passes the session's nonce); never a
+        # password login's, even with ?code=&state= in its URL.
+        if not enabled() or "nonce" not in kwargs or "password" in kwargs:
             return None
         return super().authenticate(request, **kwargs)
 
@@ -358,6 +360,11 @@ class AuthenticationRequestView(_Enabled, _Endpoints, oidc_views.OIDCAuthenticat
 
 class AuthenticationCallbackView(_Enabled, oidc_views.OIDCAuthenticationCallbackView):
     get_settings = staticmethod(oidc_setting)
+
+    @property
+    def failure_url(self):
+        # mozilla-django-oidc redirects to the setting as it is; a URL name is resolved.
+        return resolve_url(self.get_settings("LOGIN_REDIRECT_URL_FAILURE", "login"))
 
     def login_failure(self):
         if not self.request.user.is_authenticated:

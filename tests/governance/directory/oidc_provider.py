@@ -109,7 +109,7 @@ def oidc_login(settings, oidc_provider):
     csp["DIRECTIVES"]["form-action"] += settings.OIDC_FORM_ACTION_ORIGINS
     settings.CONTENT_SECURITY_POLICY = csp
     backends = list(settings.AUTHENTICATION_BACKENDS)
-    backends.insert(1, "governance.directory.oidc.DirectoryOIDCBackend")
+    backends.insert(0, "governance.directory.oidc.DirectoryOIDCBackend")
     settings.AUTHENTICATION_BACKENDS = backends
     oidc.forget_discovery()
     yield oidc_provider
