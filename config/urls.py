@@ -4,6 +4,7 @@ from django.urls import include, path, re_path
 
 from core.api import errors as api_errors
 from governance import system
+from governance.directory import oidc
 
 urlpatterns = [
     path("healthz/", system.healthz, name="healthz"),
@@ -11,10 +12,17 @@ urlpatterns = [
     path("metrics", system.metrics, name="metrics"),
     path(
         "accounts/login/",
-        login_not_required(auth_views.LoginView.as_view()),
+        login_not_required(
+            # The "Sign in with <provider>" button, while OpenID Connect is on.
+            auth_views.LoginView.as_view(extra_context={"oidc_provider_name": oidc.provider_name})
+        ),
         name="login",
     ),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Django's logout, then the OpenID Connect provider's when it started the session.
+    path("accounts/logout/", oidc.logout_view, name="logout"),
+    # OpenID Connect login (404 while OIDC_CLIENT_ID is unset).
+    path("oidc/authenticate/", oidc.authenticate_view, name="oidc_authentication_init"),
+    path("oidc/callback/", oidc.callback_view, name="oidc_authentication_callback"),
     path("", include("accounts.urls")),
     path("api/", include("governance.api.urls")),
     path("", include("governance.urls")),
