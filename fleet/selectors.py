@@ -82,7 +82,7 @@ class UsageBar:
     @property
     def not_lendable(self) -> int:
         """The part of a lender's idle limit that is neither lent out nor lendable now
-        (the queue cannot give it: other shares use it, a RESERVE share holds it, or the
+        (the queue cannot give it: other shares use it, a reserving share holds it, or the
         limits add up to more than the queue holds). What the queue page says beside
         `lent` and `lendable`, the engine's figures."""
         return max(0, self.idle + self.unavailable - self.lent - self.lendable)
@@ -357,7 +357,7 @@ def queue_usage(queue: JobQueue, *, used: dict[tuple[int, str], int] | None = No
     parts = []
     for type_name in sorted(capacity):
         if type_name in lenders:
-            # What a borrower could still take now: free, not held by a RESERVE share,
+            # What a borrower could still take now: free, not held by a reserving share,
             # and not yet borrowed (the engine's pool); two shares idle on the same
             # free instance lend it once.
             parts.append(
