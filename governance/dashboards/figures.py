@@ -57,17 +57,48 @@ FONT = "system-ui, -apple-system, Segoe UI, Roboto, Helvetica Neue, Arial, sans-
 
 
 def chart_layout(title: str, **extra) -> dict:
-    """The layout every chart of the product shares (the dashboard's and what-if's)."""
+    """The layout every chart of the product shares (the dashboard's and what-if's).
+
+    Made to fit a phone (390 px) as well as a desk: the title sits at the top left and
+    pushes the margin it needs (static/js/app.js wraps it onto lines when the chart is
+    narrow), the legend is anchored to the bottom of the chart's box (yref container)
+    so Plotly reserves its own room below the axis title instead of drawing over it,
+    and every axis grows its margin to fit its tick labels and title (automargin),
+    so no label is cut short."""
     layout = {
-        "title": {"text": title, "font": {"size": 15}},
+        "title": {
+            "text": title,
+            "font": {"size": 15},
+            "x": 0,
+            "xanchor": "left",
+            "xref": "container",
+            "y": 1,
+            "yanchor": "top",
+            "yref": "container",
+            "pad": {"t": 10, "l": 4},
+            "automargin": True,
+        },
         "font": {"family": FONT, "size": 12, "color": "#1f2933"},
-        "margin": {"l": 60, "r": 20, "t": 48, "b": 60},
+        "margin": {"l": 60, "r": 20, "t": 48, "b": 30},
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#ffffff",
-        "legend": {"orientation": "h", "y": -0.2},
+        "legend": {
+            "orientation": "h",
+            "x": 0,
+            "xanchor": "left",
+            "xref": "paper",
+            "y": 0,
+            "yanchor": "bottom",
+            "yref": "container",
+        },
         "height": 340,
     }
     layout.update(extra)
+    for key, axis in layout.items():
+        if key.startswith(("xaxis", "yaxis")) and isinstance(axis, dict) and axis.get("visible", 1):
+            layout[key] = {"automargin": True, **axis}
+    for key in ("xaxis", "yaxis"):
+        layout.setdefault(key, {"automargin": True})
     return layout
 
 
@@ -130,30 +161,56 @@ def turnaround_boxes(shares: list[dict]) -> dict:
     formulas.duration_stats."""
     title = "Turnaround by share (hours)"
     traces = []
+    counted = {}  # share name: {"within": n, "borrowed": n}
     for key, label, colour, fill in (
         ("within", "Ran within limit only", WITHIN, "rgba(47, 109, 181, 0.3)"),
         ("borrowed", "Ran on borrowed capacity", BORROWED, "rgba(227, 155, 27, 0.3)"),
     ):
+        # One category per share (its name), both boxes side by side in it: the n goes
+        # on the tick label below, not into the category, which would differ between
+        # the two traces and list every share twice.
         rows = [
-            (f"{share['name']} (n={share[key]['n']})", {**share[key], "median": share[key]["p50"]})
+            (share["name"], {**share[key], "median": share[key]["p50"]})
             for share in shares
             if share[key].get("n")
         ]
         if not rows:
             continue
+        for share in shares:
+            if share[key].get("n"):
+                counted.setdefault(share["name"], {})[key] = share[key]["n"]
         trace = box_trace(label, rows, colour, fill)
-        trace["hovertemplate"] = "%{x}<extra>" + label + "</extra>"
+        trace["hoverlabel"] = {"namelength": -1}
         traces.append(trace)
     if not traces:
         return no_data(title)
+    names = list(counted)
     return _figure(
         traces,
         chart_layout(
             title,
             boxmode="group",
+            xaxis={
+                "type": "category",
+                "categoryorder": "array",
+                "categoryarray": names,
+                "tickmode": "array",
+                "tickvals": names,
+                "ticktext": [_n_label(name, counted[name]) for name in names],
+            },
             yaxis={"title": {"text": "hours"}, "rangemode": "tozero"},
         ),
     )
+
+
+def _n_label(name: str, counts: dict[str, int]) -> str:
+    """A share's tick label: its name, and below it the n of each box drawn."""
+    parts = []
+    if "within" in counts:
+        parts.append(f"{counts['within']} within")
+    if "borrowed" in counts:
+        parts.append(f"{counts['borrowed']} borrowed")
+    return f"{name}<br>n={', '.join(parts)}"
 
 
 def capacity_bars(rows: list[dict]) -> dict:
@@ -201,7 +258,7 @@ def wait_bars(shares: list[dict]) -> dict:
     rows = [(share["name"], share["stats"]) for share in shares if share["stats"].get("n")]
     if not rows:
         return no_data(title)
-    names = [f"{name} (n={stats['n']})" for name, stats in rows]
+    names = [f"{name}<br>n={stats['n']}" for name, stats in rows]
     return _figure(
         [
             {
@@ -247,7 +304,7 @@ def reclaim_bars(shares: list[dict]) -> dict:
     rows = [(share["name"], share["stats"]) for share in shares if share["stats"].get("n")]
     if not rows:
         return no_data(title, "No reclaim this month")
-    names = [f"{name} (n={stats['n']})" for name, stats in rows]
+    names = [f"{name}<br>n={stats['n']}" for name, stats in rows]
     traces = [
         {
             "type": "bar",

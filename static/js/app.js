@@ -32,6 +32,9 @@
  *     strategy empties and disables the field (a disabled field is not sent, so a
  *     borrow limit left over from before cannot block saving); choosing
  *     one that takes it again enables it.
+ *     A chart is drawn when it nears the viewport (IntersectionObserver), those in
+ *     view at once; printing draws the rest. On a narrow screen (a phone) its title
+ *     is wrapped to the chart's width.
  * 1 and 2 run on page load and again after every htmx swap; both skip what is already
  * done (a drawn chart is marked data-plotted), so only swapped-in content
  * changes, whatever the swap style (an outerHTML swap replaces the event's target).
@@ -70,6 +73,101 @@
     }
   }
 
+  // Charts are drawn when they near the viewport (DRAW_AHEAD before they scroll in),
+  // not all at once on load: a dashboard has nine, and drawing them all held the first
+  // visit for seconds. Printing draws the rest first (beforeprint).
+  var DRAW_AHEAD = "300px 0px";
+  var NARROW = 560; // px: below this a chart's title is wrapped to fit its width
+  var observer = null;
+
+  function nearViewport(element) {
+    var box = element.getBoundingClientRect();
+    var height = window.innerHeight || document.documentElement.clientHeight;
+    return box.bottom >= -300 && box.top <= height + 300;
+  }
+
+  // Wraps a title onto lines that fit `width` px (Plotly never wraps one) and makes it
+  // smaller on a phone; the title's automargin then makes room for every line.
+  function fitLayout(layout, width) {
+    var fitted = Object.assign({}, layout);
+    var title = fitted.title;
+    if (title && typeof title === "object" && title.text && width && width < NARROW) {
+      var size = 14;
+      var perLine = Math.max(12, Math.floor((width - 16) / (size * 0.56)));
+      var lines = [];
+      var line = "";
+      String(title.text)
+        .split(" ")
+        .forEach(function (word) {
+          if (line && (line + " " + word).length > perLine) {
+            lines.push(line);
+            line = word;
+          } else {
+            line = line ? line + " " + word : word;
+          }
+        });
+      if (line) {
+        lines.push(line);
+      }
+      // Plotly anchors a title of several lines by its first line's baseline, so
+      // each further line needs a little more room above.
+      var pad = Object.assign({}, title.pad || {});
+      pad.t = (pad.t || 0) + 6 * (lines.length - 1);
+      fitted.title = Object.assign({}, title, {
+        text: lines.join("<br>"),
+        font: Object.assign({}, title.font || {}, { size: size }),
+        pad: pad,
+      });
+      var margin = Object.assign({}, fitted.margin || {});
+      margin.l = Math.min(margin.l === undefined ? 60 : margin.l, 48);
+      margin.r = Math.min(margin.r === undefined ? 20 : margin.r, 40);
+      // Room for every line of the title above the plot (its automargin alone
+      // counts one line on some charts, so an axis title met the second).
+      margin.t = Math.max(margin.t || 0, pad.t + Math.ceil(lines.length * size * 1.3) + 14);
+      fitted.margin = margin;
+    }
+    return fitted;
+  }
+
+  function draw(element) {
+    if (element.dataset.plotted !== undefined) {
+      return;
+    }
+    if (observer) {
+      observer.unobserve(element);
+    }
+    var source = document.getElementById(element.dataset.figureId);
+    if (!source) {
+      console.error("No figure JSON with id " + element.dataset.figureId);
+      return;
+    }
+    var figure = JSON.parse(source.textContent);
+    var config = Object.assign({}, figure.config || {}, PLOT_CONFIG);
+    var layout = fitLayout(figure.layout || {}, element.clientWidth);
+    element.dataset.plotted = "";
+    window.Plotly.newPlot(element, figure.data || [], layout, config);
+  }
+
+  function drawWhenNear(element) {
+    if (!window.IntersectionObserver) {
+      draw(element);
+      return;
+    }
+    if (!observer) {
+      observer = new IntersectionObserver(
+        function (entries) {
+          entries.forEach(function (entry) {
+            if (entry.isIntersecting) {
+              draw(entry.target);
+            }
+          });
+        },
+        { rootMargin: DRAW_AHEAD }
+      );
+    }
+    observer.observe(element);
+  }
+
   function renderCharts(root) {
     var charts = root.querySelectorAll("[data-plotly-figure]:not([data-plotted])");
     if (!charts.length) {
@@ -87,18 +185,23 @@
       );
       return;
     }
+    // Those in view first, in one go; the others as they near the viewport.
+    var later = [];
     charts.forEach(function (element) {
-      var source = document.getElementById(element.dataset.figureId);
-      if (!source) {
-        console.error("No figure JSON with id " + element.dataset.figureId);
-        return;
+      if (nearViewport(element)) {
+        draw(element);
+      } else {
+        later.push(element);
       }
-      var figure = JSON.parse(source.textContent);
-      var config = Object.assign({}, figure.config || {}, PLOT_CONFIG);
-      element.dataset.plotted = "";
-      window.Plotly.newPlot(element, figure.data || [], figure.layout || {}, config);
     });
+    later.forEach(drawWhenNear);
   }
+
+  window.addEventListener("beforeprint", function () {
+    if (window.Plotly) {
+      document.querySelectorAll("[data-plotly-figure]:not([data-plotted])").forEach(draw);
+    }
+  });
 
   function browserZone() {
     try {

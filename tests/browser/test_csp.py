@@ -61,6 +61,7 @@ def test_dashboard_charts_draw_under_the_policy(admin_page, live_server):
     response = admin_page.goto(f"{live_server.url}{reverse('dashboard')}?month={month:%Y-%m}")
     assert "script-src 'self'" in response.headers["content-security-policy"]
     chart = admin_page.locator('[data-figure-id="figure-turnaround"]')
+    chart.scroll_into_view_if_needed()  # drawn as it nears the viewport
     expect(chart).to_have_attribute("data-plotted", "", timeout=15_000)
     expect(chart.locator(".main-svg").first).to_be_visible()
     # The mode bar (plotly's injected buttons and styles) works too.
@@ -78,6 +79,7 @@ def test_whatif_results_draw_under_the_policy(admin_page, live_server, admin):
     admin_page.goto(f"{live_server.url}{reverse('whatif-detail', args=[comparison.pk])}")
     for figure in ("figure-turnaround", "figure-utilisation"):
         chart = admin_page.locator(f'[data-figure-id="{figure}"]')
+        chart.scroll_into_view_if_needed()  # drawn as it nears the viewport
         expect(chart).to_have_attribute("data-plotted", "", timeout=15_000)
         expect(chart.locator(".main-svg").first).to_be_visible()
     assert_no_violation(admin_page)

@@ -41,6 +41,7 @@ def expect_charts_drawn(page) -> None:
     # to compile on a busy machine: the first chart may take that long.
     for dataset in CHARTS:
         chart = page.locator(f'[data-figure-id="figure-{dataset}"]')
+        chart.scroll_into_view_if_needed()  # drawn as it nears the viewport
         expect(chart).to_have_attribute("data-plotted", "", timeout=30_000)
         expect(chart.locator(".main-svg").first).to_be_visible()
 

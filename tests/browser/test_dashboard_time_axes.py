@@ -35,6 +35,7 @@ def test_a_month_without_figures_is_a_marked_gap(page, live_server, login):
     expect(page.locator("[data-partial]")).to_contain_text("days measured")
     page.goto(f"{live_server.url}/dashboard/?month={last:%Y-%m}")
     chart = page.locator('[data-figure-id="figure-trend"]')
+    chart.scroll_into_view_if_needed()  # drawn as it nears the viewport
     expect(chart).to_have_attribute("data-plotted", "", timeout=30_000)
     notes = chart.locator(".annotation-text", has_text="no figures")
     expect(notes).to_have_count(12 - 2)

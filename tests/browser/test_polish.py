@@ -58,6 +58,7 @@ def test_the_phone_size_dashboard_passes_axe(
     login(page, live_server, "leader", PASSWORD, next="/dashboard/")
     for dataset in CHARTS:
         chart = page.locator(f'[data-figure-id="figure-{dataset}"]')
+        chart.scroll_into_view_if_needed()  # drawn as it nears the viewport
         expect(chart).to_have_attribute("data-plotted", "", timeout=30_000)
     assert_accessible(page)
     fits(page)

@@ -76,6 +76,7 @@ def test_admin_compares_and_applies_lend_and_borrow(
     expect(sentences.first).to_be_visible()
     for figure in ("figure-turnaround", "figure-utilisation"):
         chart = page.locator(f'[data-figure-id="{figure}"]')
+        chart.scroll_into_view_if_needed()  # drawn as it nears the viewport
         expect(chart).to_have_attribute("data-plotted", "")
         expect(chart.locator(".main-svg").first).to_be_visible()
     whole_queue = page.get_by_role("table", name="Whole queue: current and draft")

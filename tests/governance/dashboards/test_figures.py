@@ -100,8 +100,12 @@ def test_an_empty_chart_says_there_is_no_data(name):
 
 def test_turnaround_boxes_are_in_hours_show_n_and_skip_empty_groups():
     within, borrowed = BUILT["turnaround"]["data"]
-    assert within["x"] == ["qs1 (n=5)", "qs2 (n=5)"]
-    assert borrowed["x"] == ["qs1 (n=5)"]
+    # One category per share, both boxes in it; the n of each on the share's label.
+    assert within["x"] == ["qs1", "qs2"]
+    assert borrowed["x"] == ["qs1"]
+    xaxis = BUILT["turnaround"]["layout"]["xaxis"]
+    assert xaxis["tickvals"] == ["qs1", "qs2"]
+    assert xaxis["ticktext"] == ["qs1<br>n=5 within, 5 borrowed", "qs2<br>n=5 within"]
     assert within["median"] == [1.0, 1.0]  # 3600 s
 
 
@@ -136,5 +140,5 @@ def test_a_change_smaller_than_the_figures_precision_is_no_change():
 
 def test_reclaim_bars_are_in_minutes_with_n():
     p50, p90, longest = BUILT["reclaim"]["data"]
-    assert p50["x"] == ["qs1 (n=3)"]
+    assert p50["x"] == ["qs1<br>n=3"]
     assert (p50["y"], p90["y"], longest["y"]) == ([0.5], [2.0], [2.0])
