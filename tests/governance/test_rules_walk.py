@@ -250,6 +250,10 @@ PAGES: dict[tuple[str, str], Entry] = {
     # address, never a session (tests/governance/test_metrics_endpoint.py).
     ("metrics", ""): Entry(NO_IDENTITY),
     ("login", ""): Entry(PUBLIC),
+    # OpenID Connect: off (404) unless OIDC_CLIENT_ID is set; when on, the provider's
+    # redirects (tests/governance/directory/test_oidc_login.py).
+    ("oidc_authentication_init", ""): Entry(NO_IDENTITY),
+    ("oidc_authentication_callback", ""): Entry(NO_IDENTITY),
     ("logout", ""): Entry(PUBLIC, methods=("POST",)),
     ("lockouts", ""): Entry(("lockout.manage",), methods=("GET", "POST")),
     ("directory", ""): Entry(("directory.manage",), methods=("GET", "POST")),
