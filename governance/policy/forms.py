@@ -340,6 +340,8 @@ class ShareForm(LimitRowsMixin, PolicyForm):
 class CapacityForm(LimitRowsMixin, PolicyForm):
     """A queue's capacity: instances per instance type, one to five rows."""
 
+    limits_name = "capacity"  # the service's name of the rows' map (conflicts, errors)
+
     version = forms.IntegerField(widget=forms.HiddenInput, required=False)
     reason = _reason_field()
 

@@ -14,17 +14,13 @@ from django.views.decorators.http import require_http_methods, require_POST
 from core import rules
 from fleet.models import InstanceType
 from fleet.selectors import queue_list
+from governance.models import PolicyChange
 from governance.policy import slurm_binding
 from governance.policy.forms import SlurmBindingForm, SlurmResourcesForm
 from governance.policy.history_views import history_url_for
 from governance.policy.impact import ImpactLine
-from governance.policy.services import PolicyError, PolicyWrite, VersionConflict
-from governance.policy.views import (
-    _problem,
-    _saved_message,
-    conflict_context,
-    rebound_with_version,
-)
+from governance.policy.services import PolicyError, PolicyWrite
+from governance.policy.views import _problem, queue_editor
 from governance.proposals.messages import after_policy_write
 
 
@@ -32,34 +28,15 @@ from governance.proposals.messages import after_policy_write
 def queue_slurm(request, pk: int):
     rules.require(request.user, "policy.edit")
     queue = get_object_or_404(queue_list(), pk=pk)
-    form = SlurmBindingForm(request.POST or None, queue=queue)
-    conflict = None
-    if request.method == "POST" and form.is_valid():
-        try:
-            saved = form.save(actor=request.user)
-        except PolicyError:
-            pass
-        except VersionConflict as error:
-            conflict = conflict_context(error, obj=None, fields=list(slurm_binding.BINDING_FIELDS))
-            form = SlurmBindingForm(
-                rebound_with_version(request.POST, error.current_version), queue=queue
-            )
-            form.is_valid()
-        else:
-            return after_policy_write(
-                request, saved, applied=lambda write: _binding_saved(request, write)
-            )
-    return render(
+    return queue_editor(
         request,
-        "governance/queues/slurm.html",
-        {"form": form, "queue": queue, "conflict": conflict},
+        queue,
+        form_class=SlurmBindingForm,
+        target=PolicyChange.Target.QUEUE_SLURM,
+        template="governance/queues/slurm.html",
+        label="the Slurm binding of",
+        preview=_binding_preview,
     )
-
-
-def _binding_saved(request, write: PolicyWrite) -> str:
-    queue = write.applied
-    _saved_message(request, write, label=f"the Slurm binding of {queue.name}")
-    return reverse("queue-detail", kwargs={"pk": queue.pk})
 
 
 @require_POST
@@ -69,22 +46,26 @@ def queue_slurm_impact(request, pk: int):
     rules.require(request.user, "policy.edit")
     queue = get_object_or_404(queue_list(), pk=pk)
     form = SlurmBindingForm(request.POST, queue=queue)
+    return render(request, "governance/shares/_impact.html", _binding_preview(form))
+
+
+def _binding_preview(form: SlurmBindingForm) -> dict:
     context = {"ready": False, "problems": [], "lines": []}
     if not form.is_valid():
         context["problems"] = _parse_problems_plain(form)
+        return context
+    errors = slurm_binding.binding_validate(queue=form.queue, binding=form.binding())
+    if errors:
+        context["problems"] = [
+            _problem(key, message) for key, messages_ in errors.items() for message in messages_
+        ]
     else:
-        errors = slurm_binding.binding_validate(queue=queue, binding=form.binding())
-        if errors:
-            context["problems"] = [
-                _problem(key, message) for key, messages_ in errors.items() for message in messages_
-            ]
-        else:
-            context["ready"] = True
-            context["lines"] = [
-                ImpactLine(kind="binding", text=text, jobs=())
-                for text in slurm_binding.binding_impact(queue=queue, binding=form.binding())
-            ]
-    return render(request, "governance/shares/_impact.html", context)
+        context["ready"] = True
+        context["lines"] = [
+            ImpactLine(kind="binding", text=text, jobs=())
+            for text in slurm_binding.binding_impact(queue=form.queue, binding=form.binding())
+        ]
+    return context
 
 
 def _parse_problems_plain(form) -> list[str]:

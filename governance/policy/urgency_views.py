@@ -11,21 +11,11 @@ from django.views.decorators.http import require_http_methods
 from core import rules
 from fleet.models import UrgencyDefinition
 from fleet.selectors import urgency_list
+from governance.models import PolicyChange
 from governance.policy.forms import UrgencyForm
 from governance.policy.history_views import history_url_for
-from governance.policy.services import PolicyError, PolicyWrite, VersionConflict
-from governance.policy.views import conflict_context, rebound_with_version
-from governance.proposals.messages import after_policy_write
-
-URGENCY_FIELDS = [
-    "name",
-    "meaning",
-    "examples",
-    "priority",
-    "max_window_hours",
-    "allowed_kinds",
-    "invokers",
-]
+from governance.policy.services import PolicyWrite
+from governance.policy.views import edit_with_conflicts
 
 
 def urgencies(request):
@@ -44,27 +34,22 @@ def urgencies(request):
 def urgency_edit(request, pk: int | None = None):
     rules.require(request.user, "policy.edit")
     urgency = get_object_or_404(urgency_list(), pk=pk) if pk is not None else None
-    form = UrgencyForm(request.POST or None, urgency=urgency)
-    conflict = None
-    if request.method == "POST" and form.is_valid():
-        try:
-            saved = form.save(actor=request.user)
-        except PolicyError:
-            pass
-        except VersionConflict as error:
-            conflict = conflict_context(error, obj=urgency, fields=URGENCY_FIELDS)
-            form = UrgencyForm(
-                rebound_with_version(request.POST, error.current_version), urgency=urgency
-            )
-            form.is_valid()
-        else:
-            return after_policy_write(
-                request, saved, applied=lambda write: _urgency_saved(request, write)
-            )
-    return render(
+
+    def render_page(form, **extra):
+        return render(
+            request, "governance/urgency/edit.html", {"form": form, "urgency": urgency, **extra}
+        )
+
+    return edit_with_conflicts(
         request,
-        "governance/urgency/edit.html",
-        {"form": form, "urgency": urgency, "conflict": conflict},
+        form_for=lambda data: UrgencyForm(
+            data, urgency=urgency_list().get(pk=pk) if pk is not None else None
+        ),
+        changes=PolicyChange.objects.filter(urgency=urgency)
+        if urgency
+        else PolicyChange.objects.none(),
+        applied=lambda write: _urgency_saved(request, write),
+        render_page=render_page,
     )
 
 

@@ -7,11 +7,12 @@ preview is the engine's own sentences (governance.policy.impact).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.html import format_html
@@ -23,9 +24,10 @@ from fleet.selectors import queue_list, queue_usage, share_get
 from governance import glossary
 from governance.exceptions.selectors import active_exceptions
 from governance.knowledge.selectors import articles_by_share
-from governance.policy import contracts
+from governance.models import PolicyChange
+from governance.policy import conflicts, contracts
 from governance.policy.forms import CapacityForm, ShareForm
-from governance.policy.history_views import display_value, field_label, history_url_for
+from governance.policy.history_views import field_label, history_url_for
 from governance.policy.impact import capacity_change_impact, share_change_impact
 from governance.policy.services import (
     PolicyError,
@@ -129,22 +131,43 @@ def _parse_problems(form) -> list[str]:
 
 @dataclass(frozen=True)
 class ConflictRow:
+    """One field that differs, with the admin's choice for the merge."""
+
+    name: str
     label: str
     theirs: str
     yours: str
-    differs: bool
+    choice: str = conflicts.MINE
+    differs: bool = True
 
 
-def conflict_context(conflict: VersionConflict, *, obj, fields: list[str]) -> dict:
-    """Both versions side by side: theirs (saved meanwhile) and yours (not saved)."""
-    keys = fields or sorted(set(conflict.current) | set(conflict.submitted))
-    rows = []
-    for key in keys:
-        theirs = display_value(key, conflict.current.get(key))
-        yours = display_value(key, conflict.submitted.get(key))
-        rows.append(ConflictRow(field_label(key), theirs, yours, theirs != yours))
-    last = obj.changes.select_related("actor").order_by("-id").first() if obj else None
-    return {"version": conflict.current_version, "rows": rows, "last_change": last}
+def conflict_context(
+    *, form_for: conflicts.FormFor, submitted_form, changes, post, errors=None
+) -> dict:
+    """The conflict screen: every field of the editor's form that differs between the
+    version saved meanwhile (theirs) and the admin's input (yours, not saved), who saved
+    theirs and when, the choices of the merge, and the input it carries."""
+    stored = form_for(None)
+    version = int(stored["version"].value())
+    diffs = conflicts.field_diff(form_for, submitted_form)
+    chosen = conflicts.choices(post, [diff.name for diff in diffs])
+    carried = conflicts.submission(post)
+    return {
+        "version": version,
+        "rows": [
+            ConflictRow(diff.name, diff.label, diff.theirs, diff.mine, chosen[diff.name])
+            for diff in diffs
+        ],
+        "last_change": changes.select_related("actor").order_by("-id").first(),
+        "carried": [
+            (key, value)
+            for key in carried
+            if key not in conflicts.CONTROL_FIELDS
+            for value in carried.getlist(key)
+        ],
+        "reason": carried.get("reason", ""),
+        "errors": errors or [],
+    }
 
 
 def rebound_with_version(post, version: int):
@@ -154,15 +177,76 @@ def rebound_with_version(post, version: int):
     return data
 
 
-SHARE_FIELDS = [
-    "name",
-    "team",
-    "strategy",
-    "borrow_limit",
-    "in_share_preemption",
-    "state",
-    "capacity_limits",
-]
+def edit_with_conflicts(
+    request,
+    *,
+    form_for: conflicts.FormFor,
+    changes,
+    applied: Callable[[PolicyWrite], str],
+    render_page: Callable[..., HttpResponse],
+    preview: Callable[[object], dict] | None = None,
+) -> HttpResponse:
+    """An editor's page: open the form on the object (`form_for(None)`), save a POST
+    through it, and on a version conflict show both versions field by field with the
+    merge (governance.policy.conflicts). `changes` is the object's history (who saved
+    the other version, and when); `applied` says where an applied write goes;
+    `render_page(form, conflict=..., impact=...)` renders the page; `preview(form)` is
+    the impact preview's context, shown again after a failed save."""
+    if request.method != "POST":
+        return render_page(form_for(None), conflict=None, impact=None)
+    post = request.POST
+    data = post
+    merging = conflicts.MERGE_SAVE in post or conflicts.MERGE_ALL in post
+    if merging:
+        data = conflicts.submission(post)
+    if conflicts.MERGE_ALL in post:
+        # "Take all theirs" / "keep all mine" only set the choices: nothing is saved
+        # before the admin confirms the merge.
+        form = form_for(data)
+        if form.is_valid():
+            conflict = conflict_context(
+                form_for=form_for, submitted_form=form, changes=changes, post=post
+            )
+            return render_page(form, conflict=conflict, impact=None)
+    elif merging:
+        stored = form_for(None)
+        take = [
+            name
+            for name, choice in conflicts.choices(post, conflicts.part_names(stored)).items()
+            if choice == conflicts.THEIRS
+        ]
+        data = conflicts.merged_data(
+            data, stored, take_theirs=take, version=_posted_version(data, stored)
+        )
+    form = form_for(data)
+    conflict = None
+    if form.is_valid():
+        try:
+            saved = form.save(actor=request.user)
+        except PolicyError:
+            if merging:
+                conflict = conflict_context(
+                    form_for=form_for,
+                    submitted_form=form,
+                    changes=changes,
+                    post=post,
+                    errors=[_problem(key, e) for key, es in form.errors.items() for e in es],
+                )
+        except VersionConflict as error:
+            conflict = conflict_context(
+                form_for=form_for, submitted_form=form, changes=changes, post=post
+            )
+            form = form_for(rebound_with_version(data, error.current_version))
+            form.is_valid()
+        else:
+            return after_policy_write(request, saved, applied=applied)
+    impact = preview(form) if preview is not None and conflict is None else None
+    return render_page(form, conflict=conflict, impact=impact)
+
+
+def _posted_version(data, stored) -> int:
+    posted = data.get("version", "")
+    return int(posted) if posted.isdigit() else int(stored["version"].value())
 
 
 def _saved_message(request, write: PolicyWrite, *, label: str) -> None:
@@ -195,7 +279,8 @@ def share_create(request, queue_pk: int):
             return after_policy_write(
                 request, saved, applied=lambda write: _share_saved(request, write)
             )
-    return render(request, "governance/shares/edit.html", _editor_context(form))
+    impact = _share_preview(form) if request.method == "POST" else None
+    return render(request, "governance/shares/edit.html", _editor_context(form, impact=impact))
 
 
 @require_http_methods(["GET", "POST"])
@@ -206,26 +291,18 @@ def share_edit(request, pk: int):
     except QuotaShare.DoesNotExist as missing:
         raise Http404("No such share") from missing
     queue = get_object_or_404(queue_list(), pk=share.queue_id)
-    form = ShareForm(request.POST or None, queue=queue, share=share)
-    conflict = None
-    if request.method == "POST" and form.is_valid():
-        try:
-            saved = form.save(actor=request.user)
-        except PolicyError:
-            pass
-        except VersionConflict as error:
-            conflict = conflict_context(error, obj=share, fields=SHARE_FIELDS)
-            form = ShareForm(
-                rebound_with_version(request.POST, error.current_version),
-                queue=queue,
-                share=share_get(pk=share.pk),
-            )
-            form.is_valid()
-        else:
-            return after_policy_write(
-                request, saved, applied=lambda write: _share_saved(request, write)
-            )
-    return render(request, "governance/shares/edit.html", _editor_context(form, conflict=conflict))
+
+    def render_page(form, **extra):
+        return render(request, "governance/shares/edit.html", _editor_context(form, **extra))
+
+    return edit_with_conflicts(
+        request,
+        form_for=lambda data: ShareForm(data, queue=queue, share=share_get(pk=share.pk)),
+        changes=PolicyChange.objects.filter(share=share),
+        applied=lambda write: _share_saved(request, write),
+        render_page=render_page,
+        preview=_share_preview,
+    )
 
 
 def _share_saved(request, write: PolicyWrite) -> str:
@@ -248,20 +325,27 @@ def share_impact(request, queue_pk: int):
         share = get_object_or_404(QuotaShare.objects.filter(queue=queue), pk=request.GET["share"])
         share = share_get(pk=share.pk)
     form = ShareForm(request.POST, queue=queue, share=share)
+    return render(request, "governance/shares/_impact.html", _share_preview(form))
+
+
+def _share_preview(form: ShareForm) -> dict:
+    """The preview's context for the share form's input (valid or not)."""
     context = {"ready": False, "problems": [], "lines": []}
     if not form.is_valid():
         context["problems"] = _parse_problems(form)
+        return context
+    data = form.share_data()
+    errors = share_validate(queue=form.queue, data=data, share=form.share)
+    if errors:
+        context["problems"] = _problems(errors)
     else:
-        data = form.share_data()
-        errors = share_validate(queue=queue, data=data, share=share)
-        if errors:
-            context["problems"] = [
-                _problem(key, message) for key, messages_ in errors.items() for message in messages_
-            ]
-        else:
-            context["ready"] = True
-            context["lines"] = share_change_impact(queue=queue, data=data, share=share)
-    return render(request, "governance/shares/_impact.html", context)
+        context["ready"] = True
+        context["lines"] = share_change_impact(queue=form.queue, data=data, share=form.share)
+    return context
+
+
+def _problems(errors: dict[str, list[str]]) -> list[str]:
+    return [_problem(key, message) for key, messages_ in errors.items() for message in messages_]
 
 
 # The queue capacity editor.
@@ -271,34 +355,38 @@ def share_impact(request, queue_pk: int):
 def queue_capacity(request, pk: int):
     rules.require(request.user, "policy.edit")
     queue = get_object_or_404(queue_list(), pk=pk)
-    form = CapacityForm(request.POST or None, queue=queue)
-    conflict = None
-    if request.method == "POST" and form.is_valid():
-        try:
-            saved = form.save(actor=request.user)
-        except PolicyError:
-            pass
-        except VersionConflict as error:
-            conflict = conflict_context(error, obj=None, fields=["capacity"])
-            form = CapacityForm(
-                rebound_with_version(request.POST, error.current_version), queue=queue
-            )
-            form.is_valid()
-        else:
-            return after_policy_write(
-                request, saved, applied=lambda write: _capacity_saved(request, write)
-            )
-    return render(
+    return queue_editor(
         request,
-        "governance/queues/capacity.html",
-        {"form": form, "queue": queue, "conflict": conflict},
+        queue,
+        form_class=CapacityForm,
+        target=PolicyChange.Target.QUEUE,
+        template="governance/queues/capacity.html",
+        label="the capacity of",
+        preview=_capacity_preview,
     )
 
 
-def _capacity_saved(request, write: PolicyWrite) -> str:
-    queue = write.applied
-    _saved_message(request, write, label=f"the capacity of {queue.name}")
-    return reverse("queue-detail", kwargs={"pk": queue.pk})
+def queue_editor(
+    request, queue, *, form_class, target: str, template: str, label: str, preview
+) -> HttpResponse:
+    """A queue's editor page (its capacity, its Slurm binding): one form on the queue,
+    saved with the version check, the conflict screen and the preview after a failed save."""
+
+    def saved(write: PolicyWrite) -> str:
+        _saved_message(request, write, label=f"{label} {write.applied.name}")
+        return reverse("queue-detail", kwargs={"pk": write.applied.pk})
+
+    def render_page(form, **extra):
+        return render(request, template, {"form": form, "queue": queue, **extra})
+
+    return edit_with_conflicts(
+        request,
+        form_for=lambda data: form_class(data, queue=queue_list().get(pk=queue.pk)),
+        changes=PolicyChange.objects.filter(queue=queue, target=target),
+        applied=saved,
+        render_page=render_page,
+        preview=preview,
+    )
 
 
 @require_POST
@@ -306,16 +394,18 @@ def queue_capacity_impact(request, pk: int):
     rules.require(request.user, "policy.edit")
     queue = get_object_or_404(queue_list(), pk=pk)
     form = CapacityForm(request.POST, queue=queue)
+    return render(request, "governance/shares/_impact.html", _capacity_preview(form))
+
+
+def _capacity_preview(form: CapacityForm) -> dict:
     context = {"ready": False, "problems": [], "lines": []}
     if not form.is_valid():
         context["problems"] = _parse_problems(form)
     elif form.entries():
-        errors = queue_capacity_validate(queue=queue, capacity=form.entries())
+        errors = queue_capacity_validate(queue=form.queue, capacity=form.entries())
         if errors:
-            context["problems"] = [
-                _problem(key, message) for key, messages_ in errors.items() for message in messages_
-            ]
+            context["problems"] = _problems(errors)
         else:
             context["ready"] = True
-            context["lines"] = capacity_change_impact(queue=queue, capacity=form.entries())
-    return render(request, "governance/shares/_impact.html", context)
+            context["lines"] = capacity_change_impact(queue=form.queue, capacity=form.entries())
+    return context

@@ -12,18 +12,14 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from core import rules
 from fleet.models import WorkloadClass
+from governance.models import PolicyChange
 from governance.policy import contracts
 from governance.policy.forms import WorkloadClassDeleteForm, WorkloadClassForm
 from governance.policy.history_views import history_url_for
 from governance.policy.impact import workload_class_change_impact
-from governance.policy.services import PolicyError, PolicyWrite, VersionConflict
-from governance.policy.views import (
-    _parse_problems,
-    _problem,
-    conflict_context,
-    rebound_with_version,
-)
-from governance.policy.workload_classes import CLASS_FIELDS, workload_class_validate
+from governance.policy.services import PolicyError, PolicyWrite
+from governance.policy.views import _parse_problems, _problem, edit_with_conflicts
+from governance.policy.workload_classes import workload_class_validate
 from governance.proposals.messages import after_policy_write
 from scheduler.selectors import contract_words
 
@@ -46,33 +42,32 @@ def workload_classes(request):
 def workload_class_edit(request, pk: int | None = None):
     rules.require(request.user, "policy.edit")
     workload_class = get_object_or_404(WorkloadClass, pk=pk) if pk is not None else None
-    form = WorkloadClassForm(request.POST or None, workload_class=workload_class)
-    conflict = None
-    if request.method == "POST" and form.is_valid():
-        try:
-            saved = form.save(actor=request.user)
-        except PolicyError:
-            pass
-        except VersionConflict as error:
-            conflict = conflict_context(error, obj=workload_class, fields=list(CLASS_FIELDS))
-            form = WorkloadClassForm(
-                rebound_with_version(request.POST, error.current_version),
-                workload_class=workload_class,
-            )
-            form.is_valid()
-        else:
-            return after_policy_write(
-                request, saved, applied=lambda write: _class_saved(request, write)
-            )
-    return render(
+
+    def form_for(data):
+        current = WorkloadClass.objects.get(pk=pk) if pk is not None else None
+        return WorkloadClassForm(data, workload_class=current)
+
+    def render_page(form, **extra):
+        return render(
+            request,
+            "governance/workload_classes/edit.html",
+            {
+                "form": form,
+                "workload_class": workload_class,
+                "bounds": contracts.class_reclaim_bounds(workload_class) if workload_class else [],
+                **extra,
+            },
+        )
+
+    return edit_with_conflicts(
         request,
-        "governance/workload_classes/edit.html",
-        {
-            "form": form,
-            "workload_class": workload_class,
-            "conflict": conflict,
-            "bounds": contracts.class_reclaim_bounds(workload_class) if workload_class else [],
-        },
+        form_for=form_for,
+        changes=PolicyChange.objects.filter(workload_class=workload_class)
+        if workload_class
+        else PolicyChange.objects.none(),
+        applied=lambda write: _class_saved(request, write),
+        render_page=render_page,
+        preview=_class_preview if workload_class else None,
     )
 
 
@@ -100,22 +95,26 @@ def workload_class_impact(request, pk: int):
     rules.require(request.user, "policy.edit")
     workload_class = get_object_or_404(WorkloadClass, pk=pk)
     form = WorkloadClassForm(request.POST, workload_class=workload_class)
+    return render(request, "governance/shares/_impact.html", _class_preview(form))
+
+
+def _class_preview(form: WorkloadClassForm) -> dict:
     context = {"ready": False, "problems": [], "lines": []}
     if not form.is_valid():
         context["problems"] = _parse_problems(form)
+        return context
+    data = form.class_data()
+    errors = workload_class_validate(data, workload_class=form.workload_class)
+    if errors:
+        context["problems"] = [
+            _problem(key, message) for key, messages_ in errors.items() for message in messages_
+        ]
     else:
-        data = form.class_data()
-        errors = workload_class_validate(data, workload_class=workload_class)
-        if errors:
-            context["problems"] = [
-                _problem(key, message) for key, messages_ in errors.items() for message in messages_
-            ]
-        else:
-            context["ready"] = True
-            context["lines"] = workload_class_change_impact(
-                workload_class=workload_class, data=data
-            )
-    return render(request, "governance/shares/_impact.html", context)
+        context["ready"] = True
+        context["lines"] = workload_class_change_impact(
+            workload_class=form.workload_class, data=data
+        )
+    return context
 
 
 @require_http_methods(["GET", "POST"])
