@@ -143,6 +143,8 @@ def field_diff(form_for: FormFor, submitted_form) -> list[FieldDiff]:
     diffs = []
     for part in _parts(submitted_form):
         stored, mine = _cleaned(theirs, part), _cleaned(submitted_form, part)
+        if mine in (None, "") and part.name in getattr(submitted_form, "empty_keeps", ()):
+            continue  # empty keeps the stored value: nothing differs
         if _comparable(stored) != _comparable(mine):
             diffs.append(
                 FieldDiff(

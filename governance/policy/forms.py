@@ -198,6 +198,9 @@ class StrategyRadioSelect(forms.RadioSelect):
 class ShareForm(LimitRowsMixin, PolicyForm):
     """Create or edit a quota share with its capacity limits (one row per queue type)."""
 
+    # Fields whose empty value keeps the stored one (governance.policy.conflicts).
+    empty_keeps = ("priority_ceiling",)
+
     name = ServiceCharField(max_length=100, label="Name")
     team = ServiceTeamField(queryset=Team.objects.all(), label="Owning team", empty_label="—")
     strategy = forms.ChoiceField(
