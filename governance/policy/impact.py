@@ -10,7 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from engine import assess_policy_change
-from fleet.bridge import queue_snapshot, share_spec_from_document
+from fleet.bridge import (
+    BORROW_UNLIMITED,
+    queue_snapshot,
+    share_spec_from_document,
+    stored_borrow_limit,
+)
 from fleet.models import Job, JobQueue, QuotaShare, WorkloadClass
 from governance.policy import contracts
 from governance.policy.services import KEEP_CLASS, ShareData, share_data_document
@@ -53,6 +58,166 @@ def share_change_impact(
         shares = [proposed if spec.name == share.name else spec for spec in shares]
     lines = _lines(assess_policy_change(snapshot, shares=shares, now=now))
     return lines + _bound_lines(queue=queue, data=data, spec=proposed, share=share)
+
+
+@dataclass(frozen=True)
+class FieldImpact:
+    """One changed field of a share and its own effect: `change` says the field and
+    its values ("Borrow limit: 200% → 50%"), `lines` what that change alone does, on top
+    of the fields listed before it (the engine's sentences, the reclaim bounds)."""
+
+    field: str
+    change: str
+    lines: tuple[ImpactLine, ...]
+
+    @property
+    def text(self) -> str:
+        return "; ".join(line.text for line in self.lines)
+
+    @property
+    def jobs(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(job for line in self.lines for job in line.jobs))
+
+    @property
+    def kind(self) -> str:
+        return self.lines[0].kind if self.lines else "no_effect"
+
+
+# A share's fields in the editor's order, and how a preview names them.
+SHARE_FIELD_LABELS = {
+    "name": "Name",
+    "team": "Owning team",
+    "strategy": "Strategy",
+    "borrow_limit": "Borrow limit",
+    "capacity_limits": "Capacity limits",
+    "in_share_preemption": "In-share preemption",
+    "priority_ceiling": "Priority ceiling",
+    "default_workload_class": "Default workload class",
+    "state": "State",
+}
+
+
+def share_data_of(share: QuotaShare) -> ShareData:
+    """The share as stored, as the editor would submit it unchanged."""
+    default = share.default_workload_class
+    return ShareData(
+        name=share.name,
+        team=share.team,
+        strategy=share.strategy,
+        borrow_limit=share.borrow_limit,
+        in_share_preemption=share.in_share_preemption,
+        state=share.state,
+        capacity_limits={
+            limit.instance_type.name: limit.max_instances
+            for limit in share.limits.select_related("instance_type")
+        },
+        priority_ceiling=share.priority_ceiling,
+        default_workload_class=default.name if default else None,
+    )
+
+
+def _normalised(data: ShareData) -> ShareData:
+    """What saving `data` stores: a borrow limit only with a strategy that takes one."""
+    return replace(data, borrow_limit=stored_borrow_limit(data.strategy, data.borrow_limit))
+
+
+def _field_value(data: ShareData, name: str):
+    value = getattr(data, name)
+    if name == "team":
+        return value.name if value is not None else None
+    if name == "capacity_limits":
+        return dict(sorted(value.items()))
+    return value
+
+
+def _shown(name: str, value) -> str:
+    if value is None:
+        return {
+            "borrow_limit": "none (the strategy does not borrow)",
+            "default_workload_class": "none (no contract)",
+        }.get(name, "—")
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if name == "borrow_limit":
+        return "unlimited" if value == BORROW_UNLIMITED else f"{value}%"
+    if isinstance(value, dict):
+        return ", ".join(f"{key} × {count}" for key, count in value.items()) or "none"
+    return str(value)
+
+
+def share_field_impact(*, queue: JobQueue, data: ShareData, share: QuotaShare) -> list[FieldImpact]:
+    """The share editor's preview: one entry per field that `data` changes in `share`,
+    each with its own effect. Fields are applied one after another in the editor's
+    order, so each entry says what its field adds to the ones before it, and together
+    they are the whole change."""
+    snapshot, now = queue_snapshot(queue)
+    base = contracts.queue_contracts(queue)
+    step = _normalised(share_data_of(share))
+    target = _normalised(data)
+    if target.priority_ceiling is None:
+        target = replace(target, priority_ceiling=step.priority_ceiling)
+    if target.default_workload_class is KEEP_CLASS:
+        target = replace(target, default_workload_class=step.default_workload_class)
+    fields = []
+    for name, label in SHARE_FIELD_LABELS.items():
+        old, new = _field_value(step, name), _field_value(target, name)
+        if old == new:
+            continue
+        after = _normalised(replace(step, **{name: getattr(target, name)}))
+        lines = _step_lines(queue, snapshot, now, base, share=share, before=step, after=after)
+        change = f"{label}: {_shown(name, old)} → {_shown(name, new)}"
+        if step.borrow_limit is not None and after.borrow_limit is None:
+            dropped = _shown("borrow_limit", step.borrow_limit)
+            change += f" (its borrow limit of {dropped} no longer applies)"
+        fields.append(FieldImpact(field=name, change=change, lines=tuple(lines)))
+        step = after
+    return fields
+
+
+def _step_lines(queue, snapshot, now, base, *, share, before: ShareData, after: ShareData):
+    """What going from `before` to `after` (one field apart) does to the queue's jobs and
+    to the lenders' worst-case reclaim time."""
+    specs = {}
+    for key, data in (("before", before), ("after", after)):
+        # Running jobs name the share as it is now; a rename must not hide them.
+        specs[key] = replace(share_spec_from_document(share_data_document(data)), name=share.name)
+    others = [spec for spec in snapshot.shares if spec.name != share.name]
+    order = [spec.name for spec in snapshot.shares]
+
+    def shares(spec):
+        return sorted([*others, spec], key=lambda s: order.index(s.name) if s.name in order else 0)
+
+    start = replace(snapshot, shares=tuple(shares(specs["before"])))
+    lines = [
+        line
+        for line in _lines(assess_policy_change(start, shares=shares(specs["after"]), now=now))
+        if line.kind != "no_effect"
+    ]
+    bounds = {
+        key: contracts.with_share(
+            base,
+            spec=specs[key],
+            limits=data.capacity_limits,
+            default_class=_class_pk(data.default_workload_class),
+            new=False,
+        )
+        for key, data in (("before", before), ("after", after))
+    }
+    lines += [
+        ImpactLine(kind="reclaim_bound", text=text, jobs=())
+        for text in contracts.bound_change_lines(bounds["before"], bounds["after"])
+    ]
+    return lines or [
+        ImpactLine(
+            kind="no_effect", text="no effect on current jobs or on any share's borrowing", jobs=()
+        )
+    ]
+
+
+def _class_pk(name) -> int | None:
+    if name in (None, KEEP_CLASS):
+        return None
+    return WorkloadClass.objects.filter(name=name).values_list("pk", flat=True).first()
 
 
 def _bound_lines(

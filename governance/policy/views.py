@@ -28,7 +28,11 @@ from governance.models import PolicyChange
 from governance.policy import conflicts, contracts
 from governance.policy.forms import CapacityForm, ShareForm
 from governance.policy.history_views import field_label, history_url_for
-from governance.policy.impact import capacity_change_impact, share_change_impact
+from governance.policy.impact import (
+    capacity_change_impact,
+    share_change_impact,
+    share_field_impact,
+)
 from governance.policy.services import (
     PolicyError,
     PolicyWrite,
@@ -240,7 +244,9 @@ def edit_with_conflicts(
             form.is_valid()
         else:
             return after_policy_write(request, saved, applied=applied)
-    impact = preview(form) if preview is not None and conflict is None else None
+    # The preview of the submitted values, on a fresh form: the save's own errors (a
+    # missing reason) are not the change's.
+    impact = preview(form_for(data)) if preview is not None and conflict is None else None
     return render_page(form, conflict=conflict, impact=impact)
 
 
@@ -279,7 +285,9 @@ def share_create(request, queue_pk: int):
             return after_policy_write(
                 request, saved, applied=lambda write: _share_saved(request, write)
             )
-    impact = _share_preview(form) if request.method == "POST" else None
+    impact = None
+    if request.method == "POST":
+        impact = _share_preview(ShareForm(request.POST, queue=queue))
     return render(request, "governance/shares/edit.html", _editor_context(form, impact=impact))
 
 
@@ -340,7 +348,12 @@ def _share_preview(form: ShareForm) -> dict:
         context["problems"] = _problems(errors)
     else:
         context["ready"] = True
-        context["lines"] = share_change_impact(queue=form.queue, data=data, share=form.share)
+        if form.share is None:
+            context["lines"] = share_change_impact(queue=form.queue, data=data)
+        else:
+            # One line per changed field, each with its own effect.
+            context["fields"] = share_field_impact(queue=form.queue, data=data, share=form.share)
+            context["unchanged"] = not context["fields"]
     return context
 
 
