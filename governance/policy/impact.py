@@ -44,10 +44,12 @@ def _lines(impacts) -> list[ImpactLine]:
 
 
 def share_change_impact(
-    *, queue: JobQueue, data: ShareData, share: QuotaShare | None = None
+    *, queue: JobQueue, data: ShareData, share: QuotaShare | None = None, snapshot=None
 ) -> list[ImpactLine]:
-    """The preview for saving `data` as `share` (or as a new share) in `queue`."""
-    snapshot, now = queue_snapshot(queue)
+    """The preview for saving `data` as `share` (or as a new share) in `queue`: on the
+    queue's live jobs now, or on `snapshot` ((engine Snapshot, instant): the jobs
+    expected at a later instant)."""
+    snapshot, now = snapshot if snapshot is not None else queue_snapshot(queue)
     proposed = share_spec_from_document(share_data_document(data))
     shares = list(snapshot.shares)
     if share is None:
