@@ -177,3 +177,25 @@ def _carried(response) -> dict:
     data["version"] = str(conflict["version"])
     data["reason"] = conflict["reason"]
     return data
+
+
+def test_slurm_binding_conflict_lists_its_fields_and_who_saved(admin_client, aws_queue):
+    JobQueue.objects.filter(pk=aws_queue.pk).update(
+        version=2, slurm_conf="/etc/slurm/slurm.conf", slurm_partition="gpu"
+    )
+    url = reverse("queue-slurm", args=[aws_queue.pk])
+    payload = {
+        "slurm_conf": "",
+        "slurm_partition": "",
+        "slurm_account": "",
+        "version": "1",
+        "reason": "unbind",
+    }
+
+    response = admin_client.post(url, payload)
+
+    assert response.status_code == 200
+    rows = {row.name: row for row in response.context["conflict"]["rows"]}
+    assert set(rows) == {"slurm_conf", "slurm_partition"}
+    assert rows["slurm_partition"].theirs == "gpu"
+    assert JobQueue.objects.get(pk=aws_queue.pk).slurm_partition == "gpu"
