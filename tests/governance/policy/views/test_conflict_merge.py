@@ -199,3 +199,21 @@ def test_slurm_binding_conflict_lists_its_fields_and_who_saved(admin_client, aws
     assert set(rows) == {"slurm_conf", "slurm_partition"}
     assert rows["slurm_partition"].theirs == "gpu"
     assert JobQueue.objects.get(pk=aws_queue.pk).slurm_partition == "gpu"
+
+
+def test_the_capacity_preview_survives_a_failed_save(admin_client, aws_queue):
+    response = admin_client.post(
+        reverse("queue-capacity", args=[aws_queue.pk]),
+        {
+            "version": "1",
+            "reason": "",
+            "capacity-0-instance_type": "ml.g5.xlarge",
+            "capacity-0-max_instances": "2",
+        },
+    )
+
+    assert response.context["form"].errors["reason"]
+    impact = response.context["impact"]
+    assert impact["ready"] and impact["lines"]
+    assert "Change a field to see its effect" not in response.content.decode()
+    assert JobQueue.objects.get(pk=aws_queue.pk).capacities.get().instances == 3
