@@ -35,7 +35,11 @@ def test_seed_demo_is_idempotent_and_builds_the_demo_organisation():
     philly = JobQueue.objects.get(name="philly")
     # 11 sized virtual clusters plus one share folding the four tiny ones.
     assert philly.shares.count() == 12
-    assert philly.shares.get(name="vc-6214e9").limits.get().max_instances == 64 * 8
+    # Sized to the bundled trace's demand: 30 % of each VC's nodes (8 GPUs each).
+    assert philly.shares.get(name="vc-6214e9").limits.get().max_instances == int(64 * 8 * 0.3)
+    assert philly.capacities.get().instances == sum(
+        lim.max_instances for s in philly.shares.all() for lim in s.limits.all()
+    )
     assert all(lim.max_instances > 0 for s in philly.shares.all() for lim in s.limits.all())
     for username in ("admin", "lead", "owner", "leader"):
         assert User.objects.get(username=username).check_password(demo_password())
