@@ -21,6 +21,7 @@ from demo.knowledge import seed_knowledge
 from fleet.models import InstanceType, Job, JobQueue, QuotaShare, Team
 from governance.models import PolicyChange
 from governance.policy.membership import role_changes_by
+from governance.policy.prices import instance_type_price_set
 from governance.policy.services import (
     ShareData,
     queue_create,
@@ -49,6 +50,13 @@ def philly_share_gpus(gpus: int) -> int:
 
 
 SEED_REASON = "Demo organisation loaded by seed_demo"
+# Prices per instance-hour (settings.COST_CURRENCY, USD by default), so the dashboard's
+# cost table has figures on the first start: a Philly GPU at an illustrative cloud price of
+# one GPU-hour, ml.g5.xlarge at its SageMaker on-demand price (us-east-1).
+DEMO_PRICES = (
+    ("philly.gpu", "2.20", "an illustrative cloud price of one GPU-hour"),
+    ("ml.g5.xlarge", "1.408", "its SageMaker on-demand price in us-east-1"),
+)
 
 
 @dataclass(frozen=True)
@@ -297,6 +305,21 @@ def seed_philly(actor) -> JobQueue:
     return queue
 
 
+def seed_prices(actor) -> None:
+    """The demo's prices, through the price service (a recorded import, so it applies at
+    once under review too); a type that has a price already keeps it."""
+    for name, price, why in DEMO_PRICES:
+        itype = InstanceType.objects.filter(name=name, price_per_hour__isnull=True).first()
+        if itype is not None:
+            instance_type_price_set(
+                actor=actor,
+                instance_type=itype,
+                price=price,
+                reason=f"demo seed: {why}",
+                cause=PolicyChange.Cause.IMPORT,
+            )
+
+
 @transaction.atomic
 def seed_demo(*, password: str | None = None) -> dict[str, User]:
     users = _users(password or demo_password())
@@ -308,6 +331,7 @@ def seed_demo(*, password: str | None = None) -> dict[str, User]:
             )
     aws = seed_aws_sample(admin, users["lead"])
     seed_philly(admin)
+    seed_prices(admin)
     seed_knowledge(actor=admin)
     seed_exceptions(admin=admin, lead=users["lead"], owner=users["owner"], queue=aws)
     seed_process_demo(actor=admin, lead=users["lead"])
