@@ -717,10 +717,9 @@ def _history_policy(scenario, queue, shares, start, end, policy_in_force):
 
 HISTORY_QUEUE = "philly"
 HISTORY_TYPE = "philly.gpu"
-# During the replayed months the fleet was a third of today's: enough contention for
-# borrowing, reclaims and in-share preemptions to show. Its expansion to today's
-# limits is recorded at the end of the history (the first instant of `end`'s month).
-HISTORY_SCALE = 0.3
+# The replayed months ran on today's fleet (demo.organisation sizes it to the trace's
+# demand): the jobs a what-if replays ran on the policy it clones, give or take the
+# story's edits, maintenance windows and exceptions.
 HISTORY_SEED = 2017
 CHECKPOINT_INTERVAL = 1800
 RESTART_OVERHEAD = 120
@@ -802,10 +801,6 @@ def _months_back(month: dt.datetime, count: int) -> dt.datetime:
     return month
 
 
-def _scaled(value: int) -> int:
-    return max(1, int(value * HISTORY_SCALE))
-
-
 class _History:
     """Builds the timed policy story (scenario actions + the records they leave)."""
 
@@ -817,7 +812,7 @@ class _History:
         self.changes: list[tuple[dt.datetime, dict]] = []
         self.requests: list[tuple[dict, list[tuple[dt.datetime, str, str]]]] = []
         self.limits = {
-            name: {HISTORY_TYPE: _scaled(limit)} for name, limit in self._current_limits().items()
+            name: {HISTORY_TYPE: limit} for name, limit in self._current_limits().items()
         }
         self.borrow = {name: share.borrow_limit for name, share in shares.items()}
         self.capacity = sum(limits[HISTORY_TYPE] for limits in self.limits.values())
@@ -892,48 +887,6 @@ class _History:
         self.changes.append((at, record))
         return record
 
-    def expansion(self, limits: dict[str, int], capacity: int) -> None:
-        """Today's fleet: recorded at the end of the history, after the replayed window."""
-        reason = "Fleet expansion: the new nodes are in service; limits grow to match."
-        for name, limit in limits.items():
-            before = self._share_doc(name)
-            self.limits[name] = {HISTORY_TYPE: limit}
-            self.borrow[name] = self.shares[name].borrow_limit
-            self.changes.append(
-                (
-                    self.end,
-                    {
-                        "cause": PolicyChange.Cause.EDIT,
-                        "reason": reason,
-                        "actor": self.admin,
-                        "target": PolicyChange.Target.SHARE,
-                        "share": self.shares[name],
-                        "object_repr": str(self.shares[name]),
-                        "before": before,
-                        "after": self._share_doc(name),
-                        "request": None,
-                        "reverts": None,
-                    },
-                )
-            )
-        self.changes.append(
-            (
-                self.end,
-                {
-                    "cause": PolicyChange.Cause.EDIT,
-                    "reason": reason,
-                    "actor": self.admin,
-                    "target": PolicyChange.Target.QUEUE,
-                    "share": None,
-                    "object_repr": str(self.queue),
-                    "before": {"capacity": {HISTORY_TYPE: self.capacity}},
-                    "after": {"capacity": {HISTORY_TYPE: capacity}},
-                    "request": None,
-                    "reverts": None,
-                },
-            )
-        )
-
     def month(self, start: dt.datetime, stop: dt.datetime) -> None:
         rng = self.rng
         span = (stop - start).total_seconds()
@@ -949,6 +902,10 @@ class _History:
             if self.borrow[name] != 100:
                 continue
             at = moment(0.0, 0.6)
+            back = at + dt.timedelta(days=rng.randint(7, 12))
+            if back >= self.end:
+                # Today's policy is the seed's: no tightening is left in force.
+                continue
             edit = self.edit_share(
                 at,
                 name,
@@ -957,17 +914,15 @@ class _History:
                 actor=self.admin,
                 borrow_limit=50,
             )
-            back = at + dt.timedelta(days=rng.randint(7, 12))
-            if back < self.end:
-                self.edit_share(
-                    back,
-                    name,
-                    cause=PolicyChange.Cause.REVERT,
-                    reason="Lenders' wait is back to normal; restore the borrow limit.",
-                    actor=self.admin,
-                    reverts=edit,
-                    borrow_limit=100,
-                )
+            self.edit_share(
+                back,
+                name,
+                cause=PolicyChange.Cause.REVERT,
+                reason="Lenders' wait is back to normal; restore the borrow limit.",
+                actor=self.admin,
+                reverts=edit,
+                borrow_limit=100,
+            )
         # A maintenance window: a fifth of the fleet out for six hours.
         at = moment(0.2, 0.8)
         full = self.capacity
@@ -1201,13 +1156,6 @@ def seed_history(*, months: int = 3, end: dt.datetime | None = None) -> HistoryS
         following = _months_back(month + dt.timedelta(days=40), 0).replace(day=1)
         story.month(month, following)
         month = following
-    story.expansion(
-        story._current_limits(),
-        queue.capacities.filter(instance_type__name=HISTORY_TYPE)
-        .values_list("instances", flat=True)
-        .first()
-        or story.capacity,
-    )
     days = (end_month - origin).total_seconds() / 86400
     document["jobs"] = [job for job in _trace_jobs(days) if job["share"] in shares]
     document["actions"] = sorted(story.actions, key=lambda action: action["at"])

@@ -194,11 +194,13 @@ and what they saved borrowers (work checkpointed on notice, preemptions avoided)
         "kind": KnowledgeArticle.Kind.ALLOCATION,
         "tags": ["allocation", "philly"],
         "body": """The philly queue replays the Microsoft Philly trace. Each virtual cluster
-becomes a share whose limit is the cluster's GPU count; the four tiny clusters without a
-recorded size share one small share, vc-other.
+becomes a share whose limit is 30 % of the cluster's GPU count (8 GPUs per node); the four
+tiny clusters without a recorded size share one small share, vc-other.
 
-The sizes come from the trace's own metadata, so replayed waiting times can be compared
-with the published analysis.""",
+The node counts come from the trace's published metadata. The bundled trace is an
+extract of Philly's jobs: on every node it would keep the queue 5 to 20 % busy and no
+share would ever wait for another's capacity, so the queue is sized to the trace's
+demand. Its busy weeks contend: borrowing, reclaims and what a policy change does show.""",
     },
     {
         "slug": "exception-process",

@@ -21,6 +21,7 @@ from demo.knowledge import seed_knowledge
 from fleet.models import InstanceType, Job, JobQueue, QuotaShare, Team
 from governance.models import PolicyChange
 from governance.policy.membership import role_changes_by
+from governance.policy.prices import instance_type_price_set
 from governance.policy.services import (
     ShareData,
     queue_create,
@@ -32,9 +33,30 @@ from scheduler.services.job_definitions import parameters_resolve
 TRACE_DIR = Path(__file__).resolve().parent.parent / "engine" / "data" / "traces"
 DEFAULT_DEMO_PASSWORD = "quota-demo-2026"
 GPUS_PER_NODE = 8
+# The demo's Philly queue is sized to the bundled trace's demand, not to the VCs' node
+# counts: the trace is an extract of Philly's jobs (82,247 of them), which on every
+# node of philly_vc.csv (2,824 GPUs) would keep the queue 5-20 % busy, so no share
+# would ever wait for capacity another holds. At this fraction (841 GPUs) its busy
+# weeks contend, the replayed months show borrowing, reclaims and preemptions, and a
+# what-if of a policy change shows what the change does.
+PHILLY_SIZE_FRACTION = 0.3
 # The four tiny Philly VCs have no size in philly_vc.csv; they share one small share.
 OTHER_SHARE_GPUS = 8
+
+
+def philly_share_gpus(gpus: int) -> int:
+    """The demo's limit of a VC of `gpus` GPUs (at least 1)."""
+    return max(1, int(gpus * PHILLY_SIZE_FRACTION))
+
+
 SEED_REASON = "Demo organisation loaded by seed_demo"
+# Prices per instance-hour (settings.COST_CURRENCY, USD by default), so the dashboard's
+# cost table has figures on the first start: a Philly GPU at an illustrative cloud price of
+# one GPU-hour, ml.g5.xlarge at its SageMaker on-demand price (us-east-1).
+DEMO_PRICES = (
+    ("philly.gpu", "2.20", "an illustrative cloud price of one GPU-hour"),
+    ("ml.g5.xlarge", "1.408", "its SageMaker on-demand price in us-east-1"),
+)
 
 
 @dataclass(frozen=True)
@@ -238,16 +260,19 @@ def seed_philly(actor) -> JobQueue:
     gpu, _ = InstanceType.objects.get_or_create(
         name="philly.gpu", defaults={"gpu_count": 1, "gpu_model": "Philly GPU (1 per instance)"}
     )
-    sizes = philly_vc_sizes()
-    total = sum(nodes for _vc, nodes in sizes) * GPUS_PER_NODE + OTHER_SHARE_GPUS
+    sizes = [(vc, philly_share_gpus(nodes * GPUS_PER_NODE)) for vc, nodes in philly_vc_sizes()]
+    other = philly_share_gpus(OTHER_SHARE_GPUS)
+    total = sum(gpus for _vc, gpus in sizes) + other
     queue = _queue(
         actor=actor,
         name="philly",
-        description="Microsoft Philly's virtual clusters as teams (8 GPUs per node; one "
-        "instance = one GPU). Contains data derived from the Microsoft Philly trace, CC BY 4.0.",
+        description="Microsoft Philly's virtual clusters as teams (one instance = one GPU), "
+        f"each sized at {PHILLY_SIZE_FRACTION:.0%} of its nodes (8 GPUs each) to the "
+        "bundled trace's demand. Contains data derived from the Microsoft Philly trace, "
+        "CC BY 4.0.",
         capacity={gpu.name: total},
     )
-    for vc, nodes in sizes:
+    for vc, gpus in sizes:
         team, _ = Team.objects.get_or_create(name=f"vc-{vc}")
         _share(
             actor=actor,
@@ -258,7 +283,7 @@ def seed_philly(actor) -> JobQueue:
                 strategy=QuotaShare.Strategy.LEND_AND_BORROW,
                 borrow_limit=100,
                 in_share_preemption=True,
-                capacity_limits={gpu.name: nodes * GPUS_PER_NODE},
+                capacity_limits={gpu.name: gpus},
                 default_workload_class=history_class(f"vc-{vc}"),
             ),
         )
@@ -272,12 +297,27 @@ def seed_philly(actor) -> JobQueue:
             name="vc-other",
             team=team,
             strategy=QuotaShare.Strategy.LEND,
-            capacity_limits={gpu.name: OTHER_SHARE_GPUS},
+            capacity_limits={gpu.name: other},
             default_workload_class=history_class("vc-other"),
         ),
     )
     seed_definitions(actor=actor, queue=queue, names=["philly-training"])
     return queue
+
+
+def seed_prices(actor) -> None:
+    """The demo's prices, through the price service (a recorded import, so it applies at
+    once under review too); a type that has a price already keeps it."""
+    for name, price, why in DEMO_PRICES:
+        itype = InstanceType.objects.filter(name=name, price_per_hour__isnull=True).first()
+        if itype is not None:
+            instance_type_price_set(
+                actor=actor,
+                instance_type=itype,
+                price=price,
+                reason=f"demo seed: {why}",
+                cause=PolicyChange.Cause.IMPORT,
+            )
 
 
 @transaction.atomic
@@ -291,6 +331,7 @@ def seed_demo(*, password: str | None = None) -> dict[str, User]:
             )
     aws = seed_aws_sample(admin, users["lead"])
     seed_philly(admin)
+    seed_prices(admin)
     seed_knowledge(actor=admin)
     seed_exceptions(admin=admin, lead=users["lead"], owner=users["owner"], queue=aws)
     seed_process_demo(actor=admin, lead=users["lead"])

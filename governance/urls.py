@@ -32,6 +32,7 @@ urlpatterns = [
     path("queues/<int:pk>/slurm/impact/", slurm.queue_slurm_impact, name="queue-slurm-impact"),
     path("instance-types/", slurm.instance_types, name="instance-type-list"),
     path("instance-types/<int:pk>/slurm/", slurm.instance_type_slurm, name="instance-type-slurm"),
+    path("instance-types/<int:pk>/price/", slurm.instance_type_price, name="instance-type-price"),
     path("queues/<int:pk>/policy-code/", policy_code.queue_policy_code, name="queue-policy-code"),
     path(
         "queues/<int:pk>/policy-code/<str:format>/download/",

@@ -24,7 +24,7 @@ from fleet.models import (
 )
 from fleet.models import UrgencyDefinition as Urgency
 from governance.models import PolicyChange
-from governance.policy import services, slurm_binding, workload_classes
+from governance.policy import prices, services, slurm_binding, workload_classes
 from governance.policy.membership import TeamData, team_save, team_validate
 from governance.policy.services import PolicyError, PolicyWrite, ShareData
 
@@ -484,6 +484,47 @@ class SlurmResourcesForm(PolicyForm):
                 actor=actor,
                 instance_type=self.instance_type,
                 resources=self.resources(),
+                reason=self.cleaned_data.get("reason") or "",
+            )
+        except PolicyError as error:
+            self.apply_errors(error.errors)
+            raise
+
+
+class InstanceTypePriceForm(PolicyForm):
+    """The price of one instance of a type per hour. The text goes to the service as
+    typed, so its messages (not a number, 0 or less, too many digits) are the API's."""
+
+    price_per_hour = ServiceCharField(
+        required=False,
+        max_length=40,
+        widget=forms.TextInput(attrs={"inputmode": "decimal", "autocomplete": "off"}),
+    )
+    reason = _reason_field()
+
+    def __init__(self, *args, instance_type: InstanceType, currency: str, **kwargs):
+        if _unbound(args, kwargs):
+            price = instance_type.price_per_hour
+            kwargs.setdefault(
+                "initial", {"price_per_hour": "" if price is None else prices.price_short(price)}
+            )
+        super().__init__(*args, **kwargs)
+        self.instance_type = instance_type
+        field = self.fields["price_per_hour"]
+        field.label = f"Price of one instance per hour ({currency})"
+        field.help_text = (
+            f"A number above 0, e.g. 2.20, with at most 4 digits after the point; "
+            f"one instance is {instance_type.gpu_count} GPU"
+            f"{'' if instance_type.gpu_count == 1 else 's'}. Empty: no price, so the type "
+            "has no cost anywhere (never a cost of 0)."
+        )
+
+    def save(self, *, actor) -> PolicyWrite:
+        try:
+            return prices.instance_type_price_set(
+                actor=actor,
+                instance_type=self.instance_type,
+                price=self.cleaned_data.get("price_per_hour") or "",
                 reason=self.cleaned_data.get("reason") or "",
             )
         except PolicyError as error:

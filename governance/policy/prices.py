@@ -59,12 +59,25 @@ def price_parse(value) -> Decimal | None:
     return price.quantize(PLACES)
 
 
+def price_text(price) -> str:
+    """A stored price as the history and the pages show it: 2.2 -> "2.2000"."""
+    return str(Decimal(price).quantize(PLACES))
+
+
+def price_short(price) -> str:
+    """A stored price for people: cents always, more digits only when it has them
+    (2.2 -> "2.20", 1.408 -> "1.408")."""
+    text = price_text(price)
+    whole, _, places = text.partition(".")
+    return f"{whole}.{places.rstrip('0').ljust(2, '0')}"
+
+
 def price_document(instance_type: InstanceType) -> dict:
     """The price as the history records it (text, so the diff shows it as set)."""
     price = instance_type.price_per_hour
     return {
         "instance_type": instance_type.name,
-        FIELD: None if price is None else str(Decimal(price).quantize(PLACES)),
+        FIELD: None if price is None else price_text(price),
         "currency": settings.COST_CURRENCY,
     }
 

@@ -1,10 +1,13 @@
 """The executor binding's pages: a queue's Slurm cluster, partition and account (with
 its impact preview), and each instance type's Slurm resources. Thin, like the capacity
 editor: the forms call governance.policy.slurm_binding, whose checks are the scheduler's.
+The instance types page also shows and sets each type's price per hour (the form calls
+governance.policy.prices).
 """
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -15,8 +18,8 @@ from core import rules
 from fleet.models import InstanceType
 from fleet.selectors import queue_list
 from governance.models import PolicyChange
-from governance.policy import slurm_binding
-from governance.policy.forms import SlurmBindingForm, SlurmResourcesForm
+from governance.policy import prices, slurm_binding
+from governance.policy.forms import InstanceTypePriceForm, SlurmBindingForm, SlurmResourcesForm
 from governance.policy.history_views import history_url_for
 from governance.policy.impact import ImpactLine
 from governance.policy.services import PolicyError, PolicyWrite
@@ -83,11 +86,63 @@ def instance_types(request):
         "governance/instance_types/list.html",
         {
             "types": [
-                (itype, slurm_binding.instance_type_slurm_queues(itype))
+                (
+                    itype,
+                    slurm_binding.instance_type_slurm_queues(itype),
+                    None
+                    if itype.price_per_hour is None
+                    else prices.price_short(itype.price_per_hour),
+                )
                 for itype in InstanceType.objects.order_by("name")
-            ]
+            ],
+            "currency": settings.COST_CURRENCY,
         },
     )
+
+
+@require_http_methods(["GET", "POST"])
+def instance_type_price(request, pk: int):
+    rules.require(request.user, "policy.edit")
+    itype = get_object_or_404(InstanceType, pk=pk)
+    currency = settings.COST_CURRENCY
+    form = InstanceTypePriceForm(request.POST or None, instance_type=itype, currency=currency)
+    if request.method == "POST" and form.is_valid():
+        try:
+            saved = form.save(actor=request.user)
+        except PolicyError:
+            pass
+        else:
+            return after_policy_write(
+                request, saved, applied=lambda write: _price_saved(request, write)
+            )
+    return render(
+        request,
+        "governance/instance_types/price.html",
+        {"form": form, "instance_type": itype, "currency": currency},
+    )
+
+
+def _price_saved(request, write: PolicyWrite) -> str:
+    itype = write.applied
+    if write.entry is None:
+        messages.info(request, f"Nothing changed in {itype.name}: its price is as it was.")
+    else:
+        price = itype.price_per_hour
+        told = (
+            "no price"
+            if price is None
+            else f"{prices.price_short(price)} {settings.COST_CURRENCY} per instance-hour"
+        )
+        messages.success(
+            request,
+            format_html(
+                'Saved the price of {}: {}. <a href="{}">See this change in the history</a>.',
+                itype.name,
+                told,
+                history_url_for(write.entry),
+            ),
+        )
+    return reverse("instance-type-list")
 
 
 @require_http_methods(["GET", "POST"])

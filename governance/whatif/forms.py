@@ -65,7 +65,8 @@ class WorkloadForm(forms.Form):
         label="From",
         required=False,
         widget=forms.DateInput(attrs={"type": "date"}),
-        help_text="Recorded jobs: the first day, from 00:00 UTC (default: 30 days ago). "
+        help_text="Recorded jobs: the first day, from 00:00 UTC (default: the 30 days up to "
+        "the queue's last submission). "
         "Philly trace: 2017-09-04 to 2017-12-22 (default 2017-10-01).",
     )
     days = forms.FloatField(

@@ -100,12 +100,12 @@ def comparison_create(
     now: dt.datetime | None = None,
 ) -> WhatIfComparison:
     """Clone the queue's current policy into a draft; the workload starts as the jobs
-    recorded on the queue in the last 30 days."""
+    recorded on the queue in the 30 days up to its last submission (default_period)."""
     rules.require(actor, "whatif.use")
     policy, refs = policy_snapshot(queue=queue)
     if not policy["shares"]:
         raise InvalidInput({"queue": [f"{queue.name} has no shares yet: create one first"]})
-    start, end = workloads.default_period(now or timezone.now())
+    start, end = workloads.default_period(now or timezone.now(), queue=queue)
     workload = workloads.recorded_workload(
         queue=queue, policy=policy, refs=refs, start=start, end=end
     )
@@ -371,7 +371,9 @@ def _build_workload(
     gpus = gpus_per_instance(policy=policy)
     Kind = WhatIfComparison.Workload
     if kind == Kind.RECORDED:
-        default_start, default_end = workloads.default_period(timezone.now())
+        default_start, default_end = workloads.default_period(
+            timezone.now(), queue=comparison.queue
+        )
         workload = workloads.recorded_workload(
             queue=comparison.queue,
             policy=policy,

@@ -3,7 +3,8 @@
 Three sources, all giving scenario-format jobs whose `share` names a share of the
 cloned (current) policy:
 
-- the jobs recorded on the queue in a period (default: the last 30 days);
+- the jobs recorded on the queue in a period (default: the 30 days up to its last
+  submission, the last 30 days on a queue in use);
 - a window of the bundled Philly trace (start date + days), through the engine's
   trace reader;
 - an uploaded CSV in the same (Philly) format, checked row by row: every bad row is
@@ -265,8 +266,23 @@ def share_default_classes(jobs: Sequence[Mapping], share_classes: Mapping[str, s
     return {job["id"]: share_classes[job["share"]] for job in jobs if job["share"] in share_classes}
 
 
-def default_period(now: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
-    return now - dt.timedelta(days=DEFAULT_DAYS), now
+def default_period(now: dt.datetime, *, queue=None) -> tuple[dt.datetime, dt.datetime]:
+    """The recorded workload's default period: the `DEFAULT_DAYS` days up to the last
+    job submitted on `queue` (to the minute after it), or up to `now` when that is
+    sooner or the queue has none. On a queue in use that is the last 30 days; on one
+    whose jobs stopped coming (the demo's replayed months end at the month's start)
+    it is the last 30 days that hold jobs, never an empty period."""
+    end = now
+    if queue is not None:
+        last = (
+            Job.objects.filter(queue=queue, submitted_at__lte=now)
+            .order_by("-submitted_at")
+            .values_list("submitted_at", flat=True)
+            .first()
+        )
+        if last is not None:
+            end = min(now, last.replace(second=0, microsecond=0) + dt.timedelta(minutes=1))
+    return end - dt.timedelta(days=DEFAULT_DAYS), end
 
 
 # -- trace rows -> jobs ------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.urls import reverse
 
 from demo.history import HISTORY_PREFIX, seed_history
 from demo.organisation import seed_demo
@@ -16,8 +17,8 @@ END = dt.datetime(2025, 6, 15, tzinfo=dt.UTC)
 
 
 @pytest.mark.django_db
-def test_seed_history_writes_three_months_once():
-    seed_demo(password="pw-for-tests-1")
+def test_seed_history_writes_three_months_once(client):
+    users = seed_demo(password="pw-for-tests-1")
     summary = seed_history(months=3, end=END)
     assert summary.months == [dt.date(2025, 3, 1), dt.date(2025, 4, 1), dt.date(2025, 5, 1)]
     assert summary.jobs > 50_000
@@ -38,6 +39,18 @@ def test_seed_history_writes_three_months_once():
         assert data["policy_edits"] > 0
         assert data["exceptions"]["filed"] > 0
     rows = MonthlyRollup.objects.count()
+
+    # The seeded prices cost the replayed months: the dashboard's cost table has figures
+    # on the first start (philly.gpu at 2.20 USD per instance-hour, one GPU each).
+    client.force_login(users["leader"])
+    page = client.get(reverse("dashboard"), {"month": summary.months[-1].strftime("%Y-%m")})
+    assert "philly.gpu 2.2000 USD" in page.content.decode()
+    teams = {row["name"]: row for row in page.context["cost"]["teams"]}
+    busiest = teams["vc-ee9e8c"]
+    assert busiest["cost"]["within_limit"] > 0
+    assert busiest["cost"]["within_limit"] == pytest.approx(
+        busiest["gpu_hours"]["within_limit"] * 2.2, rel=1e-6
+    )
 
     again = seed_history(months=3, end=END)
     assert again.skipped

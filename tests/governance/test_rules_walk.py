@@ -280,6 +280,9 @@ PAGES: dict[tuple[str, str], Entry] = {
     ("instance-type-slurm", ""): Entry(
         POLICY_EDIT, {"pk": _pk("instance_type")}, methods=("GET", "POST")
     ),
+    ("instance-type-price", ""): Entry(
+        POLICY_EDIT, {"pk": _pk("instance_type")}, methods=("GET", "POST")
+    ),
     ("share-create", ""): Entry(POLICY_EDIT, {"queue_pk": _pk("queue")}, methods=("GET", "POST")),
     ("share-impact", ""): Entry(POLICY_EDIT, {"queue_pk": _pk("queue")}, methods=("POST",)),
     ("policy-list", ""): Entry(POLICY_EDIT),

@@ -43,6 +43,38 @@ def test_recorded_jobs_of_the_last_30_days_by_default(comparison, aws_queue):
     assert "7 jobs recorded on aws-sample" in comparison.workload_description
 
 
+def test_the_default_period_ends_at_the_last_submission_of_a_quiet_queue(aws_queue, admin):
+    """A queue whose jobs stopped coming 40 days ago (the demo's replayed months end at
+    a month's start): the default is the 30 days up to its last job, not an empty
+    period; a recent job moves it to the last 30 days again."""
+    share = aws_queue.shares.get(name="qs1")
+    now = timezone.now().replace(microsecond=0)
+    last = now - dt.timedelta(days=40, seconds=30)
+    older = [
+        JobFactory(share=share, submitted_at=last - dt.timedelta(days=days)) for days in (1, 29)
+    ]
+    JobFactory(share=share, submitted_at=last - dt.timedelta(days=31))  # before the period
+    JobFactory(share=share, submitted_at=last)
+    comparison = services.comparison_create(actor=admin, queue=aws_queue, now=now)
+    end = last.replace(second=0) + dt.timedelta(minutes=1)
+    assert len(comparison.workload_jobs) == len(older) + 1
+    assert comparison.workload_description == (
+        f"3 jobs recorded on aws-sample from {end - dt.timedelta(days=30):%Y-%m-%d %H:%M} "
+        f"to {end:%Y-%m-%d %H:%M} UTC"
+    )
+
+    # On a queue in use: the last 30 days, to the minute after its last job (a job
+    # submitted since `now` is not counted).
+    JobFactory(share=share, submitted_at=now - dt.timedelta(seconds=10))
+    JobFactory(share=share, submitted_at=now + dt.timedelta(seconds=70))
+    comparison = services.comparison_create(actor=admin, queue=aws_queue, now=now)
+    end = min(now, (now - dt.timedelta(seconds=10)).replace(second=0) + dt.timedelta(minutes=1))
+    assert comparison.workload_description == (
+        f"1 jobs recorded on aws-sample from {end - dt.timedelta(days=30):%Y-%m-%d %H:%M} "
+        f"to {end:%Y-%m-%d %H:%M} UTC"
+    )
+
+
 def test_recorded_jobs_keep_the_contract_they_copied(comparison, aws_queue):
     """The replay's baseline is what ran: a job that copied grace 60 and a 600 s
     protection from reclaim carries them; the others name no contract field."""
