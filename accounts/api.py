@@ -3,10 +3,19 @@
 A token is issued only to a browser session (a person who just logged in, e.g. from
 the API docs page), never to another token, so a leaked token cannot renew itself.
 Listing and revoking work with either.
+
+A browser that opens /api/v1/tokens/ (a GET that prefers HTML to JSON, without a token
+and without `?format=`) is sent to the tokens page, /accounts/tokens/, which does the
+same with forms (issue, shown once; list with last use and expiry; revoke) and is
+checked with axe; the raw JSON was the only thing there, and DRF's browsable API is
+off outside debugging. Every other client gets the JSON as before; the answer varies
+on Accept.
 """
 
 from django.conf import settings
-from django.http import Http404
+from django.http import Http404, HttpResponseRedirect
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers, status
 from rest_framework.authentication import SessionAuthentication
@@ -63,6 +72,18 @@ class TokenInput(serializers.Serializer):
     )
 
 
+def wants_page(request) -> bool:
+    """A person's browser, not an API client: a GET preferring text/html to JSON (a
+    browser's Accept names text/html; `*/*` or none is an API client's), with no
+    Authorization header and no `?format=` asking for the JSON."""
+    return (
+        request.method == "GET"
+        and "HTTP_AUTHORIZATION" not in request.META
+        and "format" not in request.GET
+        and request.get_preferred_type(["application/json", "text/html"]) == "text/html"
+    )
+
+
 @extend_schema_view(
     list=extend_schema(summary="List your API tokens", responses={200: TokenOutput(many=True)}),
     create=extend_schema(
@@ -75,6 +96,14 @@ class TokenInput(serializers.Serializer):
 class TokenViewSet(BaseApiViewSet):
     permission_classes = [IsAuthenticated]
     serializer_class = TokenOutput
+
+    def dispatch(self, request, *args, **kwargs):
+        if self.action_map.get("get") == "list" and wants_page(request):
+            response = HttpResponseRedirect(reverse("tokens"))
+        else:
+            response = super().dispatch(request, *args, **kwargs)
+        patch_vary_headers(response, ["Accept"])
+        return response
 
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):  # the schema: types only, no user

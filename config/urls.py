@@ -3,7 +3,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path, re_path
 
 from core.api import errors as api_errors
-from governance import system
+from governance import as_data, system
 from governance.directory import oidc
 
 urlpatterns = [
@@ -25,6 +25,8 @@ urlpatterns = [
     path("oidc/callback/", oidc.callback_view, name="oidc_authentication_callback"),
     path("", include("accounts.urls")),
     path("api/", include("governance.api.urls")),
+    # One object as the API shows it, for the "View as JSON / YAML" of its page.
+    path("data/<slug:kind>/<int:pk>/", as_data.object_data, name="as-data"),
     path("", include("governance.urls")),
     path("", include("governance.exceptions.urls")),
     path("", include("governance.dashboards.urls")),

@@ -418,6 +418,24 @@ PAGES: dict[tuple[str, str], Entry] = {
     ("definition-retire", ""): Entry(
         ("job_definition.manage",), {"pk": _pk("definition")}, methods=("POST",)
     ),
+    # "View as JSON / YAML" (governance.as_data): what the API's detail operation asks.
+    ("as-data", "queue"): Entry(POLICY_VIEW, {"kind": "queue", "pk": _pk("queue")}),
+    ("as-data", "share"): Entry(POLICY_VIEW, {"kind": "share", "pk": _pk("share")}),
+    ("as-data", "job"): Entry(("job.view",), {"kind": "job", "pk": _pk("job")}),
+    ("as-data", "definition"): Entry(
+        ("job.submit",), {"kind": "definition", "pk": _pk("definition")}
+    ),
+    ("as-data", "exception"): Entry(
+        ("exception.list", "exception.view"),
+        {"kind": "exception", "pk": _pk("submitted")},
+        "submitted",
+    ),
+    ("as-data", "article"): Entry(
+        ("knowledge.view", "article.view"), {"kind": "article", "pk": _pk("article")}, "article"
+    ),
+    ("as-data", "decision record"): Entry(
+        ("knowledge.view", "article.view"), {"kind": "article", "pk": _pk("record")}, "record"
+    ),
 }
 
 # API operations, by operationId: (actions, the object in the path, the object asked about).
