@@ -163,7 +163,7 @@ def test_separation_of_duties_sees_a_directory_membership_at_once(client, ldap_l
         )
 
 
-def test_a_user_removed_from_the_directory_loses_roles_and_tokens(client, ldap_login):
+def test_a_user_removed_from_the_directory_loses_roles_tokens_and_sessions(client, ldap_login):
     d = ldap_login
     vision = TeamFactory(name="vision")
     uid = d.person("gina")
@@ -181,13 +181,16 @@ def test_a_user_removed_from_the_directory_loses_roles_and_tokens(client, ldap_l
     )
     assert response.status_code == 201, response.content
     key = response.json()["token"]
-    client.logout()
     api = client.__class__()
     assert api.get("/api/v1/teams/", HTTP_AUTHORIZATION=f"Token {key}").status_code == 200
+    # erin is signed in too, in a browser of her own.
+    erin = client.__class__()
+    assert login(erin, "erin", d.password).status_code == 302
 
-    # A check while the user is still listed changes nothing.
+    # A check while the user is still listed changes nothing, and ends no session.
     assert sync_ldap_accounts()["unlisted"] == 0
     assert roles_of(uid) == {"admins"}
+    assert not client.get(reverse("home"))["Location"].startswith(reverse("login"))
 
     d.leave(admins, d.person_dn(uid))
     d.delete(d.person_dn(uid))
@@ -196,11 +199,15 @@ def test_a_user_removed_from_the_directory_loses_roles_and_tokens(client, ldap_l
     assert counts["unlisted"] == 1
     gina = User.objects.get(username=uid)
     assert roles_of(uid) == set()
-    assert list(vision.leads.all()) == []
+    assert [u.username for u in vision.leads.all()] == ["erin"]  # still listed, still lead
     assert not ExceptionOwner.objects.filter(user=gina).exists()
     assert not ApiToken.objects.filter(user=gina, revoked_at__isnull=True).exists()
     assert api.get("/api/v1/teams/", HTTP_AUTHORIZATION=f"Token {key}").status_code == 401
     assert not DirectoryAccount.objects.get(user=gina).listed
+    # gina's open browser is signed out at its next request; erin's is not.
+    assert client.session.get("_auth_user_id") is None
+    assert client.get(reverse("home"))["Location"].startswith(reverse("login"))
+    assert erin.session.get("_auth_user_id") is not None
     role_change = directory_changes(uid).filter(target="role").last()
     assert "periodic check" in role_change.reason
     assert "the directory no longer lists them" in role_change.reason
