@@ -1,7 +1,8 @@
 """LDAP login against a real slapd (scripts/ldap/slapd.sh): bind, user search, nested
 groups to roles and teams, a directory change applied at the next login with its
 history entry, separation of duties, a removed user's roles and tokens gone after the
-periodic check, the lockout on the LDAP path, API tokens of directory users."""
+periodic check (their open sessions ended), the lockout on the LDAP path, API tokens of
+directory users, StartTLS checked against the directory's CA."""
 
 from __future__ import annotations
 
@@ -283,3 +284,65 @@ def test_a_local_account_is_not_taken_over_by_a_directory_entry_of_its_name(clie
     assert not DirectoryAccount.objects.filter(user__username="carol").exists()
     assert login(client, "carol", "pw-for-tests-1").status_code == 302  # the local password
     assert roles_of("carol") == {"admins"}
+
+
+def _tls_settings(settings, directory, **tls):
+    from governance.directory.ldap_config import ldap_settings
+
+    for name, value in ldap_settings(
+        server_uri=directory.uri,
+        bind_dn=directory.bind_dn,
+        bind_password=directory.bind_password,
+        user_search_base=directory.people,
+        group_search_base=directory.groups,
+        **tls,
+    ).items():
+        setattr(settings, name, value)
+
+
+def test_start_tls_checks_the_directorys_certificate(
+    client, ldap_login, ldap_server, settings, tmp_path
+):
+    """LDAP_START_TLS=1 and LDAP_CA_CERT_FILE against the test slapd's certificate (signed
+    by a CA scripts/ldap/slapd.sh makes with openssl at each start)."""
+    import subprocess
+
+    ca = ldap_server.get("LDAP_TEST_CA_CERT")
+    if not ca:
+        from tests.conftest import REQUIRE_SERVICES
+
+        why = "the test directory has no TLS (openssl missing when slapd.sh started)"
+        if REQUIRE_SERVICES:
+            pytest.fail(f"REQUIRE_SERVICES=1 but {why}", pytrace=False)
+        pytest.skip(f"needs sso: {why}")
+    GroupMapping.objects.create(group="platform-admins", kind=Kind.ROLE, role="admins")
+    _tls_settings(settings, ldap_login, start_tls=True, ca_cert_file=ca)
+    assert login(client, "dana", ldap_login.password).status_code == 302
+    assert roles_of("dana") == {"admins"}
+    assert ldap_check("dana") is not None
+    client.logout()
+
+    # Another CA (one this test makes): the certificate is refused, no login, no check.
+    other = tmp_path / "other-ca.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            "-subj", "/CN=another CA", "-keyout", str(tmp_path / "k"), "-out", str(other),
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    _tls_settings(settings, ldap_login, start_tls=True, ca_cert_file=str(other))
+    assert login(client, "dana", ldap_login.password).status_code == 200
+    assert not signed_in(client)
+    with pytest.raises(DirectoryUnavailable):
+        ldap_check("dana")
+    assert sync_ldap_accounts()["checked"] == 0  # nothing taken away
+    assert roles_of("dana") == {"admins"}
+
+    # The same wrong CA with LDAP_TLS_REQUIRE_CERT=never (tests only): the certificate is
+    # not checked, so it connects; only saying so turns the check off.
+    _tls_settings(
+        settings, ldap_login, start_tls=True, ca_cert_file=str(other), require_cert="never"
+    )
+    assert ldap_check("dana") is not None
