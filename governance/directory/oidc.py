@@ -163,7 +163,7 @@ class _Endpoints:
         return None  # always the provider's JWKS
 
 
-def _string_list(value, claim: str) -> list[str]:
+def string_list(value, claim: str) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
@@ -270,7 +270,7 @@ class DirectoryOIDCBackend(_Endpoints, OIDCAuthenticationBackend):
 
     def _groups(self, claims) -> list[str]:
         claim = self.get_settings("OIDC_GROUPS_CLAIM", "groups")
-        return _string_list(claims.get(claim), claim)
+        return string_list(claims.get(claim), claim)
 
     # The user: by the provider's stable identity first, then by the username claim.
 

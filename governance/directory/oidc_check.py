@@ -23,7 +23,7 @@ from django.core.exceptions import SuspiciousOperation
 from requests.auth import HTTPBasicAuth
 
 from governance.directory.models import DirectoryAccount
-from governance.directory.oidc import ProviderUnavailable, _string_list, oidc_setting
+from governance.directory.oidc import ProviderUnavailable, oidc_setting, string_list
 from governance.directory.secrets import reveal, seal
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def _userinfo_groups(account: DirectoryAccount, access_token: str) -> list[str] 
         )
     claim = oidc_setting("OIDC_GROUPS_CLAIM", "groups")
     try:
-        return _string_list(info.get(claim), claim)
+        return string_list(info.get(claim), claim)
     except SuspiciousOperation as error:  # a malformed claim decides nothing
         raise ProviderUnavailable(str(error)) from error
 
