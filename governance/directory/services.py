@@ -17,8 +17,12 @@ What the directory decides:
   of exactly those their groups give (recorded as role changes, through
   membership.role_changes_by); other scopes stay as admins set them;
 - a user the directory no longer lists (`groups=None`) loses every role, every team
-  membership, every exception-owner scope and every API token
-  (core.signals.directory_user_unlisted).
+  membership, every exception-owner scope and every API token, and their open sessions
+  end (core.signals.directory_user_unlisted; accounts.directory).
+
+Mapping edits (mapping_create, mapping_delete) are policy history entries of target
+GROUP_MAPPING (who, the mapping before and after) and revert (mapping_revert); they apply
+at once, as no proposal kind exists for them.
 """
 
 from __future__ import annotations
