@@ -12,10 +12,18 @@ class AccountsConfig(AppConfig):
         from accounts.timezones import remember_on_login
 
         user_logged_in.connect(remember_on_login, dispatch_uid="accounts.time_zone")
-        from accounts.directory import revoke_tokens_of_unlisted
-        from core.signals import directory_user_unlisted
+        from accounts.directory import (
+            end_sessions_of_unlisted,
+            revoke_tokens_of_idle,
+            revoke_tokens_of_unlisted,
+        )
+        from core.signals import directory_tokens_expired, directory_user_unlisted
 
         directory_user_unlisted.connect(revoke_tokens_of_unlisted, dispatch_uid="accounts.unlisted")
+        directory_user_unlisted.connect(
+            end_sessions_of_unlisted, dispatch_uid="accounts.unlisted_sessions"
+        )
+        directory_tokens_expired.connect(revoke_tokens_of_idle, dispatch_uid="accounts.idle")
         self._forget_identities_on_change()
 
     @staticmethod

@@ -162,8 +162,9 @@ def beat_schedule(settings) -> dict:
             "schedule": 15 * 60.0,
             "options": periodic(15 * 60.0),
         },
-        # Directory users: roles, teams and API tokens follow the directory (LDAP) at
-        # most DIRECTORY_SYNC_MINUTES after it changed, logins or not.
+        # Directory users: roles, teams and API tokens follow the directory (LDAP, and
+        # OIDC through refresh tokens) at most DIRECTORY_SYNC_MINUTES after it changed,
+        # logins or not.
         "directory-sync": {
             "task": "governance.directory.sync",
             "schedule": settings.DIRECTORY_SYNC_MINUTES * 60.0,

@@ -325,6 +325,9 @@ if LDAP_SERVER_URI:
 # LDAP's groups, at each login (governance.directory.oidc).
 OIDC_ENABLED = False
 OIDC_PROVIDER_NAME = ""
+# An OIDC account whose provider issued no refresh token (so the periodic check cannot ask
+# about it) loses its API tokens after this long without a sign-in.
+OIDC_MAX_IDLE_HOURS = env_float("OIDC_MAX_IDLE_HOURS", 720, minimum=1)
 if env_str("OIDC_CLIENT_ID", ""):
     from governance.directory.oidc_config import oidc_settings
 

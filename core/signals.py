@@ -12,5 +12,11 @@ policy_changed = Signal()
 slurm_binding_written = Signal()
 
 # Sent (inside the transaction) when the organisation's directory no longer lists a user
-# (governance.directory); kwargs: user. accounts revokes the user's API tokens.
+# (governance.directory); kwargs: user. accounts revokes the user's API tokens and
+# ends their open sessions.
 directory_user_unlisted = Signal()
+
+# Sent when an OIDC account without a refresh token has not signed in for
+# OIDC_MAX_IDLE_HOURS (governance.directory.tasks); kwargs: user, why. accounts revokes
+# the user's API tokens (roles and teams stay until their next login).
+directory_tokens_expired = Signal()

@@ -4,7 +4,8 @@ Tests that need PostgreSQL, Redis (with a real Celery worker), Chromium or a Slu
 cluster run against them when DATABASE_URL / REDIS_URL are set, chromium is installed
 and SLURM_CONF names a cluster that answers (scripts/slurm/cluster.sh start); those
 marked sso against an LDAP directory (LDAP_TEST_URI's, or a slapd the tests start with
-scripts/ldap/slapd.sh when slapd is installed); they are
+scripts/ldap/slapd.sh when slapd is installed) or the OIDC provider process
+(oidc-provider-mock), whichever their fixtures start (sso_missing); they are
 skipped with a message otherwise. With REQUIRE_SERVICES=1 a missing
 service is a failure instead.
 """
@@ -32,10 +33,34 @@ def service_missing() -> dict[str, str]:
     slurm = slurm_missing()
     if slurm:
         missing["slurm"] = slurm
-    ldap = ldap_missing()
-    if ldap:
-        missing["sso"] = ldap
     return missing
+
+
+# The sso marker covers two servers: each test is held to the one its fixtures start
+# (sso_missing), so an OIDC test never skips for want of slapd, nor the other way round.
+LDAP_FIXTURES = frozenset({"ldap_server", "directory", "ldap_login"})
+OIDC_FIXTURES = frozenset({"oidc_provider", "oidc_login", "oidc_provider_without_refresh"})
+
+
+def oidc_missing() -> str:
+    """Why the OIDC provider cannot run ("" when oidc-provider-mock is installed; its
+    fixture says so when the process does not start)."""
+    try:
+        import oidc_provider_mock  # noqa: F401
+    except ImportError:
+        return "the OIDC provider oidc-provider-mock is not installed (pip install -e '.[test]')"
+    return ""
+
+
+def sso_missing(fixturenames) -> str:
+    """Why an sso test with these fixtures cannot run ("" when its servers are there)."""
+    names = set(fixturenames)
+    why = []
+    if names & LDAP_FIXTURES and _LDAP_MISSING:
+        why.append(_LDAP_MISSING)
+    if names & OIDC_FIXTURES and _OIDC_MISSING:
+        why.append(_OIDC_MISSING)
+    return "; ".join(why)
 
 
 SLAPD_SCRIPT = os.path.join(os.path.dirname(__file__), "..", "scripts", "ldap", "slapd.sh")
@@ -99,10 +124,17 @@ def slurm_missing() -> str:
 
 
 _MISSING = service_missing()
+_LDAP_MISSING = ldap_missing()
+_OIDC_MISSING = oidc_missing()
 
 
 def pytest_runtest_setup(item):
-    for marker, why in _MISSING.items():
+    missing = dict(_MISSING)
+    if item.get_closest_marker("sso"):
+        sso = sso_missing(getattr(item, "fixturenames", ()))
+        if sso:
+            missing["sso"] = sso
+    for marker, why in missing.items():
         if item.get_closest_marker(marker):
             if REQUIRE_SERVICES:
                 pytest.fail(f"REQUIRE_SERVICES=1 but {why}", pytrace=False)

@@ -101,9 +101,26 @@ class DirectoryAccount(models.Model):
         default=True, help_text="False once the directory no longer lists the user."
     )
     checked_at = models.DateTimeField(null=True, blank=True)
+    # OpenID Connect: who the provider says this is. (issuer, subject) is the provider's
+    # stable identity (the `sub` claim): the user is found by it before the username claim.
+    issuer = models.CharField(max_length=255, blank=True)
+    subject = models.CharField(max_length=255, blank=True)
+    # The provider's refresh token from the last login, encrypted with a key derived from
+    # SECRET_KEY (governance.directory.secrets); server-side only, never shown. The
+    # periodic check uses it (the refresh-token grant) to ask whether the provider still
+    # lists the user. Empty when the provider issued none.
+    refresh_token = models.TextField(blank=True, editable=False)
 
     class Meta:
         ordering = ["user__username"]
+        constraints = [
+            models.UniqueConstraint(
+                "issuer",
+                "subject",
+                condition=~Q(subject=""),
+                name="directoryaccount_issuer_subject_unique",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.user} ({self.get_source_display()})"

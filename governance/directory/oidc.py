@@ -9,10 +9,15 @@ provider's endpoints come from its discovery document (OIDC_ISSUER), read at the
 login and kept; an endpoint set explicitly (OIDC_AUTHORIZATION_ENDPOINT, ...) wins.
 
 DirectoryOIDCBackend is mozilla-django-oidc's backend, plus: a user is found by the
-username claim (OIDC_USERNAME_CLAIM, never by email), a local account or a break-glass
+provider's stable identity (issuer and `sub`, kept on DirectoryAccount) first, so a
+username claim that changes renames the same account; then by the username claim
+(OIDC_USERNAME_CLAIM, never by email) for a first login, where a username held by
+another `sub` of the provider is refused (no takeover); a local account or a break-glass
 admin is never signed in or taken over by the provider, and the create/update hooks
 send the groups claim (OIDC_GROUPS_CLAIM) through directory_sync, so the session starts
 with the roles and teams the provider's groups give, and every change is in the history.
+The provider's refresh token, when it issues one, is kept encrypted on DirectoryAccount
+for the periodic check (governance.directory.oidc_check).
 
 Logging out ends the provider's session too when it names an end_session_endpoint
 (RP-initiated logout, with the ID token as id_token_hint)."""
@@ -39,6 +44,7 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
 
 from governance.directory.models import DirectoryAccount
+from governance.directory.secrets import seal
 from governance.directory.services import directory_sync
 
 log = logging.getLogger(__name__)
@@ -157,7 +163,7 @@ class _Endpoints:
         return None  # always the provider's JWKS
 
 
-def _string_list(value, claim: str) -> list[str]:
+def string_list(value, claim: str) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
@@ -264,10 +270,52 @@ class DirectoryOIDCBackend(_Endpoints, OIDCAuthenticationBackend):
 
     def _groups(self, claims) -> list[str]:
         claim = self.get_settings("OIDC_GROUPS_CLAIM", "groups")
-        return _string_list(claims.get(claim), claim)
+        return string_list(claims.get(claim), claim)
+
+    # The user: by the provider's stable identity first, then by the username claim.
+
+    def get_token(self, payload):
+        # The token response, kept for _sync (the refresh token, stored encrypted).
+        self._token_info = super().get_token(payload)
+        return self._token_info
+
+    def _identity(self, claims) -> tuple[str, str]:
+        """(issuer, sub) of the claims: the provider's stable name for the user."""
+        issuer = claims.get("iss") or self.get_settings("OIDC_OP_ISSUER", "")
+        sub = claims.get("sub")
+        if not isinstance(sub, str) or not sub:
+            raise SuspiciousOperation("the ID token has no sub")
+        return str(issuer).rstrip("/"), sub
 
     def filter_users_by_claims(self, claims):
-        return self.UserModel.objects.filter(username=self._username(claims))
+        issuer, sub = self._identity(claims)
+        known = self.UserModel.objects.filter(
+            directory_account__issuer=issuer, directory_account__subject=sub
+        )
+        if known.exists():
+            # The same person, whatever the username claim says today.
+            return known
+        users = self.UserModel.objects.filter(username=self._username(claims))
+        account = DirectoryAccount.objects.filter(user__in=users).exclude(subject="").first()
+        if account is not None:
+            # Another person of the provider (another sub) with a username someone holds:
+            # never a takeover of that account.
+            self._refuse(
+                f"OIDC login refused: the provider's user {sub!r} of {issuer} names the "
+                f"username {account.user.username!r}, which belongs to the provider's "
+                f"user {account.subject!r} (of {account.issuer}); an admin must resolve it",
+                f"Your {settings.OIDC_PROVIDER_NAME} account names the username "
+                f"{account.user.username}, which another person's account holds here. "
+                "Ask a platform admin.",
+            )
+        return users
+
+    def _refuse(self, log_message: str, user_message: str):
+        log.warning("%s", log_message)
+        request = getattr(self, "request", None)
+        if request is not None:
+            request.oidc_refusal = user_message
+        raise SuspiciousOperation(log_message)
 
     def create_user(self, claims):
         user = self.UserModel(username=self._username(claims))
@@ -280,8 +328,24 @@ class DirectoryOIDCBackend(_Endpoints, OIDCAuthenticationBackend):
             # A local account is never taken over by the provider's user of the same name:
             # to move it to single sign-on, clear its password (set_unusable_password).
             raise SuspiciousOperation(f"{user.username} is a local account")
+        self._rename(user, claims)
         self._copy_profile(user, claims)
         return self._sync(user, claims)
+
+    def _rename(self, user, claims) -> None:
+        """A username claim that changed renames the account found by its sub."""
+        username = self._username(claims)
+        if username == user.username:
+            return
+        if self.UserModel.objects.filter(username=username).exclude(pk=user.pk).exists():
+            self._refuse(
+                f"OIDC login refused: the provider renamed {user.username!r} to "
+                f"{username!r}, a username another account holds",
+                f"Your {settings.OIDC_PROVIDER_NAME} username changed to {username}, which "
+                "another account holds here. Ask a platform admin.",
+            )
+        log.info("OIDC user %s is now %s (same sub)", user.username, username)
+        user.username = username
 
     @staticmethod
     def _copy_profile(user, claims) -> None:
@@ -301,6 +365,14 @@ class DirectoryOIDCBackend(_Endpoints, OIDCAuthenticationBackend):
             groups=self._groups(claims),
             source=DirectoryAccount.Source.OIDC,
             trigger="login",
+        )
+        issuer, sub = self._identity(claims)
+        refresh = (getattr(self, "_token_info", None) or {}).get("refresh_token")
+        # No refresh token this time (the provider issues none): the idle expiry applies.
+        DirectoryAccount.objects.filter(user=user).update(
+            issuer=issuer,
+            subject=sub,
+            refresh_token=seal(refresh) if isinstance(refresh, str) else "",
         )
         return user
 
@@ -370,7 +442,8 @@ class AuthenticationCallbackView(_Enabled, oidc_views.OIDCAuthenticationCallback
         if not self.request.user.is_authenticated:
             messages.error(
                 self.request,
-                f"Signing in with {settings.OIDC_PROVIDER_NAME} did not succeed. "
+                getattr(self.request, "oidc_refusal", "")
+                or f"Signing in with {settings.OIDC_PROVIDER_NAME} did not succeed. "
                 "Try again, or ask a platform admin.",
             )
         return super().login_failure()

@@ -17,8 +17,12 @@ What the directory decides:
   of exactly those their groups give (recorded as role changes, through
   membership.role_changes_by); other scopes stay as admins set them;
 - a user the directory no longer lists (`groups=None`) loses every role, every team
-  membership, every exception-owner scope and every API token
-  (core.signals.directory_user_unlisted).
+  membership, every exception-owner scope and every API token, and their open sessions
+  end (core.signals.directory_user_unlisted; accounts.directory).
+
+Mapping edits (mapping_create, mapping_delete) are policy history entries of target
+GROUP_MAPPING (who, the mapping before and after) and revert (mapping_revert); they apply
+at once, as no proposal kind exists for them.
 """
 
 from __future__ import annotations
@@ -30,10 +34,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from core import rules
-from core.errors import InvalidInput
+from core.errors import NON_FIELD, InvalidInput
 from core.permissions import ROLES
 from core.signals import directory_user_unlisted
-from fleet.models import Team
+from fleet.models import JobQueue, Team
 from governance.directory.models import DirectoryAccount, GroupMapping
 from governance.models import ExceptionOwner, PolicyChange
 from governance.policy.membership import (
@@ -44,6 +48,7 @@ from governance.policy.membership import (
     team_save,
     user_roles_set,
 )
+from governance.policy.services import PolicyError, PolicyWrite, _record, register_revert
 
 Kind = GroupMapping.Kind
 
@@ -263,19 +268,135 @@ def _validate_mapping(*, group: str, kind: str, role: str, team, queue) -> dict[
     return errors
 
 
+def mapping_document(mapping: GroupMapping) -> dict:
+    """The mapping as the history records it (names, so that it reads after a rename)."""
+    return {
+        "group": mapping.group,
+        "kind": mapping.kind,
+        "role": mapping.role,
+        "team": mapping.team.name if mapping.team_id else None,
+        "queue": mapping.queue.name if mapping.queue_id else None,
+        "gives": mapping.gives,
+    }
+
+
+def _record_mapping(*, actor, mapping, before, after, reason, cause, reverts=None):
+    return _record(
+        actor=actor,
+        reason=reason,
+        cause=cause,
+        target=PolicyChange.Target.GROUP_MAPPING,
+        object_repr=str(mapping),
+        before=before,
+        after=after,
+        team=mapping.team if mapping.team_id else None,
+        queue=mapping.queue if mapping.queue_id else None,
+        reverts=reverts,
+    )
+
+
+@transaction.atomic
 def mapping_create(
-    *, actor, group: str, kind: str, role: str = "", team=None, queue=None
+    *,
+    actor,
+    group: str,
+    kind: str,
+    role: str = "",
+    team=None,
+    queue=None,
+    reason: str = "",
+    cause: str = PolicyChange.Cause.EDIT,
+    reverts: PolicyChange | None = None,
 ) -> GroupMapping:
-    """A new mapping (admins). It applies at each user's next login or sync."""
+    """A new mapping (admins), recorded in the policy history (who, what it gives). It
+    applies at each user's next login or sync."""
     rules.require(actor, "directory.manage")
     errors = _validate_mapping(group=group, kind=kind, role=role or "", team=team, queue=queue)
     if errors:
         raise InvalidInput(errors)
-    return GroupMapping.objects.create(
+    mapping = GroupMapping.objects.create(
         group=group.strip(), kind=kind, role=role or "", team=team, queue=queue, created_by=actor
     )
+    _record_mapping(
+        actor=actor,
+        mapping=mapping,
+        before=None,
+        after=mapping_document(mapping),
+        reason=(reason or "").strip() or "mapping added on the directory page",
+        cause=cause,
+        reverts=reverts,
+    )
+    return mapping
 
 
-def mapping_delete(*, actor, mapping: GroupMapping) -> None:
+@transaction.atomic
+def mapping_delete(
+    *,
+    actor,
+    mapping: GroupMapping,
+    reason: str = "",
+    cause: str = PolicyChange.Cause.EDIT,
+    reverts: PolicyChange | None = None,
+) -> PolicyChange:
+    """Remove a mapping (admins), recorded in the policy history with what it gave."""
     rules.require(actor, "directory.manage")
+    entry = _record_mapping(
+        actor=actor,
+        mapping=mapping,
+        before=mapping_document(mapping),
+        after=None,
+        reason=(reason or "").strip() or "mapping removed on the directory page",
+        cause=cause,
+        reverts=reverts,
+    )
     mapping.delete()
+    return entry
+
+
+def mapping_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWrite:
+    """Take a mapping's addition back (remove it) or its removal (add it again)."""
+    if change.before is None:
+        doc = change.after
+        mapping = GroupMapping.objects.filter(
+            group__iexact=doc["group"],
+            kind=doc["kind"],
+            role=doc["role"],
+            team__name=doc["team"],
+            queue__name=doc["queue"],
+        ).first()
+        if mapping is None:
+            raise PolicyError({NON_FIELD: ["this mapping has been removed already"]})
+        entry = mapping_delete(
+            actor=actor,
+            mapping=mapping,
+            reason=reason,
+            cause=PolicyChange.Cause.REVERT,
+            reverts=change,
+        )
+        return PolicyWrite(applied=entry, entry=entry)
+    doc = change.before
+    team = Team.objects.filter(name=doc["team"]).first() if doc["team"] else None
+    queue = JobQueue.objects.filter(name=doc["queue"]).first() if doc["queue"] else None
+    if (doc["team"] and team is None) or (doc["queue"] and queue is None):
+        raise PolicyError(
+            {NON_FIELD: [f"the {'team' if doc['team'] else 'queue'} of this mapping is gone"]}
+        )
+    try:
+        mapping = mapping_create(
+            actor=actor,
+            group=doc["group"],
+            kind=doc["kind"],
+            role=doc["role"],
+            team=team,
+            queue=queue,
+            reason=reason,
+            cause=PolicyChange.Cause.REVERT,
+            reverts=change,
+        )
+    except InvalidInput as error:
+        raise PolicyError(error.errors) from error
+    entry = PolicyChange.objects.filter(reverts=change).order_by("-id").first()
+    return PolicyWrite(applied=mapping, entry=entry)
+
+
+register_revert(PolicyChange.Target.GROUP_MAPPING, mapping_revert)

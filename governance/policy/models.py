@@ -31,6 +31,7 @@ class PolicyChange(models.Model):
         PRICE = "price", "Instance type price"
         QUEUE_SLURM = "queue_slurm", "Queue's Slurm binding"
         INSTANCE_TYPE = "instance_type", "Instance type's Slurm resources"
+        GROUP_MAPPING = "group_mapping", "Directory group mapping"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(

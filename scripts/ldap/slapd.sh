@@ -23,6 +23,8 @@
 #     platform-admins  dana
 #   cn=reader,ou=services: the account the product binds as to search (reads all but
 #   passwords); erin is in no group.
+# TLS: StartTLS with a certificate for 127.0.0.1 signed by a CA made at each start
+# (openssl; LDAP_TEST_CA_CERT names it).
 #
 # Needs Debian's slapd and ldap-utils (apt-get install --no-install-recommends slapd
 # ldap-utils; the package's own /etc/ldap/slapd.d is neither used nor touched).
@@ -47,12 +49,39 @@ alive() { [ -s "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null; }
 
 exports() {
   echo "export LDAP_TEST_URI=$URI"
+  [ -s "$DIR/tls/ca.pem" ] && echo "export LDAP_TEST_CA_CERT=$DIR/tls/ca.pem"
   echo "export LDAP_TEST_BASE=$SUFFIX"
   echo "export LDAP_TEST_BIND_DN=$READER_DN"
   echo "export LDAP_TEST_BIND_PASSWORD=$READER_PASSWORD"
   echo "export LDAP_TEST_ADMIN_DN=$ROOT_DN"
   echo "export LDAP_TEST_ADMIN_PASSWORD=$SECRET"
   echo "export LDAP_TEST_PASSWORD=$PASSWORD"
+}
+
+# A CA of its own and the server's certificate it signs (for 127.0.0.1 and localhost),
+# made afresh at each start with openssl: StartTLS on $URI, checked against
+# $DIR/tls/ca.pem (exported as LDAP_TEST_CA_CERT). Without openssl: no TLS.
+write_tls() {
+  command -v openssl >/dev/null || return 0
+  local tls="$DIR/tls"
+  mkdir -p "$tls"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=gpuq test LDAP CA" \
+    -keyout "$tls/ca.key" -out "$tls/ca.pem" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+    -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$tls/ext.cnf"
+  openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" \
+    -CAcreateserial -days 2 -extfile "$tls/ext.cnf" -out "$tls/server.pem" 2>/dev/null
+  chmod 600 "$tls/server.key" "$tls/ca.key"
+}
+
+tls_config() { # the end of cn=config: its TLS certificates (when made), its log level
+  if [ -s "$DIR/tls/server.pem" ]; then
+    echo "olcTLSCACertificateFile: $DIR/tls/ca.pem"
+    echo "olcTLSCertificateFile: $DIR/tls/server.pem"
+    echo "olcTLSCertificateKeyFile: $DIR/tls/server.key"
+  fi
+  echo "olcLogLevel: none"
 }
 
 write_config() {
@@ -64,7 +93,7 @@ objectClass: olcGlobal
 cn: config
 olcPidFile: $PIDFILE
 olcArgsFile: $DIR/run/slapd.args
-olcLogLevel: none
+$(tls_config)
 
 dn: cn=module{0},cn=config
 objectClass: olcModuleList
@@ -172,8 +201,9 @@ start() {
     }
   done
   local started=$SECONDS
-  rm -rf "$DIR/slapd.d" "$DIR/data"
+  rm -rf "$DIR/slapd.d" "$DIR/data" "$DIR/tls"
   mkdir -p "$DIR"/{slapd.d,data,run}
+  write_tls
   write_config
   write_data
   slapadd -n 0 -F "$DIR/slapd.d" -l "$DIR/config.ldif" >/dev/null

@@ -45,12 +45,18 @@ class Provider:
         answer = requests.put(f"{self.issuer}/users/{sub}", json=claims, timeout=10)
         answer.raise_for_status()
 
+    def revoke(self, sub: str) -> None:
+        """Revoke every token of `sub` at the provider (as an admin removing or disabling
+        the user does): its refresh tokens are refused from now on (invalid_grant)."""
+        answer = requests.post(f"{self.issuer}/users/{sub}/revoke-tokens", timeout=10)
+        answer.raise_for_status()
+
     def is_provider(self, url: str) -> bool:
         return url.startswith(self.issuer + "/")
 
 
-@pytest.fixture(scope="session")
-def oidc_provider(tmp_path_factory):
+def _run_provider(tmp_path_factory, *options: str):
+    """oidc-provider-mock as a process on a free loopback port, until the generator ends."""
     port = _free_port()
     log = tmp_path_factory.mktemp("oidc") / "provider.log"
     try:
@@ -67,6 +73,7 @@ def oidc_provider(tmp_path_factory):
                 "127.0.0.1",
                 "--port",
                 str(port),
+                *options,
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -92,12 +99,30 @@ def oidc_provider(tmp_path_factory):
             process.kill()
 
 
+@pytest.fixture(scope="session")
+def oidc_provider(tmp_path_factory):
+    """The provider as a deployment's: it issues a refresh token at each login."""
+    yield from _run_provider(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def oidc_provider_without_refresh(tmp_path_factory):
+    """A provider that issues no refresh token (its --no-refresh-token)."""
+    yield from _run_provider(tmp_path_factory, "--no-refresh-token")
+
+
 @pytest.fixture
 def oidc_login(settings, oidc_provider):
     """The product configured for OIDC login against `oidc_provider` (discovery)."""
+    yield from configure_for(settings, oidc_provider)
+
+
+def configure_for(settings, provider: Provider):
+    """The product's OIDC settings for `provider`, as config/settings.py makes them."""
     from governance.directory import oidc
     from governance.directory.oidc_config import oidc_settings
 
+    oidc_provider = provider
     for name, value in oidc_settings(
         client_id=CLIENT_ID,
         client_secret=CLIENT_SECRET,

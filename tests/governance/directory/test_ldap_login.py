@@ -1,7 +1,8 @@
 """LDAP login against a real slapd (scripts/ldap/slapd.sh): bind, user search, nested
 groups to roles and teams, a directory change applied at the next login with its
 history entry, separation of duties, a removed user's roles and tokens gone after the
-periodic check, the lockout on the LDAP path, API tokens of directory users."""
+periodic check (their open sessions ended), the lockout on the LDAP path, API tokens of
+directory users, StartTLS checked against the directory's CA."""
 
 from __future__ import annotations
 
@@ -163,7 +164,7 @@ def test_separation_of_duties_sees_a_directory_membership_at_once(client, ldap_l
         )
 
 
-def test_a_user_removed_from_the_directory_loses_roles_and_tokens(client, ldap_login):
+def test_a_user_removed_from_the_directory_loses_roles_tokens_and_sessions(client, ldap_login):
     d = ldap_login
     vision = TeamFactory(name="vision")
     uid = d.person("gina")
@@ -181,13 +182,16 @@ def test_a_user_removed_from_the_directory_loses_roles_and_tokens(client, ldap_l
     )
     assert response.status_code == 201, response.content
     key = response.json()["token"]
-    client.logout()
     api = client.__class__()
     assert api.get("/api/v1/teams/", HTTP_AUTHORIZATION=f"Token {key}").status_code == 200
+    # erin is signed in too, in a browser of her own.
+    erin = client.__class__()
+    assert login(erin, "erin", d.password).status_code == 302
 
-    # A check while the user is still listed changes nothing.
+    # A check while the user is still listed changes nothing, and ends no session.
     assert sync_ldap_accounts()["unlisted"] == 0
     assert roles_of(uid) == {"admins"}
+    assert not client.get(reverse("home"))["Location"].startswith(reverse("login"))
 
     d.leave(admins, d.person_dn(uid))
     d.delete(d.person_dn(uid))
@@ -196,11 +200,15 @@ def test_a_user_removed_from_the_directory_loses_roles_and_tokens(client, ldap_l
     assert counts["unlisted"] == 1
     gina = User.objects.get(username=uid)
     assert roles_of(uid) == set()
-    assert list(vision.leads.all()) == []
+    assert [u.username for u in vision.leads.all()] == ["erin"]  # still listed, still lead
     assert not ExceptionOwner.objects.filter(user=gina).exists()
     assert not ApiToken.objects.filter(user=gina, revoked_at__isnull=True).exists()
     assert api.get("/api/v1/teams/", HTTP_AUTHORIZATION=f"Token {key}").status_code == 401
     assert not DirectoryAccount.objects.get(user=gina).listed
+    # gina's open browser is signed out at its next request; erin's is not.
+    assert client.session.get("_auth_user_id") is None
+    assert client.get(reverse("home"))["Location"].startswith(reverse("login"))
+    assert erin.session.get("_auth_user_id") is not None
     role_change = directory_changes(uid).filter(target="role").last()
     assert "periodic check" in role_change.reason
     assert "the directory no longer lists them" in role_change.reason
@@ -276,3 +284,65 @@ def test_a_local_account_is_not_taken_over_by_a_directory_entry_of_its_name(clie
     assert not DirectoryAccount.objects.filter(user__username="carol").exists()
     assert login(client, "carol", "pw-for-tests-1").status_code == 302  # the local password
     assert roles_of("carol") == {"admins"}
+
+
+def _tls_settings(settings, directory, **tls):
+    from governance.directory.ldap_config import ldap_settings
+
+    for name, value in ldap_settings(
+        server_uri=directory.uri,
+        bind_dn=directory.bind_dn,
+        bind_password=directory.bind_password,
+        user_search_base=directory.people,
+        group_search_base=directory.groups,
+        **tls,
+    ).items():
+        setattr(settings, name, value)
+
+
+def test_start_tls_checks_the_directorys_certificate(
+    client, ldap_login, ldap_server, settings, tmp_path
+):
+    """LDAP_START_TLS=1 and LDAP_CA_CERT_FILE against the test slapd's certificate (signed
+    by a CA scripts/ldap/slapd.sh makes with openssl at each start)."""
+    import subprocess
+
+    ca = ldap_server.get("LDAP_TEST_CA_CERT")
+    if not ca:
+        from tests.conftest import REQUIRE_SERVICES
+
+        why = "the test directory has no TLS (openssl missing when slapd.sh started)"
+        if REQUIRE_SERVICES:
+            pytest.fail(f"REQUIRE_SERVICES=1 but {why}", pytrace=False)
+        pytest.skip(f"needs sso: {why}")
+    GroupMapping.objects.create(group="platform-admins", kind=Kind.ROLE, role="admins")
+    _tls_settings(settings, ldap_login, start_tls=True, ca_cert_file=ca)
+    assert login(client, "dana", ldap_login.password).status_code == 302
+    assert roles_of("dana") == {"admins"}
+    assert ldap_check("dana") is not None
+    client.logout()
+
+    # Another CA (one this test makes): the certificate is refused, no login, no check.
+    other = tmp_path / "other-ca.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+            "-subj", "/CN=another CA", "-keyout", str(tmp_path / "k"), "-out", str(other),
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    _tls_settings(settings, ldap_login, start_tls=True, ca_cert_file=str(other))
+    assert login(client, "dana", ldap_login.password).status_code == 200
+    assert not signed_in(client)
+    with pytest.raises(DirectoryUnavailable):
+        ldap_check("dana")
+    assert sync_ldap_accounts()["checked"] == 0  # nothing taken away
+    assert roles_of("dana") == {"admins"}
+
+    # The same wrong CA with LDAP_TLS_REQUIRE_CERT=never (tests only): the certificate is
+    # not checked, so it connects; only saying so turns the check off.
+    _tls_settings(
+        settings, ldap_login, start_tls=True, ca_cert_file=str(other), require_cert="never"
+    )
+    assert ldap_check("dana") is not None

@@ -127,3 +127,46 @@ def test_an_admin_maps_a_group_to_a_queues_exception_owners(client, admin, aws_q
     (mapping,) = GroupMapping.objects.all()
     assert mapping.queue == aws_queue and mapping.gives == "exception owner of queue aws-sample"
     assert "exception owner of queue" in client.get(URL).content.decode()
+
+
+def test_mapping_edits_are_in_the_policy_history_and_revert(client, admin, settings):
+    from governance.models import PolicyChange
+    from governance.policy.services import policy_change_revert
+
+    vision = TeamFactory(name="vision")
+    client.force_login(admin)
+    # Bad input records nothing.
+    assert client.post(URL, {"group": "", "kind": "role", "role": "admins"}).status_code == 400
+    assert not PolicyChange.objects.filter(target="group_mapping").exists()
+
+    assert client.post(URL, {"group": "vision-leads", "kind": "team_lead", "team": vision.pk})
+    (added,) = PolicyChange.objects.filter(target="group_mapping")
+    assert added.actor == admin and added.cause == "edit" and added.before is None
+    assert added.after == {
+        "group": "vision-leads",
+        "kind": "team_lead",
+        "role": "",
+        "team": "vision",
+        "queue": None,
+        "gives": "lead of vision",
+    }
+    assert added.team == vision and added.object_repr == "vision-leads → lead of vision"
+
+    mapping = GroupMapping.objects.get()
+    assert client.post(reverse("directory-mapping-delete", args=[mapping.pk])).status_code == 302
+    removed = PolicyChange.objects.filter(target="group_mapping").order_by("id").last()
+    assert removed.actor == admin and removed.after is None
+    assert removed.before == added.after and "removed" in removed.reason
+    assert not GroupMapping.objects.exists()
+
+    # Who changed which mapping, before and after, on the history page.
+    page = client.get(reverse("history")).content.decode()
+    assert "Directory group mapping" in page and "vision-leads → lead of vision" in page
+
+    # A removal reverted adds the mapping again; that addition reverted removes it.
+    again = policy_change_revert(actor=admin, change=removed, reason="removed by mistake")
+    mapping = GroupMapping.objects.get()
+    assert (mapping.group, mapping.kind, mapping.team) == ("vision-leads", "team_lead", vision)
+    assert again.entry.cause == "revert" and again.entry.reverts == removed
+    policy_change_revert(actor=admin, change=again.entry, reason="it was right")
+    assert not GroupMapping.objects.exists()
