@@ -22,7 +22,12 @@ EXPORTERS = {
     kueue.FORMAT: kueue,
     native.FORMAT: native,
 }
-PARSERS = {aws_batch.FORMAT: aws_batch, kueue.FORMAT: kueue, native.FORMAT: native}
+PARSERS = {
+    aws_batch.FORMAT: aws_batch,
+    cloudformation.FORMAT: cloudformation,
+    kueue.FORMAT: kueue,
+    native.FORMAT: native,
+}
 FORMATS = tuple(EXPORTERS)
 IMPORT_FORMATS = tuple(PARSERS)
 # Formats whose file describes one queue only.
@@ -52,9 +57,14 @@ def detect_format(text: str) -> str | None:
             data = loads_json(text)
         except json.JSONDecodeError:
             return None
+        if cloudformation.looks_like_template(data):
+            return cloudformation.FORMAT
         return aws_batch.FORMAT if isinstance(data, dict) and "quotaShares" in data else None
     if "kueue.x-k8s.io/" in text:
         return kueue.FORMAT
+    for line in text.splitlines():
+        if line.startswith(("AWSTemplateFormatVersion:", "Resources:")):
+            return cloudformation.FORMAT
     for line in text.splitlines():
         if line.startswith("version:"):
             return native.FORMAT

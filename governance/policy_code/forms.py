@@ -19,7 +19,8 @@ MAX_AGE_SECONDS = 24 * 3600
 class UploadForm(forms.Form):
     file = forms.FileField(
         label="Policy file",
-        help_text="An aws-batch JSON, Kueue YAML or native YAML file, up to 1 MB.",
+        help_text="An aws-batch JSON, CloudFormation JSON or YAML, Kueue YAML or native YAML "
+        "file, up to 1 MB.",
     )
     format = forms.ChoiceField(
         label="Format",

@@ -1,4 +1,4 @@
-"""The `kueue` format: a queue as Kueue objects (kueue.x-k8s.io/v1beta1), in YAML.
+"""The `kueue` format: a queue as Kueue objects (kueue.x-k8s.io/v1beta2), in YAML.
 
 One `Cohort` per queue, one `ResourceFlavor` per instance type and one `ClusterQueue`
 per share, in entitlement order. The mapping:
@@ -6,7 +6,7 @@ per share, in entitlement order. The mapping:
     queue                        Cohort (name: the queue's name as a DNS subdomain)
     instance type                ResourceFlavor with nodeLabels
                                  node.kubernetes.io/instance-type: <type>
-    share                        ClusterQueue "<queue>-<share>" with spec.cohort: <queue>,
+    share                        ClusterQueue "<queue>-<share>" with spec.cohortName: <queue>,
                                  namespaceSelector: {} (every namespace may submit) and
                                  queueingStrategy: StrictFIFO (the nearest to
                                  head-of-line order)
@@ -35,7 +35,14 @@ and one that contradicts a field is an error at its line. A file without annotat
 (written for Kueue by hand) is read from its fields alone: a share's strategy then
 follows from its limits, its borrow limit is the smallest percent that gives the
 borrowingLimit of every instance type, and its team must already own it.
-Import also reads `cohortName` (kueue.x-k8s.io/v1beta2); other kinds are skipped.
+Export writes kueue.x-k8s.io/v1beta2, the version current Kueue serves (v1beta1 is
+marked deprecated). Import reads both: what changed between them for the objects read
+here is the ClusterQueue's cohort, `spec.cohort` in v1beta1 and `spec.cohortName` in
+v1beta2 (each version's key only: the other one is an error naming it), and v1beta2's
+Cohort always has a `spec` (exported as `{}`; a v1beta1 Cohort may leave it out).
+ResourceFlavor's nodeLabels, the quotas (nominalQuota, borrowingLimit, lendingLimit),
+preemption, queueingStrategy, namespaceSelector and stopPolicy are spelt alike in both.
+LocalQueues (namespaced, spec.clusterQueue alike in both) and other kinds are skipped.
 
 What Kueue cannot express is reported as warnings: first-in first-out borrowing
 across shares, head-of-line order (StrictFIFO orders one ClusterQueue only and does not
@@ -69,8 +76,12 @@ from governance.policy_code.model import (
 from governance.policy_code.source import Lines, Problems, child
 
 FORMAT = "kueue"
-API_VERSION = "kueue.x-k8s.io/v1beta1"
-API_VERSIONS = ("kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2")
+V1BETA1 = "kueue.x-k8s.io/v1beta1"
+V1BETA2 = "kueue.x-k8s.io/v1beta2"
+API_VERSION = V1BETA2
+API_VERSIONS = (V1BETA1, V1BETA2)
+# The ClusterQueue's field naming its cohort, per API version.
+COHORT_KEY = {V1BETA1: "cohort", V1BETA2: "cohortName"}
 GPU = "nvidia.com/gpu"
 NODE_LABEL = "node.kubernetes.io/instance-type"
 PREFIX = "quota-governance.io/"
@@ -235,6 +246,7 @@ def objects(queues: list[JobQueue]) -> tuple[list[dict], list[str]]:
                         runnable_time_limit=queue.runnable_time_limit,
                     ),
                 },
+                "spec": {},
             }
         )
         for doc in live.share_docs:
@@ -246,7 +258,7 @@ def objects(queues: list[JobQueue]) -> tuple[list[dict], list[str]]:
 def _cluster_queue(doc, cohort, queue_name, flavors, types, taken) -> dict:
     name = _unique(dns_name(f"{cohort}-{doc['name']}"), taken)
     spec = {
-        "cohort": cohort,
+        COHORT_KEY[API_VERSION]: cohort,
         "namespaceSelector": {},
         "queueingStrategy": "StrictFIFO",
         "resourceGroups": [
@@ -529,7 +541,14 @@ def _read_cluster_queue(reader: _Reader, prefix: str, obj: dict) -> None:
     if spec is None:
         reader.add(spec_path, "is required")
         return
-    cohort_key = "cohortName" if "cohortName" in spec else "cohort"
+    cohort_key = COHORT_KEY[obj["apiVersion"]]
+    for version, other in COHORT_KEY.items():
+        if other != cohort_key and other in spec:
+            reader.add(
+                child(spec_path, other),
+                f"is {version}'s field; {obj['apiVersion']} names the cohort in spec.{cohort_key}",
+            )
+            return
     cohort = spec.get(cohort_key)
     if not isinstance(cohort, str) or not cohort:
         reader.add(

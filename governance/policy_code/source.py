@@ -180,8 +180,23 @@ def check_json_depth(text: str) -> None:
         raise _too_big(line, f"is nested deeper than {MAX_DEPTH} levels")
 
 
-def load_documents(text: str) -> list[Document]:
-    """Every YAML document in `text` (JSON is read as YAML too), with its lines."""
+# CloudFormation's YAML short forms: `!Ref X` is {"Ref": X}, `!GetAtt A.B` is
+# {"Fn::GetAtt": ["A", "B"]}, any other `!Name v` is {"Fn::Name": v}.
+_SHORT_FORM = re.compile(r"^!(?P<name>[A-Za-z]+)$")
+
+
+def _short_form(node, value) -> dict:
+    name = _SHORT_FORM.match(node.tag).group("name")
+    if name == "Ref":
+        return {"Ref": value}
+    if name == "GetAtt" and isinstance(value, str):
+        value = value.split(".", 1)
+    return {f"Fn::{name}": value}
+
+
+def load_documents(text: str, *, short_forms: bool = False) -> list[Document]:
+    """Every YAML document in `text` (JSON is read as YAML too), with its lines.
+    `short_forms`: read CloudFormation's `!Ref`, `!GetAtt`, ... tags as their long form."""
     if len(text) > MAX_FILE_BYTES:
         raise PolicyFileError(
             [FileProblem(None, "file", f"is larger than {MAX_FILE_BYTES // 1000} kB")]
@@ -198,7 +213,7 @@ def load_documents(text: str) -> list[Document]:
         for node in nodes:
             lines = Lines()
             problems: list[FileProblem] = []
-            data = _convert(loader, node, "", lines, problems)
+            data = _convert(loader, node, "", lines, problems, short_forms=short_forms)
             if problems:
                 raise PolicyFileError(problems)
             documents.append(Document(data, lines))
@@ -243,8 +258,20 @@ def load_json_document(text: str) -> Document:
     return documents[0]
 
 
-def _convert(loader, node, path: str, lines: Lines, problems: list[FileProblem]) -> Any:
+def _convert(
+    loader, node, path: str, lines: Lines, problems: list[FileProblem], *, short_forms=False
+) -> Any:
     lines.by_path.setdefault(path, node.start_mark.line + 1)
+    if short_forms and _SHORT_FORM.match(node.tag or ""):
+        if isinstance(node, yaml.ScalarNode):
+            inner = yaml.ScalarNode("tag:yaml.org,2002:str", node.value, node.start_mark)
+        else:
+            inner = type(node)(
+                "tag:yaml.org,2002:" + ("seq" if isinstance(node, yaml.SequenceNode) else "map"),
+                node.value,
+                node.start_mark,
+            )
+        return _short_form(node, _convert(loader, inner, path, lines, problems, short_forms=True))
     if isinstance(node, yaml.MappingNode):
         result: dict = {}
         for key_node, value_node in node.value:
@@ -274,11 +301,13 @@ def _convert(loader, node, path: str, lines: Lines, problems: list[FileProblem])
                 )
                 continue
             lines.by_path[key_path] = key_node.start_mark.line + 1
-            result[key] = _convert(loader, value_node, key_path, lines, problems)
+            result[key] = _convert(
+                loader, value_node, key_path, lines, problems, short_forms=short_forms
+            )
         return result
     if isinstance(node, yaml.SequenceNode):
         return [
-            _convert(loader, item, child(path, index), lines, problems)
+            _convert(loader, item, child(path, index), lines, problems, short_forms=short_forms)
             for index, item in enumerate(node.value)
         ]
     try:

@@ -23,8 +23,10 @@ from governance.policy_code.report import change_title, value_text
 from governance.policy_code.source import PolicyFileError, decode
 
 FORMAT_NOTES = {
-    "aws-batch": "CreateQuotaShare requests, one per share (aws batch create-quota-share).",
-    "cloudformation": "A template of AWS::Batch::QuotaShare resources.",
+    "aws-batch": "The requests that create the queue on AWS Batch: its service environment, "
+    "scheduling policy and job queue, and one CreateQuotaShare per share.",
+    "cloudformation": "A template of the job queue, its service environment and scheduling "
+    "policy, and one AWS::Batch::QuotaShare per share.",
     "kueue": "A Cohort, its ClusterQueues and ResourceFlavors for Kubernetes.",
     "native": "Everything this product holds about the queue, as versioned YAML.",
 }

@@ -24,7 +24,7 @@ from governance.policy_code.source import PolicyFileError
 class Command(BaseCommand):
     help = (
         "Export a queue's policy (aws-batch, cloudformation, kueue or native), or plan and "
-        "apply a policy file (aws-batch, kueue or native)."
+        "apply a policy file (aws-batch, cloudformation, kueue or native)."
     )
 
     def add_arguments(self, parser):

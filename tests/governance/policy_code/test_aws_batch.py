@@ -182,17 +182,79 @@ def test_mapped_names_stay_unique_and_within_128_characters():
 def test_a_configured_job_queue_arn_is_the_job_queue(varied_queue, settings):
     arn = "arn:aws:batch:us-east-1:123456789012:job-queue/research"
     settings.AWS_BATCH_QUEUE_ARNS = {"research fleet": arn}
-    requests = exported_requests(varied_queue)
-    assert {request["jobQueue"] for request in requests} == {arn}
-    template = json.loads(policy_export(format="cloudformation", queue=varied_queue).content)
-    assert template["Parameters"]["JobQueue"]["Default"] == arn
+    body = json.loads(policy_export(format="aws-batch", queue=varied_queue).content)
+    assert {request["jobQueue"] for request in body["quotaShares"]} == {arn}
+    job_queue = body["createJobQueue"]
+    assert job_queue["jobQueueName"] == "research"
+    assert job_queue["schedulingPolicyArn"] == (
+        "arn:aws:batch:us-east-1:123456789012:scheduling-policy/research"
+    )
+    assert body["createSchedulingPolicy"]["name"] == "research"
+    assert validation_errors("CreateJobQueue", job_queue) == ""
+
+
+def test_the_queue_is_a_service_environment_a_scheduling_policy_and_a_job_queue(varied_queue):
+    """AWS Batch's quota shares live on a SAGEMAKER_TRAINING job queue over a
+    quota-managed service environment (capacity per instance type) with a quota share
+    scheduling policy: each request is one botocore's model accepts as it is."""
+    export = policy_export(format="aws-batch", queue=varied_queue)
+    body = json.loads(export.content)
+    environment = body["createServiceEnvironment"]
+    policy = body["createSchedulingPolicy"]
+    job_queue = body["createJobQueue"]
+    assert validation_errors("CreateServiceEnvironment", environment) == ""
+    assert validation_errors("CreateSchedulingPolicy", policy) == ""
+    assert validation_errors("CreateJobQueue", job_queue) == ""
+    assert environment == {
+        "serviceEnvironmentName": "research-fleet",
+        "serviceEnvironmentType": "SAGEMAKER_TRAINING",
+        "state": "ENABLED",
+        "capacityLimits": [
+            {"maxCapacity": 6, "capacityUnit": "ml.g5.xlarge"},
+            {"maxCapacity": 4, "capacityUnit": "ml.p4d.24xlarge"},
+            {"maxCapacity": 2, "capacityUnit": "ml.trn1.32xlarge"},
+        ],
+    }
+    assert policy == {
+        "name": "research-fleet",
+        "quotaSharePolicy": {"idleResourceAssignmentStrategy": "FIFO"},
+    }
+    assert job_queue["jobQueueType"] == "SAGEMAKER_TRAINING"
+    assert job_queue["serviceEnvironmentOrder"] == [
+        {"order": 1, "serviceEnvironment": "research-fleet"}
+    ]
+    (action,) = job_queue["jobStateTimeLimitActions"]
+    assert (action["state"], action["action"], action["maxTimeSeconds"]) == (
+        "RUNNABLE",
+        "TERMINATE",
+        3600,
+    )
+    assert job_queue["tags"] == {"queue-name": "research fleet"}
+    # No ARN can be made without the queue's region and account: said, not invented.
+    assert "schedulingPolicyArn" not in job_queue
+    assert any("schedulingPolicyArn" in warning for warning in export.warnings)
+
+
+def test_a_runnable_time_limit_aws_cannot_hold_is_left_out_and_said(admin):
+    queue = build_queue(
+        admin,
+        "short",
+        {"ml.g5.xlarge": 2},
+        shares=[("a", "a", "RESERVE", None, False, "ENABLED", {"ml.g5.xlarge": 2})],
+        runnable_time_limit=60,
+    )
+    export = policy_export(format="aws-batch", queue=queue)
+    assert "jobStateTimeLimitActions" not in json.loads(export.content)["createJobQueue"]
+    assert any("60 s) is outside AWS's 600 to 86400 s" in w for w in export.warnings)
 
 
 def _api_spelling(value):
     """CloudFormation's keys back in the API's spelling (tags keep their own keys)."""
     if isinstance(value, dict):
         return {
-            key if key in ("team", "share-name") else key[:1].lower() + key[1:]: _api_spelling(item)
+            key
+            if key in ("team", "share-name", "queue-name", "Ref", "Fn::GetAtt")
+            else key[:1].lower() + key[1:]: _api_spelling(item)
             for key, item in value.items()
         }
     if isinstance(value, list):
@@ -202,10 +264,34 @@ def _api_spelling(value):
 
 def test_the_cloudformation_template_holds_the_same_requests(varied_queue):
     template = json.loads(policy_export(format="cloudformation", queue=varied_queue).content)
+    body = json.loads(policy_export(format="aws-batch", queue=varied_queue).content)
     assert template["AWSTemplateFormatVersion"] == "2010-09-09"
-    assert template["Parameters"]["JobQueue"]["Type"] == "String"
-    resources = list(template["Resources"].items())
-    requests = exported_requests(varied_queue)
+    resources = template["Resources"]
+    queue_parts = {
+        "ServiceEnvironment": ("AWS::Batch::ServiceEnvironment", "createServiceEnvironment"),
+        "SchedulingPolicy": ("AWS::Batch::SchedulingPolicy", "createSchedulingPolicy"),
+        "JobQueue": ("AWS::Batch::JobQueue", "createJobQueue"),
+    }
+    for logical_id, (type_, part) in queue_parts.items():
+        resource = resources.pop(logical_id)
+        assert resource["Type"] == type_
+        as_request = _api_spelling(resource["Properties"])
+        if part == "createJobQueue":
+            assert as_request.pop("schedulingPolicyArn") == {
+                "Fn::GetAtt": ["SchedulingPolicy", "Arn"]
+            }
+            order = as_request["serviceEnvironmentOrder"][0]
+            assert order["serviceEnvironment"] == {
+                "Fn::GetAtt": ["ServiceEnvironment", "ServiceEnvironmentArn"]
+            }
+            order["serviceEnvironment"] = body[part]["serviceEnvironmentOrder"][0][
+                "serviceEnvironment"
+            ]
+        assert as_request == body[part]
+        operation = "Create" + part[len("create") :]
+        assert validation_errors(operation, as_request) == ""
+    requests = body["quotaShares"]
+    resources = list(resources.items())
     assert len(resources) == len(requests)
     ids = [logical_id for logical_id, _resource in resources]
     assert len(set(ids)) == len(ids)
@@ -224,7 +310,7 @@ def test_the_cloudformation_template_holds_the_same_requests(varied_queue):
         }
         assert properties["JobQueue"] == {"Ref": "JobQueue"}
         as_request = _api_spelling(properties)
-        as_request["jobQueue"] = template["Parameters"]["JobQueue"]["Default"]
+        as_request["jobQueue"] = request["jobQueue"]
         assert as_request == request
         assert validation_errors("CreateQuotaShare", as_request) == ""
 

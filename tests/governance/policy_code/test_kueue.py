@@ -23,7 +23,7 @@ def kueue_objects(queue) -> tuple[dict[str, list[dict]], tuple[str, ...]]:
     export = policy_export(format="kueue", queue=queue)
     by_kind: dict[str, list[dict]] = {}
     for obj in yaml.safe_load_all(export.content):
-        assert obj["apiVersion"] == "kueue.x-k8s.io/v1beta1"
+        assert obj["apiVersion"] == "kueue.x-k8s.io/v1beta2"
         by_kind.setdefault(obj["kind"], []).append(obj)
     return by_kind, export.warnings
 
@@ -50,7 +50,10 @@ def test_one_cohort_per_queue_one_flavor_per_type_one_cluster_queue_per_share(va
         share[0] for share in VARIED_SHARES
     ]
     assert queues[0]["metadata"]["name"] == "research-fleet-vision-a"
-    assert all(cq["spec"]["cohort"] == "research-fleet" for cq in queues)
+    # v1beta2 names the cohort in cohortName (v1beta1: cohort), and a Cohort has a spec.
+    assert all(cq["spec"]["cohortName"] == "research-fleet" for cq in queues)
+    assert not any("cohort" in cq["spec"] for cq in queues)
+    assert cohort["spec"] == {}
 
 
 def _expected_quota(strategy, borrow, instances, gpus) -> dict:
@@ -258,3 +261,73 @@ def test_lend_and_borrow_with_zero_percent_keeps_its_strategy(admin, varied_queu
         QuotaShare.Strategy.LEND_AND_BORROW,
         0,
     )
+
+
+def _one_share_file(version: str, cohort_key: str) -> str:
+    return textwrap.dedent(
+        f"""\
+        apiVersion: {version}
+        kind: Cohort
+        metadata:
+          name: small
+        ---
+        apiVersion: {version}
+        kind: ClusterQueue
+        metadata:
+          name: small-a
+          annotations:
+            quota-governance.io/team: a
+        spec:
+          {cohort_key}: small
+          resourceGroups:
+          - coveredResources: [nvidia.com/gpu]
+            flavors:
+            - name: ml.p4d.24xlarge
+              resources:
+              - name: nvidia.com/gpu
+                nominalQuota: 16
+                borrowingLimit: 0
+        """
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "cohort_key"),
+    [("kueue.x-k8s.io/v1beta1", "cohort"), ("kueue.x-k8s.io/v1beta2", "cohortName")],
+)
+def test_both_api_versions_import_to_the_same_share(admin, version, cohort_key):
+    build_queue(admin, "small", {"ml.p4d.24xlarge": 4}, shares=[])
+    policy = policy_file_read(raw=_one_share_file(version, cohort_key), source="a.yaml")
+    (queue,) = policy.queues
+    assert queue.name == "small"
+    (share,) = queue.shares
+    assert (share.name, share.doc["team"], share.doc["strategy"]) == ("a", "a", "LEND")
+    assert share.doc["capacity_limits"] == {"ml.p4d.24xlarge": 2}
+
+
+@pytest.mark.parametrize(
+    ("version", "cohort_key", "message"),
+    [
+        ("kueue.x-k8s.io/v1beta1", "cohortName", "v1beta2's field"),
+        ("kueue.x-k8s.io/v1beta2", "cohort", "v1beta1's field"),
+    ],
+)
+def test_each_version_names_its_cohort_with_its_own_key(admin, version, cohort_key, message):
+    build_queue(admin, "small", {"ml.p4d.24xlarge": 4}, shares=[])
+    with pytest.raises(PolicyFileError) as error:
+        policy_file_read(raw=_one_share_file(version, cohort_key), source="a.yaml")
+    (problem,) = error.value.problems
+    assert problem.field == f"ClusterQueue small-a: spec.{cohort_key}"
+    assert message in problem.message and problem.line == 13
+
+
+def test_a_v1beta1_export_of_an_older_release_plans_no_changes(admin, varied_queue):
+    """A file exported before the move to v1beta2 still reads back to the same policy."""
+    content = policy_export(format="kueue", queue=varied_queue).content
+    old = content.replace("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1").replace(
+        "cohortName:", "cohort:"
+    )
+    assert "v1beta2" not in old
+    for text in (content, old):
+        plan = policy_plan(policy=policy_file_read(raw=text, source="again.yaml"))
+        assert plan.is_empty, plan.changes
