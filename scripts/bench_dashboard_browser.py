@@ -256,7 +256,7 @@ TRACE_CATEGORIES = [
 ]
 
 
-def trace_totals(trace: bytes) -> dict[str, float]:
+def trace_totals(trace: bytes) -> dict[str, tuple[float, float]]:
     """Main-thread time (ms) of the renderer by kind: plotly.js's compile and its
     top-level run, each script's callbacks, style and layout, garbage collection."""
     import json
@@ -278,14 +278,19 @@ def trace_totals(trace: bytes) -> dict[str, float]:
         and "/static/" in ((e.get("args") or {}).get("data") or {}).get("url", "")
     }
     main = {(pid, tid) for pid, tid in main if pid in ours}
-    totals: dict[str, float] = {}
+    totals: dict[str, tuple[float, float]] = {}
+    event = {}
 
     def add(key: str, dur: float) -> None:
-        totals[key] = totals.get(key, 0.0) + dur / 1000
+        # Wall time, and the thread's CPU time (tdur): the latter hardly depends on
+        # what else the machine runs.
+        wall, cpu = totals.get(key, (0.0, 0.0))
+        totals[key] = (wall + dur / 1000, cpu + event.get("tdur", dur) / 1000)
 
     for e in events:
         if e.get("ph") != "X" or "dur" not in e:
             continue
+        event = e
         name, data = e["name"], (e.get("args") or {}).get("data") or {}
         url = (data.get("url") or data.get("fileName") or "").rsplit("/", 1)[-1]
         on_main = (e["pid"], e["tid"]) in main
@@ -365,10 +370,10 @@ def breakdown(browser, viewport, cookie, url: str) -> None:
     print(f"  charts drawn (bench) {shown:8.0f}")
     tasks = sorted(marks["longtasks"], key=lambda item: -item[1])[:8]
     print("  longest tasks: " + ", ".join(f"{d:.0f} at {s:.0f}" for s, d in tasks))
-    print("  main thread totals (trace, ms):")
-    for key, value in sorted(trace_totals(trace).items(), key=lambda item: -item[1]):
-        if value >= 5:
-            print(f"    {value:7.0f}  {key}")
+    print("  renderer totals (trace): wall ms, CPU ms")
+    for key, (wall, cpu) in sorted(trace_totals(trace).items(), key=lambda item: -item[1][0]):
+        if wall >= 5:
+            print(f"    {wall:7.0f} {cpu:7.0f}  {key}")
 
 
 def summary(label: str, timings: list[tuple[float, float, float]]) -> str:
