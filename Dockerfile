@@ -1,4 +1,12 @@
 # One image for web, worker, runner and beat (see docker-compose.yml).
+
+# The browser assets npm installs (package.json, pinned by package-lock.json): plotly.js's
+# partial bundle, which collectstatic below serves as vendor/plotly.min.js.
+FROM node:20-slim AS browser-assets
+WORKDIR /assets
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund --loglevel=error
+
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 VAR_DIR=/app/var
@@ -9,6 +17,7 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 COPY pyproject.toml ./
 COPY . .
+COPY --from=browser-assets /assets/node_modules ./node_modules
 RUN pip install --no-cache-dir . && python manage.py collectstatic --noinput
 # `app` runs the web server, the scheduling worker and beat. `runner` is the account
 # the runner (started as root) runs jobs as: it owns nothing of the application, so a

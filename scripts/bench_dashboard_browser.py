@@ -58,6 +58,11 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--width", type=int, default=1280, help="viewport width, px")
     parser.add_argument("--height", type=int, default=720, help="viewport height, px")
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also trace one more first visit in Chromium and print where its time went",
+    )
     return parser.parse_args()
 
 
@@ -200,6 +205,177 @@ def visit(context, url: str) -> tuple[float, float, float]:
         page.close()
 
 
+# Injected before the page's own scripts (by the DevTools protocol, so the page's CSP
+# does not apply): records long tasks, when plotly.js has run (its bundle assigns
+# window.Plotly last) and each Plotly.newPlot's synchronous time and promise.
+INSTRUMENT = """(() => {
+  const marks = window.__bench = {draws: [], longtasks: [], scripts: {}};
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) marks.longtasks.push([e.startTime, e.duration]);
+  }).observe({type: "longtask", buffered: true});
+  let real;
+  Object.defineProperty(window, "Plotly", {configurable: true, get() { return real; },
+    set(value) {
+      marks.plotlyRun = performance.now();
+      const newPlot = value.newPlot;
+      value.newPlot = function (element, ...rest) {
+        const entry = {id: element.dataset.figureId, start: performance.now()};
+        const result = newPlot.call(this, element, ...rest);
+        entry.sync = performance.now() - entry.start;
+        marks.draws.push(entry);
+        Promise.resolve(result).then(() => { entry.done = performance.now(); });
+        return result;
+      };
+      real = value;
+    }});
+  document.addEventListener("load", (event) => {
+    if (event.target.tagName === "SCRIPT") {
+      marks.scripts[event.target.src.split("/").pop()] = performance.now();
+    }
+  }, true);
+})();"""
+
+TIMELINE = """() => {
+  const nav = performance.getEntriesByType("navigation")[0];
+  const plotly = performance.getEntriesByType("resource").find(
+    (e) => e.name.includes("/vendor/plotly"));
+  return {nav: {responseStart: nav.responseStart, responseEnd: nav.responseEnd,
+                dcl: nav.domContentLoadedEventEnd, load: nav.loadEventEnd},
+          plotly: plotly && {name: plotly.name, start: plotly.startTime,
+                             responseStart: plotly.responseStart, end: plotly.responseEnd,
+                             transfer: plotly.transferSize, body: plotly.decodedBodySize},
+          marks: window.__bench, now: performance.now()};
+}"""
+
+TRACE_CATEGORIES = [
+    "devtools.timeline",
+    "v8",
+    "v8.execute",
+    "disabled-by-default-v8.compile",
+    "blink.user_timing",
+]
+
+
+def trace_totals(trace: bytes) -> dict[str, tuple[float, float]]:
+    """Main-thread time (ms) of the renderer by kind: plotly.js's compile and its
+    top-level run, each script's callbacks, style and layout, garbage collection."""
+    import json
+
+    events = json.loads(trace)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    main = {
+        (e["pid"], e["tid"])
+        for e in events
+        if e.get("ph") == "M"
+        and e.get("name") == "thread_name"
+        and e["args"].get("name") == "CrRendererMain"
+    }
+    # The page's renderer: the one that ran our own scripts (not Chromium's own pages).
+    ours = {
+        e["pid"]
+        for e in events
+        if e.get("name") == "EvaluateScript"
+        and "/static/" in ((e.get("args") or {}).get("data") or {}).get("url", "")
+    }
+    main = {(pid, tid) for pid, tid in main if pid in ours}
+    totals: dict[str, tuple[float, float]] = {}
+    event = {}
+
+    def add(key: str, dur: float) -> None:
+        # Wall time, and the thread's CPU time (tdur): the latter hardly depends on
+        # what else the machine runs.
+        wall, cpu = totals.get(key, (0.0, 0.0))
+        totals[key] = (wall + dur / 1000, cpu + event.get("tdur", dur) / 1000)
+
+    for e in events:
+        if e.get("ph") != "X" or "dur" not in e:
+            continue
+        event = e
+        name, data = e["name"], (e.get("args") or {}).get("data") or {}
+        url = (data.get("url") or data.get("fileName") or "").rsplit("/", 1)[-1]
+        on_main = (e["pid"], e["tid"]) in main
+        if e["pid"] not in ours:
+            continue
+        if name in ("v8.compile", "v8.compileModule") and on_main:
+            add(f"compile on main thread: {url or '?'}", e["dur"])
+        elif name in ("v8.parseOnBackground", "v8.compileOnBackground") and not on_main:
+            add(f"parse/compile off the main thread (streamed): {url or '?'}", e["dur"])
+        elif not on_main:
+            continue
+        elif name == "EvaluateScript":
+            add(f"evaluate script (compile + top-level run): {url or 'inline'}", e["dur"])
+        elif name == "FunctionCall":
+            add(f"callbacks of {url or '?'}", e["dur"])
+        elif name in ("UpdateLayoutTree", "Layout"):
+            add("style and layout", e["dur"])
+        elif name in ("MajorGC", "MinorGC", "V8.GC_SCAVENGER", "BlinkGC.AtomicPhase"):
+            add("garbage collection", e["dur"])
+        elif name == "ParseHTML":
+            add("parse HTML", e["dur"])
+        elif name == "RunTask":
+            add("all main-thread tasks", e["dur"])
+    return totals
+
+
+def breakdown(browser, viewport, cookie, url: str) -> None:
+    """One first visit, traced: where the time to drawn charts goes."""
+    context = browser.new_context(viewport=viewport)
+    context.add_cookies([cookie])
+    context.add_init_script(INSTRUMENT)
+    page = context.new_page()
+    browser.start_tracing(page=page, categories=TRACE_CATEGORIES)
+    try:
+        page.goto(url, wait_until="load")
+        page.evaluate(TO_CHARTS)
+        page.wait_for_selector("[data-plotly-figure][data-plotted]", timeout=60_000)
+        for figure_id in page.evaluate(IN_VIEW):
+            page.wait_for_selector(
+                f'[data-figure-id="{figure_id}"][data-plotted]', state="attached", timeout=60_000
+            )
+        shown = page.evaluate("performance.now()")
+        page.wait_for_timeout(300)  # lets the last newPlot promises settle
+        timeline = page.evaluate(TIMELINE)
+    finally:
+        trace = browser.stop_tracing()
+        context.close()
+    if os.environ.get("BENCH_TRACE_FILE"):  # for chrome://tracing or Perfetto
+        Path(os.environ["BENCH_TRACE_FILE"]).write_bytes(trace)
+    nav, plotly, marks = timeline["nav"], timeline["plotly"], timeline["marks"]
+    print("breakdown of one traced first visit (ms from navigation start):")
+    print(
+        f"  HTML received        {nav['responseEnd']:8.0f}  (first byte {nav['responseStart']:.0f})"
+    )
+    print(f"  DOMContentLoaded     {nav['dcl']:8.0f}")
+    print(f"  load event           {nav['load']:8.0f}")
+    if plotly:
+        print(
+            f"  plotly.js requested  {plotly['start']:8.0f}  {plotly['name'].rsplit('/', 1)[-1]}"
+            f" ({plotly['body'] / 1e6:.2f} MB, {plotly['transfer'] / 1e6:.2f} MB on the wire)"
+        )
+        print(
+            f"  plotly.js received   {plotly['end']:8.0f}"
+            f"  (download {plotly['end'] - plotly['start']:.0f})"
+        )
+    if marks.get("plotlyRun"):
+        print(
+            f"  plotly.js has run    {marks['plotlyRun']:8.0f}  (compile + run after download "
+            f"{marks['plotlyRun'] - (plotly or {}).get('end', 0):.0f})"
+        )
+    for draw in marks["draws"]:
+        done = draw.get("done")
+        print(
+            f"  newPlot {draw['id']:<28} {draw['start']:8.0f}  sync {draw['sync']:5.0f}"
+            + (f", resolved {done:.0f}" if done else "")
+        )
+    print(f"  charts drawn (bench) {shown:8.0f}")
+    tasks = sorted(marks["longtasks"], key=lambda item: -item[1])[:8]
+    print("  longest tasks: " + ", ".join(f"{d:.0f} at {s:.0f}" for s, d in tasks))
+    print("  renderer totals (trace): wall ms, CPU ms")
+    for key, (wall, cpu) in sorted(trace_totals(trace).items(), key=lambda item: -item[1][0]):
+        if wall >= 5:
+            print(f"    {wall:7.0f} {cpu:7.0f}  {key}")
+
+
 def summary(label: str, timings: list[tuple[float, float, float]]) -> str:
     def part(name: str, values: list[float]) -> str:
         return f"{name} median {statistics.median(values):.2f} s, worst {max(values):.2f} s"
@@ -251,6 +427,8 @@ def main() -> None:
                 visit(context, url)  # fills the cache
                 returning = [visit(context, url) for _ in range(args.visits)]
                 context.close()
+                if args.breakdown:
+                    breakdown(browser, viewport, cookie, url)
                 browser.close()
         finally:
             os.killpg(server.pid, signal.SIGTERM)
