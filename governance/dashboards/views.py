@@ -23,7 +23,7 @@ from core import rules
 from fleet.models import JobQueue, Team
 from governance.dashboards.csv import DATASETS, csv_filename, csv_response
 from governance.dashboards.formulas import DEFINITIONS, MIN_SAMPLE, MONTH_RULE
-from governance.dashboards.pack import pack_file, pack_make, packs_list
+from governance.dashboards.pack import pack_file, pack_make, pack_schedule, packs_list
 from governance.dashboards.page import charts, dashboard_view
 from governance.dashboards.rollups import rollups_read, rollups_refresh
 from governance.dashboards.selectors.calendar import last_full_month
@@ -88,6 +88,7 @@ def dashboard(request):
     if month not in months:
         months = sorted([*months, month], reverse=True)
     query = _query(month, queue, team)
+    packs = packs_list()
     csv_urls = {name: f"{reverse('dashboard-csv', args=[name])}?{query}" for name in DATASETS}
     context = {
         **view,
@@ -104,7 +105,8 @@ def dashboard(request):
             {"key": "share", "rows": view["cost"]["shares"]},
         ],
         "yielders_shown": view["yielders"][:YIELDERS_SHOWN],
-        "packs": packs_list(),
+        "packs": packs,
+        "pack_schedule": pack_schedule(now=timezone.now(), made={p.month for p in packs}),
         "definitions": DEFINITIONS,
         "month_rule": MONTH_RULE,
         "min_sample": MIN_SAMPLE,
