@@ -47,6 +47,10 @@ REGIONS = """(selector) => [...document.querySelectorAll(selector)].map((table) 
     labels: [...new Set(labelled.map((cell) =>
       getComputedStyle(cell, "::before").content.replace(/^"|"$/g, "")))],
     rows: rows.length,
+    // The room each cell keeps for its label on the left (a label pushed out of the
+    // card by a later padding rule would leave the values unnamed).
+    labelRoom: Math.min(...labelled.filter((cell) => !cell.classList.contains("stack-wide"))
+      .map((cell) => parseFloat(getComputedStyle(cell).paddingLeft))),
   };
 })"""
 
@@ -92,6 +96,7 @@ def assert_cards(page, selector: str, size: str, labels: set[str]) -> None:
             assert region["rowDisplay"] == ["block"], region  # each row a card
             assert not region["headVisible"], region
             assert labels <= set(region["labels"]), region["labels"]
+            assert region["labelRoom"] >= 100, region  # the labels show beside the values
         else:
             assert region["rowDisplay"] == ["table-row"], region
             assert region["headVisible"], region
