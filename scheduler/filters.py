@@ -13,6 +13,7 @@ from django import forms
 from drf_spectacular.utils import extend_schema_field
 
 from core.filters import FilterSet, ModelChoiceFilter, choice_filter, id_filter, name_filter
+from core.widgets import NarrowedSelect
 from fleet.models import Job, JobDefinition, JobQueue, QuotaShare, Team
 
 SEARCH_HELP = (
@@ -35,9 +36,36 @@ class JobFilter(FilterSet):
         fields = ["search", "queue", "share", "team", "state"]
 
 
+def _team_queues() -> dict[int, set[int]]:
+    """Team id -> the ids of the queues it has a share in."""
+    found: dict[int, set[int]] = {}
+    for team_id, queue_id in QuotaShare.objects.values_list("team_id", "queue_id"):
+        found.setdefault(team_id, set()).add(queue_id)
+    return found
+
+
+class JobPageForm(forms.Form):
+    """The share and team pickers follow the chosen queue (core/widgets.py); a share or
+    team outside it is refused, naming its field, and left out of the filter."""
+
+    def clean(self):
+        cleaned = super().clean()
+        queue, share, team = (cleaned.get(name) for name in ("queue", "share", "team"))
+        if queue is None:
+            return cleaned
+        if share is not None and share.queue_id != queue.pk:
+            self.add_error("share", f"share {share.name} is not in queue {queue.name}")
+        if team is not None and not QuotaShare.objects.filter(queue=queue, team=team).exists():
+            self.add_error("team", f"team {team.name} has no share in queue {queue.name}")
+        return cleaned
+
+
 class JobPageFilter(JobFilter):
     """The jobs page's filters: JobFilter's parameters, chosen from lists. The selector
     gets the same ids as from the API (governance.filters.page_query)."""
+
+    class Meta(JobFilter.Meta):
+        form = JobPageForm
 
     search = django_filters.CharFilter(
         label="Search",
@@ -57,9 +85,13 @@ class JobPageFilter(JobFilter):
         label="Share",
         empty_label="All shares",
         label_from_instance=lambda share: f"{share.queue.name} / {share.name} ({share.team.name})",
+        widget=NarrowedSelect(narrow_by="id_queue", attribute="queue_id"),
     )
     team = ModelChoiceFilter(
-        queryset=Team.objects.order_by("name"), label="Team", empty_label="All teams"
+        queryset=Team.objects.order_by("name"),
+        label="Team",
+        empty_label="All teams",
+        widget=NarrowedSelect(narrow_by="id_queue", mapping=_team_queues),
     )
     state = django_filters.ChoiceFilter(
         choices=Job.State.choices, label="State", empty_label="All states"

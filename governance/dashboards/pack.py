@@ -62,7 +62,12 @@ from governance.dashboards.page import (
     kpi_values,
 )
 from governance.dashboards.rollups import rollups_read, rollups_refresh
-from governance.dashboards.selectors.calendar import month_bounds, month_start
+from governance.dashboards.selectors.calendar import (
+    month_bounds,
+    month_start,
+    next_month,
+    previous_month,
+)
 from governance.dashboards.selectors.reads import rollup_scope
 from governance.models import ExceptionEvent, PolicyChange
 
@@ -73,6 +78,9 @@ SENT = "sent.json"
 TEXT = colors.HexColor("#1f2933")
 MUTED = colors.HexColor("#4b5563")
 GRID = colors.HexColor("#d5dbe3")
+# Beat makes last month's pack on the first of each month at this hour (UTC): the
+# `dashboard-monthly-pack` entry of config/celery.py (a test keeps the two equal).
+PACK_HOUR_UTC = 6
 
 
 @dataclass(frozen=True)
@@ -98,6 +106,51 @@ def _names(month: dt.date) -> dict[str, str]:
 
 
 # -- reading ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PackSchedule:
+    """When beat makes the next pack, and of which month; what the dashboard says."""
+
+    at: dt.datetime  # the next run, UTC
+    month: dt.date  # the month that run makes the pack of (the one before `at`)
+    day: str  # "today", "tomorrow" or "on Friday 1 January 2027", in the time zone given
+    overdue: dt.date | None  # a month whose pack was due earlier today and is not made
+    due_at: dt.datetime | None = None  # when that overdue pack was due
+
+
+def _run_at(month: dt.date) -> dt.datetime:
+    return dt.datetime.combine(month_start(month), dt.time(PACK_HOUR_UTC), tzinfo=dt.UTC)
+
+
+def pack_schedule(*, now: dt.datetime, made: set[dt.date] | None = None, tz=None) -> PackSchedule:
+    """The next run of the monthly pack after `now`: the first of this month at
+    PACK_HOUR_UTC if that is still ahead (on the 1st before the hour it is today, the pack
+    of last month), else the first of next month. `made` are the months whose packs exist:
+    on the 1st after the hour, last month's missing pack is `overdue` (beat or its worker
+    did not run). `day` is said in `tz` (default: the active time zone)."""
+    now = now.astimezone(dt.UTC)
+    this_run = _run_at(now.date())
+    at = this_run if now < this_run else _run_at(next_month(now.date()))
+    overdue = None
+    if made is not None and this_run <= now < this_run + dt.timedelta(days=1):
+        missed = previous_month(now.date())
+        overdue = None if missed in made else missed
+    tz = tz or timezone.get_current_timezone()
+    local_at, today = at.astimezone(tz).date(), now.astimezone(tz).date()
+    if local_at == today:
+        day = "today"
+    elif local_at == today + dt.timedelta(days=1):
+        day = "tomorrow"
+    else:
+        day = f"on {local_at:%A} {local_at.day} {local_at:%B %Y}"
+    return PackSchedule(
+        at=at,
+        month=previous_month(at.date()),
+        day=day,
+        overdue=overdue,
+        due_at=this_run if overdue else None,
+    )
 
 
 def packs_list() -> list[Pack]:

@@ -20,10 +20,10 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from core import rules
-from fleet.models import JobQueue, Team
+from fleet.models import JobQueue, QuotaShare, Team
 from governance.dashboards.csv import DATASETS, csv_filename, csv_response
 from governance.dashboards.formulas import DEFINITIONS, MIN_SAMPLE, MONTH_RULE
-from governance.dashboards.pack import pack_file, pack_make, packs_list
+from governance.dashboards.pack import pack_file, pack_make, pack_schedule, packs_list
 from governance.dashboards.page import charts, dashboard_view
 from governance.dashboards.rollups import rollups_read, rollups_refresh
 from governance.dashboards.selectors.calendar import last_full_month
@@ -57,6 +57,16 @@ def _filters(request):
     teams = list(Team.objects.order_by("name").only("id", "name"))
     queue = _pick(request.GET.get("queue", ""), queues, "queue", errors)
     team = _pick(request.GET.get("team", ""), teams, "team", errors)
+    # The team picker follows the queue (data-narrow, core/widgets.py); a team with no
+    # share in the chosen queue is refused by name, and the queue shown for every team.
+    in_queues: dict[int, set[int]] = {}
+    for team_id, queue_id in QuotaShare.objects.values_list("team_id", "queue_id"):
+        in_queues.setdefault(team_id, set()).add(queue_id)
+    for option in teams:
+        option.narrow = " ".join(str(pk) for pk in sorted(in_queues.get(option.pk, ())))
+    if queue is not None and team is not None and queue.pk not in in_queues.get(team.pk, ()):
+        errors.append(f"team: team {team.name} has no share in queue {queue.name}")
+        team = None
     return month, queue, team, queues, teams, errors
 
 
@@ -88,6 +98,7 @@ def dashboard(request):
     if month not in months:
         months = sorted([*months, month], reverse=True)
     query = _query(month, queue, team)
+    packs = packs_list()
     csv_urls = {name: f"{reverse('dashboard-csv', args=[name])}?{query}" for name in DATASETS}
     context = {
         **view,
@@ -104,7 +115,8 @@ def dashboard(request):
             {"key": "share", "rows": view["cost"]["shares"]},
         ],
         "yielders_shown": view["yielders"][:YIELDERS_SHOWN],
-        "packs": packs_list(),
+        "packs": packs,
+        "pack_schedule": pack_schedule(now=timezone.now(), made={p.month for p in packs}),
         "definitions": DEFINITIONS,
         "month_rule": MONTH_RULE,
         "min_sample": MIN_SAMPLE,

@@ -11,7 +11,16 @@ from django.contrib.auth import get_user_model
 from core.bounds import MAX_ARTICLE_BODY, MAX_COUNT, MAX_TEXT
 from core.form_errors import apply_errors
 from core.permissions import ADMINS, EXCEPTION_OWNERS, TEAM_LEADS, is_admin
-from fleet.models import InstanceType, Job, JobQueue, QuotaShare, Team, UrgencyDefinition
+from core.widgets import NarrowedCheckboxes, NarrowedSelect
+from fleet.models import (
+    InstanceType,
+    Job,
+    JobQueue,
+    QueueCapacity,
+    QuotaShare,
+    Team,
+    UrgencyDefinition,
+)
 from governance.exceptions.services import (
     RequestData,
     exception_owner_validate,
@@ -64,6 +73,19 @@ class UrgencyChoiceField(forms.ModelChoiceField):
         return f"{urgency.name} (up to {urgency.max_window_hours} h)"
 
 
+def _shares_by_type(shares) -> dict[int, list[int]]:
+    """Instance type id -> the ids of `shares` whose queue has capacity of it."""
+    queues: dict[int, list[int]] = {}
+    for share_id, queue_id in shares.values_list("pk", "queue_id"):
+        queues.setdefault(queue_id, []).append(share_id)
+    found: dict[int, list[int]] = {}
+    for queue_id, type_id in QueueCapacity.objects.filter(queue_id__in=queues).values_list(
+        "queue_id", "instance_type_id"
+    ):
+        found.setdefault(type_id, []).extend(queues[queue_id])
+    return found
+
+
 class ExceptionRequestForm(forms.Form):
     kind = forms.ChoiceField(
         label="What the team needs",
@@ -89,11 +111,15 @@ class ExceptionRequestForm(forms.Form):
         queryset=QuotaShare.objects.none(),
         required=False,
         help_text="The share that gets the extra instances.",
+        # The share follows the chosen team, the instance type the share's queue, the
+        # jobs the team (request_validate refuses any other, naming the field).
+        widget=NarrowedSelect(narrow_by="id_team", attribute="team_id"),
     )
     instance_type = forms.ModelChoiceField(
         label="Instance type",
         queryset=InstanceType.objects.all(),
         required=False,
+        widget=NarrowedSelect(narrow_by="id_share", mapping=dict),  # the form's shares
     )
     extra_instances = forms.IntegerField(
         label="Extra instances",
@@ -107,7 +133,7 @@ class ExceptionRequestForm(forms.Form):
         label="Jobs",
         queryset=Job.objects.none(),
         required=False,
-        widget=forms.CheckboxSelectMultiple,
+        widget=NarrowedCheckboxes(narrow_by="id_team", attribute="share.team_id"),
         help_text="Waiting or running jobs of your teams.",
     )
 
@@ -128,6 +154,8 @@ class ExceptionRequestForm(forms.Form):
             .select_related("share")
             .order_by("name", "id")
         )
+        shares = self.fields["share"].queryset
+        self.fields["instance_type"].widget.mapping = lambda: _shares_by_type(shares)
 
     def request_data(self) -> RequestData:
         data = self.cleaned_data

@@ -327,10 +327,69 @@
     true
   );
 
+  // Pickers that narrow each other (core/widgets.py): an option or checkbox with
+  // data-narrow-by="id_team" data-narrow="3 7" fits only when the picker id_team has
+  // 3 or 7 chosen (or nothing). The others are hidden and disabled; a chosen one that no
+  // longer fits is let go, and pickers narrowed by this one follow. The server refuses
+  // what does not fit anyway, naming the field.
+  function narrowBy(parent) {
+    var chosen = parent.value;
+    var changed = [];
+    document.querySelectorAll('[data-narrow-by="' + parent.id + '"]').forEach(function (item) {
+      var fits = !chosen || item.dataset.narrow.split(" ").indexOf(chosen) !== -1;
+      if (item.tagName === "OPTION") {
+        item.hidden = !fits;
+        item.disabled = !fits;
+        if (!fits && item.selected) {
+          item.selected = false;
+          item.parentElement.closest("select").value = "";
+          changed.push(item.closest("select"));
+        }
+      } else {
+        var box = item.closest("label") || item;
+        (box.parentElement || box).hidden = !fits;
+        item.disabled = !fits;
+        if (!fits && item.checked) {
+          item.checked = false;
+        }
+      }
+    });
+    changed.forEach(function (select) {
+      if (select.id) {
+        narrowBy(select);
+      }
+    });
+  }
+
+  function narrowPickers(root) {
+    var parents = {};
+    root.querySelectorAll("[data-narrow-by]").forEach(function (item) {
+      parents[item.dataset.narrowBy] = true;
+    });
+    Object.keys(parents).forEach(function (id) {
+      var parent = document.getElementById(id);
+      if (parent) {
+        narrowBy(parent);
+      }
+    });
+  }
+
+  document.addEventListener(
+    "change",
+    function (event) {
+      var target = event.target;
+      if (target.id && document.querySelector('[data-narrow-by="' + target.id + '"]')) {
+        narrowBy(target);
+      }
+    },
+    true
+  );
+
   function enhance(root) {
     renderCharts(root);
     localiseTimes(root);
     syncBorrowLimits(document);
+    narrowPickers(document);
   }
 
   document.addEventListener("keydown", function (event) {
