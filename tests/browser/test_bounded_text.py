@@ -12,16 +12,20 @@ axe finds no serious or critical problem on any.
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
+from django.utils import timezone
 
 from core.bounds import MAX_TEXT
 from demo.organisation import seed_demo
-from fleet.models import Job, JobDefinition, QuotaShare
+from fleet.models import Job, JobDefinition, QueueCapacity, QuotaShare
 from governance.models import ExceptionRequest, KnowledgeArticle
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 PASSWORD = "bounded-text-pw-1"
 WIDTHS = (1440, 390)
+URGENCY_LABEL = "Production incident (up to 24 h)"
 
 # Fill each visible text box of the form with one word as long as its maxlength (the
 # form's bound); `given` holds the values of fields with a format of their own.
@@ -108,7 +112,63 @@ def test_maximum_length_text_breaks_no_page(page, live_server, login, assert_acc
     definition = JobDefinition.objects.get(name=name)
     assert len(definition.description) == MAX_TEXT
 
-    pages = [f"/jobs/definitions/{definition.pk}/", "/jobs/definitions/"]
+    # A knowledge article: a 200-character title, a body with a 10,000-character word
+    # and a long URL, at most the body's bound.
+    page.goto(f"{live_server.url}/knowledge/new/")
+    body = f"## {word(300)}\n\n{word(MAX_TEXT)}\n\nhttps://example.org/{word(2000)}\n\n"
+    body += "    " + word(3000) + "\n\n| a | b |\n|---|---|\n| " + word(3000) + " | x |\n"
+    filled = fill(page, "main form", {"title": word(200), "body": body, "tags": "long"})
+    submit(page, "main form", "Publish")
+    no_errors(page)
+    article = KnowledgeArticle.objects.get(title=word(200))
+
+    # A share saved with a 10,000-character reason (the history shows it).
+    page.goto(f"{live_server.url}/shares/{share.pk}/edit/")
+    page.locator("main form [name=reason]").fill(word(MAX_TEXT))
+    submit(page, "main form", "Save changes")
+    no_errors(page)
+
+    # A team lead submits a job of it (every text at its bound) and files an exception
+    # request for it with a 10,000-character justification.
+    page.context.clear_cookies()
+    login(page, live_server, "lead", PASSWORD)
+    page.goto(f"{live_server.url}/jobs/new/?definition={definition.pk}&share={share.pk}")
+    fill(page, "main form", {"name": word(200)})
+    page.locator("main form [name=expected_duration]").fill("600")
+    itype = QueueCapacity.objects.filter(queue=share.queue).first().instance_type
+    page.locator("main form [name=instance_type]").select_option(itype.name)
+    submit(page, "main form", "Submit job")
+    no_errors(page)
+    job = Job.objects.get(name=word(200))
+    assert job.parameters == {"p" * 64: word(256)}
+
+    page.goto(f"{live_server.url}/exceptions/new/")
+    page.get_by_label("Priority raise").check()
+    page.locator("[name=team]").select_option(str(share.team_id))
+    page.locator("[name=urgency]").select_option(label=URGENCY_LABEL)
+    start = timezone.localtime() + dt.timedelta(hours=1)
+    page.locator("[name=window_start]").fill(start.strftime("%Y-%m-%dT%H:%M"))
+    end = start + dt.timedelta(hours=2)
+    page.locator("[name=window_end]").fill(end.strftime("%Y-%m-%dT%H:%M"))
+    fill(page, "main form", {"justification": word(MAX_TEXT)})
+    page.get_by_label(job.name, exact=False).check()
+    submit(page, "main form", "Save as draft")
+    no_errors(page)
+    request = ExceptionRequest.objects.get(justification=word(MAX_TEXT))
+
+    page.context.clear_cookies()
+    login(page, live_server, "admin", PASSWORD)
+    pages = [
+        f"/jobs/definitions/{definition.pk}/",
+        "/jobs/definitions/",
+        f"/jobs/{job.pk}/",
+        "/jobs/",
+        f"/exceptions/{request.pk}/",
+        "/exceptions/",
+        f"/knowledge/{article.slug}/",
+        "/knowledge/",
+        "/history/",
+    ]
     problems = []
     for path in pages:
         problems += visit_at_every_width(page, live_server, path, assert_accessible)
