@@ -184,9 +184,28 @@ def test_the_exception_form_reports_all_its_errors_at_once(admin_page, aws_queue
     )
     assert response.status_code == 400  # the page answers a refused form with 400
     errors = response.context["form"].errors
-    assert {"team", "urgency", "justification", "window_start", "window_end"} <= set(errors), (
-        errors
-    )
+    assert {"team", "urgency", "justification", "window_start", "window_end"} <= set(errors), errors
     assert errors["justification"] == [
         f"Ensure this value has at most {MAX_TEXT} characters (it has {MAX_TEXT + 1})."
     ]
+
+
+def test_the_share_editor_reports_all_its_errors_at_once(admin_page, aws_queue):
+    share = QuotaShare.objects.filter(queue=aws_queue).first()
+    response = admin_page.post(
+        reverse("share-edit", args=[share.pk]),
+        {
+            "name": "",  # the service's rule: a share needs a name
+            "team": share.team_id,
+            "strategy": share.strategy,
+            "borrow_limit": "lots",  # a field error
+            "priority_ceiling": "-5",  # the service's rule or a field error
+            "state": share.state,
+            "version": share.version,
+            "reason": "r" * (MAX_TEXT + 1),  # over the bound
+            "limit-0-instance_type": "ml.g5.xlarge",
+            "limit-0-max_instances": "1",
+        },
+    )
+    errors = response.context["form"].errors
+    assert {"name", "borrow_limit", "priority_ceiling", "reason"} <= set(errors), errors
