@@ -457,11 +457,14 @@ class DefinitionForm(forms.Form):
         """Validate the form, every parameter row and the service's rules together, so
         one submit shows every error next to its field. Returns (the content, the
         formset row of each parameter) when all is well, else None."""
+        if not self.is_bound:  # an empty POST: the blank form again
+            return None
         form_ok = self.is_valid()
         rows_ok = formset.is_valid()  # never skipped when the form has errors
         specs, rows = [], []
         for index, row in enumerate(formset.forms):
-            spec = row.spec() if not row.errors else None
+            parsed = row.is_bound and not row.errors and hasattr(row, "cleaned_data")
+            spec = row.spec() if parsed else None
             if spec is not None:
                 specs.append(spec)
                 rows.append(index)

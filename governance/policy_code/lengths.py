@@ -11,7 +11,7 @@ CloudFormation and Kueue files alike.
 from __future__ import annotations
 
 from core.bounds import MAX_TEXT, too_long
-from fleet.models import InstanceType, JobQueue, QuotaShare, Team, UrgencyDefinition, WorkloadClass
+from fleet.models import InstanceType, JobQueue, QuotaShare, Team, UrgencyDefinition
 from governance.policy_code.model import KEEP, PolicyFile
 from governance.policy_code.source import Problems, child
 
@@ -56,11 +56,7 @@ def check_lengths(policy: PolicyFile, problems: Problems) -> None:
                 child(urgency.fields.get("invokers", urgency.path), index),
             )
     for workload_class in policy.workload_classes or []:
-        check(
-            workload_class.doc.get("name"),
-            _limit(WorkloadClass, "name"),
-            workload_class.field_path("name"),
-        )
+        # Its name is checked by the class editor's own rules (workload_class_validate).
         check(
             workload_class.doc.get("description"),
             MAX_TEXT,
