@@ -2,7 +2,6 @@
 point 1): an over-long value is refused at plan time naming its field and line, and
 nothing changes."""
 
-
 import pytest
 import yaml
 
