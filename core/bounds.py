@@ -12,3 +12,11 @@ MAX_SMALL = 2**15 - 1  # PositiveSmallIntegerField
 MAX_TEXT = 10_000  # notes, reasons, descriptions, justifications
 MAX_ARTICLE_BODY = 100_000  # a knowledge article's Markdown
 MAX_QUERY = 500  # a search query or a name in a query string
+
+
+def too_long(value: str, limit: int = MAX_TEXT) -> str | None:
+    """The error of a text over `limit` characters, or None. Said the same way in forms,
+    the API and policy files: the bound, and how long the text is."""
+    if len(value) <= limit:
+        return None
+    return f"at most {limit:,} characters (this has {len(value):,})"

@@ -19,9 +19,11 @@ The models came from the governance and scheduler apps and keep their tables.
 """
 
 from django.conf import settings
+from django.core.validators import MaxLengthValidator
 from django.db import models
 from django.db.models import Q
 
+from core.bounds import MAX_TEXT
 from core.search import UpperTrigramIndex
 from engine.strategies import (
     DEFAULT_STRATEGY,
@@ -36,7 +38,9 @@ from fleet.executors import DEFAULT_EXECUTOR, executor_choices
 
 class Team(models.Model):
     name = models.CharField(max_length=100, unique=True)
-    description = models.TextField(blank=True)
+    description = models.TextField(
+        max_length=MAX_TEXT, validators=[MaxLengthValidator(MAX_TEXT)], blank=True
+    )
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="teams", blank=True)
     leads = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="led_teams", blank=True)
 
@@ -79,7 +83,9 @@ class InstanceType(models.Model):
 
 class JobQueue(models.Model):
     name = models.CharField(max_length=100, unique=True)
-    description = models.TextField(blank=True)
+    description = models.TextField(
+        max_length=MAX_TEXT, validators=[MaxLengthValidator(MAX_TEXT)], blank=True
+    )
     default_preemption_retries = models.PositiveIntegerField(
         null=True,
         blank=True,
@@ -141,7 +147,9 @@ class WorkloadClass(models.Model):
     a class never changes a submitted job."""
 
     name = models.CharField(max_length=100, unique=True)
-    description = models.TextField(blank=True)
+    description = models.TextField(
+        max_length=MAX_TEXT, validators=[MaxLengthValidator(MAX_TEXT)], blank=True
+    )
     min_runtime_reclaim = models.PositiveIntegerField(
         default=0,
         help_text="Seconds from the start of each run during which a job is not a victim "
@@ -287,8 +295,17 @@ class UrgencyDefinition(models.Model):
         PREEMPTION_PROTECTION = "PREEMPTION_PROTECTION", "Preemption protection"
 
     name = models.CharField(max_length=100, unique=True)
-    meaning = models.TextField(help_text="What this urgency means, in plain words.")
-    examples = models.TextField(blank=True, help_text="Situations that qualify.")
+    meaning = models.TextField(
+        max_length=MAX_TEXT,
+        validators=[MaxLengthValidator(MAX_TEXT)],
+        help_text="What this urgency means, in plain words.",
+    )
+    examples = models.TextField(
+        max_length=MAX_TEXT,
+        validators=[MaxLengthValidator(MAX_TEXT)],
+        blank=True,
+        help_text="Situations that qualify.",
+    )
     priority = models.PositiveIntegerField(help_text="The job priority it grants (0–9999).")
     max_window_hours = models.PositiveIntegerField(
         help_text="The longest exception window it allows, in hours."
@@ -330,7 +347,9 @@ class JobDefinition(models.Model):
     """
 
     name = models.CharField(max_length=128, unique=True)
-    description = models.TextField(blank=True)
+    description = models.TextField(
+        max_length=MAX_TEXT, validators=[MaxLengthValidator(MAX_TEXT)], blank=True
+    )
     queues = models.ManyToManyField(
         "fleet.JobQueue",
         related_name="job_definitions",
@@ -344,7 +363,9 @@ class JobDefinition(models.Model):
     retired_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    retire_reason = models.TextField(blank=True)
+    retire_reason = models.TextField(
+        max_length=MAX_TEXT, validators=[MaxLengthValidator(MAX_TEXT)], blank=True
+    )
 
     class Meta:
         # The table keeps the name of the app the model came from (fleet/migrations/0001).
@@ -402,7 +423,9 @@ class JobDefinitionRevision(models.Model):
         on_delete=models.PROTECT,
         related_name="definition_revisions",
     )
-    reason = models.TextField(blank=True)
+    reason = models.TextField(
+        max_length=MAX_TEXT, validators=[MaxLengthValidator(MAX_TEXT)], blank=True
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

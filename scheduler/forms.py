@@ -13,6 +13,8 @@ import re
 from django import forms
 from django.urls import reverse
 
+from core.bounds import MAX_TEXT
+from core.form_errors import apply_errors
 from fleet.models import (
     InstanceType,
     Job,
@@ -27,7 +29,7 @@ from scheduler import selectors
 from scheduler.models import JobDecision
 from scheduler.permissions import submittable_shares
 from scheduler.services import job_definitions as definitions
-from scheduler.services.jobs import JobData
+from scheduler.services.jobs import JobData, JobError, job_preview
 
 
 class ShareChoiceField(forms.ModelChoiceField):
@@ -62,6 +64,7 @@ def _parameter_field(spec: dict) -> forms.Field:
         label=spec["name"],
         required=False,
         strip=False,
+        max_length=definitions.MAX_VALUE_LENGTH,
         widget=widget,
         help_text=help_text,
     )
@@ -220,27 +223,58 @@ class JobForm(forms.Form):
             if name not in skip and not name.startswith(PARAMETER_PREFIX)
         ]
 
-    def data_for_service(self) -> JobData:
+    def clean(self):
+        """The submission's own rules (parameter values, the share's queue, the
+        priority ceiling, …) are checked even when some fields failed to parse, so one
+        submit shows every error next to its field, never some only after a second."""
+        data = super().clean()
+        if self.errors:
+            problems = self._service_problems()
+            apply_errors(self, problems, labelled=True, skip_fields_in_error=True)
+        return data
+
+    def _service_problems(self) -> dict[str, list[str]]:
+        if self.cleaned_data.get("share") is not None:
+            try:
+                job_preview(data=self.data_for_service())
+            except JobError as error:
+                return error.errors
+            return {}
+        if self.chosen_revision is None:
+            return {}
+        # Without a share the queue's rules cannot be asked; the parameters can.
+        values = self.data_for_service(share=None).parameters
+        return definitions.parameters_resolve(revision=self.chosen_revision, values=values)[2]
+
+    def data_for_service(self, **overrides) -> JobData:
+        """The job as the service reads it; a field that did not parse is None (the
+        definition's default), its own error on the form already."""
         data = self.cleaned_data
         parameters = {
             name.removeprefix(PARAMETER_PREFIX): value
             for name, value in data.items()
             if name.startswith(PARAMETER_PREFIX) and value != ""
         }
-        return JobData(
-            share=data["share"],
-            name=data["name"],
-            revision=self.chosen_revision,
-            parameters=parameters,
-            instance_type=data["instance_type"],
-            instances=data["instances"],
-            expected_duration=data["expected_duration"],
-            priority=data["priority"],
-            urgency=data["urgency"],
-            checkpoint_interval=data["checkpoint_interval"],
-            restart_overhead=data["restart_overhead"],
-            preemption_retries=data["preemption_retries"],
-        )
+        fields = {
+            "share": data.get("share"),
+            "name": data.get("name", ""),
+            "revision": self.chosen_revision,
+            "parameters": parameters,
+            **{
+                name: data.get(name)
+                for name in (
+                    "instance_type",
+                    "instances",
+                    "expected_duration",
+                    "priority",
+                    "urgency",
+                    "checkpoint_interval",
+                    "restart_overhead",
+                    "preemption_retries",
+                )
+            },
+        }
+        return JobData(**{**fields, **overrides})
 
 
 class PriorityForm(forms.Form):
@@ -262,6 +296,7 @@ class DecisionForm(forms.Form):
     )
     note = forms.CharField(
         required=False,
+        max_length=MAX_TEXT,
         widget=forms.Textarea(attrs={"rows": 2}),
         label="Note",
         help_text="Required to close: say why.",
@@ -303,7 +338,10 @@ class DefinitionForm(forms.Form):
         help_text="Lower-case letters, digits, '.', '_' and '-', e.g. train-resnet.",
     )
     description = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text="What it is for."
+        required=False,
+        max_length=MAX_TEXT,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="What it is for.",
     )
     queues = forms.ModelMultipleChoiceField(
         queryset=JobQueue.objects.order_by("name"),
@@ -376,6 +414,7 @@ class DefinitionForm(forms.Form):
     )
     reason = forms.CharField(
         required=False,
+        max_length=MAX_TEXT,
         widget=forms.Textarea(attrs={"rows": 2}),
         label="Reason for this change",
         help_text="Recorded in the definition's history. Required.",
@@ -397,16 +436,50 @@ class DefinitionForm(forms.Form):
         return environment
 
     def data_for_service(self, parameters: list[dict]) -> definitions.DefinitionData:
+        """The content as the service reads it; a field that did not parse keeps the
+        service's default (its own error is on the form already)."""
         data = self.cleaned_data
         given = {
-            "command": _lines(data["command"]),
+            "command": _lines(data.get("command", "")),
             "parameters": parameters,
-            "environment": self.environment_dict(),
+            "environment": self.environment_dict() if "environment" in data else {},
         }
         return definitions.DefinitionData(
-            queues=list(data["queues"]),
-            **{name: given.get(name, data.get(name)) for name in definitions.REVISION_FIELDS},
+            queues=list(data.get("queues") or []),
+            **{
+                name: given.get(name, data.get(name))
+                for name in definitions.REVISION_FIELDS
+                if name in given or name in data
+            },
         )
+
+    def check_all(self, formset) -> tuple[definitions.DefinitionData, list[int]] | None:
+        """Validate the form, every parameter row and the service's rules together, so
+        one submit shows every error next to its field. Returns (the content, the
+        formset row of each parameter) when all is well, else None."""
+        if not self.is_bound:  # an empty POST: the blank form again
+            return None
+        form_ok = self.is_valid()
+        rows_ok = formset.is_valid()  # never skipped when the form has errors
+        specs, rows = [], []
+        for index, row in enumerate(formset.forms):
+            parsed = row.is_bound and not row.errors and hasattr(row, "cleaned_data")
+            spec = row.spec() if parsed else None
+            if spec is not None:
+                specs.append(spec)
+                rows.append(index)
+        data = self.data_for_service(specs)
+        if form_ok and rows_ok and self.is_valid():  # the environment lines parsed
+            return data, rows
+        problems = definitions.definition_problems(
+            data=data,
+            reason=self.cleaned_data.get("reason", ""),
+            name=self.cleaned_data.get("name", "") if "name" in self.fields else None,
+            description=self.cleaned_data.get("description", ""),
+        )
+        problems = {key: value for key, value in problems.items() if key not in self.errors}
+        apply_definition_errors(self, formset, definitions.DefinitionError(problems), rows)
+        return None
 
     @staticmethod
     def initial_of(revision: JobDefinitionRevision) -> dict:
@@ -522,6 +595,7 @@ def apply_definition_errors(form: DefinitionForm, formset, error, rows: list[int
 class RetireForm(forms.Form):
     reason = forms.CharField(
         required=False,
+        max_length=MAX_TEXT,
         widget=forms.Textarea(attrs={"rows": 2}),
         label="Why retire it",
         help_text="Recorded in its history. It then refuses new jobs; submitted jobs run on.",

@@ -15,6 +15,7 @@ from dataclasses import replace
 from rest_framework import serializers
 
 from core.api.serializers import ErrorSerializer, OutputSerializer, RefuseUnknownFields
+from core.bounds import MAX_TEXT
 from fleet.models import (
     InstanceType,
     Job,
@@ -77,7 +78,8 @@ class JobInputSerializer(RefuseUnknownFields, serializers.Serializer):
     refused_fields = dict.fromkeys(REFUSED_KEYS, COMMAND_REFUSED)
 
     definition = serializers.CharField(
-        help_text="Name of the registered job definition to run, e.g. train-example."
+        max_length=128,
+        help_text="Name of the registered job definition to run, e.g. train-example.",
     )
     revision = Bounded(
         minimum=1,
@@ -99,6 +101,7 @@ class JobInputSerializer(RefuseUnknownFields, serializers.Serializer):
         required=False,
         allow_null=True,
         default=None,
+        max_length=64,
         help_text="Instance type name, e.g. ml.g5.xlarge; empty: the definition's.",
     )
     instances = _bounded(
@@ -357,7 +360,9 @@ class ParameterSerializer(RefuseUnknownFields, serializers.Serializer):
         max_length=64, help_text="Letters, digits and _; used as {name} in the command."
     )
     type = serializers.ChoiceField(choices=definitions.PARAMETER_TYPES)
-    description = serializers.CharField(required=False, allow_blank=True, default="")
+    description = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=definitions.MAX_DESCRIPTION
+    )
     default = serializers.JSONField(
         required=False,
         allow_null=True,
@@ -412,7 +417,7 @@ def _content_fields(*, partial: bool) -> dict[str, serializers.Field]:
     text = {"allow_blank": True, "trim_whitespace": False}
     return {
         "queues": serializers.ListField(
-            child=serializers.CharField(),
+            child=serializers.CharField(max_length=100),
             help_text="Names of the queues whose jobs may run this definition.",
             **given(),
         ),
@@ -435,6 +440,7 @@ def _content_fields(*, partial: bool) -> dict[str, serializers.Field]:
         ),
         "instance_type": serializers.CharField(
             allow_null=True,
+            max_length=64,
             help_text="Default instance type name; empty: each submission chooses.",
             **given(None),
         ),
@@ -476,14 +482,16 @@ def _content_fields(*, partial: bool) -> dict[str, serializers.Field]:
         ),
         "workload_class": serializers.CharField(
             allow_null=True,
+            max_length=100,
             help_text="The name of the workload class whose interruption contract its jobs "
             "copy at submission; null (the default): the share's default class.",
             **given(None),
         ),
-        "description": serializers.CharField(allow_blank=True, **given("")),
+        "description": serializers.CharField(allow_blank=True, max_length=MAX_TEXT, **given("")),
         "reason": serializers.CharField(
             allow_blank=True,
             default="",
+            max_length=MAX_TEXT,
             help_text="Why; recorded in the definition's history. Required.",
         ),
     }
@@ -517,7 +525,7 @@ class RetireSerializer(RefuseUnknownFields, serializers.Serializer):
     unknown_field_message = "not a field of a retirement"
 
     reason = serializers.CharField(
-        allow_blank=True, default="", help_text="Why it is retired. Required."
+        allow_blank=True, default="", max_length=MAX_TEXT, help_text="Why it is retired. Required."
     )
 
 

@@ -335,16 +335,6 @@ def definition_detail(request, pk: int):
     )
 
 
-def _parameter_rows(formset) -> tuple[list[dict], list[int]]:
-    specs, rows = [], []
-    for index, row in enumerate(formset.forms):
-        spec = row.spec()
-        if spec is not None:
-            specs.append(spec)
-            rows.append(index)
-    return specs, rows
-
-
 def _definition_form_page(request, form, formset, **context):
     return render(
         request,
@@ -357,23 +347,22 @@ def definition_create(request):
     _require(_can_manage_definitions(request.user))
     form = DefinitionForm(request.POST or None)
     formset = ParameterFormSet(request.POST or None, prefix="parameters")
-    if request.method == "POST" and form.is_valid() and formset.is_valid():
-        specs, rows = _parameter_rows(formset)
-        data = form.data_for_service(specs)
-        if form.is_valid():  # the environment lines parsed
-            try:
-                definition = definition_services.definition_register(
-                    actor=request.user,
-                    name=form.cleaned_data["name"],
-                    description=form.cleaned_data["description"],
-                    data=data,
-                    reason=form.cleaned_data["reason"],
-                )
-            except definition_services.DefinitionError as error:
-                apply_definition_errors(form, formset, error, rows)
-            else:
-                messages.success(request, f"Job definition {definition.name} registered.")
-                return redirect("definition-detail", pk=definition.pk)
+    checked = form.check_all(formset) if request.method == "POST" else None
+    if checked is not None:
+        data, rows = checked
+        try:
+            definition = definition_services.definition_register(
+                actor=request.user,
+                name=form.cleaned_data["name"],
+                description=form.cleaned_data["description"],
+                data=data,
+                reason=form.cleaned_data["reason"],
+            )
+        except definition_services.DefinitionError as error:
+            apply_definition_errors(form, formset, error, rows)
+        else:
+            messages.success(request, f"Job definition {definition.name} registered.")
+            return redirect("definition-detail", pk=definition.pk)
     return _definition_form_page(request, form, formset, definition=None)
 
 
@@ -395,32 +384,29 @@ def definition_revise(request, pk: int):
             prefix="parameters",
         )
         base = str(latest.revision)
-    if request.method == "POST" and form.is_valid() and formset.is_valid():
-        specs, rows = _parameter_rows(formset)
-        data = form.data_for_service(specs)
-        if form.is_valid():
-            try:
-                revision = definition_services.definition_revise(
-                    actor=request.user,
-                    definition_id=definition.pk,
-                    base_revision=int(base) if base.isdigit() else None,
-                    data=data,
-                    reason=form.cleaned_data["reason"],
-                    description=form.cleaned_data["description"],
-                )
-            except definition_services.DefinitionError as error:
-                apply_definition_errors(form, formset, error, rows)
-            except definition_services.RevisionConflict as conflict:
-                form.add_error(
-                    None,
-                    f"Revision {conflict.current} was saved since you opened this form. "
-                    "Open the form again to start from it; your changes are below to copy.",
-                )
-            else:
-                messages.success(
-                    request, f"Revision {revision.revision} of {definition.name} saved."
-                )
-                return redirect("definition-detail", pk=definition.pk)
+    checked = form.check_all(formset) if request.method == "POST" else None
+    if checked is not None:
+        data, rows = checked
+        try:
+            revision = definition_services.definition_revise(
+                actor=request.user,
+                definition_id=definition.pk,
+                base_revision=int(base) if base.isdigit() else None,
+                data=data,
+                reason=form.cleaned_data["reason"],
+                description=form.cleaned_data["description"],
+            )
+        except definition_services.DefinitionError as error:
+            apply_definition_errors(form, formset, error, rows)
+        except definition_services.RevisionConflict as conflict:
+            form.add_error(
+                None,
+                f"Revision {conflict.current} was saved since you opened this form. "
+                "Open the form again to start from it; your changes are below to copy.",
+            )
+        else:
+            messages.success(request, f"Revision {revision.revision} of {definition.name} saved.")
+            return redirect("definition-detail", pk=definition.pk)
     return _definition_form_page(request, form, formset, definition=definition, base_revision=base)
 
 

@@ -7,9 +7,11 @@ happens exactly once; each leaves an ExceptionEvent (the request's timeline).
 """
 
 from django.conf import settings
+from django.core.validators import MaxLengthValidator
 from django.db import models
 from django.db.models import F, Q
 
+from core.bounds import MAX_TEXT
 from fleet.models import InstanceType, JobQueue, QuotaShare, Team, UrgencyDefinition
 
 
@@ -85,7 +87,7 @@ class ExceptionRequest(models.Model):
     urgency = models.ForeignKey(
         UrgencyDefinition, on_delete=models.PROTECT, related_name="exception_requests"
     )
-    justification = models.TextField()
+    justification = models.TextField(max_length=MAX_TEXT, validators=[MaxLengthValidator(MAX_TEXT)])
     window_start = models.DateTimeField()
     window_end = models.DateTimeField()
 
@@ -103,7 +105,9 @@ class ExceptionRequest(models.Model):
         related_name="+",
     )
     decided_at = models.DateTimeField(null=True, blank=True)
-    decision_note = models.TextField(blank=True)
+    decision_note = models.TextField(
+        max_length=MAX_TEXT, validators=[MaxLengthValidator(MAX_TEXT)], blank=True
+    )
     # The decider's memberships as the decision checked them (separation of duties): the
     # request's team (member, lead), their roles and exception-owner scopes.
     decided_membership = models.JSONField(null=True, blank=True)
@@ -161,7 +165,9 @@ class ExceptionEvent(models.Model):
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    note = models.TextField(blank=True)
+    note = models.TextField(
+        max_length=MAX_TEXT, validators=[MaxLengthValidator(MAX_TEXT)], blank=True
+    )
 
     class Meta:
         ordering = ["at", "id"]

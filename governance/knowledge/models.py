@@ -8,8 +8,10 @@ both created by migration 0004.
 """
 
 from django.conf import settings
+from django.core.validators import MaxLengthValidator
 from django.db import models
 
+from core.bounds import MAX_ARTICLE_BODY, MAX_TEXT
 from fleet.models import QuotaShare, UrgencyDefinition
 from governance.exceptions.models import ExceptionRequest
 
@@ -36,7 +38,11 @@ class KnowledgeArticle(models.Model):
     title = models.CharField(max_length=200)
     slug = models.SlugField(max_length=200, unique=True)
     kind = models.CharField(max_length=16, choices=Kind, default=Kind.REFERENCE)
-    body = models.TextField(help_text="Markdown.")
+    body = models.TextField(
+        max_length=MAX_ARTICLE_BODY,
+        validators=[MaxLengthValidator(MAX_ARTICLE_BODY)],
+        help_text="Markdown.",
+    )
     body_html = models.TextField(editable=False, default="")
     body_text = models.TextField(editable=False, default="")
     tags = models.ManyToManyField(Tag, blank=True, related_name="articles")
@@ -86,12 +92,16 @@ class ArticleRevision(models.Model):
     )
     version = models.PositiveIntegerField()
     title = models.CharField(max_length=200)
-    body = models.TextField()
+    body = models.TextField(
+        max_length=MAX_ARTICLE_BODY, validators=[MaxLengthValidator(MAX_ARTICLE_BODY)]
+    )
     tags = models.JSONField(default=list)
     editor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    reason = models.TextField(blank=True)
+    reason = models.TextField(
+        max_length=MAX_TEXT, validators=[MaxLengthValidator(MAX_TEXT)], blank=True
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

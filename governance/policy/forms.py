@@ -13,7 +13,12 @@ from django.contrib.auth import get_user_model
 
 from core.bounds import MAX_COUNT, MAX_ID, MAX_TEXT
 from core.form_errors import apply_errors
-from engine.strategies import STRATEGIES, spoken_list, strategy_capabilities
+from engine.strategies import (
+    DEFAULT_STRATEGY,
+    STRATEGIES,
+    spoken_list,
+    strategy_capabilities,
+)
 from fleet.models import (
     BORROWING_STRATEGIES,
     InstanceType,
@@ -284,12 +289,25 @@ class ShareForm(LimitRowsMixin, PolicyForm):
             "version": share.version,
         }
 
+    def clean(self):
+        """When a field failed to parse, the service's rules still judge the rest, so one
+        submit shows every error next to its field (issue 28, point 7)."""
+        data = super().clean()
+        if self.errors:
+            problems = services.share_validate(
+                queue=self.queue, data=self.share_data(), share=self.share
+            )
+            if "reason" not in self.errors:
+                problems = {**problems, **services.reason_problems(data.get("reason") or "")}
+            self.apply_errors({k: v for k, v in problems.items() if k not in self.errors})
+        return data
+
     def share_data(self) -> ShareData:
         data = self.cleaned_data
         return ShareData(
             name=data.get("name") or "",
             team=data.get("team"),
-            strategy=data["strategy"],
+            strategy=data.get("strategy") or DEFAULT_STRATEGY,
             borrow_limit=data.get("borrow_limit"),
             in_share_preemption=bool(data.get("in_share_preemption")),
             state=data.get("state") or QuotaShare.State.ENABLED,

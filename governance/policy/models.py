@@ -1,8 +1,10 @@
 """The record of every change of the policy (the policy's rows are fleet.models)."""
 
 from django.conf import settings
+from django.core.validators import MaxLengthValidator
 from django.db import models
 
+from core.bounds import MAX_TEXT
 from fleet.models import JobQueue, QuotaShare, Team, UrgencyDefinition, WorkloadClass
 
 
@@ -37,7 +39,7 @@ class PolicyChange(models.Model):
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    reason = models.TextField()
+    reason = models.TextField(max_length=MAX_TEXT, validators=[MaxLengthValidator(MAX_TEXT)])
     cause = models.CharField(max_length=16, choices=Cause, default=Cause.EDIT)
     target = models.CharField(max_length=16, choices=Target)
     queue = models.ForeignKey(

@@ -388,11 +388,18 @@ def reviewable(proposal_of: Callable[..., _Proposal], *, cause: str | None = Non
     return decorate
 
 
+def reason_problems(reason: str) -> dict[str, list[str]]:
+    """The errors of a policy write's reason (empty: none), for a form to show with
+    the rest before it writes."""
+    if not (reason or "").strip():
+        return {"reason": ["say why this change is made"]}
+    return {}
+
+
 def _require_reason(reason: str) -> str:
-    reason = (reason or "").strip()
-    if not reason:
-        raise PolicyError({"reason": ["say why this change is made"]})
-    return reason
+    if problems := reason_problems(reason):
+        raise PolicyError(problems)
+    return reason.strip()
 
 
 def _write_limits(share: QuotaShare, limits: Mapping[str, int]) -> None:

@@ -20,6 +20,7 @@ from governance.policy_code.source import Lines
 class TeamSpec:
     name: str
     description: str = ""
+    path: str = ""  # where the file defines it; "": named by a share only
 
 
 @dataclass

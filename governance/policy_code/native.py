@@ -347,7 +347,7 @@ def _team(problems: Problems, entry, path: str) -> TeamSpec | None:
     )
     if name is None or description is None:
         return None
-    return TeamSpec(name=name.strip(), description=description)
+    return TeamSpec(name=name.strip(), description=description, path=path)
 
 
 def _urgency(problems: Problems, entry, path: str) -> UrgencySpec | None:

@@ -81,6 +81,7 @@ from governance.policy.workload_classes import (
     workload_class_validate,
 )
 from governance.policy_code import aws_sync
+from governance.policy_code.lengths import check_lengths
 from governance.policy_code.live import LiveQueue, live_queue
 from governance.policy_code.model import (
     KEEP,
@@ -235,6 +236,7 @@ def policy_plan(*, policy: PolicyFile) -> Plan:
     """The diff, checks and impact of applying `policy`; raises PolicyFileError naming the
     file's lines and fields when any part of it breaks a rule. Changes nothing."""
     problems = Problems(policy.lines)
+    check_lengths(policy, problems)
     warnings = list(policy.warnings)
     teams = _teams(policy, problems, warnings)
     types = _instance_types(policy, problems, warnings)

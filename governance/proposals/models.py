@@ -9,9 +9,11 @@ changes again: approved, rejected and withdrawn proposals are the evidence.
 """
 
 from django.conf import settings
+from django.core.validators import MaxLengthValidator
 from django.db import models
 from django.db.models import F, Q
 
+from core.bounds import MAX_TEXT
 from fleet.models import JobQueue, QuotaShare, Team, UrgencyDefinition, WorkloadClass
 from governance.policy.models import PolicyChange
 
@@ -47,7 +49,7 @@ class PolicyProposal(models.Model):
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
-    reason = models.TextField()
+    reason = models.TextField(max_length=MAX_TEXT, validators=[MaxLengthValidator(MAX_TEXT)])
     object_repr = models.CharField(max_length=200)
     queue = models.ForeignKey(
         JobQueue, null=True, blank=True, on_delete=models.CASCADE, related_name="proposals"
@@ -89,7 +91,9 @@ class PolicyProposal(models.Model):
         related_name="+",
     )
     reviewed_at = models.DateTimeField(null=True, blank=True)
-    review_note = models.TextField(blank=True)
+    review_note = models.TextField(
+        max_length=MAX_TEXT, validators=[MaxLengthValidator(MAX_TEXT)], blank=True
+    )
     applied_change = models.ForeignKey(
         PolicyChange, null=True, blank=True, on_delete=models.SET_NULL, related_name="proposals"
     )

@@ -20,6 +20,7 @@ from governance.policy.services import BORROW_LIMIT_MAX
 from governance.policy.workload_classes import MAX_CONTRACT_SECONDS
 from governance.whatif import selectors, services
 from governance.whatif.forms import workload_start_problem
+from governance.whatif.workloads import MAX_UPLOAD_BYTES
 
 
 class ApiView(APIView):
@@ -50,7 +51,9 @@ class WorkloadInput(serializers.Serializer):
     start = serializers.DateField(required=False)
     days = serializers.FloatField(required=False, default=30, min_value=0.01, max_value=120)
     scale = serializers.FloatField(required=False, default=1.0, min_value=0, max_value=100)
-    csv = serializers.CharField(required=False, help_text="The trace, for kind UPLOAD.")
+    csv = serializers.CharField(
+        required=False, max_length=MAX_UPLOAD_BYTES, help_text="The trace, for kind UPLOAD."
+    )
     mapping = serializers.DictField(
         child=serializers.CharField(allow_blank=True, max_length=100),
         required=False,

@@ -9,9 +9,11 @@ Every review step is an append-only WhatIfReview row (the stability signals coun
 """
 
 from django.conf import settings
+from django.core.validators import MaxLengthValidator
 from django.db import models
 from django.db.models import F, Q
 
+from core.bounds import MAX_TEXT
 from fleet.models import JobQueue
 from governance.exceptions.models import ExceptionRequest
 from governance.knowledge.models import KnowledgeArticle
@@ -46,7 +48,9 @@ class WhatIfComparison(models.Model):
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
     title = models.CharField(max_length=200)
-    note = models.TextField(blank=True)
+    note = models.TextField(
+        max_length=MAX_TEXT, validators=[MaxLengthValidator(MAX_TEXT)], blank=True
+    )
     saved = models.BooleanField(default=False, help_text="Kept with a note as evidence.")
     # {"queue": {...}, "shares": [{... share_document ...}]}; `share_refs` gives, per
     # position in "shares", the live share's id and the version that was cloned.
@@ -56,7 +60,9 @@ class WhatIfComparison(models.Model):
 
     workload_kind = models.CharField(max_length=16, choices=Workload, default=Workload.RECORDED)
     workload_params = models.JSONField(default=dict, blank=True)
-    workload_description = models.TextField(blank=True)
+    workload_description = models.TextField(
+        max_length=MAX_TEXT, validators=[MaxLengthValidator(MAX_TEXT)], blank=True
+    )
     # Scenario-format jobs; `share` names a share of current_policy.
     workload_jobs = models.JSONField(default=list, blank=True)
     # Interruption contracts to replay under (spec v2), per run and share:
@@ -153,7 +159,9 @@ class WhatIfReview(models.Model):
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
-    note = models.TextField(blank=True)
+    note = models.TextField(
+        max_length=MAX_TEXT, validators=[MaxLengthValidator(MAX_TEXT)], blank=True
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:

@@ -31,6 +31,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from core import rules
+from core.bounds import too_long
 from core.errors import Conflict, InvalidInput
 from fleet.models import (
     InstanceType,
@@ -499,6 +500,13 @@ def _check_reason(reason: str, errors: dict) -> None:
         errors.setdefault("reason", []).append(
             "say why (it is recorded in the definition's history)"
         )
+    elif problem := too_long(reason.strip()):
+        errors.setdefault("reason", []).append(problem)
+
+
+def _check_description(description: str, errors: dict) -> None:
+    if problem := too_long(description):
+        errors.setdefault("description", []).append(problem)
 
 
 def _new_revision(
@@ -538,6 +546,7 @@ def definition_register(
     fields, errors = definition_clean(data=data)
     errors = {**_name_errors(name), **errors}
     _check_reason(reason, errors)
+    _check_description((description or "").strip(), errors)
     if errors:
         raise DefinitionError(errors)
     try:
@@ -554,6 +563,20 @@ def definition_register(
         # Two admins registered the same name at once: the unique name decides.
         raise DefinitionError({"name": [_name_taken(name)]}) from None
     return definition
+
+
+def definition_problems(
+    *, data: DefinitionData, reason: str, name: str | None = None, description: str = ""
+) -> dict[str, list[str]]:
+    """Every error registering (`name` given) or revising with this content would
+    raise, all at once; changes nothing. A form whose own fields failed to parse asks
+    this with the rest, so one submit reports every problem (issue 28, point 7)."""
+    _, errors = definition_clean(data=data)
+    if name is not None:
+        errors = {**_name_errors(name.strip()), **errors}
+    _check_reason(reason or "", errors)
+    _check_description((description or "").strip(), errors)
+    return errors
 
 
 def _name_taken(name: str) -> str:
@@ -606,10 +629,13 @@ def definition_revise(
             raise RevisionConflict(current=latest.revision, submitted=base_revision)
         fields, errors = definition_clean(data=data)
         _check_reason(reason, errors)
+        description = definition.description if description is None else description.strip()
+        if description != definition.description:
+            # A description stored before the bound stays; only a new one is checked.
+            _check_description(description, errors)
         if errors:
             raise DefinitionError(errors)
         queue_names = sorted(queue.name for queue in data.queues)
-        description = definition.description if description is None else description.strip()
         unchanged = (
             all(getattr(latest, name) == value for name, value in fields.items())
             and queue_names == sorted(latest.queue_names)

@@ -111,7 +111,13 @@ def test_service_errors_show_next_to_the_field_and_the_parameter_row(client_for,
 
     assert response.status_code == 200
     form = response.context["form"]
-    assert form.errors["environment"] == ["line 2: write NAME=value"]
+    # One submit says all: the unparsed line and the service's rules (issue 28, point 7).
+    assert form.errors["environment"][0] == "line 2: write NAME=value"
+    assert form.errors["environment"][1].startswith("JOB_ID: the runner sets PATH")
+    assert form.errors["command"] == ["line 5: {optimiser} is not a declared parameter"]
+    assert response.context["formset"].forms[1].errors["choices"] == [
+        "a choice parameter needs a list of values"
+    ]
     assert not JobDefinition.objects.exists()
 
     response = client_for(admin).post(
