@@ -11,7 +11,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("governance", "0019_policy_price_target"),
+        ("governance", "0020_directory_oidc_subject"),
     ]
 
     operations = [
