@@ -23,6 +23,8 @@ SYSTEM_TEXT = {
     ("governance", "KnowledgeArticle", "body_html"),
     ("governance", "KnowledgeArticle", "body_text"),
     ("governance", "WhatIfComparison", "error"),
+    # The OIDC provider's refresh token, encrypted by the product (no form or API).
+    ("governance", "DirectoryAccount", "refresh_token"),
     ("scheduler", "JobDecision", "note"),
 }
 # Request strings that name an existing object (looked up, never stored as typed).
