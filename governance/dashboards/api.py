@@ -110,14 +110,14 @@ def _share_refusal(queue_name: str, share_name: str) -> str:
     return f"unknown share '{share_name}' of queue '{queue_name}'"
 
 
-# The dashboard page's parameters: here one `scope` says them (a team's figures in one
-# queue are the page's alone). Ignored, they would answer for the organisation.
+# The pages' filter parameters: here one `scope` says which figures (a team's within one
+# queue are the dashboard page's alone). Ignored, they would answer for the organisation.
 PAGE_PARAMETERS = ("queue", "share", "team")
 
 
 def page_parameters_refused(params) -> dict[str, str]:
     return {
-        name: f"not a parameter of this API (the dashboard page's); use scope: {SCOPE_HELP}"
+        name: f"not a parameter of this API (the pages'); use scope: {SCOPE_HELP}"
         for name in PAGE_PARAMETERS
         if name in params
     }
@@ -500,7 +500,7 @@ class SignalsView(APIView):
         summary="The signals of one month and scope (leadership, admins)",
         description=f.MONTH_RULE
         + " A share of another queue (`share:<queue>/<share>`) is a 400 naming `scope`; "
-        "the dashboard page's `queue`, `share` and `team` parameters are a 400 naming each "
+        "the pages' `queue`, `share` and `team` parameters are a 400 naming each "
         "(`scope` says which figures).",
         parameters=[
             OpenApiParameter(
@@ -516,11 +516,11 @@ class SignalsView(APIView):
         },
     )
     def get(self, request):
-        refused = page_parameters_refused(request.query_params)
-        if refused:
-            raise serializers.ValidationError(refused)
         query = SignalsQuery(data=request.query_params)
-        query.is_valid(raise_exception=True)
+        valid = query.is_valid()
+        refused = page_parameters_refused(request.query_params)
+        if refused or not valid:
+            raise serializers.ValidationError({**query.errors, **refused})
         month, scope = query.validated_data["month"], query.validated_data["scope"]
         data, computed_at = _stored(month, scope["key"])
         if data is None:

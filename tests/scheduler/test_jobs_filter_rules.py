@@ -166,3 +166,5 @@ def test_the_signals_api_refuses_the_pages_parameters(client, leadership, fleet)
     assert response.status_code == 400
     assert set(response.json()["errors"]) == {"queue", "team"}
     assert "use scope" in response.json()["errors"]["team"][0]
+    both = client.get(SIGNALS, {"month": "2025-3", "team": qs2.team_id})
+    assert set(both.json()["errors"]) == {"month", "team"}  # every fault named at once
