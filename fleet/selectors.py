@@ -16,6 +16,7 @@ from fleet.models import (
     JobQueue,
     QueueCapacity,
     QuotaShare,
+    Team,
     UrgencyDefinition,
 )
 
@@ -391,3 +392,33 @@ def queue_usage(queue: JobQueue, *, used: dict[tuple[int, str], int] | None = No
 
 def urgency_list() -> QuerySet[UrgencyDefinition]:
     return UrgencyDefinition.objects.prefetch_related("invokers")
+
+
+# Filters that cannot match: a team or a share outside the chosen queue.
+
+
+def queue_filter_conflicts(
+    *, queue_id: int | None, share_id: int | None = None, team_id: int | None = None
+) -> dict[str, str]:
+    """Field -> why, for a share or team filter that cannot match within the chosen queue
+    (a share of another queue, a team with no share in it); empty when they fit. The one
+    rule of the jobs page and the jobs API (scheduler.filters). Ids that name nothing are
+    left to the filters (they match nothing); so is a filter without a queue."""
+    if queue_id is None or (share_id is None and team_id is None):
+        return {}
+    queue = JobQueue.objects.filter(pk=queue_id).values_list("name", flat=True).first()
+    if queue is None:
+        return {}
+    conflicts: dict[str, str] = {}
+    if share_id is not None:
+        share = QuotaShare.objects.filter(pk=share_id).values_list("name", "queue_id").first()
+        if share is not None and share[1] != queue_id:
+            conflicts["share"] = f"share {share[0]} is not in queue {queue}"
+    if team_id is not None:
+        team = Team.objects.filter(pk=team_id).values_list("name", flat=True).first()
+        if (
+            team is not None
+            and not QuotaShare.objects.filter(queue_id=queue_id, team_id=team_id).exists()
+        ):
+            conflicts["team"] = f"team {team} has no share in queue {queue}"
+    return conflicts

@@ -25,7 +25,7 @@ from core.api.pagination import CountedApart
 from core.api.serializers import ErrorSerializer
 from fleet.models import Job, JobDefinition, JobQueue
 from scheduler import permissions, selectors
-from scheduler.filters import JobDefinitionFilter, JobFilter
+from scheduler.filters import QUEUE_RULE, JobDefinitionFilter, JobFilter
 from scheduler.serializers import (
     BulkResultSerializer,
     JobBulkInputSerializer,
@@ -104,7 +104,7 @@ class JobListCreate(FilteredQuery, generics.GenericAPIView, JobApiView):
     @extend_schema(
         summary="List jobs",
         description="Newest first. `search` finds jobs by name, id, definition or "
-        "submitter; it combines with the other filters.",
+        "submitter; it combines with the other filters. " + QUEUE_RULE,
         responses=JobOutputSerializer(many=True),
     )
     def get(self, request):

@@ -15,6 +15,7 @@ from drf_spectacular.utils import extend_schema_field
 from core.filters import FilterSet, ModelChoiceFilter, choice_filter, id_filter, name_filter
 from core.widgets import NarrowedSelect
 from fleet.models import Job, JobDefinition, JobQueue, QuotaShare, Team
+from fleet.selectors import queue_filter_conflicts
 
 SEARCH_HELP = (
     "Jobs matching every word: a word matches a job whose name, definition name or "
@@ -24,16 +25,43 @@ SEARCH_HELP = (
 SEARCH_MAX = 200  # a job's name at most
 
 
+QUEUE_RULE = (
+    "With `queue`, a `share` of another queue or a `team` with no share in it cannot "
+    "match: it is a 400 naming the parameter (the jobs page refuses it the same way)."
+)
+
+
+FIELDS = ("queue", "share", "team")
+
+
+class JobFilterForm(forms.Form):
+    """A share or team outside the chosen queue is refused, naming its field
+    (fleet.selectors.queue_filter_conflicts, the one rule of the page and the API): the
+    API answers 400; the page shows it next to the field and leaves it out of the filter.
+    The page's values are rows, the API's ids."""
+
+    def clean(self):
+        cleaned = super().clean()
+        ids = {name: getattr(cleaned.get(name), "pk", cleaned.get(name)) for name in FIELDS}
+        conflicts = queue_filter_conflicts(
+            queue_id=ids["queue"], share_id=ids["share"], team_id=ids["team"]
+        )
+        for name, message in conflicts.items():
+            self.add_error(name, message)
+        return cleaned
+
+
 class JobFilter(FilterSet):
     search = name_filter(None, SEARCH_HELP, max_length=SEARCH_MAX)
     queue = id_filter(None, "Only jobs of this queue (id).")
-    share = id_filter(None, "Only jobs of this share (id).")
-    team = id_filter(None, "Only jobs of this team (id).")
+    share = id_filter(None, "Only jobs of this share (id); with `queue`, one of its shares.")
+    team = id_filter(None, "Only jobs of this team (id); with `queue`, one with a share in it.")
     state = choice_filter("state", Job.State.choices, "Only jobs in this state.")
 
     class Meta:
         model = Job
         fields = ["search", "queue", "share", "team", "state"]
+        form = JobFilterForm
 
 
 def _team_queues() -> dict[int, set[int]]:
@@ -44,28 +72,11 @@ def _team_queues() -> dict[int, set[int]]:
     return found
 
 
-class JobPageForm(forms.Form):
-    """The share and team pickers follow the chosen queue (core/widgets.py); a share or
-    team outside it is refused, naming its field, and left out of the filter."""
-
-    def clean(self):
-        cleaned = super().clean()
-        queue, share, team = (cleaned.get(name) for name in ("queue", "share", "team"))
-        if queue is None:
-            return cleaned
-        if share is not None and share.queue_id != queue.pk:
-            self.add_error("share", f"share {share.name} is not in queue {queue.name}")
-        if team is not None and not QuotaShare.objects.filter(queue=queue, team=team).exists():
-            self.add_error("team", f"team {team.name} has no share in queue {queue.name}")
-        return cleaned
-
-
 class JobPageFilter(JobFilter):
-    """The jobs page's filters: JobFilter's parameters, chosen from lists. The selector
-    gets the same ids as from the API (governance.filters.page_query)."""
-
-    class Meta(JobFilter.Meta):
-        form = JobPageForm
+    """The jobs page's filters: JobFilter's parameters, chosen from lists, and its form
+    (JobFilterForm, the API's rule). The share and team pickers follow the chosen queue
+    (core/widgets.py). The selector gets the same ids as from the API
+    (core.filters.page_query)."""
 
     search = django_filters.CharFilter(
         label="Search",

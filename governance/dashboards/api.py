@@ -24,6 +24,7 @@ from core.api.permissions import TableAccess
 from core.api.serializers import ErrorSerializer
 from engine.strategies import spoken_list, strategies_that
 from fleet.models import JobQueue, QuotaShare, Team
+from fleet.selectors import queue_filter_conflicts
 from governance.dashboards import formulas as f
 from governance.dashboards.cost import cost_figures
 from governance.dashboards.rollups import rollups_refresh
@@ -87,9 +88,7 @@ class SignalsQuery(serializers.Serializer):
             queue_name, _, share_name = name.partition("/")
             share = QuotaShare.objects.filter(queue__name=queue_name, name=share_name).first()
             if share is None:
-                raise serializers.ValidationError(
-                    f"unknown share '{share_name}' of queue '{queue_name}'"
-                )
+                raise serializers.ValidationError(_share_refusal(queue_name, share_name))
             return {
                 "key": scope_key(queue_id=share.queue_id, share_id=share.pk),
                 "kind": "share",
@@ -98,6 +97,30 @@ class SignalsQuery(serializers.Serializer):
                 "team_id": share.team_id,
             }
         raise serializers.ValidationError(f"expected {SCOPE_HELP}")
+
+
+def _share_refusal(queue_name: str, share_name: str) -> str:
+    """Why `share:<queue>/<share>` names no share: the jobs page's and API's rule
+    (fleet.selectors.queue_filter_conflicts) when the queue is known and the share is
+    another queue's, else the unknown name."""
+    queue = JobQueue.objects.filter(name=queue_name).first()
+    elsewhere = QuotaShare.objects.filter(name=share_name).exclude(queue__name=queue_name).first()
+    if queue is not None and elsewhere is not None:
+        return queue_filter_conflicts(queue_id=queue.pk, share_id=elsewhere.pk)["share"]
+    return f"unknown share '{share_name}' of queue '{queue_name}'"
+
+
+# The pages' filter parameters: here one `scope` says which figures (a team's within one
+# queue are the dashboard page's alone). Ignored, they would answer for the organisation.
+PAGE_PARAMETERS = ("queue", "share", "team")
+
+
+def page_parameters_refused(params) -> dict[str, str]:
+    return {
+        name: f"not a parameter of this API (the pages'); use scope: {SCOPE_HELP}"
+        for name in PAGE_PARAMETERS
+        if name in params
+    }
 
 
 # -- output -------------------------------------------------------------------------------
@@ -475,7 +498,10 @@ class SignalsView(APIView):
 
     @extend_schema(
         summary="The signals of one month and scope (leadership, admins)",
-        description=f.MONTH_RULE,
+        description=f.MONTH_RULE
+        + " A share of another queue (`share:<queue>/<share>`) is a 400 naming `scope`; "
+        "the pages' `queue`, `share` and `team` parameters are a 400 naming each "
+        "(`scope` says which figures).",
         parameters=[
             OpenApiParameter(
                 "month", OpenApiTypes.STR, required=True, description="YYYY-MM (UTC)."
@@ -491,7 +517,10 @@ class SignalsView(APIView):
     )
     def get(self, request):
         query = SignalsQuery(data=request.query_params)
-        query.is_valid(raise_exception=True)
+        valid = query.is_valid()
+        refused = page_parameters_refused(request.query_params)
+        if refused or not valid:
+            raise serializers.ValidationError({**query.errors, **refused})
         month, scope = query.validated_data["month"], query.validated_data["scope"]
         data, computed_at = _stored(month, scope["key"])
         if data is None:
