@@ -40,6 +40,7 @@ from django.utils import timezone
 
 from config.celery import task
 from core import rules
+from core.bounds import check_lengths
 from core.errors import Conflict, DomainError, InvalidInput, WrongState
 from core.formatting import hours, relative
 from fleet.locks import lock_queue
@@ -287,6 +288,7 @@ def exception_request_create(
 def _checked_fields(*, actor, data: RequestData, now: datetime) -> dict:
     """The request's columns from `data`, after the filing rules (InvalidInput if any
     fails). Filing and editing a draft both go through here."""
+    check_lengths(data, ["justification"])
     errors = request_validate(actor=actor, data=data, now=now)
     if errors:
         raise InvalidInput(errors)
@@ -409,6 +411,7 @@ def exception_request_approve(
             "the window of this request has already ended; deny it, and the team may file a new one"
         )
     note = (note or "").strip()
+    check_lengths({"note": note}, ["note"])
     if not _claim(
         request,
         "approve",
@@ -457,6 +460,7 @@ def exception_request_deny(
     note = (note or "").strip()
     if not note:
         raise InvalidInput({"note": ["say why the request is denied, so the team can act on it"]})
+    check_lengths({"note": note}, ["note"])
     if not _claim(
         request,
         "deny",
@@ -513,6 +517,7 @@ def exception_request_revoke(
     reason = (reason or "").strip()
     if not reason:
         raise InvalidInput({"reason": ["say why the exception is revoked"]})
+    check_lengths({"reason": reason}, ["reason"])
     _lock_queue(request)
     was_active = _state_now(request) == State.ACTIVE
     if not _claim(request, "revoke", ended_at=now):

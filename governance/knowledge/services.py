@@ -19,6 +19,7 @@ from django.db.models import F
 from django.utils.text import slugify
 
 from core import rules
+from core.bounds import MAX_ARTICLE_BODY, MAX_TEXT, check_lengths
 from core.errors import InvalidInput
 from fleet.models import QuotaShare, UrgencyDefinition
 from governance.models import ArticleRevision, ExceptionRequest, KnowledgeArticle, Tag
@@ -76,6 +77,10 @@ def _tag_names(values) -> list[str]:
         if name and name not in names:
             names.append(name)
     return names
+
+
+# The bounds of an article's free text (the model's), checked before anything is written.
+_LENGTHS = {"body": MAX_ARTICLE_BODY, "reason": MAX_TEXT}
 
 
 def article_validate(data: ArticleData) -> dict[str, list[str]]:
@@ -173,6 +178,7 @@ def article_create(
     decision_for: ExceptionRequest | None = None,
 ) -> KnowledgeArticle:
     """A new article owned by `actor`. `check=False` is for system records (decisions)."""
+    check_lengths({"body": data.body, "reason": reason}, _LENGTHS)
     if check:
         rules.require(actor, "knowledge.write")
     errors = article_validate(data)
@@ -195,6 +201,7 @@ def article_update(
     *, actor, article: KnowledgeArticle, data: ArticleData, expected_version: int, reason: str = ""
 ) -> KnowledgeArticle:
     rules.require(actor, "article.edit", article)
+    check_lengths({"body": data.body, "reason": reason}, _LENGTHS)
     if {editor.pk for editor in data.editors} != set(article.editors.values_list("pk", flat=True)):
         rules.require(actor, "article.editors", article)
     current = KnowledgeArticle.objects.select_for_update().get(pk=article.pk)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
+from core.bounds import check_lengths
 from core.errors import NON_FIELD, InvalidInput
 from core.permissions import ROLES
 from fleet.models import Team
@@ -173,6 +174,7 @@ def team_save(
     diff. The team's row is locked, so an exception decision checking the team's
     membership (governance.exceptions.services) sees it before or after, never half."""
     reason = _require_reason(reason)
+    check_lengths(data, ["description"], error=PolicyError)
     before = None
     if team is not None:
         team = Team.objects.select_for_update().get(pk=team.pk)

@@ -33,6 +33,7 @@ from django.db import transaction
 from django.db.models import F
 
 from core import rules
+from core.bounds import check_lengths
 from core.errors import NON_FIELD, Conflict, InvalidInput
 from engine import validate_policy
 from engine.strategies import DEFAULT_STRATEGY
@@ -399,6 +400,7 @@ def reason_problems(reason: str) -> dict[str, list[str]]:
 def _require_reason(reason: str) -> str:
     if problems := reason_problems(reason):
         raise PolicyError(problems)
+    check_lengths({"reason": reason.strip()}, ["reason"], error=PolicyError)
     return reason.strip()
 
 
@@ -754,6 +756,7 @@ def queue_create(
 ) -> PolicyWrite:
     """A new queue with its first capacity, recorded as one change. Nothing is kept on error."""
     reason = _require_reason(reason)
+    check_lengths({"description": description}, ["description"], error=PolicyError)
     name = (name or "").strip()
     if not name:
         raise PolicyError({"name": ["give the queue a name"]})
@@ -848,6 +851,7 @@ def urgency_save(
 ) -> PolicyWrite:
     """Create (urgency=None) or update an urgency definition from URGENCY_FIELDS + invokers."""
     reason = _require_reason(reason)
+    check_lengths(data, ["meaning", "examples"], error=PolicyError)
     before = None
     if urgency is not None:
         urgency = UrgencyDefinition.objects.select_for_update().get(pk=urgency.pk)

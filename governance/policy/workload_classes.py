@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from django.db.models import F, ProtectedError
 
+from core.bounds import check_lengths
 from core.errors import NON_FIELD
 from engine.contracts import CONTRACT_FIELDS, contract_problems
 from fleet.models import WorkloadClass
@@ -115,6 +116,7 @@ def workload_class_save(
     """Create (workload_class=None) or change a class from CLASS_FIELDS. Jobs already
     submitted keep the contract they copied."""
     reason = _require_reason(reason)
+    check_lengths(data, ["description"], error=PolicyError)
     before = None
     if workload_class is not None:
         workload_class = WorkloadClass.objects.select_for_update().get(pk=workload_class.pk)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from core import rules
+from core import bounds, rules
 from core.errors import Conflict
 from engine import validate_policy
 from fleet.executors import DEFAULT_EXECUTOR
@@ -834,6 +834,9 @@ def _apply(*, actor, policy: PolicyFile, reason: str, expected_versions: dict | 
     rules.require(actor, "policy.edit")
     if not (reason or "").strip():
         raise PolicyError({"reason": [REASON_MISSING]})
+    bounds.check_lengths(
+        {"reason": apply_reason(source=policy.source, reason=reason)}, ["reason"], error=PolicyError
+    )
     lock_queues_named(spec.name for spec in policy.queues)
     plan = policy_plan(policy=policy)
     if expected_versions is not None and plan.versions() != expected_versions:

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core import rules
+from core.bounds import check_lengths
 from core.errors import NON_FIELD, InvalidInput, WrongState
 from fleet.models import InstanceType
 from governance.models import PolicyProposal
@@ -125,6 +126,7 @@ def proposal_approve(*, actor, proposal: PolicyProposal, note: str = "") -> Poli
     proposal.reviewer = actor
     proposal.reviewed_at = timezone.now()
     proposal.review_note = (note or "").strip()
+    check_lengths({"note": proposal.review_note}, ["note"])
     try:
         written = _apply(proposal)
     except policy.VersionConflict as conflict:
@@ -151,6 +153,7 @@ def proposal_reject(*, actor, proposal: PolicyProposal, note: str) -> PolicyProp
     note = (note or "").strip()
     if not note:
         raise InvalidInput({"note": ["say why, so its author can act on it"]})
+    check_lengths({"note": note}, ["note"])
     PolicyProposal.objects.filter(pk=proposal.pk).update(
         state=State.REJECTED, reviewer=actor, reviewed_at=timezone.now(), review_note=note
     )

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from config.celery import task
 from core import rules
+from core.bounds import check_lengths
 from core.errors import InvalidInput, WrongState
 from engine import ScenarioError
 from engine.contracts import contract_problems
@@ -776,6 +777,7 @@ def comparison_save(
     title = (title or "").strip()
     if not title:
         raise InvalidInput({"title": ["give the comparison a title"]})
+    check_lengths({"note": (note or "").strip()}, ["note"])
     comparison.title = title[:200]
     comparison.note = (note or "").strip()
     comparison.saved = True
@@ -799,6 +801,7 @@ def _require_evidence(comparison: WhatIfComparison) -> None:
 @transaction.atomic
 def comparison_propose(*, actor, comparison: WhatIfComparison, note: str = "") -> WhatIfComparison:
     rules.require(actor, "whatif.use")
+    check_lengths({"note": note}, ["note"])
     comparison = WhatIfComparison.objects.select_for_update().get(pk=comparison.pk)
     why = comparison_propose_refusal(comparison)
     if why:
@@ -826,6 +829,7 @@ def comparison_review(
         raise WrongState(why, field=NON_FIELD)
     if not approve and not (note or "").strip():
         raise InvalidInput({"note": ["say what should change before it can be approved"]})
+    check_lengths({"note": (note or "").strip()}, ["note"])
     comparison.review_state = Review.APPROVED if approve else Review.REJECTED
     comparison.reviewer = actor
     comparison.reviewed_at = timezone.now()
@@ -852,6 +856,7 @@ def comparison_apply(*, actor, comparison: WhatIfComparison, reason: str) -> lis
     reason = (reason or "").strip()
     if not reason:
         raise InvalidInput({"reason": ["say why this change is made"]})
+    check_lengths({"reason": reason}, ["reason"])
     why = comparison_apply_refusal(comparison)
     if why:
         raise WrongState(why, field=NON_FIELD)
