@@ -1,13 +1,26 @@
-"""The directory page's form: one new mapping. Its problems come from the service
-(services._validate_mapping), each next to the field it names."""
+"""The directory page's forms: one new mapping, and a mapping's removal, each with the
+reason every policy write asks for. Their problems come from the service
+(services.mapping_create / mapping_delete), each next to the field it names."""
 
 from __future__ import annotations
 
 from django import forms
 
+from core.bounds import MAX_TEXT
 from core.permissions import ROLE_LABELS, ROLES
 from fleet.models import JobQueue, Team
 from governance.directory.models import GroupMapping
+from governance.policy.forms import REASON_HELP, REASON_LABEL, ServiceCharField
+
+
+def _reason_field() -> ServiceCharField:
+    # Shown as required; the service says when it is missing, with the other problems.
+    return ServiceCharField(
+        label=REASON_LABEL,
+        max_length=MAX_TEXT,
+        help_text=REASON_HELP,
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
 
 
 class MappingForm(forms.Form):
@@ -46,3 +59,14 @@ class MappingForm(forms.Form):
         empty_label="—",
         help_text="For “Exception owner of a queue”: the queue whose requests they decide.",
     )
+    reason = _reason_field()
+
+    use_required_attribute = False
+
+
+class MappingDeleteForm(forms.Form):
+    """A mapping's removal: why (the history records it)."""
+
+    reason = _reason_field()
+
+    use_required_attribute = False

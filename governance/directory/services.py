@@ -20,9 +20,12 @@ What the directory decides:
   membership, every exception-owner scope and every API token, and their open sessions
   end (core.signals.directory_user_unlisted; accounts.directory).
 
-Mapping edits (mapping_create, mapping_delete) are policy history entries of target
-GROUP_MAPPING (who, the mapping before and after) and revert (mapping_revert); they apply
-at once, as no proposal kind exists for them.
+Mapping edits (mapping_create, mapping_delete) are policy writes like any other: a
+reason (required), a history entry of target GROUP_MAPPING (who, the mapping before and
+after), a proposal of kind MAPPING_CREATE / MAPPING_DELETE under
+POLICY_CHANGES_NEED_REVIEW (the `reviewable` decorator of governance.policy.services;
+governance.proposals applies it on approval, through mapping_proposal_apply) and a
+revert (mapping_revert).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from core.permissions import ROLES
 from core.signals import directory_user_unlisted
 from fleet.models import JobQueue, Team
 from governance.directory.models import DirectoryAccount, GroupMapping
-from governance.models import ExceptionOwner, PolicyChange
+from governance.models import ExceptionOwner, PolicyChange, PolicyProposal
 from governance.policy.membership import (
     TeamData,
     role_changes_by,
@@ -48,9 +51,20 @@ from governance.policy.membership import (
     team_save,
     user_roles_set,
 )
-from governance.policy.services import PolicyError, PolicyWrite, _record, register_revert
+from governance.policy.services import (
+    _REVIEWED,
+    PolicyError,
+    PolicyWrite,
+    _Proposal,
+    _record,
+    _require_reason,
+    register_revert,
+    reviewable,
+)
 
 Kind = GroupMapping.Kind
+ProposalKind = PolicyProposal.Kind
+PROPOSAL_KINDS = (ProposalKind.MAPPING_CREATE, ProposalKind.MAPPING_DELETE)
 
 
 @dataclass
@@ -295,7 +309,20 @@ def _record_mapping(*, actor, mapping, before, after, reason, cause, reverts=Non
     )
 
 
-@transaction.atomic
+def _create_proposal(*, group, kind, role="", team=None, queue=None, **_) -> _Proposal:
+    return _Proposal(
+        ProposalKind.MAPPING_CREATE,
+        {
+            "group": (group or "").strip(),
+            "kind": kind,
+            "role": role or "",
+            "team_id": team.pk if team is not None else None,
+            "queue_id": queue.pk if queue is not None else None,
+        },
+    )
+
+
+@reviewable(_create_proposal)
 def mapping_create(
     *,
     actor,
@@ -304,53 +331,99 @@ def mapping_create(
     role: str = "",
     team=None,
     queue=None,
-    reason: str = "",
+    reason: str,
     cause: str = PolicyChange.Cause.EDIT,
     reverts: PolicyChange | None = None,
-) -> GroupMapping:
-    """A new mapping (admins), recorded in the policy history (who, what it gives). It
-    applies at each user's next login or sync."""
+) -> PolicyWrite:
+    """A new mapping (admins), recorded in the policy history (who, what it gives, why).
+    It applies at each user's next login or sync. Its problems (the reason's and the
+    mapping's) are raised together, each naming its field."""
     rules.require(actor, "directory.manage")
     errors = _validate_mapping(group=group, kind=kind, role=role or "", team=team, queue=queue)
+    try:
+        reason = _require_reason(reason)
+    except PolicyError as error:
+        errors = {**error.errors, **errors}
     if errors:
-        raise InvalidInput(errors)
+        raise PolicyError(errors)
     mapping = GroupMapping.objects.create(
         group=group.strip(), kind=kind, role=role or "", team=team, queue=queue, created_by=actor
     )
-    _record_mapping(
+    entry = _record_mapping(
         actor=actor,
         mapping=mapping,
         before=None,
         after=mapping_document(mapping),
-        reason=(reason or "").strip() or "mapping added on the directory page",
+        reason=reason,
         cause=cause,
         reverts=reverts,
     )
-    return mapping
+    return PolicyWrite(applied=mapping, entry=entry)
 
 
-@transaction.atomic
+def _delete_proposal(*, mapping: GroupMapping, **_) -> _Proposal:
+    return _Proposal(ProposalKind.MAPPING_DELETE, {"mapping_id": mapping.pk})
+
+
+@reviewable(_delete_proposal)
 def mapping_delete(
     *,
     actor,
     mapping: GroupMapping,
-    reason: str = "",
+    reason: str,
     cause: str = PolicyChange.Cause.EDIT,
     reverts: PolicyChange | None = None,
-) -> PolicyChange:
+) -> PolicyWrite:
     """Remove a mapping (admins), recorded in the policy history with what it gave."""
     rules.require(actor, "directory.manage")
+    reason = _require_reason(reason)
+    mapping = GroupMapping.objects.select_for_update().filter(pk=mapping.pk).first()
+    if mapping is None:
+        raise PolicyError({NON_FIELD: ["this mapping has been removed already"]})
     entry = _record_mapping(
         actor=actor,
         mapping=mapping,
         before=mapping_document(mapping),
         after=None,
-        reason=(reason or "").strip() or "mapping removed on the directory page",
+        reason=reason,
         cause=cause,
         reverts=reverts,
     )
     mapping.delete()
-    return entry
+    return PolicyWrite(applied=entry, entry=entry)
+
+
+def mapping_proposal_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    """Carry out an approved MAPPING_CREATE / MAPPING_DELETE proposal (governance.
+    proposals), or say why it no longer can."""
+    payload = proposal.payload
+    if proposal.kind == ProposalKind.MAPPING_DELETE:
+        mapping = GroupMapping.objects.filter(pk=payload["mapping_id"]).first()
+        if mapping is None:
+            raise PolicyError({NON_FIELD: ["this mapping has been removed already"]})
+        return mapping_delete(mapping=mapping, **common)
+    team = queue = None
+    if payload["team_id"] is not None:
+        team = Team.objects.filter(pk=payload["team_id"]).first()
+        if team is None:
+            raise PolicyError({NON_FIELD: ["the team of this mapping no longer exists"]})
+    if payload["queue_id"] is not None:
+        queue = JobQueue.objects.filter(pk=payload["queue_id"]).first()
+        if queue is None:
+            raise PolicyError({NON_FIELD: ["the queue of this mapping no longer exists"]})
+    try:
+        return mapping_create(
+            group=payload["group"],
+            kind=payload["kind"],
+            role=payload["role"],
+            team=team,
+            queue=queue,
+            **common,
+        )
+    except InvalidInput as error:
+        # The form's fields are not on the review page: say it on the proposal itself.
+        problems = [message for messages in error.errors.values() for message in messages]
+        raise PolicyError({NON_FIELD: problems}) from error
 
 
 def mapping_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWrite:
@@ -366,14 +439,14 @@ def mapping_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyW
         ).first()
         if mapping is None:
             raise PolicyError({NON_FIELD: ["this mapping has been removed already"]})
-        entry = mapping_delete(
+        return mapping_delete(
             actor=actor,
             mapping=mapping,
             reason=reason,
             cause=PolicyChange.Cause.REVERT,
             reverts=change,
+            approved=_REVIEWED,
         )
-        return PolicyWrite(applied=entry, entry=entry)
     doc = change.before
     team = Team.objects.filter(name=doc["team"]).first() if doc["team"] else None
     queue = JobQueue.objects.filter(name=doc["queue"]).first() if doc["queue"] else None
@@ -381,22 +454,18 @@ def mapping_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyW
         raise PolicyError(
             {NON_FIELD: [f"the {'team' if doc['team'] else 'queue'} of this mapping is gone"]}
         )
-    try:
-        mapping = mapping_create(
-            actor=actor,
-            group=doc["group"],
-            kind=doc["kind"],
-            role=doc["role"],
-            team=team,
-            queue=queue,
-            reason=reason,
-            cause=PolicyChange.Cause.REVERT,
-            reverts=change,
-        )
-    except InvalidInput as error:
-        raise PolicyError(error.errors) from error
-    entry = PolicyChange.objects.filter(reverts=change).order_by("-id").first()
-    return PolicyWrite(applied=mapping, entry=entry)
+    return mapping_create(
+        actor=actor,
+        group=doc["group"],
+        kind=doc["kind"],
+        role=doc["role"],
+        team=team,
+        queue=queue,
+        reason=reason,
+        cause=PolicyChange.Cause.REVERT,
+        reverts=change,
+        approved=_REVIEWED,
+    )
 
 
 register_revert(PolicyChange.Target.GROUP_MAPPING, mapping_revert)

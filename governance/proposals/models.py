@@ -36,6 +36,8 @@ class PolicyProposal(models.Model):
         PRICE = "price", "Change of an instance type's price"
         QUEUE_SLURM = "queue_slurm", "Change of a queue's Slurm binding"
         TYPE_SLURM = "type_slurm", "Change of an instance type's Slurm resources"
+        MAPPING_CREATE = "mapping_create", "New directory group mapping"
+        MAPPING_DELETE = "mapping_delete", "Removal of a directory group mapping"
         REVERT = "revert", "Revert of a change"
 
     class State(models.TextChoices):

@@ -15,6 +15,7 @@ from core import rules
 from core.bounds import check_lengths
 from core.errors import NON_FIELD, InvalidInput, WrongState
 from fleet.models import InstanceType
+from governance.directory import services as directory
 from governance.models import PolicyProposal
 from governance.policy import membership, prices, slurm_binding, workload_classes
 from governance.policy import services as policy
@@ -101,10 +102,12 @@ def _apply(proposal: PolicyProposal) -> policy.PolicyWrite:
         )
         proposal.workload_class = None  # deleted with the class's row (SET_NULL)
         return written
-    return _apply_price_or_revert(proposal, common)
+    return _apply_price_mapping_or_revert(proposal, common)
 
 
-def _apply_price_or_revert(proposal: PolicyProposal, common: dict) -> policy.PolicyWrite:
+def _apply_price_mapping_or_revert(proposal: PolicyProposal, common: dict) -> policy.PolicyWrite:
+    if proposal.kind in directory.PROPOSAL_KINDS:
+        return directory.mapping_proposal_apply(proposal, **common)
     if proposal.kind == Kind.PRICE:
         payload = proposal.payload
         instance_type = InstanceType.objects.filter(pk=payload["instance_type_id"]).first()

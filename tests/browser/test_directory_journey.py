@@ -1,6 +1,7 @@
 """The directory journey in real Chromium against a real slapd: an admin maps the nested
 group team-leads to the team lead role and vision-leads to the lead of team vision on
-the directory page (an empty group first: the error sits next to its field); alice
+the directory page (an empty group first: the error sits next to its field), each with
+its reason; alice
 signs in with her directory password and lands on her queues as a team lead."""
 
 from __future__ import annotations
@@ -37,12 +38,14 @@ def test_an_admin_maps_groups_and_a_directory_user_signs_in_with_them(
 
     page.get_by_role("textbox", name="Directory group").fill("team-leads")
     page.get_by_label("Which role").select_option("team_leads")
+    page.locator("#id_reason").fill("team leads are whoever the directory says")
     page.get_by_role("button", name="Add mapping").click()
     expect(page.get_by_text("Group team-leads now gives role team_leads")).to_be_visible()
 
     page.get_by_role("textbox", name="Directory group").fill("vision-leads")
     page.get_by_role("radio", name="Team lead").check()
     page.get_by_label("Which team").select_option(label="vision")
+    page.locator("#id_reason").fill("vision's leads come from the directory")
     page.get_by_role("button", name="Add mapping").click()
     expect(page.get_by_role("row", name="vision-leads")).to_contain_text("team lead of vision")
     assert_accessible(page)

@@ -12,6 +12,7 @@ from tests.factories import TeamFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 URL = "/directory/"
+WHY = "the leads group is the source of truth"
 
 
 def test_only_admins_open_it(client, team_lead):
@@ -24,9 +25,13 @@ def test_only_admins_open_it(client, team_lead):
 def test_an_admin_maps_a_group_to_a_role_and_a_team(client, admin):
     vision = TeamFactory(name="vision")
     client.force_login(admin)
-    response = client.post(URL, {"group": " ml-leads ", "kind": "role", "role": "team_leads"})
+    response = client.post(
+        URL, {"group": " ml-leads ", "kind": "role", "role": "team_leads", "reason": WHY}
+    )
     assert response.status_code == 302
-    response = client.post(URL, {"group": "vision-leads", "kind": "team_lead", "team": vision.pk})
+    response = client.post(
+        URL, {"group": "vision-leads", "kind": "team_lead", "team": vision.pk, "reason": WHY}
+    )
     assert response.status_code == 302
     page = client.get(URL)
     assert page.status_code == 200
@@ -42,7 +47,9 @@ def test_an_admin_maps_a_group_to_a_role_and_a_team(client, admin):
     )
     assert (team.kind, team.team) == ("team_lead", vision)
     # Removing one.
-    response = client.post(reverse("directory-mapping-delete", args=[role.pk]))
+    response = client.post(
+        reverse("directory-mapping-delete", args=[role.pk]), {f"remove-{role.pk}-reason": WHY}
+    )
     assert response.status_code == 302
     assert list(GroupMapping.objects.all()) == [team]
 
@@ -78,9 +85,14 @@ def test_a_role_mapping_names_no_team_and_a_duplicate_is_refused(client, admin):
     assert response.status_code == 400
     assert "names no team: leave it empty" in " ".join(response.context["form"].errors["team"])
     assert (
-        client.post(URL, {"group": "Admins", "kind": "role", "role": "admins"}).status_code == 302
+        client.post(
+            URL, {"group": "Admins", "kind": "role", "role": "admins", "reason": WHY}
+        ).status_code
+        == 302
     )
-    response = client.post(URL, {"group": "admins", "kind": "role", "role": "admins"})
+    response = client.post(
+        URL, {"group": "admins", "kind": "role", "role": "admins", "reason": WHY}
+    )
     assert response.status_code == 400
     assert "already gives this" in " ".join(response.context["form"].errors["group"])
     assert GroupMapping.objects.count() == 1
@@ -122,7 +134,7 @@ def test_refused_break_glass_logins_count_towards_the_lockout(client, settings):
 
 def test_an_admin_maps_a_group_to_a_queues_exception_owners(client, admin, aws_queue):
     client.force_login(admin)
-    data = {"group": "owners", "kind": "exception_owner", "queue": aws_queue.pk}
+    data = {"group": "owners", "kind": "exception_owner", "queue": aws_queue.pk, "reason": WHY}
     assert client.post(URL, data).status_code == 302
     (mapping,) = GroupMapping.objects.all()
     assert mapping.queue == aws_queue and mapping.gives == "exception owner of queue aws-sample"
@@ -139,7 +151,9 @@ def test_mapping_edits_are_in_the_policy_history_and_revert(client, admin, setti
     assert client.post(URL, {"group": "", "kind": "role", "role": "admins"}).status_code == 400
     assert not PolicyChange.objects.filter(target="group_mapping").exists()
 
-    assert client.post(URL, {"group": "vision-leads", "kind": "team_lead", "team": vision.pk})
+    assert client.post(
+        URL, {"group": "vision-leads", "kind": "team_lead", "team": vision.pk, "reason": WHY}
+    )
     (added,) = PolicyChange.objects.filter(target="group_mapping")
     assert added.actor == admin and added.cause == "edit" and added.before is None
     assert added.after == {
@@ -150,13 +164,17 @@ def test_mapping_edits_are_in_the_policy_history_and_revert(client, admin, setti
         "queue": None,
         "gives": "lead of vision",
     }
+    assert added.reason == WHY
     assert added.team == vision and added.object_repr == "vision-leads → lead of vision"
 
     mapping = GroupMapping.objects.get()
-    assert client.post(reverse("directory-mapping-delete", args=[mapping.pk])).status_code == 302
+    removal = {f"remove-{mapping.pk}-reason": "the vision team is led by hand now"}
+    url = reverse("directory-mapping-delete", args=[mapping.pk])
+    assert client.post(url, removal).status_code == 302
     removed = PolicyChange.objects.filter(target="group_mapping").order_by("id").last()
     assert removed.actor == admin and removed.after is None
-    assert removed.before == added.after and "removed" in removed.reason
+    assert removed.before == added.after
+    assert removed.reason == "the vision team is led by hand now"
     assert not GroupMapping.objects.exists()
 
     # Who changed which mapping, before and after, on the history page.
