@@ -377,7 +377,9 @@ def mapping_delete(
     """Remove a mapping (admins), recorded in the policy history with what it gave."""
     rules.require(actor, "directory.manage")
     reason = _require_reason(reason)
-    mapping = GroupMapping.objects.select_for_update().filter(pk=mapping.pk).first()
+    # Ordered by pk alone: the model's ordering joins the nullable team, and
+    # PostgreSQL cannot lock the nullable side of an outer join.
+    mapping = GroupMapping.objects.select_for_update().filter(pk=mapping.pk).order_by("pk").first()
     if mapping is None:
         raise PolicyError({NON_FIELD: ["this mapping has been removed already"]})
     entry = _record_mapping(
