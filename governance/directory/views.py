@@ -47,7 +47,8 @@ def _page(request, form, *, status=200, failed_delete=None):
 @require_http_methods(["GET", "POST"])
 def directory(request):
     rules.require(request.user, "directory.manage")
-    form = MappingForm(request.POST or None)
+    # Bound on every POST, an empty one too (its errors are then the required fields).
+    form = MappingForm(request.POST if request.method == "POST" else None)
     if request.method != "POST":
         return _page(request, form)
     if form.is_valid():
