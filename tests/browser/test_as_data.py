@@ -11,18 +11,13 @@ A lead of another team gets no panel data for team A's exception request.
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 
 import pytest
 import yaml
-from django.utils import timezone
 from playwright.sync_api import expect
 
-from governance.exceptions import services as exception_services
-from governance.knowledge.services import ArticleData, article_create
-from governance.models import ExceptionOwner, ExceptionRequest
-from scheduler.services.job_definitions import DefinitionData, definition_register
-from tests.factories import JobFactory, UrgencyDefinitionFactory, UserFactory, aws_sample_queue
+from tests.as_data_objects import as_data_objects
+from tests.factories import UserFactory, aws_sample_queue
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 PASSWORD = "as-data-pw-1"
@@ -55,44 +50,19 @@ def fleet():
     another team."""
     queue = aws_sample_queue()
     admin = _user("ada", "admins")
-    lead_a, lead_b = _user("lena", "team_leads"), _user("bo", "team_leads")
-    owner = UserFactory(username="omar", roles=["exception_owners"])
-    qs1, qs2 = queue.shares.get(name="qs1"), queue.shares.get(name="qs2")
-    qs1.team.leads.add(lead_a)
-    qs2.team.leads.add(lead_b)
-    ExceptionOwner.objects.create(user=owner, queue=queue)
-    itype = queue.capacities.get().instance_type
-    now = timezone.now()
-    request = exception_services.exception_request_create(
-        actor=lead_a,
-        data=exception_services.RequestData(
-            kind=ExceptionRequest.Kind.TEMPORARY_CAPACITY,
-            team=qs1.team,
-            urgency=UrgencyDefinitionFactory(name="launch-deadline"),
-            justification="Launch “fine-tune” before the review: " + "long-word" * 30,
-            window_start=now + timedelta(hours=1),
-            window_end=now + timedelta(hours=4),
-            share=qs1,
-            instance_type=itype,
-            extra_instances=1,
-        ),
-        submit=True,
+    made = as_data_objects(
+        queue,
+        admin=admin,
+        lead_a=_user("lena", "team_leads"),
+        lead_b=_user("bo", "team_leads"),
+        owner=UserFactory(username="omar", roles=["exception_owners"]),
+        name="resnet",
+        justification="Launch “fine-tune” before the review: " + "long-word" * 30,
+        environment={"DATA_ROOT": "/mnt/datasets/imagenet"},
+        article_body="Because *deadlines*.",
     )
-    definition = definition_register(
-        actor=admin,
-        name="resnet-train",
-        data=DefinitionData(
-            queues=[queue],
-            command=["python", "-m", "train", "--steps", "{steps}"],
-            parameters=[{"name": "steps", "type": "integer", "min": 1, "max": 100}],
-            environment={"DATA_ROOT": "/mnt/datasets/imagenet"},
-        ),
-        reason="the data panel's journey",
-    )
-    job = JobFactory(share=qs1, instance_type=itype, name="vision-sweep")
-    article = article_create(
-        actor=lead_a, data=ArticleData(title="Why qs1 borrows", body="Because *deadlines*.")
-    )
+    qs1, job, definition = made.share, made.job, made.definition
+    request, article = made.request, made.article
     return {
         "queue": (f"/queues/{queue.pk}/", f"/api/v1/queues/{queue.pk}/"),
         "share": (f"/shares/{qs1.pk}/edit/", f"/api/v1/shares/{qs1.pk}/"),

@@ -8,18 +8,14 @@ from __future__ import annotations
 import html
 import json
 import re
-from datetime import timedelta
 
 import pytest
 import yaml
 from django.test import Client
-from django.utils import timezone
 
 from governance.exceptions import services as exception_services
-from governance.knowledge.services import ArticleData, article_create
-from governance.models import ExceptionOwner, ExceptionRequest
-from scheduler.services.job_definitions import DefinitionData, definition_register
-from tests.factories import JobFactory, UrgencyDefinitionFactory, UserFactory
+from tests.as_data_objects import as_data_objects
+from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -35,58 +31,29 @@ def world(aws_queue):
     lead_a = UserFactory(username="data-lead-a", roles=["team_leads"])
     lead_b = UserFactory(username="data-lead-b", roles=["team_leads"])
     owner = UserFactory(username="data-owner", roles=["exception_owners"])
-    qs1, qs2 = aws_queue.shares.get(name="qs1"), aws_queue.shares.get(name="qs2")
-    qs1.team.leads.add(lead_a)
-    qs2.team.leads.add(lead_b)
-    ExceptionOwner.objects.create(user=owner, queue=aws_queue)
-    itype = aws_queue.capacities.get().instance_type
-    now = timezone.now()
-    request = exception_services.exception_request_create(
-        actor=lead_a,
-        data=exception_services.RequestData(
-            kind=ExceptionRequest.Kind.TEMPORARY_CAPACITY,
-            team=qs1.team,
-            urgency=UrgencyDefinitionFactory(name="data-deadline"),
-            justification="Launch “fine-tune”: ünïcode, and a colon: here",
-            window_start=now + timedelta(hours=1),
-            window_end=now + timedelta(hours=4),
-            share=qs1,
-            instance_type=itype,
-            extra_instances=1,
-        ),
-        submit=True,
+    made = as_data_objects(
+        aws_queue,
+        admin=admin,
+        lead_a=lead_a,
+        lead_b=lead_b,
+        owner=owner,
+        name="data",
+        justification="Launch “fine-tune”: ünïcode, and a colon: here",
+        environment={"WANDB_API_KEY": "secret-value"},
+        article_body="*Because.*",
     )
+    qs1, job, definition = made.share, made.job, made.definition
+    request, article = made.request, made.article
     exception_services.exception_request_approve(actor=owner, request=request, note="Fine.")
-    definition = definition_register(
-        actor=admin,
-        name="data-definition",
-        data=DefinitionData(
-            queues=[aws_queue],
-            command=["python", "-m", "train", "--steps", "{steps}"],
-            parameters=[{"name": "steps", "type": "integer", "min": 1, "max": 100}],
-            environment={"WANDB_API_KEY": "secret-value"},
-        ),
-        reason="for the data view",
-    )
     return {
         "users": {"admin": admin, "lead_a": lead_a, "lead_b": lead_b, "owner": owner},
         "objects": {
             "queue": (aws_queue.pk, f"/api/v1/queues/{aws_queue.pk}/"),
             "share": (qs1.pk, f"/api/v1/shares/{qs1.pk}/"),
-            "job": (
-                (job := JobFactory(share=qs1, instance_type=itype, name="data-job")).pk,
-                f"/api/v1/jobs/{job.pk}/",
-            ),
+            "job": (job.pk, f"/api/v1/jobs/{job.pk}/"),
             "definition": (definition.pk, f"/api/v1/job-definitions/{definition.pk}/"),
             "exception": (request.pk, f"/api/v1/exception-requests/{request.pk}/"),
-            "article": (
-                (
-                    article := article_create(
-                        actor=lead_a, data=ArticleData(title="Why qs1 borrows", body="*Because.*")
-                    )
-                ).pk,
-                f"/api/v1/knowledge/articles/{article.pk}/",
-            ),
+            "article": (article.pk, f"/api/v1/knowledge/articles/{article.pk}/"),
             "record": (
                 (record := request.articles.get(kind="EXCEPTION")).pk,
                 f"/api/v1/knowledge/articles/{record.pk}/",
