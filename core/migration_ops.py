@@ -21,6 +21,11 @@ and holds nothing else that needs one. Django's own operation refuses any other
 database; this one builds a plain index there (SQLite: the demo and the tests), where
 no other writer waits on it. The migration state is AddIndex's, so swapping one for the
 other changes nothing `makemigrations` sees.
+
+TrigramExtension: Django's own creates pg_trgm on PostgreSQL and does nothing elsewhere,
+but its reverse asks `pg_extension` on any database, so migrating back past it on SQLite
+failed (the README's default `make test`: tests/fleet/test_models_moved.py). This one
+drops the extension on PostgreSQL only; its state is Django's (none).
 """
 
 from __future__ import annotations
@@ -187,3 +192,9 @@ class AddIndexConcurrently(postgres.AddIndexConcurrently):
             super().database_backwards(app_label, schema_editor, from_state, to_state)
         else:
             AddIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
+
+
+class TrigramExtension(postgres.TrigramExtension):
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor == "postgresql":
+            super().database_backwards(app_label, schema_editor, from_state, to_state)
