@@ -39,7 +39,7 @@ test: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
-	DJANGO_SECURE=0 $(PY) -m pytest $(PYTEST_ARGS)
+	DJANGO_SECURE=0 $(PY) -m pytest --durations=25 $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/lint-imports

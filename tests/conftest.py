@@ -141,6 +141,26 @@ def pytest_runtest_setup(item):
             pytest.skip(f"needs {marker}: {why}")
 
 
+# Tests that start processes of their own (marker `spawns`): those of the service
+# markers (Chromium, a Celery worker, Slurm jobs, slapd or the OIDC provider), those
+# using a fixture that starts a server, and the runner's tests (each starts runners and
+# their jobs). A module may also say so itself (pytestmark).
+SPAWNING_MARKERS = ("browser", "redis", "slurm", "sso")
+SPAWNING_FIXTURES = frozenset({"start_worker", "live_server", "slow_server"})
+SPAWNING_FOLDERS = (os.path.join("tests", "scheduler", "runner") + os.sep,)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        path = str(item.path)
+        if (
+            any(item.get_closest_marker(name) for name in SPAWNING_MARKERS)
+            or SPAWNING_FIXTURES & set(getattr(item, "fixturenames", ()))
+            or any(folder in path for folder in SPAWNING_FOLDERS)
+        ):
+            item.add_marker(pytest.mark.spawns)
+
+
 @pytest.fixture(autouse=True)
 def fresh_throttle_counters():
     """Each test starts with empty API throttle counters (accounts.throttling): user ids

@@ -21,6 +21,8 @@ from django.test import RequestFactory
 
 from demo.management.commands.run_demo import allowed_hosts
 
+pytestmark = pytest.mark.spawns
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -10,13 +10,12 @@ import math
 
 import pytest
 
-from demo.history import seed_history, seed_workload_classes
-from demo.organisation import seed_demo, seed_philly
-from engine import CONTRACT_FIELDS, result_to_json, simulate
+from demo.history import seed_workload_classes
+from demo.organisation import seed_philly
+from engine import result_to_json, simulate
 from engine.stats import nearest_rank
 from engine.trace import DEFAULT_TRACE, read_trace
-from fleet.bridge import engine_id, engine_share_document
-from fleet.models import Job, JobQueue
+from fleet.bridge import engine_share_document
 from fleet.selectors import queue_document, share_document
 from governance.whatif import services
 from tests.governance.whatif.conftest import run_now
@@ -183,114 +182,3 @@ def test_the_headline_figures_equal_simulate_of_the_same_document(admin, philly)
             if mine:
                 waiting = round(sum(job["waiting_time"] for job in mine) / len(mine))
                 assert share["waiting_mean"] == waiting, (key, name)
-
-
-# -- the demo as a newcomer finds it ---------------------------------------------------
-
-# The demo's three replayed months, ending at a fixed month so the figures are the same
-# whatever today's date (the demo itself ends them at the current month's start).
-HISTORY_END = dt.datetime(2025, 6, 15, tzinfo=dt.UTC)
-SAME = "Both policies give the same outcome"
-
-
-def recorded_document(queue, policy_shares, start, end, name):
-    """The scenario a recorded what-if should replay, built from the Job rows without
-    the what-if's code: the queue's jobs submitted in [start, end), in submission order,
-    their seconds from the first one, with the contract fields each copied."""
-    rows = list(
-        Job.objects.filter(queue=queue, submitted_at__gte=start, submitted_at__lt=end)
-        .select_related("share", "instance_type")
-        .order_by("submitted_at", "id")
-    )
-    origin = int(rows[0].submitted_at.timestamp())
-    jobs = []
-    for row in rows:
-        job = {
-            "id": engine_id(row.pk),
-            "share": row.share.name,
-            "priority": row.priority,
-            "instance_type": row.instance_type.name,
-            "instances": row.instances,
-            "submit_at": int(row.submitted_at.timestamp()) - origin,
-            "duration": row.expected_duration,
-            "restart_overhead": row.restart_overhead,
-        }
-        if row.checkpoint_interval:
-            job["checkpoint_interval"] = row.checkpoint_interval
-        if row.preemption_retries is not None:
-            job["preemption_retries"] = row.preemption_retries
-        for field in CONTRACT_FIELDS:
-            if getattr(row, field):
-                job[field] = getattr(row, field)
-        jobs.append(job)
-    return {"name": name, "queue": queue_document(queue), "shares": policy_shares, "jobs": jobs}
-
-
-def test_the_demos_default_what_if_shows_what_the_draft_changes(capsys):
-    """A newcomer's first what-if on the demo's Philly queue (the recorded jobs of the
-    default period, scale 1) with the issue's draft: the queue is sized to the trace's
-    demand, so the replay contends and the verdict is not "the same outcome"; its
-    figures are those of `simulate` of the same document."""
-    users = seed_demo(password="pw-for-tests-1")
-    seed_history(months=3, end=HISTORY_END)
-    admin, philly = users["admin"], JobQueue.objects.get(name="philly")
-    comparison = services.comparison_create(actor=admin, queue=philly)
-
-    # The default period: the 30 days up to the last replayed submission (the replayed
-    # months end at the start of HISTORY_END's month).
-    recorded = Job.objects.filter(queue=philly)
-    last = recorded.order_by("-submitted_at").values_list("submitted_at", flat=True).first()
-    assert last < dt.datetime(2025, 6, 1, tzinfo=dt.UTC)
-    end = last.replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
-    start = end - dt.timedelta(days=30)
-    assert comparison.workload_description.startswith(
-        f"{recorded.filter(submitted_at__gte=start).count()} jobs recorded on philly from "
-        f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC"
-    )
-    for edit in DRAFT:
-        services.draft_share_edit(actor=admin, comparison=comparison, edit=edit)
-    comparison = run_now(comparison)
-    assert comparison.status == "DONE", comparison.error
-    results = comparison.results
-
-    # Contention: the fleet is busy, jobs wait, and the draft makes a difference.
-    assert results["current"]["overall"]["utilisation"] > 0.1
-    assert results["current"]["overall"]["waiting_mean"] > 0
-    assert not any(line.startswith(SAME) for line in results["sentences"])
-    assert (
-        results["draft"]["overall"]["waiting_mean"] > results["current"]["overall"]["waiting_mean"]
-    )
-
-    live = [
-        engine_share_document(share_document(share))
-        for share in philly.shares.select_related("team").prefetch_related("limits__instance_type")
-    ]
-    draft = []
-    for share in live:
-        edit = next((item for item in DRAFT if item["name"] == share["name"]), {})
-        changed = {**share, **edit}
-        if changed["strategy"] != "LEND_AND_BORROW":
-            changed.pop("borrow_limit", None)
-        draft.append(changed)
-    for key, shares in (("current", live), ("draft", draft)):
-        result = result_to_json(simulate(recorded_document(philly, shares, start, end, key)))
-        figures = results[key]["overall"]
-        expected = headline(result)
-        assert {name: figures.get(name, results[key].get(name)) for name in expected} == (
-            expected
-        ), key
-        for name, share in results[key]["shares"].items():
-            mine = [job for job in result["jobs"].values() if job["share"] == name]
-            assert share["jobs"] == len(mine), (key, name)
-            if mine:
-                waiting = round(sum(job["waiting_time"] for job in mine) / len(mine))
-                assert share["waiting_mean"] == waiting, (key, name)
-    with capsys.disabled():
-        print(f"\n{comparison.workload_description}")
-        for key in ("current", "draft"):
-            overall = results[key]["overall"]
-            print(
-                f"  {key}: mean wait {overall['waiting_mean']} s, busy "
-                f"{overall['utilisation']:.0%}, preemptions {overall['preemptions']}"
-            )
-        print("  " + " ".join(results["sentences"]))

@@ -6,7 +6,11 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from tests.scheduler.live.conftest import wait_for
+
+pytestmark = pytest.mark.spawns
 
 
 def run(tmp_path, *args, **popen):
