@@ -88,7 +88,7 @@ def _instant(origin: dt.datetime, seconds: int) -> dt.datetime:
     return origin + dt.timedelta(seconds=seconds)
 
 
-def result_load(
+def result_load(  # noqa: C901
     *,
     scenario: Scenario,
     result: SimulationResult,

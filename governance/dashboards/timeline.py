@@ -517,7 +517,7 @@ class MonthSweep:
         self._close()
         return self.figures
 
-    def _apply(self, run: _Run, event: Event) -> None:
+    def _apply(self, run: _Run, event: Event) -> None:  # noqa: C901
         job, at, kind = run.job, event.at, event.type
         figures = self.figures[job.share_id]
         in_month = self._in_month(at)

@@ -492,7 +492,7 @@ def _urgency_changes(policy: PolicyFile, problems: Problems, known_teams: set[st
 _SETTINGS = ("executor", "default_preemption_retries", "runnable_time_limit")
 
 
-def _queue_plan(policy, spec: QueueSpec, problems, warnings, known_teams, known_types, classes):
+def _queue_plan(policy, spec: QueueSpec, problems, warnings, known_teams, known_types, classes):  # noqa: C901
     queue = JobQueue.objects.filter(name=spec.name).first()
     live = live_queue(queue=queue) if queue else None
     if live is not None:

@@ -179,7 +179,7 @@ def _pick(given, default):
     return default if given is None else given
 
 
-def _resolve(
+def _resolve(  # noqa: C901
     data: JobData,
     queue_types: set[int],
     urgency_teams: dict[int, set[int]],
