@@ -20,7 +20,7 @@ from django.db import connection, models, transaction
 from django.db.models import Max
 
 from engine import SimulationResult
-from engine.types import Scenario, SetPriority
+from engine.types import Scenario, SetPriority, ShareSpec
 from engine.work import checkpointed, run_progress
 from fleet.models import (
     CapacityLimit,
@@ -402,25 +402,34 @@ def queue_for_scenario(
         QueueCapacity(queue=queue, instance_type=types[type_name], instances=count)
         for type_name, count in scenario.queue.capacity.items()
     )
-    shares = {}
-    for position, spec in enumerate(scenario.shares):
-        team, _ = Team.objects.get_or_create(name=f"{name}-{spec.name}")
-        strategy = str(getattr(spec.strategy, "value", spec.strategy))
-        shares[spec.name] = QuotaShare.objects.create(
-            queue=queue,
-            team=team,
-            name=spec.name,
-            strategy=strategy,
-            borrow_limit=spec.borrow_limit if strategy == "LEND_AND_BORROW" else None,
-            in_share_preemption=spec.in_share_preemption,
-            state=QuotaShare.State.ENABLED if spec.enabled else QuotaShare.State.DISABLED,
-            position=position,
-        )
-        CapacityLimit.objects.bulk_create(
-            CapacityLimit(share=shares[spec.name], instance_type=types[t], max_instances=n)
-            for t, n in spec.capacity_limits.items()
-        )
+    shares = {
+        spec.name: share_for_scenario(queue=queue, spec=spec, position=position, types=types)
+        for position, spec in enumerate(scenario.shares)
+    }
     return queue, shares, types
+
+
+def share_for_scenario(
+    *, queue: JobQueue, spec: ShareSpec, position: int, types: dict[str, InstanceType]
+) -> QuotaShare:
+    """A share of `queue` built from a scenario's share, its team named after both."""
+    team, _ = Team.objects.get_or_create(name=f"{queue.name}-{spec.name}")
+    strategy = str(getattr(spec.strategy, "value", spec.strategy))
+    share = QuotaShare.objects.create(
+        queue=queue,
+        team=team,
+        name=spec.name,
+        strategy=strategy,
+        borrow_limit=spec.borrow_limit if strategy == "LEND_AND_BORROW" else None,
+        in_share_preemption=spec.in_share_preemption,
+        state=QuotaShare.State.ENABLED if spec.enabled else QuotaShare.State.DISABLED,
+        position=position,
+    )
+    CapacityLimit.objects.bulk_create(
+        CapacityLimit(share=share, instance_type=types[t], max_instances=n)
+        for t, n in spec.capacity_limits.items()
+    )
+    return share
 
 
 def job_tables_analyze() -> None:

@@ -9,11 +9,16 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.utils import timezone
 
-from demo.history.load import job_tables_analyze, queue_for_scenario, result_load
+from demo.history.load import (
+    job_tables_analyze,
+    queue_for_scenario,
+    result_load,
+    share_for_scenario,
+)
 from engine import simulate
 from engine.types import Scenario, SetCapacity, UpdateShare
 from fleet.locks import lock_queues_named
-from fleet.models import CapacityLimit, Job, JobQueue, QuotaShare, Team
+from fleet.models import Job, JobQueue, QuotaShare
 from governance.models import PolicyChange
 
 LOAD_REASON = "Recorded history loaded from scenario {name!r} (load_history)"
@@ -159,24 +164,10 @@ def _existing_queue(scenario: Scenario, queue: JobQueue, summary: HistoryLoadSum
     for spec in scenario.shares:
         if spec.name in shares:
             continue
-        team, _ = Team.objects.get_or_create(name=f"{queue.name}-{spec.name}")
-        strategy = str(getattr(spec.strategy, "value", spec.strategy))
-        share = QuotaShare.objects.create(
-            queue=queue,
-            team=team,
-            name=spec.name,
-            strategy=strategy,
-            borrow_limit=spec.borrow_limit if strategy == "LEND_AND_BORROW" else None,
-            in_share_preemption=spec.in_share_preemption,
-            state=QuotaShare.State.ENABLED if spec.enabled else QuotaShare.State.DISABLED,
-            position=position,
+        shares[spec.name] = share_for_scenario(
+            queue=queue, spec=spec, position=position, types=capacity
         )
         position += 1
-        CapacityLimit.objects.bulk_create(
-            CapacityLimit(share=share, instance_type=capacity[t], max_instances=n)
-            for t, n in spec.capacity_limits.items()
-        )
-        shares[spec.name] = share
         summary.created_shares.append(spec.name)
     return {spec.name: shares[spec.name] for spec in scenario.shares}, capacity
 
