@@ -20,7 +20,7 @@ from django.db import connection, models, transaction
 from django.db.models import Max
 
 from engine import SimulationResult
-from engine.types import Scenario, SetPriority, ShareSpec
+from engine.types import JobSpec, Scenario, SetPriority, ShareSpec
 from engine.work import checkpointed, run_progress
 from fleet.models import (
     CapacityLimit,
@@ -70,7 +70,7 @@ def _instant(origin: dt.datetime, seconds: int) -> dt.datetime:
     return origin + dt.timedelta(seconds=seconds)
 
 
-def result_load(  # noqa: C901
+def result_load(
     *,
     scenario: Scenario,
     result: SimulationResult,
@@ -98,7 +98,6 @@ def result_load(  # noqa: C901
     """
     workload_classes = workload_classes or {}
     started = time.perf_counter()
-    specs = {job.id: job for job in scenario.jobs}
     outcomes = {job.id: job for job in result.jobs}
     limit = None if until is None else (until - origin).total_seconds()
     kept = {
@@ -107,35 +106,74 @@ def result_load(  # noqa: C901
         if limit is None or (outcome.finished_at is not None and outcome.finished_at < limit)
     }
     summary = LoadSummary(dropped=len(outcomes) - len(kept))
-    priority_actions = sorted(
-        (
-            (action.at, index, action)
-            for index, action in enumerate(scenario.actions)
-            if isinstance(action, SetPriority) and action.job in kept
-        ),
-        key=lambda item: (item[0], item[1]),
-    )
+    events = _EventRows(scenario=scenario, result=result, kept=kept, origin=origin)
+    events.replay(result.events)
+    order = sorted(kept, key=lambda job_id: (outcomes[job_id].submitted_at, job_id))
+    jobs = [
+        Job(
+            queue=queue,
+            share=shares[events.specs[job_id].share],
+            name=f"{name_prefix}{job_id}",
+            priority=events.priority[job_id],
+            instance_type=instance_types[events.specs[job_id].instance_type],
+            workload_class=workload_classes.get(events.specs[job_id].share, ""),
+            **_job_record(
+                scenario, events.specs[job_id], outcomes[job_id], events.tracks[job_id], origin
+            ),
+        )
+        for job_id in order
+    ]
+    _write(queue, shares, origin, name_prefix, jobs, events.rows)
+    summary.jobs = len(jobs)
+    summary.events = len(events.rows)
+    summary.seconds = time.perf_counter() - started
+    return summary
 
-    tracks = {job_id: _Track() for job_id in kept}
-    # Each start that ended a reclaim episode (spec V12), with the episode's length.
-    reclaim_waits = {
-        (job_id, start): start - begin for job_id, begin, start in result.reclaim_episodes
-    }
-    # (t, job id, type, cause, by, borrowed, attempt, detail), in the order they happened.
-    rows: list[tuple] = []
-    priority = {job_id: specs[job_id].priority for job_id in kept}
-    pending = list(reversed(priority_actions))
-    start_seq = 0
 
-    live: set[str] = set()
+class _EventRows:
+    """The JobEvent rows of a result's kept jobs, in the order they happened, with each
+    job's work model (its track) and priority as its events and the scenario's
+    `set_priority` actions leave them."""
 
-    def flush_actions(before_t: int, inclusive: bool) -> None:
+    def __init__(self, *, scenario: Scenario, result: SimulationResult, kept: set[str], origin):
+        self.specs = {job.id: job for job in scenario.jobs}
+        self.kept, self.origin = kept, origin
+        self.tracks = {job_id: _Track() for job_id in kept}
+        # Each start that ended a reclaim episode (spec V12), with the episode's length.
+        self.reclaim_waits = {
+            (job_id, start): start - begin for job_id, begin, start in result.reclaim_episodes
+        }
+        # (t, job id, type, cause, by, borrowed, attempt, detail), in the order they happened.
+        self.rows: list[tuple] = []
+        self.priority = {job_id: self.specs[job_id].priority for job_id in kept}
+        priority_actions = sorted(
+            (
+                (action.at, index, action)
+                for index, action in enumerate(scenario.actions)
+                if isinstance(action, SetPriority) and action.job in kept
+            ),
+            key=lambda item: (item[0], item[1]),
+        )
+        self.pending = list(reversed(priority_actions))
+        self.start_seq = 0
+        self.live: set[str] = set()
+
+    def replay(self, events: Iterable) -> None:
+        for event in events:
+            # Spec rule 9: at one instant, finishes come before actions, actions before the rest.
+            self._flush_actions(event.t, inclusive=event.type != "SUCCEEDED")
+            if event.job in self.kept:
+                self._event(event)
+        self._flush_actions(10**18, inclusive=True)
+
+    def _flush_actions(self, before_t: int, inclusive: bool) -> None:
+        pending, priority = self.pending, self.priority
         while pending and (pending[-1][0] < before_t or (inclusive and pending[-1][0] == before_t)):
             at, _, action = pending.pop()
-            if action.job not in live:
+            if action.job not in self.live:
                 priority[action.job] = action.priority
                 continue
-            rows.append(
+            self.rows.append(
                 (
                     at,
                     action.job,
@@ -143,100 +181,40 @@ def result_load(  # noqa: C901
                     "",
                     None,
                     False,
-                    tracks[action.job].attempt,
+                    self.tracks[action.job].attempt,
                     {"from": priority[action.job], "to": action.priority},
                 )
             )
             priority[action.job] = action.priority
 
-    for event in result.events:
-        # Spec rule 9: at one instant, finishes come before actions, actions before the rest.
-        flush_actions(event.t, inclusive=event.type != "SUCCEEDED")
-        if event.job not in kept:
-            continue
-        track = tracks[event.job]
-        spec = specs[event.job]
+    def _event(self, event) -> None:
+        track = self.tracks[event.job]
+        spec = self.specs[event.job]
         detail: dict = {}
         if event.type == "SUBMITTED":
             track.runnable_since = event.t
-            live.add(event.job)
+            self.live.add(event.job)
             # The dashboard reads these jobs' work figures at one compute second per
             # second, whatever the queue's executor does with live jobs.
             detail = {"replayed": True}
         elif event.type in ("SUCCEEDED", "FAILED"):
-            live.discard(event.job)
-            if event.type == "FAILED":
-                track.failed_progress = (
-                    run_progress(
-                        saved=track.saved,
-                        elapsed=event.t - track.started_at,
-                        overhead=track.overhead,
-                        duration=spec.duration,
-                    )
-                    if track.running
-                    else track.saved
-                )
-            track.running = False
+            self.live.discard(event.job)
+            _ended(event, track, spec)
         elif event.type == "STARTED":
-            track.attempt += 1
-            if track.first_started_at is None:
-                track.first_started_at = event.t
-                track.overhead = 0
-            else:
-                track.overhead = spec.restart_overhead
-            track.started_at = event.t
-            track.last_started_at = event.t
-            track.start_seq = start_seq
-            track.borrowed = bool(event.borrowed)
-            track.running = True
-            start_seq += 1
-            wait = reclaim_waits.get((event.job, event.t))
-            if wait is not None:
-                detail = {"reclaim_wait": wait}
+            detail = self._started(event, track, spec)
         elif event.type == "PREEMPTED" and event.grace_until is not None:
             # Notice (spec V6): the job runs on, holding its capacity, until STOPPED.
             track.saves = (
                 spec.checkpoint_on_notice is not None and spec.checkpoint_on_notice <= spec.grace
             )
             detail = {
-                "grace_until": _instant(origin, event.grace_until).isoformat(),
+                "grace_until": _instant(self.origin, event.grace_until).isoformat(),
                 "saves": track.saves,
             }
-        elif event.type == "STOPPED":
-            progress = run_progress(
-                saved=track.saved,
-                elapsed=event.t - track.started_at,
-                overhead=track.overhead,
-                duration=spec.duration,
-            )
-            # A capacity cut during notice stops the job before its save (V10.1).
-            saved_on_notice = track.saves and event.cause != "capacity_change"
-            saved = (
-                progress if saved_on_notice else checkpointed(progress, spec.checkpoint_interval)
-            )
-            detail = {
-                "lost_work": progress - saved,
-                "saved_on_notice": saved_on_notice,
-                "resumes_from": saved,
-            }
-            track.saved = saved
-            track.saves = False
-            track.running = False
-            track.runnable_since = event.t
-        elif event.type == "PREEMPTED":
-            progress = run_progress(
-                saved=track.saved,
-                elapsed=event.t - track.started_at,
-                overhead=track.overhead,
-                duration=spec.duration,
-            )
-            saved = checkpointed(progress, spec.checkpoint_interval)
-            detail = {"lost_work": progress - saved, "resumes_from": saved}
-            track.saved = saved
-            track.running = False
-            track.runnable_since = event.t
-        by = event.by if event.type in ("PREEMPTED", "STOPPED") and event.by in kept else None
-        rows.append(
+        elif event.type in ("STOPPED", "PREEMPTED"):
+            detail = _interrupted(event, track, spec)
+        by = event.by if event.type in ("PREEMPTED", "STOPPED") and event.by in self.kept else None
+        self.rows.append(
             (
                 event.t,
                 event.job,
@@ -248,71 +226,114 @@ def result_load(  # noqa: C901
                 detail,
             )
         )
-    flush_actions(10**18, inclusive=True)
 
-    jobs = []
-    order = sorted(kept, key=lambda job_id: (outcomes[job_id].submitted_at, job_id))
-    for job_id in order:
-        spec, outcome, track = specs[job_id], outcomes[job_id], tracks[job_id]
-        retries = spec.preemption_retries
-        if retries is None:
-            retries = scenario.queue.default_preemption_retries
-        state = outcome.state
-        if state == "SUCCEEDED":
-            progress = spec.duration
-        elif track.failed_progress is not None:
-            progress = track.failed_progress
+    def _started(self, event, track: _Track, spec: JobSpec) -> dict:
+        track.attempt += 1
+        if track.first_started_at is None:
+            track.first_started_at = event.t
+            track.overhead = 0
         else:
-            progress = track.saved
-        jobs.append(
-            Job(
-                queue=queue,
-                share=shares[spec.share],
-                name=f"{name_prefix}{job_id}",
-                priority=priority[job_id],
-                instance_type=instance_types[spec.instance_type],
-                instances=spec.instances,
-                expected_duration=spec.duration,
-                checkpoint_interval=spec.checkpoint_interval,
-                restart_overhead=spec.restart_overhead,
-                preemption_retries=retries,
-                state=state,
-                reason=outcome.reason or "",
-                submitted_at=_instant(origin, outcome.submitted_at),
-                runnable_since=(
-                    _instant(origin, track.runnable_since) if state == "RUNNABLE" else None
-                ),
-                first_started_at=(
-                    None
-                    if outcome.first_started_at is None
-                    else _instant(origin, outcome.first_started_at)
-                ),
-                started_at=(
-                    None
-                    if track.last_started_at is None
-                    else _instant(origin, track.last_started_at)
-                ),
-                start_seq=track.start_seq,
-                finished_at=(
-                    None if outcome.finished_at is None else _instant(origin, outcome.finished_at)
-                ),
-                attempt=track.attempt,
-                progress=progress,
-                checkpointed=track.saved if state != "SUCCEEDED" else spec.duration,
-                preemptions=outcome.preemptions,
-                lost_work=outcome.lost_work,
-                restart_overhead_spent=outcome.restart_overhead,
-                waiting_time=outcome.waiting_time,
-                ran_borrowed=outcome.ran_borrowed,
-                min_runtime_reclaim=spec.min_runtime_reclaim,
-                min_runtime_preempt=spec.min_runtime_preempt,
-                grace=spec.grace,
-                checkpoint_on_notice=spec.checkpoint_on_notice,
-                workload_class=workload_classes.get(spec.share, ""),
-                notice_time=outcome.notice_time,
-                protected_blocks=outcome.protected_blocks,
-            )
-        )
+            track.overhead = spec.restart_overhead
+        track.started_at = event.t
+        track.last_started_at = event.t
+        track.start_seq = self.start_seq
+        track.borrowed = bool(event.borrowed)
+        track.running = True
+        self.start_seq += 1
+        wait = self.reclaim_waits.get((event.job, event.t))
+        return {} if wait is None else {"reclaim_wait": wait}
+
+
+def _progress(event, track: _Track, spec: JobSpec) -> int:
+    """The job's progress at `event`, from its last start."""
+    return run_progress(
+        saved=track.saved,
+        elapsed=event.t - track.started_at,
+        overhead=track.overhead,
+        duration=spec.duration,
+    )
+
+
+def _ended(event, track: _Track, spec: JobSpec) -> None:
+    if event.type == "FAILED":
+        track.failed_progress = _progress(event, track, spec) if track.running else track.saved
+    track.running = False
+
+
+def _interrupted(event, track: _Track, spec: JobSpec) -> dict:
+    """A run's end by preemption at once (PREEMPTED) or at the end of its notice (STOPPED):
+    the work it keeps, and what it lost."""
+    progress = _progress(event, track, spec)
+    if event.type == "PREEMPTED":
+        saved = checkpointed(progress, spec.checkpoint_interval)
+        detail = {"lost_work": progress - saved, "resumes_from": saved}
+    else:
+        # A capacity cut during notice stops the job before its save (V10.1).
+        saved_on_notice = track.saves and event.cause != "capacity_change"
+        saved = progress if saved_on_notice else checkpointed(progress, spec.checkpoint_interval)
+        detail = {
+            "lost_work": progress - saved,
+            "saved_on_notice": saved_on_notice,
+            "resumes_from": saved,
+        }
+        track.saves = False
+    track.saved = saved
+    track.running = False
+    track.runnable_since = event.t
+    return detail
+
+
+def _job_record(scenario: Scenario, spec: JobSpec, outcome, track: _Track, origin) -> dict:
+    """A replayed job's state, times, work and counters, as Job fields."""
+    retries = spec.preemption_retries
+    if retries is None:
+        retries = scenario.queue.default_preemption_retries
+    state = outcome.state
+    if state == "SUCCEEDED":
+        progress = spec.duration
+    elif track.failed_progress is not None:
+        progress = track.failed_progress
+    else:
+        progress = track.saved
+    return {
+        "instances": spec.instances,
+        "expected_duration": spec.duration,
+        "checkpoint_interval": spec.checkpoint_interval,
+        "restart_overhead": spec.restart_overhead,
+        "preemption_retries": retries,
+        "state": state,
+        "reason": outcome.reason or "",
+        "submitted_at": _instant(origin, outcome.submitted_at),
+        "runnable_since": (_instant(origin, track.runnable_since) if state == "RUNNABLE" else None),
+        "first_started_at": (
+            None if outcome.first_started_at is None else _instant(origin, outcome.first_started_at)
+        ),
+        "started_at": (
+            None if track.last_started_at is None else _instant(origin, track.last_started_at)
+        ),
+        "start_seq": track.start_seq,
+        "finished_at": (
+            None if outcome.finished_at is None else _instant(origin, outcome.finished_at)
+        ),
+        "attempt": track.attempt,
+        "progress": progress,
+        "checkpointed": track.saved if state != "SUCCEEDED" else spec.duration,
+        "preemptions": outcome.preemptions,
+        "lost_work": outcome.lost_work,
+        "restart_overhead_spent": outcome.restart_overhead,
+        "waiting_time": outcome.waiting_time,
+        "ran_borrowed": outcome.ran_borrowed,
+        "min_runtime_reclaim": spec.min_runtime_reclaim,
+        "min_runtime_preempt": spec.min_runtime_preempt,
+        "grace": spec.grace,
+        "checkpoint_on_notice": spec.checkpoint_on_notice,
+        "notice_time": outcome.notice_time,
+        "protected_blocks": outcome.protected_blocks,
+    }
+
+
+def _write(queue, shares, origin, name_prefix: str, jobs: list[Job], rows: list[tuple]) -> None:
+    """The jobs and their event rows, inserted in bulk; the shares dated from `origin`."""
     with transaction.atomic():
         # The history says these shares existed from its first instant.
         QuotaShare.objects.filter(
@@ -346,10 +367,6 @@ def result_load(  # noqa: C901
                 for t, job_id, kind, cause, by, borrowed, attempt, detail in rows
             ),
         )
-    summary.jobs = len(jobs)
-    summary.events = len(rows)
-    summary.seconds = time.perf_counter() - started
-    return summary
 
 
 def _insert(model, names: list[str], rows: Iterable[tuple]) -> None:

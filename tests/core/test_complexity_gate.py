@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # How many functions are exempt from the gate today. It may only fall: lower it when you
 # split one of them.
-MARKED = 8
+MARKED = 7
 
 # Folders that are not the project's own code (ruff's default exclusions and ours).
 NOT_OURS = {".git", ".venv", "venv", "node_modules", "var", "__pycache__", ".ruff_cache"}
