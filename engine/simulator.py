@@ -309,7 +309,7 @@ class Replay:
             self.board.fail(job, "time_limit", self.out)
             self._record(now)
 
-    def run(self, progress: Callable[[int, int, int], None] | None) -> None:
+    def run(self, progress: Callable[[int, int, int], None] | None) -> None:  # noqa: C901
         order = sorted(range(len(self.jobs)), key=lambda i: (self.jobs[i].submitted_at, i))
         submissions = [self.jobs[i] for i in order]
         actions = list(self.scenario.actions)

@@ -460,7 +460,7 @@ def _action_problems(action: Any, path: str) -> list[Problem]:
     return problems
 
 
-def load_scenario(doc: Any) -> Scenario:
+def load_scenario(doc: Any) -> Scenario:  # noqa: C901
     """Validate a scenario document and return it frozen; raise `ScenarioError` on problems."""
     if not isinstance(doc, dict):
         raise ScenarioError([Problem("document", "must be a JSON object")])

@@ -518,92 +518,120 @@ class MonthSweep:
         return self.figures
 
     def _apply(self, run: _Run, event: Event) -> None:
-        job, at, kind = run.job, event.at, event.type
-        figures = self.figures[job.share_id]
-        in_month = self._in_month(at)
+        kind = event.type
+        in_month = self._in_month(event.at)
         if kind == "STARTED":
-            self._queue_remove(run)
-            self._settle(run, started=at, ended=None)
-            reclaim_wait = (event.detail or {}).get("reclaim_wait")
-            if reclaim_wait is not None and in_month:
-                figures.reclaim_time.append(int(reclaim_wait))
-                for name in sorted(run.victim_classes or {f.NO_CLASS}):
-                    figures.classes[name].reclaim_waits.append(int(reclaim_wait))
-            run.victim_classes = set()
-            if not run.started_ever:
-                run.started_ever = True
-                if in_month:
-                    figures.jobs_started += 1
-                    figures.wait.append(_seconds(at - job.submitted_at))
-            else:
-                overhead = min(job.restart_overhead, run.overhead_left)
-                run.overhead_left -= overhead
-                if in_month and overhead:
-                    instance_seconds = overhead * job.instances / job.speed
-                    figures.overhead_instance_seconds += instance_seconds
-                    figures.overhead_gpu_seconds += instance_seconds * job.gpus
-            if run.interrupted_at is not None:
-                run.resumed_after_preemption = True
-                if in_month:
-                    figures.wait_after_interruption.append(_seconds(at - run.interrupted_at))
-                run.interrupted_at = None
-            key = (job.share_id, job.instance_type)
-            self._flush(job.share_id, job.instance_type, at)
-            self.usage[key] += job.instances
-            run.running = True
-            run.run_start = at
-            run.runnable_since = None
+            self._on_started(run, event, in_month)
         elif kind == "PREEMPTED" and "grace_until" in (event.detail or {}):
             # Notice (spec v2): the job runs on, holding its capacity, until STOPPED.
             self._preempted(run, event, in_month)
         elif kind == "STOPPED":
-            if run.running:
-                self._end_run(run, at)
-            detail = event.detail or {}
-            cause = event.cause if event.cause in f.LOST_CAUSES else "requeued"
-            lost = self._lose(run, at, cause, int(detail.get("lost_work", 0)))
-            saved = bool(detail.get("saved_on_notice"))
-            self._stopped(
-                run, at, event.cause, f.stop_kind(notice=True, saved_on_notice=saved), lost
-            )
-            self._requeue(run, at)
+            self._on_stopped(run, event)
         elif kind in ("PREEMPTED", "REQUEUED"):
-            if run.running:
-                self._end_run(run, at)
-            cause = event.cause if kind == "PREEMPTED" else "requeued"
-            if cause not in f.LOST_CAUSES:
-                cause = "requeued"
-            lost = self._lose(run, at, cause, int((event.detail or {}).get("lost_work", 0)))
-            if kind == "PREEMPTED":
-                self._preempted(run, event, in_month)
-                self._stopped(
-                    run, at, event.cause, f.stop_kind(notice=False, saved_on_notice=False), lost
-                )
-            self._requeue(run, at)
+            self._on_interrupted(run, event, in_month)
         elif kind in ("SUCCEEDED", "FAILED"):
-            if run.running:
-                self._end_run(run, at)
-            else:
-                self._queue_remove(run)
-            self._settle(run, started=None, ended=at)
-            run.pending = None
-            run.runnable_since = None
-            run.interrupted_at = None
-            if kind == "FAILED":
-                cause = "terminated" if event.cause == "terminated" else "failed"
-                self._lose(run, at, cause, job.progress)
-            self._ended(run, at, succeeded=kind == "SUCCEEDED")
+            self._on_finished(run, event)
         elif kind == "PRIORITY_CHANGED":
+            self._on_priority_changed(run, event, in_month)
+
+    def _on_started(self, run: _Run, event: Event, in_month: bool) -> None:
+        """A start: the wait (or the restart overhead) counted, its usage begins."""
+        job, at = run.job, event.at
+        figures = self.figures[job.share_id]
+        self._queue_remove(run)
+        self._settle(run, started=at, ended=None)
+        reclaim_wait = (event.detail or {}).get("reclaim_wait")
+        if reclaim_wait is not None and in_month:
+            figures.reclaim_time.append(int(reclaim_wait))
+            for name in sorted(run.victim_classes or {f.NO_CLASS}):
+                figures.classes[name].reclaim_waits.append(int(reclaim_wait))
+        run.victim_classes = set()
+        if not run.started_ever:
+            run.started_ever = True
             if in_month:
-                figures.priority_changes += 1
-            new = (event.detail or {}).get("to")
-            if new is not None:
-                queued = run.runnable_since is not None and not run.running
-                if queued:
-                    self._queue_remove(run)
-                run.priority = int(new)
-                if queued:
-                    self._queue_insert(run)
+                figures.jobs_started += 1
+                figures.wait.append(_seconds(at - job.submitted_at))
+        else:
+            self._restart_overhead(run, figures, in_month)
+        if run.interrupted_at is not None:
+            run.resumed_after_preemption = True
+            if in_month:
+                figures.wait_after_interruption.append(_seconds(at - run.interrupted_at))
+            run.interrupted_at = None
+        key = (job.share_id, job.instance_type)
+        self._flush(job.share_id, job.instance_type, at)
+        self.usage[key] += job.instances
+        run.running = True
+        run.run_start = at
+        run.runnable_since = None
+
+    def _restart_overhead(self, run: _Run, figures: ShareFigures, in_month: bool) -> None:
+        """A restart pays the job's restart overhead, up to what its run has left."""
+        job = run.job
+        overhead = min(job.restart_overhead, run.overhead_left)
+        run.overhead_left -= overhead
+        if in_month and overhead:
+            instance_seconds = overhead * job.instances / job.speed
+            figures.overhead_instance_seconds += instance_seconds
+            figures.overhead_gpu_seconds += instance_seconds * job.gpus
+
+    def _on_stopped(self, run: _Run, event: Event) -> None:
+        """The end of a preemption with notice: the work lost (or saved) and requeued."""
+        at = event.at
+        if run.running:
+            self._end_run(run, at)
+        detail = event.detail or {}
+        cause = event.cause if event.cause in f.LOST_CAUSES else "requeued"
+        lost = self._lose(run, at, cause, int(detail.get("lost_work", 0)))
+        saved = bool(detail.get("saved_on_notice"))
+        self._stopped(run, at, event.cause, f.stop_kind(notice=True, saved_on_notice=saved), lost)
+        self._requeue(run, at)
+
+    def _on_interrupted(self, run: _Run, event: Event, in_month: bool) -> None:
+        """A preemption without notice, or a requeue: the run ends at once and requeues."""
+        at, kind = event.at, event.type
+        if run.running:
+            self._end_run(run, at)
+        cause = event.cause if kind == "PREEMPTED" else "requeued"
+        if cause not in f.LOST_CAUSES:
+            cause = "requeued"
+        lost = self._lose(run, at, cause, int((event.detail or {}).get("lost_work", 0)))
+        if kind == "PREEMPTED":
+            self._preempted(run, event, in_month)
+            self._stopped(
+                run, at, event.cause, f.stop_kind(notice=False, saved_on_notice=False), lost
+            )
+        self._requeue(run, at)
+
+    def _on_finished(self, run: _Run, event: Event) -> None:
+        """SUCCEEDED or FAILED: the job leaves the queue or its run for good."""
+        at, kind = event.at, event.type
+        if run.running:
+            self._end_run(run, at)
+        else:
+            self._queue_remove(run)
+        self._settle(run, started=None, ended=at)
+        run.pending = None
+        run.runnable_since = None
+        run.interrupted_at = None
+        if kind == "FAILED":
+            cause = "terminated" if event.cause == "terminated" else "failed"
+            self._lose(run, at, cause, run.job.progress)
+        self._ended(run, at, succeeded=kind == "SUCCEEDED")
+
+    def _on_priority_changed(self, run: _Run, event: Event, in_month: bool) -> None:
+        """Counted; a queued job takes its new place in the queue."""
+        if in_month:
+            self.figures[run.job.share_id].priority_changes += 1
+        new = (event.detail or {}).get("to")
+        if new is None:
+            return
+        queued = run.runnable_since is not None and not run.running
+        if queued:
+            self._queue_remove(run)
+        run.priority = int(new)
+        if queued:
+            self._queue_insert(run)
 
     def _preempted(self, run: _Run, event: Event, in_month: bool) -> None:
         """A preemption decision (with or without notice): counted, and the victim's

@@ -142,7 +142,7 @@ def _event(request, type_, *, at, actor=None, note: str = "") -> ExceptionEvent:
 # Validation: the rules of a request, for the form, the API and the services.
 
 
-def request_validate(*, actor, data: RequestData, now: datetime | None = None) -> dict:
+def request_validate(*, actor, data: RequestData, now: datetime | None = None) -> dict:  # noqa: C901
     """Every problem with `data` as a request filed by `actor`, keyed by field name."""
     now = now or timezone.now()
     errors: dict[str, list[str]] = {}

@@ -597,7 +597,7 @@ class QueueParts:
                 )
 
 
-def _parse_item(
+def _parse_item(  # noqa: C901
     problems: Problems, item, path: str, references, types, k=lambda key: key
 ) -> ShareSpec | None:
     """One CreateQuotaShare request; `k` spells each field as the file does."""

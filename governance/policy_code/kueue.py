@@ -344,7 +344,7 @@ class _Reader:
         self.problems.add(path, message, label=f"{label}: {rest}" if rest else label)
 
 
-def parse(text: str, *, source: str, target_queue: str | None = None) -> PolicyFile:
+def parse(text: str, *, source: str, target_queue: str | None = None) -> PolicyFile:  # noqa: C901
     documents = read.load_documents(text)
     lines = Lines()
     objects_: list[tuple[str, dict]] = []

@@ -497,8 +497,46 @@ def _queue_plan(policy, spec: QueueSpec, problems, warnings, known_teams, known_
     live = live_queue(queue=queue) if queue else None
     if live is not None:
         _check_settings(spec, live, problems, warnings)
+    docs, origins = _share_docs(spec, live, problems)
+    _check_share_references(docs, origins, problems, known_teams, known_types, classes)
+    capacity = _queue_capacity(spec, live, docs, warnings)
+    for type_name in capacity:
+        if type_name not in known_types:
+            problems.add(
+                spec.field_path("capacity"),
+                f"unknown instance type '{type_name}': define it under instance_types",
+            )
+    queue_doc = {
+        "capacity": capacity,
+        "default_preemption_retries": _setting(spec, live, "default_preemption_retries"),
+        "runnable_time_limit": _setting(spec, live, "runnable_time_limit"),
+    }
+    _validate(spec, queue_doc, docs, origins, live, problems)
+    plan = QueuePlan(name=spec.name, queue=queue, spec=spec, capacity=capacity, share_docs=docs)
+    if live is None:
+        plan.capacity_change = Change(
+            PolicyChange.Target.QUEUE,
+            ADDED,
+            spec.name,
+            spec.name,
+            {"capacity": {}},
+            {"capacity": capacity},
+        )
+    else:
+        _compare_with_live(plan, live, warnings)
+    plan.binding_change = _binding_change(spec, queue, problems)
+    plan.share_changes = _share_changes(spec, live, docs)
+    return plan
+
+
+def _share_docs(
+    spec: QueueSpec, live: LiveQueue | None, problems: Problems
+) -> tuple[list[dict], list[ShareSpec | None]]:
+    """Every share of the queue as it will be, in entitlement order: the live shares first
+    (the file's version of each, or disabled when the file leaves it out), then the file's
+    new ones; beside each, the file's share it came from (None: not in the file)."""
     docs: list[dict] = []
-    origins: list[ShareSpec | None] = []  # the file's share for each doc; None: not in the file
+    origins: list[ShareSpec | None] = []
     by_name = {share.name: share for share in spec.shares}
     for live_doc in live.share_docs if live else []:
         share = by_name.get(live_doc["name"])
@@ -532,90 +570,92 @@ def _queue_plan(policy, spec: QueueSpec, problems, warnings, known_teams, known_
             }
         )
         origins.append(share)
+    return docs, origins
+
+
+def _check_share_references(docs, origins, problems, known_teams, known_types, classes) -> None:
+    """The teams, workload classes and instance types the file's shares name exist."""
     for doc, origin in zip(docs, origins, strict=True):
-        if origin is not None and doc["team"] and doc["team"] not in known_teams:
+        if origin is None:
+            continue
+        if doc["team"] and doc["team"] not in known_teams:
             problems.add(
                 origin.field_path("team"),
                 f"unknown team '{doc['team']}': define it under teams",
             )
         default_class = doc["default_workload_class"]
-        if origin is not None and default_class is not None:
+        if default_class is not None:
             why = classes.problem(default_class)
             if why:
                 problems.add(origin.field_path("default_workload_class"), why)
         for type_name in doc["capacity_limits"]:
-            if type_name not in known_types and origin is not None:
+            if type_name not in known_types:
                 problems.add(
                     origin.field_path("capacity_limits"),
                     f"unknown instance type '{type_name}': define it under instance_types",
                 )
+
+
+def _queue_capacity(
+    spec: QueueSpec, live: LiveQueue | None, docs: list[dict], warnings: list[str]
+) -> dict[str, int]:
+    """The file's capacity, else the live one; a new queue without one gets the sum of its
+    shares' limits, with a warning."""
     if spec.capacity is not None:
-        capacity = dict(spec.capacity)
-    elif live is not None:
-        capacity = dict(live.capacity)
-    else:
-        capacity = {}
-        for doc in docs:
-            for type_name, instances in doc["capacity_limits"].items():
-                capacity[type_name] = capacity.get(type_name, 0) + instances
-        capacity = dict(sorted(capacity.items()))
-        warnings.append(
-            f"queue '{spec.name}' is new and the file does not give its capacity: it gets the "
-            f"sum of its shares' limits, {_counts(capacity)}"
-        )
-    for type_name in capacity:
-        if type_name not in known_types:
-            problems.add(
-                spec.field_path("capacity"),
-                f"unknown instance type '{type_name}': define it under instance_types",
-            )
-    queue_doc = {
-        "capacity": capacity,
-        "default_preemption_retries": _setting(spec, live, "default_preemption_retries"),
-        "runnable_time_limit": _setting(spec, live, "runnable_time_limit"),
-    }
-    _validate(spec, queue_doc, docs, origins, live, problems)
-    plan = QueuePlan(name=spec.name, queue=queue, spec=spec, capacity=capacity, share_docs=docs)
-    if live is None:
+        return dict(spec.capacity)
+    if live is not None:
+        return dict(live.capacity)
+    capacity: dict[str, int] = {}
+    for doc in docs:
+        for type_name, instances in doc["capacity_limits"].items():
+            capacity[type_name] = capacity.get(type_name, 0) + instances
+    capacity = dict(sorted(capacity.items()))
+    warnings.append(
+        f"queue '{spec.name}' is new and the file does not give its capacity: it gets the "
+        f"sum of its shares' limits, {_counts(capacity)}"
+    )
+    return capacity
+
+
+def _compare_with_live(plan: QueuePlan, live: LiveQueue, warnings: list[str]) -> None:
+    """What the plan changes of an existing queue's capacity, and the versions it was read
+    at (the apply refuses if they moved)."""
+    spec = plan.spec
+    plan.version = plan.queue.version
+    plan.share_versions = {share.name: share.version for share in live.shares}
+    if plan.capacity != live.capacity:
         plan.capacity_change = Change(
             PolicyChange.Target.QUEUE,
-            ADDED,
+            CHANGED,
             spec.name,
             spec.name,
-            {"capacity": {}},
-            {"capacity": capacity},
+            {"capacity": live.capacity},
+            {"capacity": plan.capacity},
         )
-    else:
-        plan.version = queue.version
-        plan.share_versions = {share.name: share.version for share in live.shares}
-        if capacity != live.capacity:
-            plan.capacity_change = Change(
-                PolicyChange.Target.QUEUE,
-                CHANGED,
-                spec.name,
-                spec.name,
-                {"capacity": live.capacity},
-                {"capacity": capacity},
-            )
-            _order_capacity(plan, live, warnings)
-        listed = [share.name for share in spec.shares if live.share(share.name)]
-        if listed != [doc["name"] for doc in live.share_docs if doc["name"] in listed]:
-            warnings.append(
-                f"queue '{spec.name}': the file lists its shares in another order; the "
-                "entitlement order stays as it is"
-            )
-    plan.binding_change = _binding_change(spec, queue, problems)
+        _order_capacity(plan, live, warnings)
+    listed = [share.name for share in spec.shares if live.share(share.name)]
+    if listed != [doc["name"] for doc in live.share_docs if doc["name"] in listed]:
+        warnings.append(
+            f"queue '{spec.name}': the file lists its shares in another order; the "
+            "entitlement order stays as it is"
+        )
+
+
+def _share_changes(spec: QueueSpec, live: LiveQueue | None, docs: list[dict]) -> list[Change]:
+    """A change per share the plan adds, changes or removes (disables)."""
+    in_file = {share.name for share in spec.shares}
+    changes = []
     for doc in docs:
         before = live.share_doc(doc["name"]) if live else None
         if before == doc:
             continue
         action = ADDED if before is None else CHANGED
-        if before is not None and doc["name"] not in by_name:
+        if before is not None and doc["name"] not in in_file:
             action = REMOVED
-        plan.share_changes.append(
+        changes.append(
             Change(PolicyChange.Target.SHARE, action, doc["name"], spec.name, before, doc)
         )
-    return plan
+    return changes
 
 
 def _binding_change(spec: QueueSpec, queue: JobQueue | None, problems) -> Change | None:

@@ -234,7 +234,7 @@ def _whole(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _clean_parameter(index: int, raw, errors: _Errors) -> dict | None:
+def _clean_parameter(index: int, raw, errors: _Errors) -> dict | None:  # noqa: C901
     key = f"parameters[{index}]"
     if not isinstance(raw, Mapping):
         errors.add(key, "must be an object with a name and a type")
@@ -422,7 +422,7 @@ def _queue_types(queues: Iterable[JobQueue]) -> dict[int, set[int]]:
     return types
 
 
-def definition_clean(*, data: DefinitionData) -> tuple[dict, dict[str, list[str]]]:
+def definition_clean(*, data: DefinitionData) -> tuple[dict, dict[str, list[str]]]:  # noqa: C901
     """(the revision's field values, errors): every rule of a definition's content."""
     errors = _Errors()
     queues = list(data.queues)

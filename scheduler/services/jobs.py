@@ -18,7 +18,7 @@ import datetime as dt
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from django.db import IntegrityError, transaction
@@ -187,31 +187,17 @@ def _resolve(
 ) -> tuple[_Resolved | None, dict[str, list[str]]]:
     errors: dict[str, list[str]] = {}
 
-    def add(key: str, message: str) -> None:
-        errors.setdefault(key, []).append(message)
+    def add(problems: Iterable[tuple[str, str]]) -> None:
+        for key, message in problems:
+            errors.setdefault(key, []).append(message)
 
-    queue = data.share.queue
     revision = data.revision
     if not data.name.strip():
-        add("name", "give the job a name")
+        add([("name", "give the job a name")])
     if revision is None:
-        add("definition", "choose a job definition: jobs run a registered job definition")
+        add([("definition", "choose a job definition: jobs run a registered job definition")])
         return None, errors
-    definition = revision.definition
-    label = f"{definition.name}:{revision.revision}"
-    if definition.retired_at is not None:
-        add("definition", f"{definition.name} is retired; choose another job definition")
-    elif queue.pk not in definition_queues.get(definition.pk, set()):
-        add(
-            "definition",
-            f"{definition.name} may not run in queue {queue.name}; choose a definition "
-            "that allows it, or ask an admin to allow this queue",
-        )
-    elif executor_for(queue).capabilities.runs_programs and not revision.command:
-        add(
-            "definition",
-            f"{label} has no command and queue {queue.name} runs real processes",
-        )
+    add(_definition_problems(data.share.queue, revision, definition_queues))
     parameters, argv, problems = parameters_resolve(revision=revision, values=data.parameters)
     for key, messages in problems.items():
         errors.setdefault(key, []).extend(messages)
@@ -220,60 +206,122 @@ def _resolve(
     expected = _pick(data.expected_duration, revision.expected_duration)
     checkpoint = _pick(data.checkpoint_interval, revision.checkpoint_interval)
     overhead = _pick(data.restart_overhead, revision.restart_overhead)
+    add(_size_problems(data.share.queue, revision, queue_types, itype, instances, expected))
+    add(_bound_problems(data, checkpoint, overhead))
+    add(_urgency_problems(data, urgency_teams))
+    above_ceiling = job_priority_refusal(
+        share=data.share, priority=_asked_priority(data), urgency=data.urgency
+    )
+    if above_ceiling and "priority" not in errors:
+        add([("priority", above_ceiling)])
+    if errors:
+        return None, errors
+    return _Resolved(itype, instances, expected, checkpoint, overhead, parameters, argv), {}
+
+
+def _definition_problems(
+    queue: JobQueue, revision: JobDefinitionRevision, definition_queues: dict[int, set[int]]
+) -> Iterator[tuple[str, str]]:
+    """Whether the revision's definition may run in the queue: not retired, allowed there,
+    and with a command when the queue runs real processes."""
+    definition = revision.definition
+    if definition.retired_at is not None:
+        yield "definition", f"{definition.name} is retired; choose another job definition"
+    elif queue.pk not in definition_queues.get(definition.pk, set()):
+        yield (
+            "definition",
+            f"{definition.name} may not run in queue {queue.name}; choose a definition "
+            "that allows it, or ask an admin to allow this queue",
+        )
+    elif executor_for(queue).capabilities.runs_programs and not revision.command:
+        yield (
+            "definition",
+            f"{_label(revision)} has no command and queue {queue.name} runs real processes",
+        )
+
+
+def _label(revision: JobDefinitionRevision) -> str:
+    return f"{revision.definition.name}:{revision.revision}"
+
+
+def _size_problems(
+    queue: JobQueue,
+    revision: JobDefinitionRevision,
+    queue_types: set[int],
+    itype: InstanceType | None,
+    instances: int,
+    expected: int | None,
+) -> Iterator[tuple[str, str]]:
+    """The job's size, its own or its definition's: an instance type of the queue, a
+    number of instances and compute seconds within bounds."""
     if itype is None:
-        add("instance_type", f"{label} has no default instance type: choose one of the queue's")
+        yield (
+            "instance_type",
+            f"{_label(revision)} has no default instance type: choose one of the queue's",
+        )
     elif itype.pk not in queue_types:
-        add(
+        yield (
             "instance_type",
             f"queue {queue.name} has no {itype.name}; choose one of the queue's instance types",
         )
     if instances < 1:
-        add("instances", "a job needs at least 1 instance")
+        yield "instances", "a job needs at least 1 instance"
     elif instances > BOUNDS["instances"][1]:
-        add("instances", f"must be at most {BOUNDS['instances'][1]}")
+        yield "instances", f"must be at most {BOUNDS['instances'][1]}"
     if expected is None:
-        add(
+        yield (
             "expected_duration",
-            f"{label} has no default: say how many compute seconds the job needs",
+            f"{_label(revision)} has no default: say how many compute seconds the job needs",
         )
     elif expected < 1:
-        add("expected_duration", "must be at least 1 second")
+        yield "expected_duration", "must be at least 1 second"
     elif expected > BOUNDS["expected_duration"][1]:
-        add("expected_duration", f"must be at most {BOUNDS['expected_duration'][1]} seconds")
+        yield "expected_duration", f"must be at most {BOUNDS['expected_duration'][1]} seconds"
+
+
+def _bound_problems(
+    data: JobData, checkpoint: int | None, overhead: int
+) -> Iterator[tuple[str, str]]:
+    """The priority, checkpoint interval, restart overhead and retries within bounds."""
     if data.priority is not None and not 0 <= data.priority <= MAX_PRIORITY:
-        add("priority", f"must be between 0 and {MAX_PRIORITY}")
+        yield "priority", f"must be between 0 and {MAX_PRIORITY}"
     if checkpoint is not None and not 1 <= checkpoint <= BOUNDS["checkpoint_interval"][1]:
-        add(
+        yield (
             "checkpoint_interval",
             f"must be between 1 and {BOUNDS['checkpoint_interval'][1]} seconds "
             "(or empty: the definition's)",
         )
     if overhead < 0:
-        add("restart_overhead", "cannot be negative")
+        yield "restart_overhead", "cannot be negative"
     elif overhead > BOUNDS["restart_overhead"][1]:
-        add("restart_overhead", f"must be at most {BOUNDS['restart_overhead'][1]} seconds")
+        yield "restart_overhead", f"must be at most {BOUNDS['restart_overhead'][1]} seconds"
     if data.preemption_retries is not None and not 0 <= data.preemption_retries <= MAX_RETRIES:
-        add(
+        yield (
             "preemption_retries",
             f"must be between 0 and {MAX_RETRIES} (empty: the queue's default)",
         )
-    if data.urgency is not None:
-        allowed = urgency_teams.get(data.urgency.pk, set())
-        if allowed and data.share.team_id not in allowed:
-            add(
-                "urgency",
-                f"team {data.share.team.name} may not invoke {data.urgency.name}; "
-                "pick another urgency or set a priority",
-            )
-    priority = data.priority
-    if priority is None:
-        priority = data.urgency.priority if data.urgency is not None else 0
-    above_ceiling = job_priority_refusal(share=data.share, priority=priority, urgency=data.urgency)
-    if above_ceiling and "priority" not in errors:
-        add("priority", above_ceiling)
-    if errors:
-        return None, errors
-    return _Resolved(itype, instances, expected, checkpoint, overhead, parameters, argv), {}
+
+
+def _urgency_problems(
+    data: JobData, urgency_teams: dict[int, set[int]]
+) -> Iterator[tuple[str, str]]:
+    """An urgency that names its invokers is invoked by one of them."""
+    if data.urgency is None:
+        return
+    allowed = urgency_teams.get(data.urgency.pk, set())
+    if allowed and data.share.team_id not in allowed:
+        yield (
+            "urgency",
+            f"team {data.share.team.name} may not invoke {data.urgency.name}; "
+            "pick another urgency or set a priority",
+        )
+
+
+def _asked_priority(data: JobData) -> int:
+    """The priority given, else the urgency's, else 0."""
+    if data.priority is not None:
+        return data.priority
+    return data.urgency.priority if data.urgency is not None else 0
 
 
 def _key(index: int, total: int, name: str) -> str:
