@@ -133,6 +133,32 @@ def test_task_runs_count_by_outcome_with_their_duration(queue, client):
     assert list(buckets.values()) == sorted(buckets.values())  # cumulative
 
 
+@pytest.mark.django_db
+def test_a_transient_error_counts_a_retry_then_the_run_that_succeeds(queue, client, monkeypatch):
+    """The database dropped the connection once: the project's retry policy retries the
+    pass (eagerly here, as `apply` does), and each run is counted by its outcome."""
+    from django.db import OperationalError
+
+    from scheduler.services import passes
+
+    real_pass, calls = passes.scheduling_pass, []
+
+    def dropped_once(**kwargs):
+        calls.append(kwargs)
+        if len(calls) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+        return real_pass(**kwargs)
+
+    monkeypatch.setattr(passes, "scheduling_pass", dropped_once)
+    assert app.tasks["scheduler.run_pass"].apply((queue.pk,)).successful()
+
+    runs = scrape(client)["quota_task_runs_total"]
+    assert runs == {
+        labels(task="scheduler.run_pass", outcome="retry"): 1,
+        labels(task="scheduler.run_pass", outcome="success"): 1,
+    }
+
+
 @pytest.mark.redis
 @pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
