@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from django.conf import settings
 from django.db.models import Count
@@ -36,6 +36,7 @@ from django.utils import timezone
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
 
 from engine.stats import nearest_rank
 from fleet.models import Job, JobEvent
@@ -219,11 +220,16 @@ class FleetCollector:
         yield episodes
 
 
-def metrics_exposition(*, accept: str = "", now: dt.datetime | None = None) -> tuple[bytes, str]:
+def metrics_exposition(
+    *, accept: str = "", now: dt.datetime | None = None, extra: Iterable[Collector] = ()
+) -> tuple[bytes, str]:
     """The whole scrape and its content type, in the format the scraper's Accept header
     asks for (Prometheus's text format by default, or OpenMetrics), from a registry of
-    its own: no state is kept between scrapes."""
+    its own: no state is kept between scrapes. `extra`: collectors of the layers above
+    (the scheduler's background work), after the fleet's."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(FleetCollector(now=now))
+    for collector in extra:
+        registry.register(collector)
     encode, content_type = choose_encoder(accept)
     return encode(registry), content_type

@@ -8,6 +8,7 @@ from core import rules
 from core.scrape import ScrapeAccess, scrape_access
 from fleet.metrics import metrics_exposition
 from governance.outbox import outbox_enabled, outbox_messages
+from scheduler.metrics import BackgroundCollector
 
 
 @login_not_required
@@ -30,8 +31,9 @@ def healthz(request):
 @login_not_required
 @require_GET
 def metrics(request):
-    """Prometheus's exposition format (fleet.metrics), for a scraper with the token or
-    from an allowed address; 404 while it is off, 403 to anyone else."""
+    """Prometheus's exposition format (the fleet's figures, fleet.metrics, then the
+    background work's, scheduler.metrics), for a scraper with the token or from an
+    allowed address; 404 while it is off, 403 to anyone else."""
     access = scrape_access(
         authorization=request.headers.get("Authorization", ""),
         remote_addr=request.META.get("REMOTE_ADDR", ""),
@@ -44,7 +46,9 @@ def metrics(request):
             status=403,
             content_type="text/plain; charset=utf-8",
         )
-    body, content_type = metrics_exposition(accept=request.headers.get("Accept", ""))
+    body, content_type = metrics_exposition(
+        accept=request.headers.get("Accept", ""), extra=[BackgroundCollector()]
+    )
     return HttpResponse(body, content_type=content_type)
 
 

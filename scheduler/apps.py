@@ -13,6 +13,9 @@ class SchedulerConfig(AppConfig):
             tasks,
         )
         from scheduler.executors import runner  # noqa: F401  (a runner worker's signals)
+        from scheduler.metrics import measure_tasks
+
+        measure_tasks()  # every process: a worker's tasks, and eager runs
 
         policy_changed.connect(_pass_after_policy_change, dispatch_uid="scheduler-policy-pass")
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -56,6 +57,7 @@ from fleet.locks import lock_queue
 from fleet.models import Job, JobEvent, JobQueue
 from scheduler import work
 from scheduler.executors import executor_for
+from scheduler.metrics import pass_measured
 from scheduler.models import QueuePassState
 
 logger = logging.getLogger(__name__)
@@ -196,6 +198,7 @@ def scheduling_pass(
     """
     now = now or timezone.now()
     outcome = PassOutcome(queue_id=queue_id)
+    began = time.perf_counter()
     with cyclic_gc_paused(), transaction.atomic():
         queue = lock_queue(queue_id)
         executor = executor_for(queue)
@@ -227,6 +230,16 @@ def scheduling_pass(
         if outcome.noticed:
             noticed = list(outcome.noticed)
             transaction.on_commit(lambda: executor.notify(noticed))
+    pass_measured(
+        queue=queue,
+        seconds=time.perf_counter() - began,
+        read="full" if full or judged != key else "heads",
+        waiting=len(result.reasons),
+        started=len(outcome.started),
+        preempted=len(outcome.preempted) + len(outcome.noticed),
+        finished=len(outcome.finished),
+        failed=len(outcome.failed),
+    )
     return outcome
 
 
