@@ -35,11 +35,17 @@ HOST ?= 127.0.0.1
 demo: install
 	DJANGO_SECURE=0 $(PY) manage.py run_demo --host $(HOST) --port $(PORT)
 
+# pytest-xdist's processes for `make test` (TEST_WORKERS=0: none, all in this one).
+# Tests that start processes of their own (marker spawns) run one after another on one
+# of them (tests/conftest.py); each gets its own database, Redis database and var/
+# folder (tests/xdist_env.py).
+TEST_WORKERS ?= 2
+
 test: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
-	DJANGO_SECURE=0 $(PY) -m pytest --durations=25 $(PYTEST_ARGS)
+	DJANGO_SECURE=0 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/lint-imports

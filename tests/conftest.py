@@ -143,8 +143,9 @@ def pytest_runtest_setup(item):
 
 # Tests that start processes of their own (marker `spawns`): those of the service
 # markers (Chromium, a Celery worker, Slurm jobs, slapd or the OIDC provider), those
-# using a fixture that starts a server, and the runner's tests (each starts runners and
-# their jobs). A module may also say so itself (pytestmark).
+# using a fixture that starts a server, those of a module that imports subprocess, and
+# the runner's tests (each starts runners and their jobs). A module may also say so
+# itself (pytestmark).
 SPAWNING_MARKERS = ("browser", "redis", "slurm", "sso")
 SPAWNING_FIXTURES = frozenset({"start_worker", "live_server", "slow_server"})
 SPAWNING_FOLDERS = (os.path.join("tests", "scheduler", "runner") + os.sep,)
@@ -156,9 +157,14 @@ def pytest_collection_modifyitems(config, items):
         if (
             any(item.get_closest_marker(name) for name in SPAWNING_MARKERS)
             or SPAWNING_FIXTURES & set(getattr(item, "fixturenames", ()))
+            or "subprocess" in vars(getattr(item, "module", None) or object)
             or any(folder in path for folder in SPAWNING_FOLDERS)
         ):
             item.add_marker(pytest.mark.spawns)
+            # Under pytest-xdist (make test: -n 2 --dist loadgroup) they run one after
+            # another on one worker, as without it: they share daemons (the Slurm
+            # cluster, slapd), ports and the machine's time with each other.
+            item.add_marker(pytest.mark.xdist_group("spawns"))
 
 
 @pytest.fixture(autouse=True)

@@ -136,12 +136,14 @@ def _run(case, app, fleet, user) -> None:
     case.validate_response(response, checks=CHECKS)
 
 
+@pytest.mark.slow
 @schema.parametrize()
 @_settings(max_examples=20)
 def test_as_admin(case, wsgi_app, fleet):
     _run(case, wsgi_app, fleet, fleet.admin)
 
 
+@pytest.mark.slow
 @schema.parametrize()
 @_settings(max_examples=8)
 def test_as_team_lead(case, wsgi_app, fleet):

@@ -93,6 +93,7 @@ def assert_fits(panel, width):
         assert box["x"] + box["width"] <= width, f"{block.get_attribute('id')}: {box}"
 
 
+@pytest.mark.slow
 def test_each_object_as_data_equals_the_api_and_copies(
     page, live_server, login, assert_accessible, fleet, width
 ):

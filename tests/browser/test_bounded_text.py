@@ -81,6 +81,7 @@ def no_errors(page) -> None:
     assert not [e for e in errors if e.strip()], f"{page.url}: {errors}"
 
 
+@pytest.mark.slow
 def test_maximum_length_text_breaks_no_page(page, live_server, login, assert_accessible):
     seed_demo(password=PASSWORD)
     share = QuotaShare.objects.select_related("queue").filter(queue__name__icontains="aws").first()

@@ -127,6 +127,7 @@ def test_turnaround_draws_one_category_per_share(page, live_server, login, dashb
     expect(ticks.first).to_contain_text("n=")
 
 
+@pytest.mark.slow
 def test_titles_and_legends_fit_a_phone(
     page, live_server, login, assert_accessible, dashboard_month
 ):
@@ -153,6 +154,7 @@ def test_titles_and_legends_fit_a_phone(
     assert_accessible(page)
 
 
+@pytest.mark.slow
 def test_whatif_charts_fit_a_phone(page, live_server, login, assert_accessible):
     admin = UserFactory(username="platform", password=PASSWORD, roles=["admins"])
     queue = aws_sample_queue()

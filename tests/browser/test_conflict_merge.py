@@ -27,6 +27,7 @@ def _no_sideways_scroll(page) -> None:
     assert width <= viewport, f"the page is {width} px wide in {viewport} px"
 
 
+@pytest.mark.slow
 def test_two_admins_conflict_on_the_priority_ceiling_then_merge_field_by_field(
     page, browser, live_server, login, assert_accessible
 ):
@@ -96,6 +97,7 @@ def test_two_admins_conflict_on_the_priority_ceiling_then_merge_field_by_field(
     assert (change.actor.username, change.reason) == ("ben", "Merged: Ada's ceiling, my limit")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("width", [1440, 390])
 def test_the_preview_survives_a_failed_save(page, live_server, login, assert_accessible, width):
     queue = aws_sample_queue()

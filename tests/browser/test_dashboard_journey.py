@@ -46,6 +46,7 @@ def expect_charts_drawn(page) -> None:
         expect(chart.locator(".main-svg").first).to_be_visible()
 
 
+@pytest.mark.slow
 def test_leader_reads_two_months_and_downloads_csv(
     page, live_server, login, assert_accessible, two_months
 ):

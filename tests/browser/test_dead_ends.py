@@ -45,6 +45,7 @@ def fits(page):
     assert width <= page.viewport_size["width"], f"{page.url} is {width} px wide"
 
 
+@pytest.mark.slow
 def test_a_far_window_is_refused_and_a_submitted_request_is_withdrawn(
     page, live_server, login, assert_accessible
 ):
@@ -93,6 +94,7 @@ def test_a_far_window_is_refused_and_a_submitted_request_is_withdrawn(
     assert_accessible(page)
 
 
+@pytest.mark.slow
 def test_switching_a_whatif_workload_to_philly_keeps_the_philly_start(
     page, live_server, login, assert_accessible, monkeypatch
 ):

@@ -79,6 +79,7 @@ def wait_for_answer(port: int, process, deadline: float) -> None:
     pytest.fail("the demo printed its logins but does not answer")
 
 
+@pytest.mark.slow
 def test_the_demo_answers_fast_and_its_console_stays_quiet(demo, page, login, assert_accessible):
     port, var = demo["port"], demo["var"]
     console = var / "console.txt"

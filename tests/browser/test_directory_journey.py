@@ -17,6 +17,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.sso, pytest.mark.django_db(transa
 PASSWORD = "pw-for-tests-1"
 
 
+@pytest.mark.slow
 def test_an_admin_maps_groups_and_a_directory_user_signs_in_with_them(
     browser,
     page,

@@ -66,6 +66,7 @@ def log_out(page):
     expect(page).to_have_url(re.compile(r"/accounts/login/"))
 
 
+@pytest.mark.slow
 def test_file_approve_and_expire_a_temporary_capacity_exception(
     page, live_server, login, assert_accessible, scene
 ):

@@ -97,6 +97,7 @@ def submit_job(page, share_label: str, name: str, assert_accessible=None) -> Non
     expect(page).to_have_title(f"{name} · Jobs · Quota governance")
 
 
+@pytest.mark.slow
 def test_lead_watches_a_borrowed_job_get_reclaimed(
     page, live_server, fleet, login, assert_accessible
 ):
@@ -156,6 +157,7 @@ def test_choosing_another_definition_swaps_its_parameters(page, live_server, fle
     expect(page.get_by_label("Name")).to_have_value("kept")
 
 
+@pytest.mark.slow
 def test_admin_registers_revises_and_retires_a_definition(
     page, live_server, fleet, login, assert_accessible
 ):

@@ -21,6 +21,7 @@ def try_login(page, live_server, username: str, password: str) -> None:
     page.get_by_role("button", name="Log in").click()
 
 
+@pytest.mark.slow
 def test_locked_out_then_unlocked_by_an_admin(browser, page, live_server, login, assert_accessible):
     UserFactory(username="lead", password=PASSWORD, roles=["team_leads"])
     UserFactory(username="platform", password=PASSWORD, roles=["admins"])

@@ -30,6 +30,7 @@ def fits(page, width):
     assert page.evaluate("document.scrollingElement.scrollWidth") <= width
 
 
+@pytest.mark.slow
 def test_mapping_edits_ask_for_a_reason_and_wait_for_review(
     page, live_server, login, assert_accessible, width, settings
 ):

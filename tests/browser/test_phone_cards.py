@@ -103,6 +103,7 @@ def assert_cards(page, selector: str, size: str, labels: set[str]) -> None:
             assert region["labels"] == ["none"], region  # no label before a table's cell
 
 
+@pytest.mark.slow
 def test_usage_jobs_and_teams_are_cards_on_a_phone(
     page, live_server, login, assert_accessible, demo, size
 ):

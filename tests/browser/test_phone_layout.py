@@ -90,6 +90,7 @@ def main_pages():
     return pages
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("username", ["admin", "lead", "owner", "leader"])
 def test_no_main_page_scrolls_sideways_on_a_phone(
     page, live_server, login, assert_accessible, demo, username

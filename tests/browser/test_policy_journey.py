@@ -59,6 +59,7 @@ def change_number(page, label: str, value: str) -> None:
     expect(page.locator(".htmx-request")).to_have_count(0)
 
 
+@pytest.mark.slow
 def test_admin_lowers_a_limit_previews_saves_and_finds_it_in_history(
     page, live_server, fleet, login, assert_accessible
 ):

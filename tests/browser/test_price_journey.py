@@ -31,6 +31,7 @@ def fits(page, width):
     assert page.evaluate("document.scrollingElement.scrollWidth") <= width
 
 
+@pytest.mark.slow
 def test_an_admin_sets_a_price_on_the_instance_types_page(
     page, live_server, login, assert_accessible, width
 ):

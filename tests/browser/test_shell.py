@@ -36,6 +36,7 @@ def admin_user():
     return user
 
 
+@pytest.mark.slow
 def test_an_admin_logs_in_finds_the_top_bar_and_logs_out(
     page, live_server, admin_user, login, assert_accessible
 ):

@@ -50,6 +50,7 @@ def lead():
     return {"user": person, "qs1": qs1}
 
 
+@pytest.mark.slow
 def test_a_user_in_tokyo_enters_and_reads_times_in_tokyo(
     page, live_server, login, assert_accessible, lead
 ):

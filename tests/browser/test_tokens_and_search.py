@@ -97,6 +97,7 @@ def test_a_lead_creates_uses_and_revokes_a_token(
     assert client.get("/api/v1/queues/").status_code == 401
 
 
+@pytest.mark.slow
 def test_a_lead_searches_the_jobs(page, live_server, login, assert_accessible, lead, width):
     queue = aws_sample_queue()
     qs1 = queue.shares.get(name="qs1")

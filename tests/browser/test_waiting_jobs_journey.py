@@ -70,6 +70,7 @@ def fill_form(page, name: str, instances: str = "") -> None:
         page.get_by_label("Instances").fill(instances)
 
 
+@pytest.mark.slow
 def test_a_lead_asks_before_submitting_then_follows_the_wait(
     page, live_server, busy_queue, login, assert_accessible
 ):

@@ -27,6 +27,7 @@ def no_worker(monkeypatch):
     return queued
 
 
+@pytest.mark.slow
 def test_admin_compares_and_applies_lend_and_borrow(
     page, live_server, login, assert_accessible, no_worker
 ):
@@ -98,6 +99,7 @@ def test_admin_compares_and_applies_lend_and_borrow(
     assert services.changed_shares(comparison) == [1]
 
 
+@pytest.mark.slow
 def test_admin_compares_grace_on_a_workload_class(
     page, live_server, login, assert_accessible, no_worker
 ):

@@ -36,7 +36,8 @@ from tests.governance.whatif.test_demo_philly import DRAFT, headline
 END = dt.datetime(2025, 6, 15, tzinfo=dt.UTC)
 SAME = "Both policies give the same outcome"
 
-pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+# One worker seeds the history once for the module (pytest-xdist: one group).
+pytestmark = [pytest.mark.django_db, pytest.mark.slow, pytest.mark.xdist_group("history")]
 
 
 @pytest.fixture(scope="module")

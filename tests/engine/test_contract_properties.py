@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import json
 
+import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -331,12 +332,14 @@ def _check_random(document: dict) -> None:
     assert dump_result(simulate(load_scenario(copy.deepcopy(document)))) == dump_result(result)
 
 
+@pytest.mark.slow
 @deterministic(300)
 @given(contracted())
 def test_random_contracts_keep_every_v2_invariant(document):
     _check_random(document)
 
 
+@pytest.mark.slow
 @deterministic(200)
 @given(contracted(cuts=True))
 def test_random_contracts_with_capacity_cuts_keep_every_v2_invariant(document):

@@ -38,6 +38,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -660,6 +661,7 @@ def _replay_checked(document: dict) -> dict:
     return check_replay(document, result_to_json(result))
 
 
+@pytest.mark.slow
 @deterministic(250)
 @given(scenarios())
 def test_random_scenarios_keep_every_invariant(document):
@@ -673,6 +675,7 @@ def test_random_scenarios_keep_every_invariant(document):
     assert dump_result(again) == dump_result(result)
 
 
+@pytest.mark.slow
 @deterministic(250)
 @given(contended())
 def test_contended_scenarios_keep_every_invariant(document):

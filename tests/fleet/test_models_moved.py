@@ -153,6 +153,7 @@ def check(apps, *, after):
     assert apps.get_model("scheduler", "QueuePassState").objects.get().queue == share.queue
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_every_row_survives_the_move_forward_and_back():
     try:

@@ -679,6 +679,7 @@ def test_every_url_and_operation_is_walked():
     assert unknown == [], f"API operations without a line in API: {unknown}"
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 @pytest.mark.parametrize("identity", IDENTITIES)
 def test_each_identity_gets_what_the_table_says(world, tokens, identity):

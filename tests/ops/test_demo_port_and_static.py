@@ -77,6 +77,7 @@ def _status(url: str) -> int:
         return error.code
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("collected", [False, True], ids=["finders", "collected"])
 def test_runserver_insecure_serves_static_files_with_debug_off(tmp_path, collected):
     env = {

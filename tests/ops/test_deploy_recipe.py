@@ -57,6 +57,7 @@ def test_env_example_lists_every_variable_settings_read():
     assert read - listed == set()
 
 
+@pytest.mark.slow
 def test_env_example_deploys(tmp_path):
     """The README's recipe: copy .env.example to .env, fill in the secret key and the
     host, and start. compose's `environment:` points DATABASE_URL at its database; a

@@ -43,6 +43,7 @@ def test_five_wrong_passwords_lock_out_even_the_right_one(team_lead):
     assert attempt(Client(), "lead-user", PASSWORD, address="10.9.9.9").status_code == 302
 
 
+@pytest.mark.slow
 def test_a_success_before_the_limit_starts_the_count_again(team_lead):
     client = Client()
     for _ in range(4):

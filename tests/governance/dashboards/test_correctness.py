@@ -368,6 +368,7 @@ def many_jobs_document() -> dict:
     return document
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_many_jobs_across_a_month_boundary():
     document = many_jobs_document()
@@ -398,6 +399,7 @@ def test_many_jobs_across_a_month_boundary():
         assert share["turnaround_s"].get("p50") == rank(by_hand, 50)
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 def test_many_jobs_every_second_of_run_is_progress_lost_or_overhead():
     """Summed over the months, GPU-hours delivered are the work of the jobs that

@@ -59,6 +59,7 @@ def problems_of(text: str) -> list:
     return error.value.problems
 
 
+@pytest.mark.slow
 def test_cfn_lint_finds_nothing_wrong_in_the_export(varied_queue, settings):
     settings.AWS_BATCH_QUEUE_ARNS = {
         "research fleet": "arn:aws:batch:us-east-1:123456789012:job-queue/research"

@@ -163,6 +163,7 @@ def test_the_fed_pass_writes_what_the_full_pass_writes_with_contracts(
     print(f"seed {seed}: {JobEvent.objects.filter(type='STOPPED').count()} stops after notice")
 
 
+@pytest.mark.slow
 def test_the_comparison_covers_what_matters(queue, shares, submit, clock):
     """The random queues of the comparison reclaim, preempt in-share, borrow, fail on
     the time limit and hold misconfigured jobs."""

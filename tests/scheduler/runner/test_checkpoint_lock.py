@@ -72,6 +72,7 @@ def test_a_new_attempt_waits_until_the_old_attempts_process_is_gone(
     assert Job.objects.get(pk=job.pk).state == "SUCCEEDED"
 
 
+@pytest.mark.slow
 def test_an_attempt_gives_the_job_back_when_the_old_process_outlives_the_wait(
     runner_settings, started, checkpoints
 ):
