@@ -508,12 +508,12 @@ CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", REDIS_URL) or None
 # The cache holds the API throttles' counters: Redis when REDIS_URL is set, so every
 # web process counts against the same limits; otherwise this process's memory, which is
 # enough for the single-process demo. While Redis is unreachable a request goes without
-# it (config.cache): a connect gives up after half a second, a command after a second,
+# it (core.cache): a connect gives up after half a second, a command after a second,
 # and the process then stops asking for CIRCUIT_SECONDS.
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "config.cache.SharedClientRedisCache",
+            "BACKEND": "core.cache.SharedClientRedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "qg",
             "OPTIONS": {
@@ -561,6 +561,10 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# The exceptions sweep's period (governance.exceptions.tasks): a window starts or ends at
+# most this late.
+EXCEPTIONS_SWEEP_SECONDS = 60.0
 
 # The live scheduler.
 # Simulated executor: how many simulated seconds of work pass per real second.

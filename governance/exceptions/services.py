@@ -38,9 +38,9 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from config.celery import task
 from core import rules
 from core.bounds import check_lengths
+from core.celery import task
 from core.errors import Conflict, DomainError, InvalidInput, WrongState
 from core.formatting import hours, relative
 from fleet.locks import lock_queue
