@@ -13,7 +13,7 @@ next request, not after the time-to-live. Changes that send no signal (a bulk
 
 Expiry and revocation are still checked on every request, from the cached token.
 
-While the cache is unreachable (config.cache.CacheUnavailable, at once while its circuit
+While the cache is unreachable (core.cache.CacheUnavailable, at once while its circuit
 is open) every request reads the token and its user from the database, and nothing is
 kept. A change made meanwhile could not set a new generation, so entries kept before
 the outage could outlive it. So a process that met the outage owes a new generation,
@@ -35,7 +35,7 @@ from django.core.cache import cache
 from django.db import transaction
 
 from accounts.models import ApiToken
-from config.cache import CacheUnavailable
+from core.cache import CacheUnavailable
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ writes it back, which 32 threads beat: 198 of 200 writes accepted at 120/min):
 - any other cache (LocMemCache for the SQLite demo, one process): `cache.add` then
   `cache.incr`, which LocMemCache does under its lock.
 
-While Redis is unreachable (config.cache.CacheUnavailable) each web process counts in
+While Redis is unreachable (core.cache.CacheUnavailable) each web process counts in
 its own memory instead, the same way: the limits still hold per process, so a client
 gets at most the rate times the number of web processes (gunicorn's workers) in a
 window, and the window it was in starts again from zero. Requests are neither refused
@@ -35,7 +35,7 @@ from rest_framework.permissions import SAFE_METHODS
 from rest_framework.settings import api_settings
 from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 
-from config.cache import CacheUnavailable, SharedClientRedisCache
+from core.cache import CacheUnavailable, SharedClientRedisCache
 
 # A window's counter outlives its window by this many seconds, so it never expires
 # while it is still counted.

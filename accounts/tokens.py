@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from accounts import identity
 from accounts.models import ApiToken
-from config.cache import CacheUnavailable
+from core.cache import CacheUnavailable
 
 # A token's last use is kept to this many seconds: one write a minute per token at most,
 # not one per request.

@@ -1,5 +1,5 @@
-"""The Celery app. Periodic tasks are declared here, in one place, and so are the
-queues every task goes to.
+"""The Celery app's wiring. Periodic tasks are declared here, in one place, and so are
+the queues every task goes to.
 
 - `interactive`: work someone waits for on a page: scheduling passes (a submission
   starts within a second), what-if runs, exception activations and expiries. Nothing
@@ -16,74 +16,27 @@ queues every task goes to.
 Workers name the queues they consume (`--queues`); a worker started without names
 consumes `interactive`, `celery` and `demo`.
 
-Also declared here, once for every app: the retry policy of tasks (`retry_policy`) and
-the beat schedule (`beat_schedule`), whose messages coalesce (`Task.before_start`).
+Also declared here: the beat schedule (`beat_schedule`), whose messages coalesce
+(core.celery.CoalescingTask). The app itself, the lookup of a task by name and the retry
+policy are core.celery's, below the apps that use them; this module is the entry of the
+workers and beat (`celery -A config`), and it imports no app: it names the apps' tasks
+and packages only as strings.
 """
 
-import os
-
-from celery import Celery, Task
-from celery.exceptions import Ignore
 from celery.schedules import crontab
-from django.db import OperationalError
 from kombu import Queue
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+from core.celery import app, periodic
 
 INTERACTIVE_QUEUE = "interactive"
 BACKGROUND_QUEUE = "celery"
 DEMO_QUEUE = "demo"
 
-PERIODIC_HEADER = "periodic_seconds"
-
-
-class CoalescingTask(Task):
-    """Every task of the app. A periodic message (beat sends it with the
-    `periodic_seconds` header) runs only if no message of the same task ran in the last
-    half period (in whole seconds): a worker that was stopped or busy works through a
-    backlog of beat messages as no-ops instead of running each. This replaces Celery's
-    `expires`, an absolute time computed on the sender's clock and compared on the
-    worker's, which made a worker whose clock is ahead drop every beat message. The
-    half period is measured by the liveness cache (Redis: its own clock, one for every
-    process; the demo's files: its one machine). If the cache cannot answer, the task
-    runs."""
-
-    def before_start(self, task_id, args, kwargs):
-        # A worker's request carries message headers as attributes; `apply` (eager) in
-        # `headers`.
-        headers = self.request.headers or {}
-        period = getattr(self.request, PERIODIC_HEADER, None) or headers.get(PERIODIC_HEADER)
-        # Whole seconds (Redis's expiry): a task due more often than every 2 s does not
-        # coalesce, and its backlog is worked through (the sweep: cheap, idempotent).
-        window = int(float(period or 0) // 2)
-        if window < 1:
-            return
-        from scheduler.liveness import tick_cache
-
-        try:
-            first = tick_cache().add(f"periodic:{self.name}", task_id, timeout=window)
-        except Exception:  # noqa: BLE001 - no cache: run rather than drop
-            return
-        if not first:
-            raise Ignore()
-
-
-app = Celery("governance", task_cls=CoalescingTask)
-app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 # The governance app keeps its tasks in its feature packages.
 app.autodiscover_tasks(
     ["governance.exceptions", "governance.dashboards", "governance.whatif", "governance.directory"]
 )
-
-
-def task(name: str):
-    """The registered task called `name`. Code that enqueues a task (services, executors)
-    looks it up here instead of importing its module, which imports services in turn.
-    Every process imports the task modules at start (the apps' `ready()`; workers also
-    autodiscover them), and an eager test run still runs the task in-process."""
-    return app.tasks[name]
-
 
 app.conf.task_default_queue = BACKGROUND_QUEUE
 app.conf.task_queues = (Queue(INTERACTIVE_QUEUE), Queue(BACKGROUND_QUEUE), Queue(DEMO_QUEUE))
@@ -101,29 +54,6 @@ app.conf.task_routes = {
     "scheduler.demo_traffic": {"queue": DEMO_QUEUE},
 }
 
-# The exceptions sweep's period: a window starts or ends at most this late.
-EXCEPTIONS_SWEEP_SECONDS = 60.0
-
-
-def retry_policy(*transient: type[Exception], patient: bool = False) -> dict:
-    """The task options of the project's one retry policy: retry only transient errors
-    (the database was busy or dropped the connection, and whatever else the task names,
-    such as a version conflict), with exponential backoff and jitter, at most five times.
-    Anything else is a bug or a rule, and retrying would not help. Work someone waits for
-    retries within seconds; `patient` background work (rollups, the pack) waits minutes.
-    """
-    return {
-        "autoretry_for": (OperationalError, *transient),
-        "retry_backoff": 30 if patient else 2,
-        "retry_backoff_max": 600 if patient else 60,
-        "max_retries": 5,
-    }
-
-
-def periodic(seconds: float) -> dict:
-    """The options of a periodic message: it coalesces (`CoalescingTask`)."""
-    return {"headers": {PERIODIC_HEADER: seconds}}
-
 
 def beat_schedule(settings) -> dict:
     """Every periodic task. Messages of a task closer than half its period to the last
@@ -131,6 +61,7 @@ def beat_schedule(settings) -> dict:
     through a backlog of them, whatever its clock says."""
     tick = float(settings.SCHEDULER_TICK_SECONDS)
     sweep = float(settings.JOB_SWEEP_SECONDS)
+    exceptions = float(settings.EXCEPTIONS_SWEEP_SECONDS)
     schedule = {
         # The scheduler: passes of queues with live jobs, and runs whose runner is gone
         # (often: a dead runner's runs are requeued within seconds).
@@ -153,8 +84,8 @@ def beat_schedule(settings) -> dict:
         # Every minute: an exception's window starts or ends at most a minute late.
         "exceptions-sweep": {
             "task": "governance.exceptions.sweep",
-            "schedule": EXCEPTIONS_SWEEP_SECONDS,
-            "options": periodic(EXCEPTIONS_SWEEP_SECONDS),
+            "schedule": exceptions,
+            "options": periodic(exceptions),
         },
         # Every 15 minutes: the dashboard's figures are at most a quarter of an hour old.
         "dashboard-rollups": {

@@ -284,7 +284,7 @@ BREAK_GLASS_USERS = env_list("BREAK_GLASS_USERS", "")
 LDAP_SERVER_URI = env_str("LDAP_SERVER_URI", "")
 DIRECTORY_SYNC_MINUTES = env_float("DIRECTORY_SYNC_MINUTES", 15, minimum=1)
 if LDAP_SERVER_URI:
-    from governance.directory.ldap_config import ldap_settings
+    from config.ldap_settings import ldap_settings
 
     globals().update(
         ldap_settings(
@@ -329,7 +329,7 @@ OIDC_PROVIDER_NAME = ""
 # about it) loses its API tokens after this long without a sign-in.
 OIDC_MAX_IDLE_HOURS = env_float("OIDC_MAX_IDLE_HOURS", 720, minimum=1)
 if env_str("OIDC_CLIENT_ID", ""):
-    from governance.directory.oidc_config import oidc_settings
+    from config.oidc_settings import oidc_settings
 
     _oidc = oidc_settings(
         client_id=env_str("OIDC_CLIENT_ID", ""),
@@ -353,7 +353,7 @@ if env_str("OIDC_CLIENT_ID", ""):
     # callback carries none to guess, and failed ones (without a username) must not lock
     # every OIDC login from an office's address out.
     AUTHENTICATION_BACKENDS.insert(0, "governance.directory.oidc.DirectoryOIDCBackend")
-    # The logout's redirect to the provider's end_session_endpoint (see oidc_config).
+    # The logout's redirect to the provider's end_session_endpoint (see config.oidc_settings).
     CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"] += _oidc["OIDC_FORM_ACTION_ORIGINS"]
 
 LOGIN_URL = "login"
@@ -508,12 +508,12 @@ CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", REDIS_URL) or None
 # The cache holds the API throttles' counters: Redis when REDIS_URL is set, so every
 # web process counts against the same limits; otherwise this process's memory, which is
 # enough for the single-process demo. While Redis is unreachable a request goes without
-# it (config.cache): a connect gives up after half a second, a command after a second,
+# it (core.cache): a connect gives up after half a second, a command after a second,
 # and the process then stops asking for CIRCUIT_SECONDS.
 if REDIS_URL:
     CACHES = {
         "default": {
-            "BACKEND": "config.cache.SharedClientRedisCache",
+            "BACKEND": "core.cache.SharedClientRedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "qg",
             "OPTIONS": {
@@ -561,6 +561,10 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# The exceptions sweep's period (governance.exceptions.tasks): a window starts or ends at
+# most this late.
+EXCEPTIONS_SWEEP_SECONDS = 60.0
 
 # The live scheduler.
 # Simulated executor: how many simulated seconds of work pass per real second.

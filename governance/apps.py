@@ -14,7 +14,7 @@ class GovernanceConfig(AppConfig):
         self._record_binding_changes()
         # Registers the reverts of workload-class and price changes (governance.policy.services).
         # Register the feature packages' tasks in every process (web, worker, tests), so
-        # services enqueue them by name (config.celery.task) without importing them, and
+        # services enqueue them by name (core.celery.task) without importing them, and
         # eager runs (CELERY_TASK_ALWAYS_EAGER) find them.
         from governance.dashboards import tasks as dashboard_tasks  # noqa: F401
         from governance.directory import tasks as directory_tasks  # noqa: F401

@@ -19,11 +19,11 @@ import hashlib
 import time
 
 from django.conf import settings
-from django.core.cache import caches
 from django.db import connection
 from django.db.models import QuerySet
 from django.db.models.functions import Now
 
+from core.cache import liveness_cache
 from scheduler.models import Runner
 
 TICK_KEY = "scheduler:last-tick"
@@ -87,9 +87,8 @@ def database_clock_offset() -> float:
 
 
 def tick_cache():
-    # A cache other processes can read (Redis, or files on the demo's one machine);
-    # without the alias, the default cache.
-    return caches["liveness" if "liveness" in settings.CACHES else "default"]
+    # The scheduler's tick is read by other processes (/healthz/): core's liveness cache.
+    return liveness_cache()
 
 
 def _since(now: dt.datetime | None, seconds: float):

@@ -38,7 +38,7 @@ from fleet.models import (
     QuotaShare,
 )
 from fleet.selectors import QueueUsage, ShareUsage, nodes_out, queue_list, queue_usage
-from scheduler.executors import executor_for, executor_names
+from scheduler.executors import executor_for, executor_named, executor_names
 from scheduler.liveness import (
     TICK_KEY,
     clock_skew_limit,
@@ -498,6 +498,12 @@ def job_progress(job: Job, now: dt.datetime | None = None) -> int:
     if job.state not in Job.HOLDING_STATES:
         return job.progress
     return executor_for(job.queue).progress(job, now or timezone.now())
+
+
+def executor_speeds() -> dict[str, float]:
+    """Seconds of a job's work per wall-clock second, by executor name: accelerated where
+    the executor's clock is modelled (the simulated one), 1.0 where it runs real work."""
+    return {name: executor_named(name).speed for name in executor_names()}
 
 
 def job_waiting(job: Job, now: dt.datetime | None = None) -> int:

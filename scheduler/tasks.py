@@ -22,7 +22,7 @@ pass message per queue waits, however many submissions arrive.
 - `scheduler.run_job(job_id, attempt)`: the process executor's run, routed to the
   Celery queue of the job's instance type; the run is claimed once, under a lease.
 
-Retries: the project's policy (config.celery.retry_policy: only transient database
+Retries: the project's policy (core.celery.retry_policy: only transient database
 errors, with backoff). Periodic tasks are declared with every other in config/celery.py.
 """
 
@@ -31,7 +31,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
-from config.celery import retry_policy
+from core.celery import retry_policy
 from fleet.models import Job, JobQueue
 
 RETRY = retry_policy()

@@ -187,8 +187,8 @@ def directory(ldap_server):
 @pytest.fixture
 def ldap_login(settings, directory):
     """The product configured for LDAP login against `directory`, as config/settings.py
-    does from LDAP_* (governance.directory.ldap_config)."""
-    from governance.directory.ldap_config import ldap_settings
+    does from LDAP_* (config.ldap_settings)."""
+    from config.ldap_settings import ldap_settings
 
     for name, value in ldap_settings(
         server_uri=directory.uri,

@@ -1,13 +1,17 @@
 """The fleet's models, moved from the governance and scheduler apps without moving data:
 the state takes them over, the tables keep their names (db_table) and rows. The
 governance and scheduler migrations that follow drop them from those apps' state.
+
+It depends on nothing above the fleet: where governance's and the scheduler's migrations
+created the tables (up to governance 0009 and scheduler 0006) it changes no table; on a
+new database, where it runs first, it creates them (fleet.migration_state.AdoptTables).
 """
 
 import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-from fleet.migration_state import ModelStateOnly
+from fleet.migration_state import AdoptTables
 
 
 class Migration(migrations.Migration):
@@ -15,13 +19,10 @@ class Migration(migrations.Migration):
 
     dependencies = [
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
-        # The tables exist: the governance and scheduler apps created them.
-        ("governance", "0009_monthlyrollup_version"),
-        ("scheduler", "0006_job_share_newest"),
     ]
 
     operations = [
-        ModelStateOnly(
+        AdoptTables(
             state_operations=[
                 migrations.CreateModel(
                     name="JobQueue",

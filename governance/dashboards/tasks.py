@@ -12,7 +12,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.utils import timezone
 
-from config.celery import retry_policy
+from core.celery import retry_policy
 from governance.dashboards.pack import pack_send_once
 from governance.dashboards.rollups import rollups_refresh_recent
 from governance.dashboards.selectors.calendar import last_full_month

@@ -8,5 +8,5 @@ directory_sync makes the user's roles and the mapped teams' memberships follow t
 groups, each change a policy write recorded in the history (cause "directory": which
 user, which groups, what changed). A user the directory no longer lists loses their
 roles, their teams and their API tokens. ldap.py is the LDAP backend that calls it;
-ldap_config.py turns the LDAP_* environment into django-auth-ldap's settings.
+config/ldap_settings.py turns the LDAP_* environment into django-auth-ldap's settings.
 """

@@ -1,5 +1,5 @@
 """The OpenID Connect login (mozilla-django-oidc, configured by config/settings.py from
-OIDC_*; governance.directory.oidc_config).
+OIDC_*; config.oidc_settings).
 
 The flow is the authorization code with PKCE (S256), a state and a nonce kept in the
 session (a callback whose state this session did not start is refused). The ID token is

@@ -2,7 +2,7 @@
 (governance.apps): the exception owners' scopes in the rules table (core.rules),
 "owner_scope" (an owner of the object's queue or share) and "record_visible" (a
 decision record of a request the user may see); and the priority an active priority
-raise grants a job (scheduler.priorities)."""
+raise grants a job (scheduler.services.priorities)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django.db.models import Exists, Max, OuterRef, Q
 
 from core import rules
 from governance.exceptions.models import ExceptionOwner, ExceptionRequest
-from scheduler import priorities
+from scheduler.services import priorities
 
 
 def _owns_scope(user, obj) -> bool:

@@ -38,9 +38,9 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from config.celery import task
 from core import rules
 from core.bounds import check_lengths
+from core.celery import task
 from core.errors import Conflict, DomainError, InvalidInput, WrongState
 from core.formatting import hours, relative
 from fleet.locks import lock_queue
@@ -58,8 +58,8 @@ from governance import notifications
 from governance.models import ExceptionEvent, ExceptionOwner, ExceptionRequest, PolicyChange
 from governance.policy.impact import ImpactLine, share_change_impact
 from governance.policy.services import NON_FIELD, share_data_from_document, share_update
-from scheduler.priorities import job_priority_refusal
 from scheduler.services.jobs import job_protect_by_exception, job_set_priority_by_exception
+from scheduler.services.priorities import job_priority_refusal
 
 logger = logging.getLogger(__name__)
 

@@ -18,11 +18,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from celery import shared_task
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from config.celery import EXCEPTIONS_SWEEP_SECONDS, retry_policy
+from core.celery import retry_policy
 from governance.exceptions.selectors import exceptions_to_activate, exceptions_to_expire
 from governance.exceptions.services import exception_request_activate, exception_request_expire
 from governance.models import ExceptionRequest
@@ -50,7 +51,7 @@ def sweep_exceptions() -> dict[str, int]:
     back before a new exception on it adds to it), and those due before the next sweep
     with their ETA."""
     now = timezone.now()
-    soon = now + timedelta(seconds=EXCEPTIONS_SWEEP_SECONDS + 10)
+    soon = now + timedelta(seconds=settings.EXCEPTIONS_SWEEP_SECONDS + 10)
     expire_ids = exceptions_to_expire(now=now)
     activate_ids = exceptions_to_activate(now=now)
     for request_id in expire_ids:

@@ -1,5 +1,7 @@
 from django.db import migrations
 
+from fleet.migration_state import BeforeTheMove
+
 ROLES = ("admins", "team_leads", "exception_owners", "leadership")
 
 
@@ -9,7 +11,7 @@ def create_roles(apps, schema_editor):
         Group.objects.get_or_create(name=name)
 
 
-class Migration(migrations.Migration):
+class Migration(BeforeTheMove):
     dependencies = [
         ("governance", "0001_initial"),
         ("auth", "0012_alter_user_first_name_max_length"),

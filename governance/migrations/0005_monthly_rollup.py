@@ -3,8 +3,10 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
+from fleet.migration_state import BeforeTheMove
 
-class Migration(migrations.Migration):
+
+class Migration(BeforeTheMove):
     dependencies = [
         ("governance", "0004_knowledge_search"),
     ]

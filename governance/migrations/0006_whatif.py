@@ -4,8 +4,10 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
+from fleet.migration_state import BeforeTheMove
 
-class Migration(migrations.Migration):
+
+class Migration(BeforeTheMove):
     dependencies = [
         ("governance", "0005_monthly_rollup"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),

@@ -4,6 +4,7 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
+from fleet.migration_state import BeforeTheMove
 from governance.knowledge.search import create_search_structures
 
 
@@ -24,7 +25,7 @@ def restore_sqlite_search(apps, schema_editor):
         create_search_structures(apps, schema_editor)
 
 
-class Migration(migrations.Migration):
+class Migration(BeforeTheMove):
     dependencies = [
         ("governance", "0006_whatif"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),

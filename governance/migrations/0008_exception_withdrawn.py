@@ -2,8 +2,10 @@
 
 from django.db import migrations, models
 
+from fleet.migration_state import BeforeTheMove
 
-class Migration(migrations.Migration):
+
+class Migration(BeforeTheMove):
     dependencies = [
         ("governance", "0007_rules_and_duties"),
     ]

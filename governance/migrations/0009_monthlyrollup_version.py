@@ -3,6 +3,8 @@ of its own, so stale months are found by a query and not by reading every row's 
 
 from django.db import migrations, models
 
+from fleet.migration_state import BeforeTheMove
+
 
 def version_from_data(apps, schema_editor):
     MonthlyRollup = apps.get_model("governance", "MonthlyRollup")
@@ -28,7 +30,7 @@ def version_into_data(apps, schema_editor):
     MonthlyRollup.objects.bulk_update(rows, ["data"], batch_size=500)
 
 
-class Migration(migrations.Migration):
+class Migration(BeforeTheMove):
     dependencies = [
         ("governance", "0008_exception_withdrawn"),
     ]

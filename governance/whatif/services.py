@@ -19,9 +19,9 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from config.celery import task
 from core import rules
 from core.bounds import check_lengths
+from core.celery import task
 from core.errors import InvalidInput, WrongState
 from engine import ScenarioError
 from engine.contracts import contract_problems

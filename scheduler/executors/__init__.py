@@ -35,7 +35,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from config.celery import task
+from core.celery import task
 from fleet.bridge import epoch_column, fetch_rows, seconds_of
 from fleet.executors import register_executor_name
 from fleet.models import Job, JobQueue
@@ -192,7 +192,7 @@ class ProcessExecutor:
         now, learns its grace and sends SIGTERM. A broker that cannot broadcast (the
         local filesystem one) or is down loses nothing: the run's next heartbeat, at
         most `JOB_HEARTBEAT_SECONDS` later, learns it all the same."""
-        from config.celery import app
+        from core.celery import app
 
         try:
             app.control.broadcast("job_notice", arguments={"job_ids": list(job_ids)})

@@ -4,8 +4,10 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
+from fleet.migration_state import BeforeTheMove
 
-class Migration(migrations.Migration):
+
+class Migration(BeforeTheMove):
     initial = True
 
     dependencies = [

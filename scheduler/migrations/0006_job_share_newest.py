@@ -4,9 +4,10 @@ from django.conf import settings
 from django.db import migrations, models
 
 from core.migration_ops import AddIndexConcurrently
+from fleet.migration_state import BeforeTheMove
 
 
-class Migration(migrations.Migration):
+class Migration(BeforeTheMove):
     # The indexes on scheduler_job are built concurrently on PostgreSQL
     # (core.migration_ops), which no transaction may hold.
     atomic = False

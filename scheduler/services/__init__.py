@@ -2,4 +2,4 @@
 scheduling passes (`passes`), runs of the process executor (`runs`), runners (`runners`)
 and start estimates (`estimates`). Views, API views and Celery tasks call these; nothing
 else changes a job. The work model they share is `scheduler.work`; they enqueue Celery
-tasks by name (`config.celery.task`), so no service imports a task module."""
+tasks by name (`core.celery.task`), so no service imports a task module."""

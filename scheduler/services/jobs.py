@@ -42,7 +42,6 @@ from fleet.models import (
 from scheduler import work
 from scheduler.executors import executor_for
 from scheduler.models import JobDecision
-from scheduler.priorities import job_priority_refusal
 from scheduler.services.job_definitions import BOUNDS, parameters_resolve
 from scheduler.services.passes import (
     end_notice,
@@ -52,6 +51,7 @@ from scheduler.services.passes import (
     request_pass,
     stop_due,
 )
+from scheduler.services.priorities import job_priority_refusal
 
 MAX_PRIORITY = 9999
 MAX_BULK = 5000

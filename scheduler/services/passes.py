@@ -31,7 +31,7 @@ from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from config.celery import task
+from core.celery import task
 from engine import Fail, PassResult, Preempt, Start, schedule
 from engine.gc_pause import cyclic_gc_paused
 from engine.quota import Policy

@@ -9,7 +9,7 @@ inline (Celery eager) after each submission commits, as a worker would run them.
 import pytest
 from playwright.sync_api import expect
 
-from config.celery import app
+from core.celery import app
 from fleet.models import QuotaShare
 from scheduler.services.jobs import JobData, job_submit
 from scheduler.services.passes import scheduling_pass

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from config.celery import app
+from core.celery import app
 from demo.organisation import seed_demo
 from fleet.models import Job, JobQueue, QuotaShare
 from governance.dashboards.rollups import rollups_refresh

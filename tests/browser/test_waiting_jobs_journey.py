@@ -12,7 +12,7 @@ import pytest
 from django.db import transaction
 from playwright.sync_api import expect
 
-from config.celery import app
+from core.celery import app
 from fleet.models import Job, QuotaShare
 from scheduler.services.jobs import JobData, job_submit
 from scheduler.services.passes import scheduling_pass

@@ -3,6 +3,11 @@
 A database holding rows of every moved model (and rows of the apps that point at them)
 in the schema of before the move is migrated forward, then back, then forward again;
 each time every row is there, with its relations, read through that state's models.
+
+The fleet's migrations depend on nothing above the fleet, so on a new database they run
+first and the fleet's first migration creates the tables (fleet.migration_state): a
+database built that way has the schema of one built in the old order, where governance's
+and the scheduler's migrations created them.
 """
 
 import datetime as dt
@@ -167,10 +172,47 @@ def test_every_row_survives_the_move_forward_and_back():
 
 
 def test_the_move_changes_no_table():
-    """State only: the migrations that move the models touch no table."""
+    """State only: the migrations that move the models declare no change of a table (the
+    fleet's first creates its tables only where they are missing: a new database)."""
     loader = MigrationLoader(None, ignore_no_migrations=True)
     for key in [*MOVE, ("governance", "0010_fleet_models_referenced")]:
         operations = loader.disk_migrations[key].operations
         assert len(operations) == 1 and isinstance(operations[0], SeparateDatabaseAndState), key
         assert operations[0].database_operations == [], key
         assert operations[0].state_operations, key
+
+
+def schema() -> dict[str, tuple[list, list]]:
+    """Every table's columns and constraints, as the database describes them; the names
+    Django generates for constraints and indexes differ between an operation that adds
+    a column and one that creates the table, so constraints are compared without them."""
+    described = {}
+    introspection = connection.introspection
+    with connection.cursor() as cursor:
+        for table in introspection.table_names(cursor):
+            columns = sorted(
+                (column.name, str(column.type_code), column.null_ok)
+                for column in introspection.get_table_description(cursor, table)
+            )
+            constraints = sorted(
+                repr({key: value for key, value in constraint.items() if key != "name"})
+                for constraint in introspection.get_constraints(cursor, table).values()
+            )
+            described[table] = (columns, constraints)
+    return described
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_new_database_gets_the_schema_the_old_order_gave():
+    new_order = schema()  # the test database: the fleet's migrations ran first
+    try:
+        # Back to no table of the three apps, then the old order: governance's and the
+        # scheduler's migrations create the tables, and the fleet takes them over.
+        migrate([("governance", None), ("scheduler", None), ("fleet", None)])
+        assert not {"governance_jobqueue", "scheduler_job"} & set(schema())
+        migrate(BEFORE)
+        old_order = schema()
+    finally:
+        migrate()
+    assert {"governance_jobqueue", "scheduler_job"} <= set(old_order)
+    assert schema() == new_order

@@ -36,7 +36,7 @@ from governance.policy.services import (
     urgency_save,
 )
 from governance.proposals import services as proposals
-from scheduler.priorities import job_priority_refusal
+from scheduler.services.priorities import job_priority_refusal
 from tests.factories import JobFactory, UrgencyDefinitionFactory, UserFactory
 
 pytestmark = pytest.mark.django_db

@@ -1,5 +1,5 @@
 """Token requests while the cache's Redis is unreachable (issue 23, point 5): the
-circuit breaker answers at once after one failure (config.cache), the identity is read
+circuit breaker answers at once after one failure (core.cache), the identity is read
 from the database (accounts.identity), the throttle counts in the process's memory
 (accounts.throttling), and nothing answers 500. The cache here points at a port where
 nothing listens, or at a socket that accepts and never answers; the real outage of a
@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 
 from accounts import identity, throttling
 from accounts.tokens import token_issue, token_revoke
-from config.cache import CacheUnavailable
+from core.cache import CacheUnavailable
 from fleet.models import InstanceType
 from tests.factories import UserFactory, aws_sample_queue, job_definition
 
@@ -32,7 +32,7 @@ def free_port() -> int:
 def redis_cache_at(port: int, **options) -> dict:
     return {
         "default": {
-            "BACKEND": "config.cache.SharedClientRedisCache",
+            "BACKEND": "core.cache.SharedClientRedisCache",
             "LOCATION": f"redis://127.0.0.1:{port}/0",
             "KEY_PREFIX": "qg",
             "OPTIONS": {
@@ -48,7 +48,7 @@ def redis_cache_at(port: int, **options) -> dict:
 @pytest.fixture(autouse=True)
 def fresh_breakers():
     """Each test's Redis starts with a closed circuit (a port can come round again)."""
-    from config import cache as shared_cache
+    from core import cache as shared_cache
 
     shared_cache._BREAKERS.clear()
 
@@ -247,7 +247,7 @@ def test_once_the_circuit_s_seconds_are_over_one_operation_tries_redis_the_other
 
 
 def test_a_success_closes_the_circuit():
-    from config.cache import CircuitBreaker
+    from core.cache import CircuitBreaker
 
     breaker = CircuitBreaker(0)
     with pytest.raises(CacheUnavailable), breaker.guard():

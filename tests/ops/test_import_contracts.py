@@ -1,6 +1,7 @@
 """The layers contract of our own (config/import_contracts.py): it finds every import
 cycle, however long and whatever the order, names one concrete loop, and passes a
-graph without one. `lint-imports` runs it over the project in `make test`."""
+graph without one. `lint-imports` runs it over the project in `make test`. And the
+scheduler's public face to governance (pyproject.toml) leaves no module undecided."""
 
 from importlinter.domain.contract import ContractCheck
 
@@ -62,3 +63,25 @@ def test_separate_cycles_are_each_reported_and_skipped_packages_ignored():
     }
     found = check(imports, skip=["migrations"])
     assert found.metadata["loops"] == [["app.a", "app.b", "app.a"], ["app.c", "app.d", "app.c"]]
+
+
+# The scheduler's public face to governance (pyproject.toml's forbidden contract).
+SCHEDULER_PUBLIC = {"scheduler.services", "scheduler.selectors", "scheduler.models"}
+
+
+def test_every_scheduler_module_is_public_or_forbidden_to_governance():
+    """A new top-level module of the scheduler is decided: public (and listed here) or
+    kept from governance by the contract; otherwise the contract would let it through."""
+    import pkgutil
+    import tomllib
+    from pathlib import Path
+
+    import scheduler
+
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    contracts = tomllib.loads(pyproject.read_text())["tool"]["importlinter"]["contracts"]
+    (contract,) = [c for c in contracts if c.get("source_modules") == ["governance"]]
+    forbidden = set(contract["forbidden_modules"])
+    modules = {f"scheduler.{info.name}" for info in pkgutil.iter_modules(scheduler.__path__)}
+    assert not forbidden & SCHEDULER_PUBLIC
+    assert modules - SCHEDULER_PUBLIC == forbidden

@@ -84,7 +84,7 @@ def test_a_rate_of_none_turns_the_throttle_off(rates, team_lead):
 def test_the_redis_cache_shares_one_client_between_operations(settings):
     from django.core.cache import caches
 
-    assert settings.CACHES["default"]["BACKEND"] == "config.cache.SharedClientRedisCache"
+    assert settings.CACHES["default"]["BACKEND"] == "core.cache.SharedClientRedisCache"
     cache = caches["default"]
     cache.set("ops-probe", {"n": 1}, 5)
     assert cache.get("ops-probe") == {"n": 1}

@@ -39,7 +39,7 @@ from governance.dashboards.selectors.scopes import (
 from governance.dashboards.timeline import LOOKBACK, Event, MonthSweep, SharePolicy
 from governance.dashboards.timeline import Job as SweepJob
 from governance.models import ExceptionEvent, ExceptionRequest, PolicyChange, WhatIfReview
-from scheduler.executors import executor_named, simulated_speed
+from scheduler.selectors import executor_speeds
 
 # Stored rollups carry the version that computed them (MonthlyRollup.version); older
 # ones are recomputed when read. Raise it whenever a figure is added, removed or redefined.
@@ -304,7 +304,7 @@ def _sweep(start, stop, weeks, share_rows) -> dict:
                     by_id=by_id,
                 )
             )
-    live_speed = simulated_speed()
+    speeds = executor_speeds()
     jobs = []
     for (
         pk,
@@ -329,8 +329,7 @@ def _sweep(start, stop, weeks, share_rows) -> dict:
     ) in job_rows:
         if share_id not in share_rows:
             continue
-        modelled = executor_named(executor).capabilities.modelled_clock
-        speed = live_speed if modelled and pk not in replayed else 1.0
+        speed = speeds[executor] if pk not in replayed else 1.0
         initial = first_priority.get(pk)
         jobs.append(
             SweepJob(

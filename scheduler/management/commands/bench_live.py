@@ -331,7 +331,7 @@ class Command(BaseCommand):
         if not getattr(settings, "REDIS_URL", ""):
             self.stdout.write("submission to start: skipped (needs REDIS_URL: real workers)")
             return
-        from config.celery import app
+        from core.celery import app
 
         app.control.purge()
         revision = JobDefinition.objects.get(queues=queue).revisions.order_by("-revision").first()
@@ -362,7 +362,7 @@ class Command(BaseCommand):
                     proc.wait()
 
     def _start_workers(self, count: int) -> list[subprocess.Popen]:
-        from config.celery import app
+        from core.celery import app
 
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings"}
         procs, names = [], []

@@ -17,8 +17,8 @@ from django.core.cache import cache
 from django.db import connection, transaction
 from django.utils import timezone
 
-from config.cache import CacheUnavailable
-from config.celery import task
+from core.cache import CacheUnavailable
+from core.celery import task
 from engine.gc_pause import cyclic_gc_paused
 from fleet.models import JobQueue
 from scheduler.services.estimates.forecast import Stored, compute_forecast, queue_fingerprint

@@ -18,7 +18,7 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 from pypdf import PdfReader
 
-from config.celery import app
+from core.celery import app
 from core.formatting import percent
 from fleet.models import InstanceType, QuotaShare
 from governance.dashboards.csv import PACK_DATASETS

@@ -14,7 +14,7 @@ from celery.schedules import crontab
 from django.urls import reverse
 from django.utils import timezone
 
-from config.celery import app
+from core.celery import app
 from governance.dashboards import views
 from governance.dashboards.pack import PACK_HOUR_UTC, pack_schedule
 

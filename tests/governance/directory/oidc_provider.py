@@ -119,8 +119,8 @@ def oidc_login(settings, oidc_provider):
 
 def configure_for(settings, provider: Provider):
     """The product's OIDC settings for `provider`, as config/settings.py makes them."""
+    from config.oidc_settings import oidc_settings
     from governance.directory import oidc
-    from governance.directory.oidc_config import oidc_settings
 
     oidc_provider = provider
     for name, value in oidc_settings(

@@ -287,7 +287,7 @@ def test_a_local_account_is_not_taken_over_by_a_directory_entry_of_its_name(clie
 
 
 def _tls_settings(settings, directory, **tls):
-    from governance.directory.ldap_config import ldap_settings
+    from config.ldap_settings import ldap_settings
 
     for name, value in ldap_settings(
         server_uri=directory.uri,

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from config.celery import app
+from core.celery import app
 from governance.exceptions import services, tasks
 from governance.models import ExceptionRequest
 from tests.scheduler.live.conftest import start_worker, wait_for, worker_env  # noqa: F401

@@ -338,7 +338,7 @@ def test_protection_sets_protected_until_and_expiry_clears_it(scene):
 
 
 def test_the_beat_schedule_declares_the_sweep():
-    from config.celery import app
+    from core.celery import app
 
     entry = app.conf.beat_schedule["exceptions-sweep"]
     assert entry["task"] == "governance.exceptions.sweep"

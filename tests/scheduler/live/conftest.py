@@ -148,7 +148,7 @@ class Worker:
     def wait_ready(self, timeout: float = 60) -> None:
         import socket
 
-        from config.celery import app
+        from core.celery import app
 
         node = f"{self.name}@{socket.gethostname()}"
 
@@ -195,7 +195,7 @@ def worker_env(transactional_db, tmp_path):
 
     from django.db import connection
 
-    from config.celery import app
+    from core.celery import app
 
     url = os.environ["DATABASE_URL"]
     base, _, _ = url.rpartition("/")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from config.celery import app
+from core.celery import app
 from fleet.models import Job, JobEvent
 from scheduler import tasks
 from scheduler.services.jobs import job_set_priority

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from config.celery import app
+from core.celery import app
 from fleet.models import Job, JobEvent
 from scheduler.models import QueuePassState
 from tests.scheduler.live.conftest import wait_for

@@ -13,7 +13,7 @@ from django.core.cache import cache
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from config.celery import app
+from core.celery import app
 from fleet.models import InstanceType, Job
 from scheduler.services.estimates import store
 from scheduler.services.estimates.reads import queue_estimates, submission_estimate

@@ -20,7 +20,7 @@ import pytest
 import redis
 from django.utils import timezone
 
-from config.celery import app, periodic
+from core.celery import app, periodic
 from fleet.models import Job
 from scheduler.liveness import database_clock_offset, live_runners, served_instance_types
 from scheduler.services.passes import scheduling_pass

@@ -1,6 +1,8 @@
 """django-auth-ldap's settings from the LDAP_* environment (config/settings.py calls
 ldap_settings only when LDAP_SERVER_URI is set, so python-ldap is imported only then).
-No Django models here: it runs while the settings load."""
+No Django models here: it runs while the settings load. It sits with the settings, not
+with the directory feature that uses them (governance.directory), so the settings import
+no app."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """mozilla-django-oidc's settings from the OIDC_* environment (config/settings.py calls
 oidc_settings only when OIDC_CLIENT_ID is set). No Django models here, and no network:
 it runs while the settings load; the provider's discovery document is read at the first
-login (governance.directory.oidc)."""
+login (governance.directory.oidc). It sits with the settings, not with the directory
+feature, so the settings import no app."""
 
 from __future__ import annotations
 

@@ -13,6 +13,9 @@ operation of this process (every thread) raises CacheUnavailable at once, withou
 network; the first one after it tries Redis again. Callers on the request path
 (accounts.identity, accounts.throttling) catch CacheUnavailable and carry on without the
 cache; the others see it as the connection error it is.
+
+Also here: `liveness_cache`, the cache every process reads alike (the settings' `liveness`
+alias), which the scheduler's tick marks and every periodic task's coalescing asks.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import time
 from contextlib import contextmanager
 
 import redis
+from django.conf import settings
+from django.core.cache import caches
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 
 logger = logging.getLogger(__name__)
@@ -31,6 +36,12 @@ logger = logging.getLogger(__name__)
 # Errors of the connection, not of a command: a refused or timed-out connect, a reset
 # socket, a read that timed out.
 _UNREACHABLE = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+def liveness_cache():
+    """A cache other processes can read (Redis, or files on the demo's one machine);
+    without the `liveness` alias, the default cache."""
+    return caches["liveness" if "liveness" in settings.CACHES else "default"]
 
 
 class CacheUnavailable(redis.exceptions.ConnectionError):
