@@ -23,7 +23,7 @@ What the directory decides:
 Mapping edits (mapping_create, mapping_delete) are policy writes like any other: a
 reason (required), a history entry of target GROUP_MAPPING (who, the mapping before and
 after), a proposal of kind MAPPING_CREATE / MAPPING_DELETE under
-POLICY_CHANGES_NEED_REVIEW (the `reviewable` decorator of governance.policy.services;
+POLICY_CHANGES_NEED_REVIEW (the `reviewable` decorator of governance.policy.reviewable;
 governance.proposals applies it on approval, through mapping_proposal_apply) and a
 revert (mapping_revert).
 """
@@ -51,16 +51,16 @@ from governance.policy.membership import (
     team_save,
     user_roles_set,
 )
-from governance.policy.services import (
-    _REVIEWED,
+from governance.policy.reviewable import (
+    REVIEWED,
     PolicyError,
     PolicyWrite,
-    _Proposal,
-    _record,
-    _require_reason,
-    register_revert,
+    Proposal,
+    record_change,
+    require_reason,
     reviewable,
 )
+from governance.policy.services import register_revert
 
 Kind = GroupMapping.Kind
 ProposalKind = PolicyProposal.Kind
@@ -295,7 +295,7 @@ def mapping_document(mapping: GroupMapping) -> dict:
 
 
 def _record_mapping(*, actor, mapping, before, after, reason, cause, reverts=None):
-    return _record(
+    return record_change(
         actor=actor,
         reason=reason,
         cause=cause,
@@ -309,8 +309,8 @@ def _record_mapping(*, actor, mapping, before, after, reason, cause, reverts=Non
     )
 
 
-def _create_proposal(*, group, kind, role="", team=None, queue=None, **_) -> _Proposal:
-    return _Proposal(
+def _create_proposal(*, group, kind, role="", team=None, queue=None, **_) -> Proposal:
+    return Proposal(
         ProposalKind.MAPPING_CREATE,
         {
             "group": (group or "").strip(),
@@ -341,7 +341,7 @@ def mapping_create(
     rules.require(actor, "directory.manage")
     errors = _validate_mapping(group=group, kind=kind, role=role or "", team=team, queue=queue)
     try:
-        reason = _require_reason(reason)
+        reason = require_reason(reason)
     except PolicyError as error:
         errors = {**error.errors, **errors}
     if errors:
@@ -361,8 +361,8 @@ def mapping_create(
     return PolicyWrite(applied=mapping, entry=entry)
 
 
-def _delete_proposal(*, mapping: GroupMapping, **_) -> _Proposal:
-    return _Proposal(ProposalKind.MAPPING_DELETE, {"mapping_id": mapping.pk})
+def _delete_proposal(*, mapping: GroupMapping, **_) -> Proposal:
+    return Proposal(ProposalKind.MAPPING_DELETE, {"mapping_id": mapping.pk})
 
 
 @reviewable(_delete_proposal)
@@ -376,7 +376,7 @@ def mapping_delete(
 ) -> PolicyWrite:
     """Remove a mapping (admins), recorded in the policy history with what it gave."""
     rules.require(actor, "directory.manage")
-    reason = _require_reason(reason)
+    reason = require_reason(reason)
     # Ordered by pk alone: the model's ordering joins the nullable team, and
     # PostgreSQL cannot lock the nullable side of an outer join.
     mapping = GroupMapping.objects.select_for_update().filter(pk=mapping.pk).order_by("pk").first()
@@ -447,7 +447,7 @@ def mapping_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyW
             reason=reason,
             cause=PolicyChange.Cause.REVERT,
             reverts=change,
-            approved=_REVIEWED,
+            approved=REVIEWED,
         )
     doc = change.before
     team = Team.objects.filter(name=doc["team"]).first() if doc["team"] else None
@@ -466,7 +466,7 @@ def mapping_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyW
         reason=reason,
         cause=PolicyChange.Cause.REVERT,
         reverts=change,
-        approved=_REVIEWED,
+        approved=REVIEWED,
     )
 
 

@@ -5,7 +5,7 @@ exception requests (core.rules, separations of duty), so a change of it is a pol
 write like a share's: it needs a reason, is recorded as a PolicyChange (who, when,
 why, the team's document before and after), and with POLICY_CHANGES_NEED_REVIEW it
 becomes a proposal that applies only when another admin approves it (the `reviewable`
-decorator of governance.policy.services). Role assignments (a user's role groups and
+decorator of governance.policy.reviewable). Role assignments (a user's role groups and
 exception-owner scopes) are recorded the same way.
 
 A role group can also change outside these services (a shell, a script, the demo's
@@ -31,16 +31,16 @@ from core.errors import NON_FIELD, InvalidInput
 from core.permissions import ROLES
 from fleet.models import Team
 from governance.models import PolicyChange, PolicyProposal
-from governance.policy.services import (
-    _REVIEWED,
+from governance.policy.reviewable import (
+    REVIEWED,
     PolicyError,
     PolicyWrite,
-    _Proposal,
-    _record,
-    _require_reason,
-    register_revert,
+    Proposal,
+    record_change,
+    require_reason,
     reviewable,
 )
+from governance.policy.services import register_revert
 
 User = get_user_model()
 Kind = PolicyProposal.Kind
@@ -149,8 +149,8 @@ def team_validate(*, data: TeamData, team: Team | None = None) -> dict[str, list
     return errors
 
 
-def _team_save_proposal(*, data: TeamData, team: Team | None, **_) -> _Proposal:
-    return _Proposal(
+def _team_save_proposal(*, data: TeamData, team: Team | None, **_) -> Proposal:
+    return Proposal(
         Kind.TEAM_CREATE if team is None else Kind.TEAM_UPDATE,
         {"data": team_data_document(data)},
         {"team": team},
@@ -173,7 +173,7 @@ def team_save(
     when the team changed since, nothing applies, so a proposal applies exactly its
     diff. The team's row is locked, so an exception decision checking the team's
     membership (governance.exceptions.services) sees it before or after, never half."""
-    reason = _require_reason(reason)
+    reason = require_reason(reason)
     check_lengths(data, ["description"], error=PolicyError)
     before = None
     if team is not None:
@@ -205,7 +205,7 @@ def team_save(
         team.leads.set(list(data.leads))
         team.members.set(list(data.members))
     after = team_document(team)
-    entry = _record(
+    entry = record_change(
         actor=actor,
         reason=reason,
         cause=cause,
@@ -219,8 +219,8 @@ def team_save(
     return PolicyWrite(applied=team, entry=entry)
 
 
-def _team_delete_proposal(*, team: Team, **_) -> _Proposal:
-    return _Proposal(Kind.TEAM_DELETE, {}, {"team": team})
+def _team_delete_proposal(*, team: Team, **_) -> Proposal:
+    return Proposal(Kind.TEAM_DELETE, {}, {"team": team})
 
 
 @reviewable(_team_delete_proposal)
@@ -229,9 +229,9 @@ def team_delete(
 ) -> PolicyWrite:
     """Delete a team that owns nothing (a ProtectedError names what still uses it),
     recording its last document."""
-    reason = _require_reason(reason)
+    reason = require_reason(reason)
     team = Team.objects.select_for_update().get(pk=team.pk)
-    entry = _record(
+    entry = record_change(
         actor=actor,
         reason=reason,
         cause=cause,
@@ -270,8 +270,8 @@ def _scope_name(owner) -> str:
     return f"share {owner.share.queue.name}/{owner.share.name}"
 
 
-def _roles_proposal(*, user, roles: Iterable[str], **_) -> _Proposal:
-    return _Proposal(Kind.ROLES, {"roles": sorted(set(roles))}, {"subject": user})
+def _roles_proposal(*, user, roles: Iterable[str], **_) -> Proposal:
+    return Proposal(Kind.ROLES, {"roles": sorted(set(roles))}, {"subject": user})
 
 
 @reviewable(_roles_proposal)
@@ -287,7 +287,7 @@ def user_roles_set(
 ) -> PolicyWrite:
     """Give `user` exactly `roles` (role group names; other groups stay). `expected`:
     the role document the change was made from (see team_save)."""
-    reason = _require_reason(reason)
+    reason = require_reason(reason)
     roles = sorted(set(roles))
     unknown = [role for role in roles if role not in ROLES]
     if unknown:
@@ -310,7 +310,7 @@ def user_roles_set(
         groups = [Group.objects.get_or_create(name=role)[0] for role in roles]
         user.groups.remove(*user.groups.filter(name__in=ROLES).exclude(name__in=roles))
         user.groups.add(*groups)
-    entry = _record(
+    entry = record_change(
         actor=actor,
         reason=reason,
         cause=cause,
@@ -341,7 +341,7 @@ def record_direct_role_change(
         old = before.get(user.pk)
         if old is None or old == after:
             continue
-        _record(
+        record_change(
             actor=actor,
             reason=reason,
             cause=kind,
@@ -441,7 +441,7 @@ def membership_revert(*, actor, change: PolicyChange, reason: str, diff) -> Poli
             team=change.team,
             cause=PolicyChange.Cause.REVERT,
             reverts=change,
-            approved=_REVIEWED,
+            approved=REVIEWED,
         )
     if change.subject is None or change.before is None:
         raise PolicyError({NON_FIELD: ["this change cannot be reverted"]})
@@ -456,7 +456,7 @@ def membership_revert(*, actor, change: PolicyChange, reason: str, diff) -> Poli
         reason=reason,
         cause=PolicyChange.Cause.REVERT,
         reverts=change,
-        approved=_REVIEWED,
+        approved=REVIEWED,
     )
 
 

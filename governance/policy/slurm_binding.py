@@ -20,17 +20,17 @@ from fleet.locks import lock_queue
 from fleet.models import InstanceType, Job, JobQueue
 from governance.models import PolicyChange, PolicyProposal
 from governance.policy.membership import DIRECT_REASON
-from governance.policy.services import (
-    _REVIEWED,
+from governance.policy.reviewable import (
+    REVIEWED,
     PolicyError,
     PolicyWrite,
+    Proposal,
     VersionConflict,
-    _Proposal,
-    _record,
-    _require_reason,
-    register_revert,
+    record_change,
+    require_reason,
     reviewable,
 )
+from governance.policy.services import register_revert
 from scheduler.executors.slurm import Cluster, SlurmError, instances_per_node
 from scheduler.services.slurm import slurm_executor_queues
 from scheduler.services.slurm_binding import (
@@ -60,10 +60,8 @@ __all__ = [
 # A queue's binding.
 
 
-def _binding_proposal(
-    *, queue: JobQueue, binding: Mapping, expected_version: int, **_
-) -> _Proposal:
-    return _Proposal(
+def _binding_proposal(*, queue: JobQueue, binding: Mapping, expected_version: int, **_) -> Proposal:
+    return Proposal(
         Kind.QUEUE_SLURM,
         {"binding": SlurmBinding.from_document(binding).document()},
         {"queue": queue, "base_version": expected_version},
@@ -83,7 +81,7 @@ def queue_set_slurm_binding(
 ) -> PolicyWrite:
     """Bind the queue to the Slurm cluster, partition and account of `binding` (keys
     slurm_conf, slurm_partition, slurm_account; all "" unbinds it)."""
-    reason = _require_reason(reason)
+    reason = require_reason(reason)
     locked = lock_queue(queue.pk)
     before = SlurmBinding.of(locked)
     submitted = SlurmBinding.from_document(binding)
@@ -104,7 +102,7 @@ def queue_set_slurm_binding(
     if proposed == before:
         return PolicyWrite(applied=locked, entry=None)
     slurm_binding_apply(locked, proposed)
-    entry = _record(
+    entry = record_change(
         actor=actor,
         reason=reason,
         cause=cause,
@@ -192,15 +190,15 @@ def _binding_revert(*, actor, change: PolicyChange, reason: str, diff) -> Policy
         expected_version=JobQueue.objects.get(pk=change.queue_id).version,
         cause=PolicyChange.Cause.REVERT,
         reverts=change,
-        approved=_REVIEWED,
+        approved=REVIEWED,
     )
 
 
 # An instance type's Slurm resources.
 
 
-def _resources_proposal(*, instance_type: InstanceType, resources, **_) -> _Proposal:
-    return _Proposal(
+def _resources_proposal(*, instance_type: InstanceType, resources, **_) -> Proposal:
+    return Proposal(
         Kind.TYPE_SLURM,
         {"instance_type": instance_type.name, "slurm_resources": resources},
     )
@@ -217,7 +215,7 @@ def instance_type_set_resources(
     reverts: PolicyChange | None = None,
 ) -> PolicyWrite:
     """Set the sbatch options that ask Slurm for one instance of the type."""
-    reason = _require_reason(reason)
+    reason = require_reason(reason)
     itype = InstanceType.objects.select_for_update().get(pk=instance_type.pk)
     try:
         resources = slurm_resources_validate(resources)
@@ -228,7 +226,7 @@ def instance_type_set_resources(
         return PolicyWrite(applied=itype, entry=None)
     itype.slurm_resources = resources
     itype.save(update_fields=["slurm_resources"])
-    entry = _record(
+    entry = record_change(
         actor=actor,
         reason=reason,
         cause=cause,
@@ -252,7 +250,7 @@ def _resources_revert(*, actor, change: PolicyChange, reason: str, diff) -> Poli
         reason=reason,
         cause=PolicyChange.Cause.REVERT,
         reverts=change,
-        approved=_REVIEWED,
+        approved=REVIEWED,
     )
 
 
@@ -299,7 +297,7 @@ def record_direct_binding_change(*, sender, instance, before: dict, after: dict,
         target, about = Target.QUEUE_SLURM, {"queue": instance}
     else:
         target, about = Target.INSTANCE_TYPE, {}
-    _record(
+    record_change(
         actor=None,
         reason=DIRECT_REASON,
         cause=PolicyChange.Cause.DIRECT,
