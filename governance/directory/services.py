@@ -24,8 +24,8 @@ Mapping edits (mapping_create, mapping_delete) are policy writes like any other:
 reason (required), a history entry of target GROUP_MAPPING (who, the mapping before and
 after), a proposal of kind MAPPING_CREATE / MAPPING_DELETE under
 POLICY_CHANGES_NEED_REVIEW (the `reviewable` decorator of governance.policy.reviewable;
-governance.proposals applies it on approval, through mapping_proposal_apply) and a
-revert (mapping_revert).
+governance.proposals applies it on approval, through the kind's apply registered here)
+and a revert (mapping_revert).
 """
 
 from __future__ import annotations
@@ -57,14 +57,13 @@ from governance.policy.reviewable import (
     PolicyWrite,
     Proposal,
     record_change,
+    register_proposal_kind,
     require_reason,
     reviewable,
 )
-from governance.policy.services import register_revert
 
 Kind = GroupMapping.Kind
 ProposalKind = PolicyProposal.Kind
-PROPOSAL_KINDS = (ProposalKind.MAPPING_CREATE, ProposalKind.MAPPING_DELETE)
 
 
 @dataclass
@@ -395,15 +394,17 @@ def mapping_delete(
     return PolicyWrite(applied=entry, entry=entry)
 
 
-def mapping_proposal_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
-    """Carry out an approved MAPPING_CREATE / MAPPING_DELETE proposal (governance.
-    proposals), or say why it no longer can."""
+def _delete_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    """Carry out an approved MAPPING_DELETE proposal, or say why it no longer can."""
+    mapping = GroupMapping.objects.filter(pk=proposal.payload["mapping_id"]).first()
+    if mapping is None:
+        raise PolicyError({NON_FIELD: ["this mapping has been removed already"]})
+    return mapping_delete(mapping=mapping, **common)
+
+
+def _create_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    """Carry out an approved MAPPING_CREATE proposal, or say why it no longer can."""
     payload = proposal.payload
-    if proposal.kind == ProposalKind.MAPPING_DELETE:
-        mapping = GroupMapping.objects.filter(pk=payload["mapping_id"]).first()
-        if mapping is None:
-            raise PolicyError({NON_FIELD: ["this mapping has been removed already"]})
-        return mapping_delete(mapping=mapping, **common)
     team = queue = None
     if payload["team_id"] is not None:
         team = Team.objects.filter(pk=payload["team_id"]).first()
@@ -470,4 +471,15 @@ def mapping_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyW
     )
 
 
-register_revert(PolicyChange.Target.GROUP_MAPPING, mapping_revert)
+register_proposal_kind(
+    ProposalKind.MAPPING_CREATE,
+    target=PolicyChange.Target.GROUP_MAPPING,
+    apply=_create_apply,
+    revert=mapping_revert,
+)
+register_proposal_kind(
+    ProposalKind.MAPPING_DELETE,
+    target=PolicyChange.Target.GROUP_MAPPING,
+    apply=_delete_apply,
+    revert=mapping_revert,
+)

@@ -37,13 +37,14 @@ from governance.policy.reviewable import (
     PolicyWrite,
     Proposal,
     record_change,
+    register_proposal_kind,
     require_reason,
     reviewable,
 )
-from governance.policy.services import register_revert
 
 User = get_user_model()
 Kind = PolicyProposal.Kind
+Target = PolicyChange.Target
 TEAM_FIELDS = ("name", "description", "leads", "members")
 DIRECT_REASON = (
     "changed outside the product's services (a shell, a script or a data load): "
@@ -247,6 +248,54 @@ def team_delete(
     return PolicyWrite(applied=entry, entry=entry)
 
 
+def _team_save_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    return team_save(
+        data=team_data_from_document(proposal.payload["data"]),
+        team=proposal.team,
+        expected=proposal.before,
+        **common,
+    )
+
+
+def _team_delete_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    if proposal.team is None:
+        raise InvalidInput({NON_FIELD: ["this team no longer exists"]})
+    written = team_delete(team=proposal.team, **common)
+    proposal.team = None  # deleted with the team's row (SET_NULL)
+    return written
+
+
+def _team_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWrite:
+    """Restore the fields `change` changed of its team, as a new change."""
+    if change.before is None:
+        raise PolicyError(
+            {NON_FIELD: ["a team's creation is undone by deleting the team, not reverted"]}
+        )
+    if change.team is None:
+        raise PolicyError({NON_FIELD: ["the team of this change no longer exists"]})
+    restored = {**team_document(change.team), **{key: old for key, old, _new in diff}}
+    return team_save(
+        actor=actor,
+        data=team_data_from_document(restored),
+        reason=reason,
+        team=change.team,
+        cause=PolicyChange.Cause.REVERT,
+        reverts=change,
+        approved=REVIEWED,
+    )
+
+
+register_proposal_kind(
+    Kind.TEAM_CREATE, target=Target.TEAM, apply=_team_save_apply, revert=_team_revert
+)
+register_proposal_kind(
+    Kind.TEAM_UPDATE, target=Target.TEAM, apply=_team_save_apply, revert=_team_revert
+)
+register_proposal_kind(
+    Kind.TEAM_DELETE, target=Target.TEAM, apply=_team_delete_apply, revert=_team_revert
+)
+
+
 # Roles.
 
 
@@ -322,6 +371,36 @@ def user_roles_set(
         reverts=reverts,
     )
     return PolicyWrite(applied=user, entry=entry)
+
+
+def _roles_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    if proposal.subject is None:
+        raise InvalidInput({NON_FIELD: ["this user no longer exists"]})
+    return user_roles_set(
+        user=proposal.subject, roles=proposal.payload["roles"], expected=proposal.before, **common
+    )
+
+
+def _roles_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWrite:
+    """Give the user of `change` the role groups they had before it, as a new change."""
+    if change.subject is None or change.before is None:
+        raise PolicyError({NON_FIELD: ["this change cannot be reverted"]})
+    if any(key == "exception_owner_of" for key, _old, _new in diff):
+        raise PolicyError(
+            {NON_FIELD: ["an exception-owner appointment is undone on the exception owners page"]}
+        )
+    return user_roles_set(
+        actor=actor,
+        user=change.subject,
+        roles=change.before["roles"],
+        reason=reason,
+        cause=PolicyChange.Cause.REVERT,
+        reverts=change,
+        approved=REVIEWED,
+    )
+
+
+register_proposal_kind(Kind.ROLES, target=Target.ROLE, apply=_roles_apply, revert=_roles_revert)
 
 
 # Direct changes (outside the services above).
@@ -419,46 +498,3 @@ def _record_scope_change(owner, *, appointed: bool) -> None:
     record_direct_role_change(
         user_ids=[user.pk], before={user.pk: {**now, "exception_owner_of": other}}
     )
-
-
-# Revert (governance.policy.services.policy_change_revert calls this for its targets).
-
-
-def membership_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWrite:
-    """Restore the fields `change` changed of its team or user's roles, as a new change."""
-    if change.target == PolicyChange.Target.TEAM:
-        if change.before is None:
-            raise PolicyError(
-                {NON_FIELD: ["a team's creation is undone by deleting the team, not reverted"]}
-            )
-        if change.team is None:
-            raise PolicyError({NON_FIELD: ["the team of this change no longer exists"]})
-        restored = {**team_document(change.team), **{key: old for key, old, _new in diff}}
-        return team_save(
-            actor=actor,
-            data=team_data_from_document(restored),
-            reason=reason,
-            team=change.team,
-            cause=PolicyChange.Cause.REVERT,
-            reverts=change,
-            approved=REVIEWED,
-        )
-    if change.subject is None or change.before is None:
-        raise PolicyError({NON_FIELD: ["this change cannot be reverted"]})
-    if any(key == "exception_owner_of" for key, _old, _new in diff):
-        raise PolicyError(
-            {NON_FIELD: ["an exception-owner appointment is undone on the exception owners page"]}
-        )
-    return user_roles_set(
-        actor=actor,
-        user=change.subject,
-        roles=change.before["roles"],
-        reason=reason,
-        cause=PolicyChange.Cause.REVERT,
-        reverts=change,
-        approved=REVIEWED,
-    )
-
-
-register_revert(PolicyChange.Target.TEAM, membership_revert)
-register_revert(PolicyChange.Target.ROLE, membership_revert)

@@ -14,7 +14,7 @@ from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
 
-from core.errors import NON_FIELD
+from core.errors import NON_FIELD, InvalidInput
 from fleet.models import InstanceType
 from governance.models import PolicyChange, PolicyProposal
 from governance.policy.reviewable import (
@@ -23,10 +23,10 @@ from governance.policy.reviewable import (
     PolicyWrite,
     Proposal,
     record_change,
+    register_proposal_kind,
     require_reason,
     reviewable,
 )
-from governance.policy.services import register_revert
 
 Kind = PolicyProposal.Kind
 FIELD = "price_per_hour"
@@ -139,4 +139,17 @@ def instance_type_price_revert(*, actor, change: PolicyChange, reason: str, diff
     )
 
 
-register_revert(PolicyChange.Target.PRICE, instance_type_price_revert)
+def _price_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    payload = proposal.payload
+    instance_type = InstanceType.objects.filter(pk=payload["instance_type_id"]).first()
+    if instance_type is None:
+        raise InvalidInput({NON_FIELD: ["this instance type no longer exists"]})
+    return instance_type_price_set(instance_type=instance_type, price=payload[FIELD], **common)
+
+
+register_proposal_kind(
+    Kind.PRICE,
+    target=PolicyChange.Target.PRICE,
+    apply=_price_apply,
+    revert=instance_type_price_revert,
+)

@@ -16,6 +16,10 @@ directory mapping, a revert) is built from, in one public module.
   its own transaction.
 - `PolicyWrite`, the one result every write returns; `PolicyError` and
   `VersionConflict`, the problems it raises.
+- The proposal kinds: each kind registers, beside its write, how an approved proposal
+  of it applies and how a change it recorded is reverted (`register_proposal_kind`);
+  governance.proposals approves through `proposal_apply`, and
+  governance.policy.services.policy_change_revert reverts through `change_revert`.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from django.db import transaction
 
 from core import rules
 from core.bounds import check_lengths
-from core.errors import Conflict, InvalidInput
+from core.errors import NON_FIELD, Conflict, InvalidInput
 from fleet.models import JobQueue, QuotaShare, Team, UrgencyDefinition, WorkloadClass
 from governance.models import PolicyChange, PolicyProposal
 
@@ -266,3 +270,66 @@ def record_change(
         subject=subject,
         workload_class=workload_class,
     )
+
+
+# The proposal kinds.
+
+
+@dataclass(frozen=True)
+class ProposalKind:
+    """How one kind of proposal applies once approved, and how the change it records is
+    reverted. `apply(proposal, *, actor, reason, approved)` carries out the write the
+    proposal holds, as its author; `revert(*, actor, change, reason, diff)` takes back a
+    change of `target` (the PolicyChange target the kind's write records; None for a
+    revert, whose change has the target of the change it reverts), as a new change."""
+
+    kind: str
+    target: str | None
+    apply: Callable[..., PolicyWrite]
+    revert: Callable[..., PolicyWrite]
+
+
+_KINDS: dict[str, ProposalKind] = {}
+_REVERTS: dict[str, Callable[..., PolicyWrite]] = {}
+
+
+def register_proposal_kind(
+    kind: str,
+    *,
+    target: str | None,
+    apply: Callable[..., PolicyWrite],
+    revert: Callable[..., PolicyWrite],
+) -> None:
+    """Say how proposals of `kind` apply and how changes of `target` are reverted. Kinds
+    that record the same target (a share's creation and its update) share its revert."""
+    if target is not None and _REVERTS.setdefault(target, revert) is not revert:
+        raise ValueError(f"changes of target '{target}' already have another revert")
+    _KINDS[kind] = ProposalKind(kind=kind, target=target, apply=apply, revert=revert)
+
+
+def registered_proposal_kinds() -> dict[str, ProposalKind]:
+    return dict(_KINDS)
+
+
+def proposal_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    """Carry out an approved proposal through the write of its kind (`common`: actor,
+    reason, approved)."""
+    registered = _KINDS.get(proposal.kind)
+    if registered is None:
+        raise PolicyError(
+            {
+                NON_FIELD: [
+                    f"no policy write applies proposals of kind '{proposal.kind}': "
+                    "reject this proposal"
+                ]
+            }
+        )
+    return registered.apply(proposal, **common)
+
+
+def change_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWrite:
+    """Take back `change` through the revert of its target, as a new change."""
+    revert = _REVERTS.get(change.target)
+    if revert is None:
+        raise PolicyError({NON_FIELD: [f"changes of target '{change.target}' cannot be reverted"]})
+    return revert(actor=actor, change=change, reason=reason, diff=diff)

@@ -20,7 +20,7 @@ mappings) are built from too.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from django.db import transaction
@@ -57,7 +57,9 @@ from governance.policy.reviewable import (
     PolicyWrite,
     Proposal,
     VersionConflict,
+    change_revert,
     record_change,
+    register_proposal_kind,
     require_reason,
     reviewable,
 )
@@ -215,6 +217,7 @@ def share_validate(
 
 
 Kind = PolicyProposal.Kind
+Target = PolicyChange.Target
 
 
 def _write_limits(share: QuotaShare, limits: Mapping[str, int]) -> None:
@@ -407,6 +410,58 @@ def _default_class(data: ShareData, share: QuotaShare | None) -> WorkloadClass |
     return WorkloadClass.objects.get(name=data.default_workload_class)
 
 
+# Approving a share's proposal (governance.proposals), and reverting a share's change.
+
+
+def _share_create_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    return share_create(
+        queue=proposal.queue, data=share_data_from_document(proposal.payload["data"]), **common
+    )
+
+
+def _share_update_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    return share_update(
+        share=proposal.share,
+        data=share_data_from_document(proposal.payload["data"]),
+        expected_version=proposal.base_version,
+        **common,
+    )
+
+
+def _share_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWrite:
+    if change.share is None:
+        raise PolicyError({NON_FIELD: ["the share of this change no longer exists"]})
+    share = QuotaShare.objects.select_related("team", "queue").get(pk=change.share_id)
+    current = share_document(share)
+    if change.before is None:
+        restored = {**current, "state": QuotaShare.State.DISABLED}
+    else:
+        restored = {**current}
+        for key, old, _new in diff:
+            if old is None and key != "default_workload_class":
+                restored.pop(key, None)
+            else:
+                restored[key] = old
+    return share_update(
+        actor=actor,
+        share=share,
+        data=share_data_from_document(restored),
+        reason=reason,
+        expected_version=share.version,
+        cause=PolicyChange.Cause.REVERT,
+        reverts=change,
+        approved=REVIEWED,
+    )
+
+
+register_proposal_kind(
+    Kind.SHARE_CREATE, target=Target.SHARE, apply=_share_create_apply, revert=_share_revert
+)
+register_proposal_kind(
+    Kind.SHARE_UPDATE, target=Target.SHARE, apply=_share_update_apply, revert=_share_revert
+)
+
+
 def queue_capacity_validate(
     *, queue: JobQueue, capacity: Mapping[str, int]
 ) -> dict[str, list[str]]:
@@ -554,6 +609,46 @@ def queue_create(
         cause=cause,
         approved=REVIEWED,
     )
+
+
+# Approving a queue's proposal, and reverting a change of its capacity.
+
+
+def _queue_capacity_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    return queue_set_capacity(
+        queue=proposal.queue,
+        capacity=proposal.payload["capacity"],
+        expected_version=proposal.base_version,
+        **common,
+    )
+
+
+def _queue_create_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    fields = {key: value for key, value in proposal.payload.items() if key != "after"}
+    return queue_create(**fields, **common)
+
+
+def _queue_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWrite:
+    if change.queue is None or change.before is None:
+        raise PolicyError({NON_FIELD: ["this change cannot be reverted"]})
+    return queue_set_capacity(
+        actor=actor,
+        queue=change.queue,
+        capacity=change.before["capacity"],
+        reason=reason,
+        expected_version=JobQueue.objects.get(pk=change.queue_id).version,
+        cause=PolicyChange.Cause.REVERT,
+        reverts=change,
+        approved=REVIEWED,
+    )
+
+
+register_proposal_kind(
+    Kind.QUEUE_CAPACITY, target=Target.QUEUE, apply=_queue_capacity_apply, revert=_queue_revert
+)
+register_proposal_kind(
+    Kind.QUEUE_CREATE, target=Target.QUEUE, apply=_queue_create_apply, revert=_queue_revert
+)
 
 
 # Urgency definitions.
@@ -706,6 +801,39 @@ def _teams(values) -> tuple[list[Team], list[str]]:
     return teams, unknown
 
 
+def _urgency_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    return urgency_save(
+        data=proposal.payload["data"],
+        urgency=proposal.urgency,
+        expected_version=proposal.base_version,
+        **common,
+    )
+
+
+def _urgency_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWrite:
+    if change.urgency is None or change.before is None:
+        raise PolicyError({NON_FIELD: ["this change cannot be reverted"]})
+    current = urgency_document(change.urgency)
+    restored = {**current, **{key: old for key, old, _new in diff}}
+    return urgency_save(
+        actor=actor,
+        data=restored,
+        reason=reason,
+        urgency=change.urgency,
+        cause=PolicyChange.Cause.REVERT,
+        reverts=change,
+        approved=REVIEWED,
+    )
+
+
+register_proposal_kind(
+    Kind.URGENCY_CREATE, target=Target.URGENCY, apply=_urgency_apply, revert=_urgency_revert
+)
+register_proposal_kind(
+    Kind.URGENCY_UPDATE, target=Target.URGENCY, apply=_urgency_apply, revert=_urgency_revert
+)
+
+
 # History.
 
 
@@ -719,16 +847,6 @@ def changed_fields(
     return [
         (key, before.get(key), after.get(key)) for key in keys if before.get(key) != after.get(key)
     ]
-
-
-# The reverts of targets whose writes live in their own module (governance.policy.
-# membership: teams and roles), registered by it: target -> revert(actor, change, reason,
-# diff) returning the PolicyWrite of the new change.
-_TARGET_REVERTS: dict[str, Callable[..., PolicyWrite]] = {}
-
-
-def register_revert(target: str, revert: Callable[..., PolicyWrite]) -> None:
-    _TARGET_REVERTS[target] = revert
 
 
 def _revert_proposal(*, change: PolicyChange, **_) -> Proposal:
@@ -749,63 +867,19 @@ def policy_change_revert(*, actor, change: PolicyChange, reason: str) -> PolicyW
     """Take back what `change` did, as a new change (PolicyWrite.applied is that change).
     Only the fields it changed are restored, so later edits of other fields stay."""
     reason = require_reason(reason)
-    diff = changed_fields(change.before, change.after)
-    if change.target == PolicyChange.Target.SHARE:
-        if change.share is None:
-            raise PolicyError({NON_FIELD: ["the share of this change no longer exists"]})
-        share = QuotaShare.objects.select_related("team", "queue").get(pk=change.share_id)
-        current = share_document(share)
-        if change.before is None:
-            restored = {**current, "state": QuotaShare.State.DISABLED}
-        else:
-            restored = {**current}
-            for key, old, _new in diff:
-                if old is None and key != "default_workload_class":
-                    restored.pop(key, None)
-                else:
-                    restored[key] = old
-        written = share_update(
-            actor=actor,
-            share=share,
-            data=share_data_from_document(restored),
-            reason=reason,
-            expected_version=share.version,
-            cause=PolicyChange.Cause.REVERT,
-            reverts=change,
-            approved=REVIEWED,
-        )
-    elif change.target == PolicyChange.Target.QUEUE:
-        if change.queue is None or change.before is None:
-            raise PolicyError({NON_FIELD: ["this change cannot be reverted"]})
-        written = queue_set_capacity(
-            actor=actor,
-            queue=change.queue,
-            capacity=change.before["capacity"],
-            reason=reason,
-            expected_version=JobQueue.objects.get(pk=change.queue_id).version,
-            cause=PolicyChange.Cause.REVERT,
-            reverts=change,
-            approved=REVIEWED,
-        )
-    elif change.target in _TARGET_REVERTS:
-        written = _TARGET_REVERTS[change.target](
-            actor=actor, change=change, reason=reason, diff=diff
-        )
-    else:
-        if change.urgency is None or change.before is None:
-            raise PolicyError({NON_FIELD: ["this change cannot be reverted"]})
-        current = urgency_document(change.urgency)
-        restored = {**current, **{key: old for key, old, _new in diff}}
-        written = urgency_save(
-            actor=actor,
-            data=restored,
-            reason=reason,
-            urgency=change.urgency,
-            cause=PolicyChange.Cause.REVERT,
-            reverts=change,
-            approved=REVIEWED,
-        )
+    written = change_revert(
+        actor=actor, change=change, reason=reason, diff=changed_fields(change.before, change.after)
+    )
     entry = written.entry
     if entry is None:
         raise PolicyError({NON_FIELD: ["nothing to revert: the current policy already matches"]})
     return PolicyWrite(applied=entry, entry=entry)
+
+
+def _revert_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    return policy_change_revert(change=proposal.reverts, **common)
+
+
+# A revert records a change of the target it reverts, so taking it back in turn is that
+# target's revert (change_revert), as for any change.
+register_proposal_kind(Kind.REVERT, target=None, apply=_revert_apply, revert=change_revert)

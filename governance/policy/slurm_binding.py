@@ -27,10 +27,10 @@ from governance.policy.reviewable import (
     Proposal,
     VersionConflict,
     record_change,
+    register_proposal_kind,
     require_reason,
     reviewable,
 )
-from governance.policy.services import register_revert
 from scheduler.executors.slurm import Cluster, SlurmError, instances_per_node
 from scheduler.services.slurm import slurm_executor_queues
 from scheduler.services.slurm_binding import (
@@ -194,6 +194,20 @@ def _binding_revert(*, actor, change: PolicyChange, reason: str, diff) -> Policy
     )
 
 
+def _binding_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    return queue_set_slurm_binding(
+        queue=proposal.queue,
+        binding=proposal.payload["binding"],
+        expected_version=proposal.base_version,
+        **common,
+    )
+
+
+register_proposal_kind(
+    Kind.QUEUE_SLURM, target=Target.QUEUE_SLURM, apply=_binding_apply, revert=_binding_revert
+)
+
+
 # An instance type's Slurm resources.
 
 
@@ -254,31 +268,8 @@ def _resources_revert(*, actor, change: PolicyChange, reason: str, diff) -> Poli
     )
 
 
-def instance_type_slurm_queues(instance_type: InstanceType) -> list[JobQueue]:
-    """The Slurm queues whose capacity has this type: where its resources are asked for."""
-    return list(
-        slurm_executor_queues()
-        .filter(capacities__instance_type=instance_type)
-        .distinct()
-        .order_by("name")
-    )
-
-
-# Approving a proposal (governance.proposals.services).
-
-PROPOSAL_KINDS = frozenset({Kind.QUEUE_SLURM, Kind.TYPE_SLURM})
-
-
-def proposal_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
-    """Carry out an approved binding or resources proposal through its write."""
+def _resources_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
     payload = proposal.payload
-    if proposal.kind == Kind.QUEUE_SLURM:
-        return queue_set_slurm_binding(
-            queue=proposal.queue,
-            binding=payload["binding"],
-            expected_version=proposal.base_version,
-            **common,
-        )
     itype = InstanceType.objects.filter(name=payload["instance_type"]).first()
     if itype is None:
         raise PolicyError(
@@ -286,6 +277,21 @@ def proposal_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
         )
     return instance_type_set_resources(
         instance_type=itype, resources=payload["slurm_resources"], **common
+    )
+
+
+register_proposal_kind(
+    Kind.TYPE_SLURM, target=Target.INSTANCE_TYPE, apply=_resources_apply, revert=_resources_revert
+)
+
+
+def instance_type_slurm_queues(instance_type: InstanceType) -> list[JobQueue]:
+    """The Slurm queues whose capacity has this type: where its resources are asked for."""
+    return list(
+        slurm_executor_queues()
+        .filter(capacities__instance_type=instance_type)
+        .distinct()
+        .order_by("name")
     )
 
 
@@ -307,7 +313,3 @@ def record_direct_binding_change(*, sender, instance, before: dict, after: dict,
         after=after,
         **about,
     )
-
-
-register_revert(Target.QUEUE_SLURM, _binding_revert)
-register_revert(Target.INSTANCE_TYPE, _resources_revert)

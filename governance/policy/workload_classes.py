@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from django.db.models import F, ProtectedError
 
 from core.bounds import check_lengths
-from core.errors import NON_FIELD
+from core.errors import NON_FIELD, InvalidInput
 from engine.contracts import CONTRACT_FIELDS, contract_problems
 from fleet.models import WorkloadClass
 from governance.models import PolicyChange, PolicyProposal
@@ -27,12 +27,13 @@ from governance.policy.reviewable import (
     Proposal,
     VersionConflict,
     record_change,
+    register_proposal_kind,
     require_reason,
     reviewable,
 )
-from governance.policy.services import register_revert
 
 Kind = PolicyProposal.Kind
+Target = PolicyChange.Target
 CLASS_FIELDS = ("name", "description", *CONTRACT_FIELDS)
 # A week: a longer protection or notice is a typo, not a contract.
 MAX_CONTRACT_SECONDS = 7 * 24 * 3600
@@ -233,4 +234,32 @@ def workload_class_revert(*, actor, change: PolicyChange, reason: str, diff) -> 
     )
 
 
-register_revert(PolicyChange.Target.WORKLOAD_CLASS, workload_class_revert)
+def _save_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    return workload_class_save(
+        data=proposal.payload["data"],
+        workload_class=proposal.workload_class,
+        expected_version=proposal.base_version,
+        **common,
+    )
+
+
+def _delete_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    if proposal.workload_class is None:
+        raise InvalidInput({NON_FIELD: ["this workload class no longer exists"]})
+    written = workload_class_delete(workload_class=proposal.workload_class, **common)
+    proposal.workload_class = None  # deleted with the class's row (SET_NULL)
+    return written
+
+
+register_proposal_kind(
+    Kind.CLASS_CREATE, target=Target.WORKLOAD_CLASS, apply=_save_apply, revert=workload_class_revert
+)
+register_proposal_kind(
+    Kind.CLASS_UPDATE, target=Target.WORKLOAD_CLASS, apply=_save_apply, revert=workload_class_revert
+)
+register_proposal_kind(
+    Kind.CLASS_DELETE,
+    target=Target.WORKLOAD_CLASS,
+    apply=_delete_apply,
+    revert=workload_class_revert,
+)
