@@ -146,7 +146,7 @@ def share_validate_in_policy(
     shares together may exceed the capacity (shares lend and borrow). A limit already
     above capacity (the queue shrank since) may stay or be lowered, so unrelated edits
     and an exception's expiry still save; an exception itself never raises a limit past
-    capacity (governance.exceptions.services checks that when it applies)."""
+    capacity (governance.exceptions.effects checks that when it applies)."""
     errors: dict[str, list[str]] = {}
     if data.team is None:
         errors["team"] = ["choose the team that owns this share"]
