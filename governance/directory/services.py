@@ -52,10 +52,10 @@ from governance.policy.membership import (
     user_roles_set,
 )
 from governance.policy.reviewable import (
-    REVIEWED,
     PolicyError,
     PolicyWrite,
     Proposal,
+    as_revert_of,
     record_change,
     register_proposal_kind,
     require_reason,
@@ -446,9 +446,7 @@ def mapping_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyW
             actor=actor,
             mapping=mapping,
             reason=reason,
-            cause=PolicyChange.Cause.REVERT,
-            reverts=change,
-            approved=REVIEWED,
+            **as_revert_of(change),
         )
     doc = change.before
     team = Team.objects.filter(name=doc["team"]).first() if doc["team"] else None
@@ -465,9 +463,7 @@ def mapping_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyW
         team=team,
         queue=queue,
         reason=reason,
-        cause=PolicyChange.Cause.REVERT,
-        reverts=change,
-        approved=REVIEWED,
+        **as_revert_of(change),
     )
 
 

@@ -32,10 +32,10 @@ from core.permissions import ROLES
 from fleet.models import Team
 from governance.models import PolicyChange, PolicyProposal
 from governance.policy.reviewable import (
-    REVIEWED,
     PolicyError,
     PolicyWrite,
     Proposal,
+    as_revert_of,
     record_change,
     register_proposal_kind,
     require_reason,
@@ -279,9 +279,7 @@ def _team_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWri
         data=team_data_from_document(restored),
         reason=reason,
         team=change.team,
-        cause=PolicyChange.Cause.REVERT,
-        reverts=change,
-        approved=REVIEWED,
+        **as_revert_of(change),
     )
 
 
@@ -394,9 +392,7 @@ def _roles_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWr
         user=change.subject,
         roles=change.before["roles"],
         reason=reason,
-        cause=PolicyChange.Cause.REVERT,
-        reverts=change,
-        approved=REVIEWED,
+        **as_revert_of(change),
     )
 
 

@@ -18,10 +18,10 @@ from core.errors import NON_FIELD, InvalidInput
 from fleet.models import InstanceType
 from governance.models import PolicyChange, PolicyProposal
 from governance.policy.reviewable import (
-    REVIEWED,
     PolicyError,
     PolicyWrite,
     Proposal,
+    as_revert_of,
     record_change,
     register_proposal_kind,
     require_reason,
@@ -133,9 +133,7 @@ def instance_type_price_revert(*, actor, change: PolicyChange, reason: str, diff
         instance_type=instance_type,
         price=change.before[FIELD],
         reason=reason,
-        cause=PolicyChange.Cause.REVERT,
-        reverts=change,
-        approved=REVIEWED,
+        **as_revert_of(change),
     )
 
 

@@ -10,7 +10,8 @@ directory mapping, a revert) is built from, in one public module.
   another admin approves it (governance.proposals.services). Changes caused by an
   exception, and imports, apply at once: the exception was decided by its owner.
   `Proposal` is what a write says its proposal holds; `REVIEWED` is the `approved` of a
-  write that is one step of a write already decided.
+  write that is one step of a write already decided, such as a revert's
+  (`as_revert_of`).
 - `require_reason`: every write says why.
 - `record_change`: the PolicyChange (who, when, why, before and after) a write records in
   its own transaction.
@@ -92,6 +93,13 @@ def _check_actor(actor, *, cause: str, exception_request=None) -> None:
 # `approved=REVIEWED`: this write is one step of a write already decided (a new queue's
 # capacity, a revert's edit), so it applies as that write does.
 REVIEWED = object()
+
+
+def as_revert_of(change: PolicyChange) -> dict:
+    """The keywords with which a revert carries out its write: a change of cause REVERT,
+    linked to the change it takes back, applied as one step of the revert (which was
+    itself reviewed)."""
+    return {"cause": PolicyChange.Cause.REVERT, "reverts": change, "approved": REVIEWED}
 
 
 def _approval_refusal(approved) -> str | None:

@@ -57,6 +57,7 @@ from governance.policy.reviewable import (
     PolicyWrite,
     Proposal,
     VersionConflict,
+    as_revert_of,
     change_revert,
     record_change,
     register_proposal_kind,
@@ -448,9 +449,7 @@ def _share_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWr
         data=share_data_from_document(restored),
         reason=reason,
         expected_version=share.version,
-        cause=PolicyChange.Cause.REVERT,
-        reverts=change,
-        approved=REVIEWED,
+        **as_revert_of(change),
     )
 
 
@@ -637,9 +636,7 @@ def _queue_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWr
         capacity=change.before["capacity"],
         reason=reason,
         expected_version=JobQueue.objects.get(pk=change.queue_id).version,
-        cause=PolicyChange.Cause.REVERT,
-        reverts=change,
-        approved=REVIEWED,
+        **as_revert_of(change),
     )
 
 
@@ -820,9 +817,7 @@ def _urgency_revert(*, actor, change: PolicyChange, reason: str, diff) -> Policy
         data=restored,
         reason=reason,
         urgency=change.urgency,
-        cause=PolicyChange.Cause.REVERT,
-        reverts=change,
-        approved=REVIEWED,
+        **as_revert_of(change),
     )
 
 

@@ -21,11 +21,11 @@ from fleet.models import InstanceType, Job, JobQueue
 from governance.models import PolicyChange, PolicyProposal
 from governance.policy.membership import DIRECT_REASON
 from governance.policy.reviewable import (
-    REVIEWED,
     PolicyError,
     PolicyWrite,
     Proposal,
     VersionConflict,
+    as_revert_of,
     record_change,
     register_proposal_kind,
     require_reason,
@@ -188,9 +188,7 @@ def _binding_revert(*, actor, change: PolicyChange, reason: str, diff) -> Policy
         binding=restored,
         reason=reason,
         expected_version=JobQueue.objects.get(pk=change.queue_id).version,
-        cause=PolicyChange.Cause.REVERT,
-        reverts=change,
-        approved=REVIEWED,
+        **as_revert_of(change),
     )
 
 
@@ -262,9 +260,7 @@ def _resources_revert(*, actor, change: PolicyChange, reason: str, diff) -> Poli
         instance_type=itype,
         resources=list(change.before.get("slurm_resources") or []),
         reason=reason,
-        cause=PolicyChange.Cause.REVERT,
-        reverts=change,
-        approved=REVIEWED,
+        **as_revert_of(change),
     )
 
 

@@ -21,11 +21,11 @@ from engine.contracts import CONTRACT_FIELDS, contract_problems
 from fleet.models import WorkloadClass
 from governance.models import PolicyChange, PolicyProposal
 from governance.policy.reviewable import (
-    REVIEWED,
     PolicyError,
     PolicyWrite,
     Proposal,
     VersionConflict,
+    as_revert_of,
     record_change,
     register_proposal_kind,
     require_reason,
@@ -228,9 +228,7 @@ def workload_class_revert(*, actor, change: PolicyChange, reason: str, diff) -> 
         data=restored,
         reason=reason,
         workload_class=change.workload_class,
-        cause=PolicyChange.Cause.REVERT,
-        reverts=change,
-        approved=REVIEWED,
+        **as_revert_of(change),
     )
 
 

@@ -2,17 +2,15 @@
 with how it applies and how its changes are reverted, and approving a proposal goes
 through that registry, naming a kind nothing applies."""
 
+from decimal import Decimal
+
 import pytest
 
-from fleet.selectors import share_document
+from fleet.models import InstanceType
 from governance.models import PolicyChange, PolicyProposal
 from governance.policy import reviewable
-from governance.policy.services import (
-    PolicyError,
-    policy_change_revert,
-    share_data_from_document,
-    share_update,
-)
+from governance.policy.prices import instance_type_price_set
+from governance.policy.services import PolicyError, policy_change_revert
 from governance.proposals.services import proposal_approve
 from tests.factories import UserFactory
 
@@ -67,32 +65,22 @@ def test_approving_a_kind_nothing_applies_names_it_and_changes_nothing(admin, se
     assert proposal.applied_change is None
 
 
-def _raise_qs2(admin, aws_queue, instances: int) -> PolicyChange:
-    share = aws_queue.shares.get(name="qs2")
-    doc = {**share_document(share), "capacity_limits": {XL: instances}}
-    return share_update(
-        actor=admin,
-        share=share,
-        data=share_data_from_document(doc),
-        reason="grow",
-        expected_version=share.version,
-    ).entry
-
-
 @pytest.mark.django_db
 def test_a_change_an_approved_revert_made_is_reverted_by_its_targets_revert(
     admin, second_admin, aws_queue, settings
 ):
-    edit = _raise_qs2(admin, aws_queue, 2)
+    xl = InstanceType.objects.get(name=XL)
+    edit = instance_type_price_set(actor=admin, instance_type=xl, price="1.5", reason="list").entry
     settings.POLICY_CHANGES_NEED_REVIEW = True
-    proposal = policy_change_revert(actor=admin, change=edit, reason="too much").proposal
+    proposal = policy_change_revert(actor=admin, change=edit, reason="not yet").proposal
     assert proposal.kind == PolicyProposal.Kind.REVERT
-    proposal = proposal_approve(actor=second_admin, proposal=proposal)
-    reverted = proposal.applied_change
+    reverted = proposal_approve(actor=second_admin, proposal=proposal).applied_change
     assert reverted.reverts == edit
-    assert share_document(aws_queue.shares.get(name="qs2"))["capacity_limits"] == {XL: 1}
+    xl.refresh_from_db()
+    assert xl.price_per_hour is None
 
     settings.POLICY_CHANGES_NEED_REVIEW = False
     again = policy_change_revert(actor=admin, change=reverted, reason="it was right").entry
-    assert (again.target, again.reverts) == (PolicyChange.Target.SHARE, reverted)
-    assert share_document(aws_queue.shares.get(name="qs2"))["capacity_limits"] == {XL: 2}
+    assert (again.target, again.reverts) == (PolicyChange.Target.PRICE, reverted)
+    xl.refresh_from_db()
+    assert xl.price_per_hour == Decimal("1.5")
