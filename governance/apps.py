@@ -12,21 +12,33 @@ class GovernanceConfig(AppConfig):
         scopes.register()
         self._record_role_changes()
         self._record_binding_changes()
-        # Registers the reverts of workload-class and price changes (governance.policy.services).
+        self._register_proposal_kinds()
         # Register the feature packages' tasks in every process (web, worker, tests), so
         # services enqueue them by name (core.celery.task) without importing them, and
         # eager runs (CELERY_TASK_ALWAYS_EAGER) find them.
         from governance.dashboards import tasks as dashboard_tasks  # noqa: F401
         from governance.directory import tasks as directory_tasks  # noqa: F401
         from governance.exceptions import tasks as exception_tasks  # noqa: F401
-        from governance.policy import prices, workload_classes  # noqa: F401
         from governance.whatif import tasks as whatif_tasks  # noqa: F401
+
+    @staticmethod
+    def _register_proposal_kinds() -> None:
+        """Each module with policy writes registers its proposal kinds, with their apply
+        and revert (governance.policy.reviewable), when imported: all of them, so that
+        every proposal can be approved and every change reverted in any process."""
+        from governance.directory import services as directory  # noqa: F401
+        from governance.policy import (  # noqa: F401
+            membership,
+            prices,
+            services,
+            slurm_binding,
+            workload_classes,
+        )
 
     @staticmethod
     def _record_binding_changes() -> None:
         """Slurm bindings written outside the policy editor (`manage.py slurm_bind`)
-        reach the policy history as direct changes; importing the module registers the
-        reverts of binding changes."""
+        reach the policy history as direct changes."""
         from core.signals import slurm_binding_written
         from governance.policy import slurm_binding
 

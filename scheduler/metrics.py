@@ -79,7 +79,7 @@ class RedisCounters:
             f"background-metrics:{connection.settings_dict['NAME']}"
         )
         self.client = cache._cache.get_client(self.key, write=True)
-        breaker = getattr(cache, "breaker", None)  # config.cache's, when it is that cache
+        breaker = getattr(cache, "breaker", None)  # core.cache's, when it is that cache
         self.guard = breaker.guard if breaker is not None else nullcontext
 
     def add(self, increments: dict[str, float]) -> None:

@@ -23,9 +23,9 @@ What the directory decides:
 Mapping edits (mapping_create, mapping_delete) are policy writes like any other: a
 reason (required), a history entry of target GROUP_MAPPING (who, the mapping before and
 after), a proposal of kind MAPPING_CREATE / MAPPING_DELETE under
-POLICY_CHANGES_NEED_REVIEW (the `reviewable` decorator of governance.policy.services;
-governance.proposals applies it on approval, through mapping_proposal_apply) and a
-revert (mapping_revert).
+POLICY_CHANGES_NEED_REVIEW (the `reviewable` decorator of governance.policy.reviewable;
+governance.proposals applies it on approval, through the kind's apply registered here)
+and a revert (mapping_revert).
 """
 
 from __future__ import annotations
@@ -51,20 +51,19 @@ from governance.policy.membership import (
     team_save,
     user_roles_set,
 )
-from governance.policy.services import (
-    _REVIEWED,
+from governance.policy.reviewable import (
     PolicyError,
     PolicyWrite,
-    _Proposal,
-    _record,
-    _require_reason,
-    register_revert,
+    Proposal,
+    as_revert_of,
+    record_change,
+    register_proposal_kind,
+    require_reason,
     reviewable,
 )
 
 Kind = GroupMapping.Kind
 ProposalKind = PolicyProposal.Kind
-PROPOSAL_KINDS = (ProposalKind.MAPPING_CREATE, ProposalKind.MAPPING_DELETE)
 
 
 @dataclass
@@ -295,7 +294,7 @@ def mapping_document(mapping: GroupMapping) -> dict:
 
 
 def _record_mapping(*, actor, mapping, before, after, reason, cause, reverts=None):
-    return _record(
+    return record_change(
         actor=actor,
         reason=reason,
         cause=cause,
@@ -309,8 +308,8 @@ def _record_mapping(*, actor, mapping, before, after, reason, cause, reverts=Non
     )
 
 
-def _create_proposal(*, group, kind, role="", team=None, queue=None, **_) -> _Proposal:
-    return _Proposal(
+def _create_proposal(*, group, kind, role="", team=None, queue=None, **_) -> Proposal:
+    return Proposal(
         ProposalKind.MAPPING_CREATE,
         {
             "group": (group or "").strip(),
@@ -341,7 +340,7 @@ def mapping_create(
     rules.require(actor, "directory.manage")
     errors = _validate_mapping(group=group, kind=kind, role=role or "", team=team, queue=queue)
     try:
-        reason = _require_reason(reason)
+        reason = require_reason(reason)
     except PolicyError as error:
         errors = {**error.errors, **errors}
     if errors:
@@ -361,8 +360,8 @@ def mapping_create(
     return PolicyWrite(applied=mapping, entry=entry)
 
 
-def _delete_proposal(*, mapping: GroupMapping, **_) -> _Proposal:
-    return _Proposal(ProposalKind.MAPPING_DELETE, {"mapping_id": mapping.pk})
+def _delete_proposal(*, mapping: GroupMapping, **_) -> Proposal:
+    return Proposal(ProposalKind.MAPPING_DELETE, {"mapping_id": mapping.pk})
 
 
 @reviewable(_delete_proposal)
@@ -376,7 +375,7 @@ def mapping_delete(
 ) -> PolicyWrite:
     """Remove a mapping (admins), recorded in the policy history with what it gave."""
     rules.require(actor, "directory.manage")
-    reason = _require_reason(reason)
+    reason = require_reason(reason)
     # Ordered by pk alone: the model's ordering joins the nullable team, and
     # PostgreSQL cannot lock the nullable side of an outer join.
     mapping = GroupMapping.objects.select_for_update().filter(pk=mapping.pk).order_by("pk").first()
@@ -395,15 +394,17 @@ def mapping_delete(
     return PolicyWrite(applied=entry, entry=entry)
 
 
-def mapping_proposal_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
-    """Carry out an approved MAPPING_CREATE / MAPPING_DELETE proposal (governance.
-    proposals), or say why it no longer can."""
+def _delete_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    """Carry out an approved MAPPING_DELETE proposal, or say why it no longer can."""
+    mapping = GroupMapping.objects.filter(pk=proposal.payload["mapping_id"]).first()
+    if mapping is None:
+        raise PolicyError({NON_FIELD: ["this mapping has been removed already"]})
+    return mapping_delete(mapping=mapping, **common)
+
+
+def _create_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    """Carry out an approved MAPPING_CREATE proposal, or say why it no longer can."""
     payload = proposal.payload
-    if proposal.kind == ProposalKind.MAPPING_DELETE:
-        mapping = GroupMapping.objects.filter(pk=payload["mapping_id"]).first()
-        if mapping is None:
-            raise PolicyError({NON_FIELD: ["this mapping has been removed already"]})
-        return mapping_delete(mapping=mapping, **common)
     team = queue = None
     if payload["team_id"] is not None:
         team = Team.objects.filter(pk=payload["team_id"]).first()
@@ -445,9 +446,7 @@ def mapping_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyW
             actor=actor,
             mapping=mapping,
             reason=reason,
-            cause=PolicyChange.Cause.REVERT,
-            reverts=change,
-            approved=_REVIEWED,
+            **as_revert_of(change),
         )
     doc = change.before
     team = Team.objects.filter(name=doc["team"]).first() if doc["team"] else None
@@ -464,10 +463,19 @@ def mapping_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyW
         team=team,
         queue=queue,
         reason=reason,
-        cause=PolicyChange.Cause.REVERT,
-        reverts=change,
-        approved=_REVIEWED,
+        **as_revert_of(change),
     )
 
 
-register_revert(PolicyChange.Target.GROUP_MAPPING, mapping_revert)
+register_proposal_kind(
+    ProposalKind.MAPPING_CREATE,
+    target=PolicyChange.Target.GROUP_MAPPING,
+    apply=_create_apply,
+    revert=mapping_revert,
+)
+register_proposal_kind(
+    ProposalKind.MAPPING_DELETE,
+    target=PolicyChange.Target.GROUP_MAPPING,
+    apply=_delete_apply,
+    revert=mapping_revert,
+)

@@ -16,7 +16,7 @@ from core.form_errors import apply_errors
 from governance.directory import selectors, services
 from governance.directory.forms import MappingDeleteForm, MappingForm
 from governance.directory.models import GroupMapping
-from governance.policy.services import changes_need_review, reason_problems
+from governance.policy.reviewable import changes_need_review, reason_problems
 from governance.proposals.messages import after_policy_write
 
 

@@ -2,7 +2,7 @@
 
 A request moves DRAFT -> SUBMITTED -> APPROVED | DENIED; an approved one becomes
 ACTIVE at its window's start and EXPIRED at its end, or REVOKED early. Every
-transition is a conditional UPDATE in governance.exceptions.services, so it
+transition is a conditional UPDATE in governance.exceptions.transitions, so it
 happens exactly once; each leaves an ExceptionEvent (the request's timeline).
 """
 

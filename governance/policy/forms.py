@@ -31,6 +31,7 @@ from fleet.models import UrgencyDefinition as Urgency
 from governance.models import PolicyChange
 from governance.policy import prices, services, slurm_binding, workload_classes
 from governance.policy.membership import TeamData, team_save, team_validate
+from governance.policy.reviewable import reason_problems
 from governance.policy.services import PolicyError, PolicyWrite, ShareData
 
 REASON_LABEL = "Reason for this change"
@@ -298,7 +299,7 @@ class ShareForm(LimitRowsMixin, PolicyForm):
                 queue=self.queue, data=self.share_data(), share=self.share
             )
             if "reason" not in self.errors:
-                problems = {**problems, **services.reason_problems(data.get("reason") or "")}
+                problems = {**problems, **reason_problems(data.get("reason") or "")}
             self.apply_errors({k: v for k, v in problems.items() if k not in self.errors})
         return data
 

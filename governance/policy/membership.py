@@ -5,7 +5,7 @@ exception requests (core.rules, separations of duty), so a change of it is a pol
 write like a share's: it needs a reason, is recorded as a PolicyChange (who, when,
 why, the team's document before and after), and with POLICY_CHANGES_NEED_REVIEW it
 becomes a proposal that applies only when another admin approves it (the `reviewable`
-decorator of governance.policy.services). Role assignments (a user's role groups and
+decorator of governance.policy.reviewable). Role assignments (a user's role groups and
 exception-owner scopes) are recorded the same way.
 
 A role group can also change outside these services (a shell, a script, the demo's
@@ -31,19 +31,20 @@ from core.errors import NON_FIELD, InvalidInput
 from core.permissions import ROLES
 from fleet.models import Team
 from governance.models import PolicyChange, PolicyProposal
-from governance.policy.services import (
-    _REVIEWED,
+from governance.policy.reviewable import (
     PolicyError,
     PolicyWrite,
-    _Proposal,
-    _record,
-    _require_reason,
-    register_revert,
+    Proposal,
+    as_revert_of,
+    record_change,
+    register_proposal_kind,
+    require_reason,
     reviewable,
 )
 
 User = get_user_model()
 Kind = PolicyProposal.Kind
+Target = PolicyChange.Target
 TEAM_FIELDS = ("name", "description", "leads", "members")
 DIRECT_REASON = (
     "changed outside the product's services (a shell, a script or a data load): "
@@ -149,8 +150,8 @@ def team_validate(*, data: TeamData, team: Team | None = None) -> dict[str, list
     return errors
 
 
-def _team_save_proposal(*, data: TeamData, team: Team | None, **_) -> _Proposal:
-    return _Proposal(
+def _team_save_proposal(*, data: TeamData, team: Team | None, **_) -> Proposal:
+    return Proposal(
         Kind.TEAM_CREATE if team is None else Kind.TEAM_UPDATE,
         {"data": team_data_document(data)},
         {"team": team},
@@ -173,7 +174,7 @@ def team_save(
     when the team changed since, nothing applies, so a proposal applies exactly its
     diff. The team's row is locked, so an exception decision checking the team's
     membership (governance.exceptions.services) sees it before or after, never half."""
-    reason = _require_reason(reason)
+    reason = require_reason(reason)
     check_lengths(data, ["description"], error=PolicyError)
     before = None
     if team is not None:
@@ -205,7 +206,7 @@ def team_save(
         team.leads.set(list(data.leads))
         team.members.set(list(data.members))
     after = team_document(team)
-    entry = _record(
+    entry = record_change(
         actor=actor,
         reason=reason,
         cause=cause,
@@ -219,8 +220,8 @@ def team_save(
     return PolicyWrite(applied=team, entry=entry)
 
 
-def _team_delete_proposal(*, team: Team, **_) -> _Proposal:
-    return _Proposal(Kind.TEAM_DELETE, {}, {"team": team})
+def _team_delete_proposal(*, team: Team, **_) -> Proposal:
+    return Proposal(Kind.TEAM_DELETE, {}, {"team": team})
 
 
 @reviewable(_team_delete_proposal)
@@ -229,9 +230,9 @@ def team_delete(
 ) -> PolicyWrite:
     """Delete a team that owns nothing (a ProtectedError names what still uses it),
     recording its last document."""
-    reason = _require_reason(reason)
+    reason = require_reason(reason)
     team = Team.objects.select_for_update().get(pk=team.pk)
-    entry = _record(
+    entry = record_change(
         actor=actor,
         reason=reason,
         cause=cause,
@@ -245,6 +246,52 @@ def team_delete(
         team.delete()
     entry.refresh_from_db()
     return PolicyWrite(applied=entry, entry=entry)
+
+
+def _team_save_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    return team_save(
+        data=team_data_from_document(proposal.payload["data"]),
+        team=proposal.team,
+        expected=proposal.before,
+        **common,
+    )
+
+
+def _team_delete_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    if proposal.team is None:
+        raise InvalidInput({NON_FIELD: ["this team no longer exists"]})
+    written = team_delete(team=proposal.team, **common)
+    proposal.team = None  # deleted with the team's row (SET_NULL)
+    return written
+
+
+def _team_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWrite:
+    """Restore the fields `change` changed of its team, as a new change."""
+    if change.before is None:
+        raise PolicyError(
+            {NON_FIELD: ["a team's creation is undone by deleting the team, not reverted"]}
+        )
+    if change.team is None:
+        raise PolicyError({NON_FIELD: ["the team of this change no longer exists"]})
+    restored = {**team_document(change.team), **{key: old for key, old, _new in diff}}
+    return team_save(
+        actor=actor,
+        data=team_data_from_document(restored),
+        reason=reason,
+        team=change.team,
+        **as_revert_of(change),
+    )
+
+
+register_proposal_kind(
+    Kind.TEAM_CREATE, target=Target.TEAM, apply=_team_save_apply, revert=_team_revert
+)
+register_proposal_kind(
+    Kind.TEAM_UPDATE, target=Target.TEAM, apply=_team_save_apply, revert=_team_revert
+)
+register_proposal_kind(
+    Kind.TEAM_DELETE, target=Target.TEAM, apply=_team_delete_apply, revert=_team_revert
+)
 
 
 # Roles.
@@ -270,8 +317,8 @@ def _scope_name(owner) -> str:
     return f"share {owner.share.queue.name}/{owner.share.name}"
 
 
-def _roles_proposal(*, user, roles: Iterable[str], **_) -> _Proposal:
-    return _Proposal(Kind.ROLES, {"roles": sorted(set(roles))}, {"subject": user})
+def _roles_proposal(*, user, roles: Iterable[str], **_) -> Proposal:
+    return Proposal(Kind.ROLES, {"roles": sorted(set(roles))}, {"subject": user})
 
 
 @reviewable(_roles_proposal)
@@ -287,7 +334,7 @@ def user_roles_set(
 ) -> PolicyWrite:
     """Give `user` exactly `roles` (role group names; other groups stay). `expected`:
     the role document the change was made from (see team_save)."""
-    reason = _require_reason(reason)
+    reason = require_reason(reason)
     roles = sorted(set(roles))
     unknown = [role for role in roles if role not in ROLES]
     if unknown:
@@ -310,7 +357,7 @@ def user_roles_set(
         groups = [Group.objects.get_or_create(name=role)[0] for role in roles]
         user.groups.remove(*user.groups.filter(name__in=ROLES).exclude(name__in=roles))
         user.groups.add(*groups)
-    entry = _record(
+    entry = record_change(
         actor=actor,
         reason=reason,
         cause=cause,
@@ -322,6 +369,34 @@ def user_roles_set(
         reverts=reverts,
     )
     return PolicyWrite(applied=user, entry=entry)
+
+
+def _roles_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    if proposal.subject is None:
+        raise InvalidInput({NON_FIELD: ["this user no longer exists"]})
+    return user_roles_set(
+        user=proposal.subject, roles=proposal.payload["roles"], expected=proposal.before, **common
+    )
+
+
+def _roles_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWrite:
+    """Give the user of `change` the role groups they had before it, as a new change."""
+    if change.subject is None or change.before is None:
+        raise PolicyError({NON_FIELD: ["this change cannot be reverted"]})
+    if any(key == "exception_owner_of" for key, _old, _new in diff):
+        raise PolicyError(
+            {NON_FIELD: ["an exception-owner appointment is undone on the exception owners page"]}
+        )
+    return user_roles_set(
+        actor=actor,
+        user=change.subject,
+        roles=change.before["roles"],
+        reason=reason,
+        **as_revert_of(change),
+    )
+
+
+register_proposal_kind(Kind.ROLES, target=Target.ROLE, apply=_roles_apply, revert=_roles_revert)
 
 
 # Direct changes (outside the services above).
@@ -341,7 +416,7 @@ def record_direct_role_change(
         old = before.get(user.pk)
         if old is None or old == after:
             continue
-        _record(
+        record_change(
             actor=actor,
             reason=reason,
             cause=kind,
@@ -419,46 +494,3 @@ def _record_scope_change(owner, *, appointed: bool) -> None:
     record_direct_role_change(
         user_ids=[user.pk], before={user.pk: {**now, "exception_owner_of": other}}
     )
-
-
-# Revert (governance.policy.services.policy_change_revert calls this for its targets).
-
-
-def membership_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWrite:
-    """Restore the fields `change` changed of its team or user's roles, as a new change."""
-    if change.target == PolicyChange.Target.TEAM:
-        if change.before is None:
-            raise PolicyError(
-                {NON_FIELD: ["a team's creation is undone by deleting the team, not reverted"]}
-            )
-        if change.team is None:
-            raise PolicyError({NON_FIELD: ["the team of this change no longer exists"]})
-        restored = {**team_document(change.team), **{key: old for key, old, _new in diff}}
-        return team_save(
-            actor=actor,
-            data=team_data_from_document(restored),
-            reason=reason,
-            team=change.team,
-            cause=PolicyChange.Cause.REVERT,
-            reverts=change,
-            approved=_REVIEWED,
-        )
-    if change.subject is None or change.before is None:
-        raise PolicyError({NON_FIELD: ["this change cannot be reverted"]})
-    if any(key == "exception_owner_of" for key, _old, _new in diff):
-        raise PolicyError(
-            {NON_FIELD: ["an exception-owner appointment is undone on the exception owners page"]}
-        )
-    return user_roles_set(
-        actor=actor,
-        user=change.subject,
-        roles=change.before["roles"],
-        reason=reason,
-        cause=PolicyChange.Cause.REVERT,
-        reverts=change,
-        approved=_REVIEWED,
-    )
-
-
-register_revert(PolicyChange.Target.TEAM, membership_revert)
-register_revert(PolicyChange.Target.ROLE, membership_revert)

@@ -1,7 +1,7 @@
 """An instance type's price per hour is policy: it decides what the dashboard charges each
 team. Setting or clearing it is a policy write like a share's: a reason, a PolicyChange
 with the price before and after, a proposal under POLICY_CHANGES_NEED_REVIEW (the
-`reviewable` decorator of governance.policy.services), and a revert.
+`reviewable` decorator of governance.policy.reviewable), and a revert.
 
 A price is per instance (not per GPU) and per hour, in settings.COST_CURRENCY. Empty
 means no price: the type has no cost anywhere (never a cost of 0); a price of 0 is
@@ -14,17 +14,17 @@ from decimal import Decimal, InvalidOperation
 
 from django.conf import settings
 
-from core.errors import NON_FIELD
+from core.errors import NON_FIELD, InvalidInput
 from fleet.models import InstanceType
 from governance.models import PolicyChange, PolicyProposal
-from governance.policy.services import (
-    _REVIEWED,
+from governance.policy.reviewable import (
     PolicyError,
     PolicyWrite,
-    _Proposal,
-    _record,
-    _require_reason,
-    register_revert,
+    Proposal,
+    as_revert_of,
+    record_change,
+    register_proposal_kind,
+    require_reason,
     reviewable,
 )
 
@@ -82,8 +82,8 @@ def price_document(instance_type: InstanceType) -> dict:
     }
 
 
-def _price_proposal(*, instance_type: InstanceType, price, **_) -> _Proposal:
-    return _Proposal(
+def _price_proposal(*, instance_type: InstanceType, price, **_) -> Proposal:
+    return Proposal(
         Kind.PRICE,
         {"instance_type_id": instance_type.pk, FIELD: None if price is None else str(price)},
     )
@@ -100,7 +100,7 @@ def instance_type_price_set(
     reverts: PolicyChange | None = None,
 ) -> PolicyWrite:
     """Set (or, with None or "", clear) the price per instance-hour of `instance_type`."""
-    reason = _require_reason(reason)
+    reason = require_reason(reason)
     price = price_parse(price)
     instance_type = InstanceType.objects.select_for_update().get(pk=instance_type.pk)
     before = price_document(instance_type)
@@ -109,7 +109,7 @@ def instance_type_price_set(
     if after == before:
         return PolicyWrite(applied=instance_type, entry=None)
     instance_type.save(update_fields=[FIELD])
-    entry = _record(
+    entry = record_change(
         actor=actor,
         reason=reason,
         cause=cause,
@@ -133,10 +133,21 @@ def instance_type_price_revert(*, actor, change: PolicyChange, reason: str, diff
         instance_type=instance_type,
         price=change.before[FIELD],
         reason=reason,
-        cause=PolicyChange.Cause.REVERT,
-        reverts=change,
-        approved=_REVIEWED,
+        **as_revert_of(change),
     )
 
 
-register_revert(PolicyChange.Target.PRICE, instance_type_price_revert)
+def _price_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    payload = proposal.payload
+    instance_type = InstanceType.objects.filter(pk=payload["instance_type_id"]).first()
+    if instance_type is None:
+        raise InvalidInput({NON_FIELD: ["this instance type no longer exists"]})
+    return instance_type_price_set(instance_type=instance_type, price=payload[FIELD], **common)
+
+
+register_proposal_kind(
+    Kind.PRICE,
+    target=PolicyChange.Target.PRICE,
+    apply=_price_apply,
+    revert=instance_type_price_revert,
+)

@@ -11,30 +11,23 @@ a revert's own entry, with the PolicyChange it recorded: None when nothing chang
 nothing looks history up afterwards) or the PolicyProposal it became.
 
 Whether a write applies or becomes a proposal is decided in one place, the
-`reviewable` decorator every write wears: it checks the actor against core.rules,
-and with POLICY_CHANGES_NEED_REVIEW an edit or a revert does not apply: the write is
-run in a savepoint that is rolled back (so it is checked exactly as it would apply,
-and its diff is kept), and the PolicyProposal is returned instead, which applies only
-when another admin approves it (governance.proposals.services). Changes caused by an
-exception, and imports, apply at once: the exception was decided by its owner.
+`reviewable` decorator every write wears; it, the history entry and the reason rule
+are the policy-write kit, governance.policy.reviewable, which the writes of the other
+modules (membership, workload classes, prices, the executor binding, the directory's
+mappings) are built from too.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 
-from core import rules
 from core.bounds import check_lengths
-from core.errors import NON_FIELD, Conflict, InvalidInput
+from core.errors import NON_FIELD
 from engine import validate_policy
 from engine.strategies import DEFAULT_STRATEGY
 from fleet.bridge import (
@@ -58,45 +51,24 @@ from fleet.models import (
 )
 from fleet.selectors import queue_document, share_document
 from governance.models import PolicyChange, PolicyProposal
+from governance.policy.reviewable import (
+    REVIEWED,
+    PolicyError,
+    PolicyWrite,
+    Proposal,
+    VersionConflict,
+    as_revert_of,
+    change_revert,
+    record_change,
+    register_proposal_kind,
+    require_reason,
+    reviewable,
+)
 
 MAX_LIMITS_PER_SHARE = 5
 # The largest borrow limit: a share may borrow up to 100 times its own limit. Beyond
 # that a number is a typo, not a policy; BORROW_UNLIMITED (-1) says "unlimited".
 BORROW_LIMIT_MAX = 10_000
-
-
-class PolicyError(InvalidInput):
-    """A proposed policy change breaks a rule. `errors` maps a field name to its messages."""
-
-
-class VersionConflict(Conflict):
-    """Someone saved the object after the editor loaded it."""
-
-    def __init__(self, *, current: dict, current_version: int, submitted: dict):
-        super().__init__(
-            {
-                "version": [
-                    f"this policy was changed by someone else (now version {current_version}); "
-                    "review their change and apply yours on top"
-                ]
-            },
-            current=current,
-            current_version=current_version,
-            submitted=submitted,
-        )
-
-
-@dataclass(frozen=True)
-class PolicyWrite:
-    """What a policy write did, the one result every write returns. Either it applied:
-    `applied` is the object it saved (a share, a queue, an urgency definition; for a
-    revert, the new PolicyChange itself) and `entry` the PolicyChange it recorded (None:
-    nothing changed). Or it waits for another admin's review: `proposal` is the
-    PolicyProposal it became, and nothing changed yet."""
-
-    applied: Any = None
-    entry: PolicyChange | None = None
-    proposal: PolicyProposal | None = None
 
 
 # ShareData.default_workload_class when the writer does not say (the share keeps its own).
@@ -175,7 +147,7 @@ def share_validate_in_policy(
     shares together may exceed the capacity (shares lend and borrow). A limit already
     above capacity (the queue shrank since) may stay or be lowered, so unrelated edits
     and an exception's expiry still save; an exception itself never raises a limit past
-    capacity (governance.exceptions.services checks that when it applies)."""
+    capacity (governance.exceptions.effects checks that when it applies)."""
     errors: dict[str, list[str]] = {}
     if data.team is None:
         errors["team"] = ["choose the team that owns this share"]
@@ -245,163 +217,8 @@ def share_validate(
     )
 
 
-def _check_actor(actor, *, cause: str, exception_request=None) -> None:
-    """Edits, imports and reverts are the table's "policy.edit" (admins). A change an
-    exception causes was allowed by the exception's own rules (its decider may be an
-    exception owner; its expiry has no actor), so it must name that request."""
-    if cause == PolicyChange.Cause.EXCEPTION:
-        if exception_request is None:
-            raise ValueError("a change caused by an exception must name its request")
-        return
-    if cause == PolicyChange.Cause.DIRECTORY:
-        # The directory's groups, as the admins' mapping says (governance.directory): no
-        # actor of its own, and never a proposal (the mapping was the admins' decision).
-        return
-    rules.require(actor, "policy.edit")
-
-
-# Internal `approved`: this write is one step of a write already decided (a new queue's
-# capacity, a revert's edit), so it applies as that write does.
-_REVIEWED = object()
 Kind = PolicyProposal.Kind
-
-
-def _approval_refusal(approved) -> str | None:
-    """None when `approved` (a proposal being approved, or an approved what-if draft)
-    carries another admin's approval; otherwise why it does not."""
-    from governance.models import WhatIfComparison
-
-    if isinstance(approved, PolicyProposal):
-        ok = approved.is_pending and approved.reviewer_id not in (None, approved.author_id)
-    elif isinstance(approved, WhatIfComparison):
-        ok = approved.review_state == WhatIfComparison.Review.APPROVED and (
-            approved.reviewer_id not in (None, approved.author_id)
-        )
-    else:
-        ok = False
-    return None if ok else "this change has not been approved by another admin"
-
-
-def changes_need_review() -> bool:
-    """POLICY_CHANGES_NEED_REVIEW: an admin's edit or revert waits for another admin."""
-    return bool(settings.POLICY_CHANGES_NEED_REVIEW)
-
-
-def _needs_proposal(actor, *, cause: str, approved, exception_request=None) -> bool:
-    """Check the actor; True when this write must wait for another admin's review."""
-    _check_actor(actor, cause=cause, exception_request=exception_request)
-    if approved is _REVIEWED:
-        return False
-    if approved is not None:
-        why = _approval_refusal(approved)
-        if why:
-            raise rules.Refused(why)
-        return False
-    if cause not in (PolicyChange.Cause.EDIT, PolicyChange.Cause.REVERT):
-        return False
-    return changes_need_review()
-
-
-@dataclass(frozen=True)
-class _Proposal:
-    """What a write proposes: its kind, what approving it applies (`payload`, with the
-    diff's "after" added), and what it is about (queue, share, urgency, reverts,
-    base_version: PolicyProposal's fields)."""
-
-    kind: str
-    payload: dict
-    about: dict = field(default_factory=dict)
-
-
-def _propose(*, actor, reason: str, proposal: _Proposal, write) -> PolicyProposal | None:
-    """Run `write` in a savepoint that is rolled back: its problems are raised as the write
-    would raise them, and the change it would record is kept as the proposal's diff. None
-    when it would change nothing."""
-    savepoint = transaction.savepoint()
-    try:
-        change = write().entry
-        before = change.before if change else None
-        after = change.after if change else None
-        object_repr = change.object_repr if change else ""
-    finally:
-        transaction.savepoint_rollback(savepoint)
-    if change is None:
-        return None
-    return PolicyProposal.objects.create(
-        kind=proposal.kind,
-        author=actor,
-        reason=reason.strip(),
-        object_repr=object_repr,
-        before=before,
-        payload={**proposal.payload, "after": after},
-        **proposal.about,
-    )
-
-
-def reviewable(proposal_of: Callable[..., _Proposal], *, cause: str | None = None):
-    """The one place that decides whether a policy write applies or becomes a proposal.
-
-    The decorated function applies the write and returns PolicyWrite(applied=, entry=).
-    The decorator adds the keyword `approved` (the approved proposal or what-if draft the
-    write carries out) and, in one transaction, checks the actor (core.rules); when the
-    write must wait for review (an edit or a revert, with POLICY_CHANGES_NEED_REVIEW,
-    not approved) it runs the write in a rolled-back savepoint and returns
-    PolicyWrite(proposal=) instead, or applies it when it would change nothing.
-    `proposal_of` gets the write's arguments and says what the proposal holds; `cause` is
-    the write's cause when its signature names none (a revert)."""
-
-    def decorate(write):
-        signature = inspect.signature(write)
-
-        @functools.wraps(write)
-        @transaction.atomic
-        def review_or_apply(*, approved=None, **kwargs) -> PolicyWrite:
-            arguments = signature.bind(**kwargs)
-            arguments.apply_defaults()
-            args = arguments.arguments
-            actor = args["actor"]
-            if _needs_proposal(
-                actor,
-                cause=args.get("cause", cause),
-                approved=approved,
-                exception_request=args.get("exception_request"),
-            ):
-                proposal = _propose(
-                    actor=actor,
-                    reason=args["reason"],
-                    proposal=proposal_of(**args),
-                    write=lambda: write(**kwargs),
-                )
-                if proposal is not None:
-                    return PolicyWrite(proposal=proposal)
-            return write(**kwargs)
-
-        # What help() and the schema tools show: the write's own keywords, and `approved`.
-        approved_keyword = inspect.Parameter(
-            "approved", inspect.Parameter.KEYWORD_ONLY, default=None
-        )
-        review_or_apply.__signature__ = signature.replace(
-            parameters=[*signature.parameters.values(), approved_keyword],
-            return_annotation=PolicyWrite,
-        )
-        return review_or_apply
-
-    return decorate
-
-
-def reason_problems(reason: str) -> dict[str, list[str]]:
-    """The errors of a policy write's reason (empty: none), for a form to show with
-    the rest before it writes."""
-    if not (reason or "").strip():
-        return {"reason": ["say why this change is made"]}
-    return {}
-
-
-def _require_reason(reason: str) -> str:
-    if problems := reason_problems(reason):
-        raise PolicyError(problems)
-    check_lengths({"reason": reason.strip()}, ["reason"], error=PolicyError)
-    return reason.strip()
+Target = PolicyChange.Target
 
 
 def _write_limits(share: QuotaShare, limits: Mapping[str, int]) -> None:
@@ -413,43 +230,6 @@ def _write_limits(share: QuotaShare, limits: Mapping[str, int]) -> None:
         )
 
 
-def _record(
-    *,
-    actor,
-    reason: str,
-    target: str,
-    object_repr: str,
-    before: dict | None,
-    after: dict | None,
-    cause: str = PolicyChange.Cause.EDIT,
-    queue: JobQueue | None = None,
-    share: QuotaShare | None = None,
-    urgency: UrgencyDefinition | None = None,
-    reverts: PolicyChange | None = None,
-    exception_request=None,
-    team: Team | None = None,
-    subject=None,
-    workload_class: WorkloadClass | None = None,
-) -> PolicyChange:
-    return PolicyChange.objects.create(
-        actor=actor,
-        reason=reason,
-        cause=cause,
-        target=target,
-        object_repr=object_repr[:200],
-        before=before,
-        after=after,
-        queue=queue,
-        share=share,
-        urgency=urgency,
-        reverts=reverts,
-        exception_request=exception_request,
-        team=team,
-        subject=subject,
-        workload_class=workload_class,
-    )
-
-
 def _after_policy_change(queue: JobQueue) -> None:
     """Hook for the live scheduler: a policy change triggers a scheduling pass after commit."""
     from core.signals import policy_changed
@@ -457,8 +237,8 @@ def _after_policy_change(queue: JobQueue) -> None:
     transaction.on_commit(lambda: policy_changed.send(sender=JobQueue, queue_id=queue.pk))
 
 
-def _share_create_proposal(*, queue: JobQueue, data: ShareData, **_) -> _Proposal:
-    return _Proposal(Kind.SHARE_CREATE, {"data": _proposed_document(data)}, {"queue": queue})
+def _share_create_proposal(*, queue: JobQueue, data: ShareData, **_) -> Proposal:
+    return Proposal(Kind.SHARE_CREATE, {"data": _proposed_document(data)}, {"queue": queue})
 
 
 @reviewable(_share_create_proposal)
@@ -471,7 +251,7 @@ def share_create(
     cause: str = PolicyChange.Cause.EDIT,
 ) -> PolicyWrite:
     """A new share (or, when changes need review, the proposal of one)."""
-    reason = _require_reason(reason)
+    reason = require_reason(reason)
     queue = lock_queue(queue.pk)
     errors = share_validate(queue=queue, data=data)
     if errors:
@@ -490,14 +270,14 @@ def share_create(
         **({} if data.priority_ceiling is None else {"priority_ceiling": data.priority_ceiling}),
     )
     _write_limits(share, data.capacity_limits)
-    entry = _record(
+    entry = record_change(
         actor=actor,
         reason=reason,
         cause=cause,
         target=PolicyChange.Target.SHARE,
         object_repr=str(share),
         before=None,
-        after=_history_document(share),
+        after=share_history_document(share),
         queue=queue,
         share=share,
     )
@@ -507,8 +287,8 @@ def share_create(
 
 def _share_update_proposal(
     *, share: QuotaShare, data: ShareData, expected_version: int, **_
-) -> _Proposal:
-    return _Proposal(
+) -> Proposal:
+    return Proposal(
         Kind.SHARE_UPDATE,
         {"data": _proposed_document(data)},
         {"share": share, "queue": share.queue, "base_version": expected_version},
@@ -531,10 +311,10 @@ def share_update(
     changes need review, propose it). `exception_request` links the recorded change to
     the exception that caused it; `approved` (see reviewable) is the approved proposal
     or what-if draft this write carries out."""
-    reason = _require_reason(reason)
+    reason = require_reason(reason)
     queue = lock_queue(share.queue_id)
     current = QuotaShare.objects.select_related("team", "queue").get(pk=share.pk)
-    before = _history_document(current)
+    before = share_history_document(current)
     if current.version != expected_version:
         raise VersionConflict(
             current=before, current_version=current.version, submitted=share_data_document(data)
@@ -564,10 +344,10 @@ def share_update(
     current.save()
     _write_limits(current, data.capacity_limits)
     current.refresh_from_db()
-    after = _history_document(current)
+    after = share_history_document(current)
     entry = None
     if after != before:
-        entry = _record(
+        entry = record_change(
             actor=actor,
             reason=reason,
             cause=cause,
@@ -602,7 +382,7 @@ def share_data_from_document(doc: Mapping, *, team: Team | None = None) -> Share
     )
 
 
-def _history_document(share: QuotaShare) -> dict:
+def share_history_document(share: QuotaShare) -> dict:
     """The share as a PolicyChange records it: its policy, its priority ceiling and its
     default workload class."""
     default_class = share.default_workload_class
@@ -629,6 +409,56 @@ def _default_class(data: ShareData, share: QuotaShare | None) -> WorkloadClass |
     if data.default_workload_class is None:
         return None
     return WorkloadClass.objects.get(name=data.default_workload_class)
+
+
+# Approving a share's proposal (governance.proposals), and reverting a share's change.
+
+
+def _share_create_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    return share_create(
+        queue=proposal.queue, data=share_data_from_document(proposal.payload["data"]), **common
+    )
+
+
+def _share_update_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    return share_update(
+        share=proposal.share,
+        data=share_data_from_document(proposal.payload["data"]),
+        expected_version=proposal.base_version,
+        **common,
+    )
+
+
+def _share_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWrite:
+    if change.share is None:
+        raise PolicyError({NON_FIELD: ["the share of this change no longer exists"]})
+    share = QuotaShare.objects.select_related("team", "queue").get(pk=change.share_id)
+    current = share_document(share)
+    if change.before is None:
+        restored = {**current, "state": QuotaShare.State.DISABLED}
+    else:
+        restored = {**current}
+        for key, old, _new in diff:
+            if old is None and key != "default_workload_class":
+                restored.pop(key, None)
+            else:
+                restored[key] = old
+    return share_update(
+        actor=actor,
+        share=share,
+        data=share_data_from_document(restored),
+        reason=reason,
+        expected_version=share.version,
+        **as_revert_of(change),
+    )
+
+
+register_proposal_kind(
+    Kind.SHARE_CREATE, target=Target.SHARE, apply=_share_create_apply, revert=_share_revert
+)
+register_proposal_kind(
+    Kind.SHARE_UPDATE, target=Target.SHARE, apply=_share_update_apply, revert=_share_revert
+)
 
 
 def queue_capacity_validate(
@@ -659,8 +489,8 @@ def queue_capacity_validate(
 
 def _queue_capacity_proposal(
     *, queue: JobQueue, capacity: Mapping[str, int], expected_version: int, **_
-) -> _Proposal:
-    return _Proposal(
+) -> Proposal:
+    return Proposal(
         Kind.QUEUE_CAPACITY,
         {"capacity": dict(capacity)},
         {"queue": queue, "base_version": expected_version},
@@ -679,7 +509,7 @@ def queue_set_capacity(
     reverts: PolicyChange | None = None,
 ) -> PolicyWrite:
     """Replace the queue's capacity map (instance type name -> instances)."""
-    reason = _require_reason(reason)
+    reason = require_reason(reason)
     locked = lock_queue(queue.pk)
     before = queue_document(locked)
     if locked.version != expected_version:
@@ -705,7 +535,7 @@ def queue_set_capacity(
     after_capacity = queue_document(locked)["capacity"]
     entry = None
     if after_capacity != before["capacity"]:
-        entry = _record(
+        entry = record_change(
             actor=actor,
             reason=reason,
             cause=cause,
@@ -729,7 +559,7 @@ def _queue_create_proposal(
     runnable_time_limit: int | None,
     executor: str,
     **_,
-) -> _Proposal:
+) -> Proposal:
     payload = {
         "name": name,
         "capacity": dict(capacity),
@@ -738,7 +568,7 @@ def _queue_create_proposal(
         "runnable_time_limit": runnable_time_limit,
         "executor": executor,
     }
-    return _Proposal(Kind.QUEUE_CREATE, payload)
+    return Proposal(Kind.QUEUE_CREATE, payload)
 
 
 @reviewable(_queue_create_proposal)
@@ -755,7 +585,7 @@ def queue_create(
     cause: str = PolicyChange.Cause.EDIT,
 ) -> PolicyWrite:
     """A new queue with its first capacity, recorded as one change. Nothing is kept on error."""
-    reason = _require_reason(reason)
+    reason = require_reason(reason)
     check_lengths({"description": description}, ["description"], error=PolicyError)
     name = (name or "").strip()
     if not name:
@@ -776,8 +606,46 @@ def queue_create(
         reason=reason,
         expected_version=queue.version,
         cause=cause,
-        approved=_REVIEWED,
+        approved=REVIEWED,
     )
+
+
+# Approving a queue's proposal, and reverting a change of its capacity.
+
+
+def _queue_capacity_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    return queue_set_capacity(
+        queue=proposal.queue,
+        capacity=proposal.payload["capacity"],
+        expected_version=proposal.base_version,
+        **common,
+    )
+
+
+def _queue_create_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    fields = {key: value for key, value in proposal.payload.items() if key != "after"}
+    return queue_create(**fields, **common)
+
+
+def _queue_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWrite:
+    if change.queue is None or change.before is None:
+        raise PolicyError({NON_FIELD: ["this change cannot be reverted"]})
+    return queue_set_capacity(
+        actor=actor,
+        queue=change.queue,
+        capacity=change.before["capacity"],
+        reason=reason,
+        expected_version=JobQueue.objects.get(pk=change.queue_id).version,
+        **as_revert_of(change),
+    )
+
+
+register_proposal_kind(
+    Kind.QUEUE_CAPACITY, target=Target.QUEUE, apply=_queue_capacity_apply, revert=_queue_revert
+)
+register_proposal_kind(
+    Kind.QUEUE_CREATE, target=Target.QUEUE, apply=_queue_create_apply, revert=_queue_revert
+)
 
 
 # Urgency definitions.
@@ -825,13 +693,13 @@ def urgency_validate(data: Mapping, *, urgency: UrgencyDefinition | None = None)
 
 def _urgency_save_proposal(
     *, data: Mapping, urgency: UrgencyDefinition | None, expected_version: int | None, **_
-) -> _Proposal:
+) -> Proposal:
     document = {key: data.get(key) for key in URGENCY_FIELDS}
     if data.get("invokers") is not None:
         document["invokers"] = [
             team.name if isinstance(team, Team) else str(team) for team in data["invokers"]
         ]
-    return _Proposal(
+    return Proposal(
         Kind.URGENCY_CREATE if urgency is None else Kind.URGENCY_UPDATE,
         {"data": document},
         {"urgency": urgency, "base_version": expected_version},
@@ -850,7 +718,7 @@ def urgency_save(
     reverts: PolicyChange | None = None,
 ) -> PolicyWrite:
     """Create (urgency=None) or update an urgency definition from URGENCY_FIELDS + invokers."""
-    reason = _require_reason(reason)
+    reason = require_reason(reason)
     check_lengths(data, ["meaning", "examples"], error=PolicyError)
     before = None
     if urgency is not None:
@@ -884,7 +752,7 @@ def urgency_save(
     after = urgency_document(urgency)
     entry = None
     if after != before:
-        entry = _record(
+        entry = record_change(
             actor=actor,
             reason=reason,
             cause=cause,
@@ -930,6 +798,37 @@ def _teams(values) -> tuple[list[Team], list[str]]:
     return teams, unknown
 
 
+def _urgency_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    return urgency_save(
+        data=proposal.payload["data"],
+        urgency=proposal.urgency,
+        expected_version=proposal.base_version,
+        **common,
+    )
+
+
+def _urgency_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWrite:
+    if change.urgency is None or change.before is None:
+        raise PolicyError({NON_FIELD: ["this change cannot be reverted"]})
+    current = urgency_document(change.urgency)
+    restored = {**current, **{key: old for key, old, _new in diff}}
+    return urgency_save(
+        actor=actor,
+        data=restored,
+        reason=reason,
+        urgency=change.urgency,
+        **as_revert_of(change),
+    )
+
+
+register_proposal_kind(
+    Kind.URGENCY_CREATE, target=Target.URGENCY, apply=_urgency_apply, revert=_urgency_revert
+)
+register_proposal_kind(
+    Kind.URGENCY_UPDATE, target=Target.URGENCY, apply=_urgency_apply, revert=_urgency_revert
+)
+
+
 # History.
 
 
@@ -945,17 +844,7 @@ def changed_fields(
     ]
 
 
-# The reverts of targets whose writes live in their own module (governance.policy.
-# membership: teams and roles), registered by it: target -> revert(actor, change, reason,
-# diff) returning the PolicyWrite of the new change.
-_TARGET_REVERTS: dict[str, Callable[..., PolicyWrite]] = {}
-
-
-def register_revert(target: str, revert: Callable[..., PolicyWrite]) -> None:
-    _TARGET_REVERTS[target] = revert
-
-
-def _revert_proposal(*, change: PolicyChange, **_) -> _Proposal:
+def _revert_proposal(*, change: PolicyChange, **_) -> Proposal:
     about = {
         "reverts": change,
         "queue": change.queue,
@@ -965,71 +854,27 @@ def _revert_proposal(*, change: PolicyChange, **_) -> _Proposal:
         "subject": change.subject,
         "workload_class": change.workload_class,
     }
-    return _Proposal(Kind.REVERT, {}, about)
+    return Proposal(Kind.REVERT, {}, about)
 
 
 @reviewable(_revert_proposal, cause=PolicyChange.Cause.REVERT)
 def policy_change_revert(*, actor, change: PolicyChange, reason: str) -> PolicyWrite:
     """Take back what `change` did, as a new change (PolicyWrite.applied is that change).
     Only the fields it changed are restored, so later edits of other fields stay."""
-    reason = _require_reason(reason)
-    diff = changed_fields(change.before, change.after)
-    if change.target == PolicyChange.Target.SHARE:
-        if change.share is None:
-            raise PolicyError({NON_FIELD: ["the share of this change no longer exists"]})
-        share = QuotaShare.objects.select_related("team", "queue").get(pk=change.share_id)
-        current = share_document(share)
-        if change.before is None:
-            restored = {**current, "state": QuotaShare.State.DISABLED}
-        else:
-            restored = {**current}
-            for key, old, _new in diff:
-                if old is None and key != "default_workload_class":
-                    restored.pop(key, None)
-                else:
-                    restored[key] = old
-        written = share_update(
-            actor=actor,
-            share=share,
-            data=share_data_from_document(restored),
-            reason=reason,
-            expected_version=share.version,
-            cause=PolicyChange.Cause.REVERT,
-            reverts=change,
-            approved=_REVIEWED,
-        )
-    elif change.target == PolicyChange.Target.QUEUE:
-        if change.queue is None or change.before is None:
-            raise PolicyError({NON_FIELD: ["this change cannot be reverted"]})
-        written = queue_set_capacity(
-            actor=actor,
-            queue=change.queue,
-            capacity=change.before["capacity"],
-            reason=reason,
-            expected_version=JobQueue.objects.get(pk=change.queue_id).version,
-            cause=PolicyChange.Cause.REVERT,
-            reverts=change,
-            approved=_REVIEWED,
-        )
-    elif change.target in _TARGET_REVERTS:
-        written = _TARGET_REVERTS[change.target](
-            actor=actor, change=change, reason=reason, diff=diff
-        )
-    else:
-        if change.urgency is None or change.before is None:
-            raise PolicyError({NON_FIELD: ["this change cannot be reverted"]})
-        current = urgency_document(change.urgency)
-        restored = {**current, **{key: old for key, old, _new in diff}}
-        written = urgency_save(
-            actor=actor,
-            data=restored,
-            reason=reason,
-            urgency=change.urgency,
-            cause=PolicyChange.Cause.REVERT,
-            reverts=change,
-            approved=_REVIEWED,
-        )
+    reason = require_reason(reason)
+    written = change_revert(
+        actor=actor, change=change, reason=reason, diff=changed_fields(change.before, change.after)
+    )
     entry = written.entry
     if entry is None:
         raise PolicyError({NON_FIELD: ["nothing to revert: the current policy already matches"]})
     return PolicyWrite(applied=entry, entry=entry)
+
+
+def _revert_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    return policy_change_revert(change=proposal.reverts, **common)
+
+
+# A revert records a change of the target it reverts, so taking it back in turn is that
+# target's revert (change_revert), as for any change.
+register_proposal_kind(Kind.REVERT, target=None, apply=_revert_apply, revert=change_revert)

@@ -20,15 +20,15 @@ from fleet.locks import lock_queue
 from fleet.models import InstanceType, Job, JobQueue
 from governance.models import PolicyChange, PolicyProposal
 from governance.policy.membership import DIRECT_REASON
-from governance.policy.services import (
-    _REVIEWED,
+from governance.policy.reviewable import (
     PolicyError,
     PolicyWrite,
+    Proposal,
     VersionConflict,
-    _Proposal,
-    _record,
-    _require_reason,
-    register_revert,
+    as_revert_of,
+    record_change,
+    register_proposal_kind,
+    require_reason,
     reviewable,
 )
 from scheduler.executors.slurm import Cluster, SlurmError, instances_per_node
@@ -60,10 +60,8 @@ __all__ = [
 # A queue's binding.
 
 
-def _binding_proposal(
-    *, queue: JobQueue, binding: Mapping, expected_version: int, **_
-) -> _Proposal:
-    return _Proposal(
+def _binding_proposal(*, queue: JobQueue, binding: Mapping, expected_version: int, **_) -> Proposal:
+    return Proposal(
         Kind.QUEUE_SLURM,
         {"binding": SlurmBinding.from_document(binding).document()},
         {"queue": queue, "base_version": expected_version},
@@ -83,7 +81,7 @@ def queue_set_slurm_binding(
 ) -> PolicyWrite:
     """Bind the queue to the Slurm cluster, partition and account of `binding` (keys
     slurm_conf, slurm_partition, slurm_account; all "" unbinds it)."""
-    reason = _require_reason(reason)
+    reason = require_reason(reason)
     locked = lock_queue(queue.pk)
     before = SlurmBinding.of(locked)
     submitted = SlurmBinding.from_document(binding)
@@ -104,7 +102,7 @@ def queue_set_slurm_binding(
     if proposed == before:
         return PolicyWrite(applied=locked, entry=None)
     slurm_binding_apply(locked, proposed)
-    entry = _record(
+    entry = record_change(
         actor=actor,
         reason=reason,
         cause=cause,
@@ -190,17 +188,29 @@ def _binding_revert(*, actor, change: PolicyChange, reason: str, diff) -> Policy
         binding=restored,
         reason=reason,
         expected_version=JobQueue.objects.get(pk=change.queue_id).version,
-        cause=PolicyChange.Cause.REVERT,
-        reverts=change,
-        approved=_REVIEWED,
+        **as_revert_of(change),
     )
+
+
+def _binding_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    return queue_set_slurm_binding(
+        queue=proposal.queue,
+        binding=proposal.payload["binding"],
+        expected_version=proposal.base_version,
+        **common,
+    )
+
+
+register_proposal_kind(
+    Kind.QUEUE_SLURM, target=Target.QUEUE_SLURM, apply=_binding_apply, revert=_binding_revert
+)
 
 
 # An instance type's Slurm resources.
 
 
-def _resources_proposal(*, instance_type: InstanceType, resources, **_) -> _Proposal:
-    return _Proposal(
+def _resources_proposal(*, instance_type: InstanceType, resources, **_) -> Proposal:
+    return Proposal(
         Kind.TYPE_SLURM,
         {"instance_type": instance_type.name, "slurm_resources": resources},
     )
@@ -217,7 +227,7 @@ def instance_type_set_resources(
     reverts: PolicyChange | None = None,
 ) -> PolicyWrite:
     """Set the sbatch options that ask Slurm for one instance of the type."""
-    reason = _require_reason(reason)
+    reason = require_reason(reason)
     itype = InstanceType.objects.select_for_update().get(pk=instance_type.pk)
     try:
         resources = slurm_resources_validate(resources)
@@ -228,7 +238,7 @@ def instance_type_set_resources(
         return PolicyWrite(applied=itype, entry=None)
     itype.slurm_resources = resources
     itype.save(update_fields=["slurm_resources"])
-    entry = _record(
+    entry = record_change(
         actor=actor,
         reason=reason,
         cause=cause,
@@ -250,10 +260,25 @@ def _resources_revert(*, actor, change: PolicyChange, reason: str, diff) -> Poli
         instance_type=itype,
         resources=list(change.before.get("slurm_resources") or []),
         reason=reason,
-        cause=PolicyChange.Cause.REVERT,
-        reverts=change,
-        approved=_REVIEWED,
+        **as_revert_of(change),
     )
+
+
+def _resources_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    payload = proposal.payload
+    itype = InstanceType.objects.filter(name=payload["instance_type"]).first()
+    if itype is None:
+        raise PolicyError(
+            {NON_FIELD: [f"instance type '{payload['instance_type']}' no longer exists"]}
+        )
+    return instance_type_set_resources(
+        instance_type=itype, resources=payload["slurm_resources"], **common
+    )
+
+
+register_proposal_kind(
+    Kind.TYPE_SLURM, target=Target.INSTANCE_TYPE, apply=_resources_apply, revert=_resources_revert
+)
 
 
 def instance_type_slurm_queues(instance_type: InstanceType) -> list[JobQueue]:
@@ -266,31 +291,6 @@ def instance_type_slurm_queues(instance_type: InstanceType) -> list[JobQueue]:
     )
 
 
-# Approving a proposal (governance.proposals.services).
-
-PROPOSAL_KINDS = frozenset({Kind.QUEUE_SLURM, Kind.TYPE_SLURM})
-
-
-def proposal_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
-    """Carry out an approved binding or resources proposal through its write."""
-    payload = proposal.payload
-    if proposal.kind == Kind.QUEUE_SLURM:
-        return queue_set_slurm_binding(
-            queue=proposal.queue,
-            binding=payload["binding"],
-            expected_version=proposal.base_version,
-            **common,
-        )
-    itype = InstanceType.objects.filter(name=payload["instance_type"]).first()
-    if itype is None:
-        raise PolicyError(
-            {NON_FIELD: [f"instance type '{payload['instance_type']}' no longer exists"]}
-        )
-    return instance_type_set_resources(
-        instance_type=itype, resources=payload["slurm_resources"], **common
-    )
-
-
 # Direct changes: `manage.py slurm_bind` and the other writers outside the editor.
 
 
@@ -299,7 +299,7 @@ def record_direct_binding_change(*, sender, instance, before: dict, after: dict,
         target, about = Target.QUEUE_SLURM, {"queue": instance}
     else:
         target, about = Target.INSTANCE_TYPE, {}
-    _record(
+    record_change(
         actor=None,
         reason=DIRECT_REASON,
         cause=PolicyChange.Cause.DIRECT,
@@ -309,7 +309,3 @@ def record_direct_binding_change(*, sender, instance, before: dict, after: dict,
         after=after,
         **about,
     )
-
-
-register_revert(Target.QUEUE_SLURM, _binding_revert)
-register_revert(Target.INSTANCE_TYPE, _resources_revert)

@@ -4,7 +4,7 @@ A class says how long each run of its jobs is protected from reclaim and from in
 preemption, how much notice a victim gets and how soon after notice it saves and exits.
 Creating, changing and deleting one is a policy write like a share's: a reason, a
 PolicyChange with the class's document before and after, a proposal under
-POLICY_CHANGES_NEED_REVIEW (the `reviewable` decorator of governance.policy.services),
+POLICY_CHANGES_NEED_REVIEW (the `reviewable` decorator of governance.policy.reviewable),
 and a revert. A class in use (a share's default, a definition revision's class) cannot
 be deleted: the error names what uses it.
 """
@@ -16,23 +16,24 @@ from collections.abc import Mapping
 from django.db.models import F, ProtectedError
 
 from core.bounds import check_lengths
-from core.errors import NON_FIELD
+from core.errors import NON_FIELD, InvalidInput
 from engine.contracts import CONTRACT_FIELDS, contract_problems
 from fleet.models import WorkloadClass
 from governance.models import PolicyChange, PolicyProposal
-from governance.policy.services import (
-    _REVIEWED,
+from governance.policy.reviewable import (
     PolicyError,
     PolicyWrite,
+    Proposal,
     VersionConflict,
-    _Proposal,
-    _record,
-    _require_reason,
-    register_revert,
+    as_revert_of,
+    record_change,
+    register_proposal_kind,
+    require_reason,
     reviewable,
 )
 
 Kind = PolicyProposal.Kind
+Target = PolicyChange.Target
 CLASS_FIELDS = ("name", "description", *CONTRACT_FIELDS)
 # A week: a longer protection or notice is a typo, not a contract.
 MAX_CONTRACT_SECONDS = 7 * 24 * 3600
@@ -94,8 +95,8 @@ def workload_class_validate(
 
 def _save_proposal(
     *, data: Mapping, workload_class: WorkloadClass | None, expected_version: int | None, **_
-) -> _Proposal:
-    return _Proposal(
+) -> Proposal:
+    return Proposal(
         Kind.CLASS_CREATE if workload_class is None else Kind.CLASS_UPDATE,
         {"data": workload_class_data_document(data)},
         {"workload_class": workload_class, "base_version": expected_version},
@@ -115,7 +116,7 @@ def workload_class_save(
 ) -> PolicyWrite:
     """Create (workload_class=None) or change a class from CLASS_FIELDS. Jobs already
     submitted keep the contract they copied."""
-    reason = _require_reason(reason)
+    reason = require_reason(reason)
     check_lengths(data, ["description"], error=PolicyError)
     before = None
     if workload_class is not None:
@@ -140,7 +141,7 @@ def workload_class_save(
         workload_class.version = F("version") + 1
     workload_class.save()
     workload_class.refresh_from_db()
-    entry = _record(
+    entry = record_change(
         actor=actor,
         reason=reason,
         cause=cause,
@@ -169,8 +170,8 @@ def workload_class_users(workload_class: WorkloadClass) -> list[str]:
     return shares + definitions
 
 
-def _delete_proposal(*, workload_class: WorkloadClass, **_) -> _Proposal:
-    return _Proposal(Kind.CLASS_DELETE, {}, {"workload_class": workload_class})
+def _delete_proposal(*, workload_class: WorkloadClass, **_) -> Proposal:
+    return Proposal(Kind.CLASS_DELETE, {}, {"workload_class": workload_class})
 
 
 @reviewable(_delete_proposal)
@@ -179,12 +180,12 @@ def workload_class_delete(
 ) -> PolicyWrite:
     """Delete a class nothing uses, recording its last document; a class in use is
     refused, naming what uses it."""
-    reason = _require_reason(reason)
+    reason = require_reason(reason)
     workload_class = WorkloadClass.objects.select_for_update().get(pk=workload_class.pk)
     users = workload_class_users(workload_class)
     if users:
         raise PolicyError({NON_FIELD: [_in_use(workload_class, users)]})
-    entry = _record(
+    entry = record_change(
         actor=actor,
         reason=reason,
         cause=cause,
@@ -227,10 +228,36 @@ def workload_class_revert(*, actor, change: PolicyChange, reason: str, diff) -> 
         data=restored,
         reason=reason,
         workload_class=change.workload_class,
-        cause=PolicyChange.Cause.REVERT,
-        reverts=change,
-        approved=_REVIEWED,
+        **as_revert_of(change),
     )
 
 
-register_revert(PolicyChange.Target.WORKLOAD_CLASS, workload_class_revert)
+def _save_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    return workload_class_save(
+        data=proposal.payload["data"],
+        workload_class=proposal.workload_class,
+        expected_version=proposal.base_version,
+        **common,
+    )
+
+
+def _delete_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
+    if proposal.workload_class is None:
+        raise InvalidInput({NON_FIELD: ["this workload class no longer exists"]})
+    written = workload_class_delete(workload_class=proposal.workload_class, **common)
+    proposal.workload_class = None  # deleted with the class's row (SET_NULL)
+    return written
+
+
+register_proposal_kind(
+    Kind.CLASS_CREATE, target=Target.WORKLOAD_CLASS, apply=_save_apply, revert=workload_class_revert
+)
+register_proposal_kind(
+    Kind.CLASS_UPDATE, target=Target.WORKLOAD_CLASS, apply=_save_apply, revert=workload_class_revert
+)
+register_proposal_kind(
+    Kind.CLASS_DELETE,
+    target=Target.WORKLOAD_CLASS,
+    apply=_delete_apply,
+    revert=workload_class_revert,
+)

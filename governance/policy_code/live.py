@@ -16,7 +16,7 @@ from fleet.models import (
     UrgencyDefinition,
     WorkloadClass,
 )
-from governance.policy.services import _history_document, urgency_document
+from governance.policy.services import share_history_document, urgency_document
 from governance.policy.workload_classes import workload_class_document
 
 
@@ -69,7 +69,7 @@ def live_queue(*, queue: JobQueue) -> LiveQueue:
 def history_document(share: QuotaShare) -> dict:
     """The share as a PolicyChange records it (the services' own document): its policy,
     its priority ceiling and its default workload class (by name; None: none)."""
-    return _history_document(share)
+    return share_history_document(share)
 
 
 def live_urgencies() -> list[dict]:

@@ -51,13 +51,13 @@ from fleet.models import (
 )
 from governance.models import PolicyChange
 from governance.policy.impact import ImpactLine, policy_bound_impact, policy_impact
+from governance.policy.reviewable import changes_need_review
 from governance.policy.services import (
     KEEP_CLASS,
     NON_FIELD,
     PolicyError,
     VersionConflict,
     changed_fields,
-    changes_need_review,
     queue_create,
     queue_set_capacity,
     share_create,

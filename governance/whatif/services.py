@@ -34,11 +34,11 @@ from governance.models import (
     WhatIfComparison,
     WhatIfReview,
 )
+from governance.policy.reviewable import changes_need_review
 from governance.policy.services import (
     NON_FIELD,
     ShareData,
     VersionConflict,
-    changes_need_review,
     share_data_document,
     share_data_from_document,
     share_update,

@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 
 from core.errors import InvalidInput
-from governance.exceptions import services
+from governance.exceptions import services, transitions
 from governance.models import ExceptionEvent, ExceptionRequest
 
 State = ExceptionRequest.State
@@ -128,7 +128,7 @@ def test_a_decision_happens_once_even_when_two_owners_race(scene, second_owner):
     with pytest.raises(services.TransitionRefused):
         services.exception_request_deny(actor=second_owner, request=stale, note="too late")
     # The conditional update refuses even a caller whose copy still says SUBMITTED.
-    assert services._claim(stale, "deny") is False
+    assert transitions.claim(stale, "deny") is False
     request.refresh_from_db()
     assert request.state == State.APPROVED
     assert request.events.filter(type__in=["APPROVED", "DENIED"]).count() == 1

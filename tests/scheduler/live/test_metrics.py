@@ -16,7 +16,7 @@ import logging
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from config.celery import app
+from core.celery import app
 from fleet.models import JobQueue
 from scheduler.metrics import counters
 from scheduler.services.passes import scheduling_pass
