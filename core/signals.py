@@ -6,7 +6,7 @@ from django.dispatch import Signal
 policy_changed = Signal()
 
 # Sent when a queue's Slurm binding or an instance type's Slurm resources were written
-# outside the policy editor (scheduler.services.slurm_binding: `manage.py slurm_bind`,
+# outside the policy editor (scheduler.executors.slurm.binding: `manage.py slurm_bind`,
 # the demo); kwargs: instance (the JobQueue or InstanceType), before, after (documents).
 # The policy history records it as a direct change.
 slurm_binding_written = Signal()

@@ -33,7 +33,7 @@ from engine.strategies import (
     strategies_that,
     strategy_capabilities,
 )
-from fleet.executors import DEFAULT_EXECUTOR, executor_choices
+from fleet.executors import DEFAULT_EXECUTOR, executor_choices, executor_decision_causes
 
 
 class Team(models.Model):
@@ -59,7 +59,7 @@ class InstanceType(models.Model):
     gpu_model = models.CharField(max_length=64, blank=True)
     # On a Slurm queue: the sbatch options that ask for one instance on one node (e.g.
     # ["--gres=gpu:1"], or ["--exclusive", "--constraint=a100"] for a whole node); a job
-    # of N instances asks for N nodes, each with these (scheduler.services.slurm checks
+    # of N instances asks for N nodes, each with these (scheduler.executors.slurm.services checks
     # them).
     slurm_resources = models.JSONField(default=list, blank=True)
     # What one instance costs per hour, in settings.COST_CURRENCY: set by admins as a
@@ -100,7 +100,7 @@ class JobQueue(models.Model):
     # choices are read from it at run time, fleet.executors).
     executor = models.CharField(max_length=16, choices=executor_choices, default=DEFAULT_EXECUTOR)
     # A Slurm queue's cluster (its slurm.conf, what SLURM_CONF names for every command),
-    # partition and account ("" = the user's default); scheduler.services.slurm checks them.
+    # partition and account ("" = the user's default); its executor's binding checks them.
     slurm_conf = models.CharField(max_length=500, blank=True)
     slurm_partition = models.CharField(max_length=64, blank=True)
     slurm_account = models.CharField(max_length=64, blank=True)
@@ -448,6 +448,18 @@ class JobDefinitionRevision(models.Model):
         return f"{self.definition.name}:{self.revision}"
 
 
+class _DecisionCauses:
+    """A class attribute read at run time: `own` and the causes the registered executors
+    say need a decision (fleet.executors), so `Job.NEEDS_DECISION_CAUSES` stays a tuple
+    to its readers while an executor adds its own without an edit here."""
+
+    def __init__(self, own: tuple[str, ...]):
+        self.own = own
+
+    def __get__(self, instance, owner) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((*self.own, *executor_decision_causes())))
+
+
 class Job(models.Model):
     class State(models.TextChoices):
         RUNNABLE = "RUNNABLE", "Runnable"
@@ -461,16 +473,10 @@ class Job(models.Model):
     # The states that hold capacity: a STOPPING job keeps its instances until it stops.
     HOLDING_STATES = (State.RUNNING, State.STOPPING)
     # Failures that need a person to decide what happens next (the "needs a decision"
-    # list): the decision service accepts only these, the selectors list them.
-    NEEDS_DECISION_CAUSES = (
-        "retries_exhausted",
-        "time_limit",
-        "exit_code",
-        "wall_clock_limit",
-        "runner_refused",
-        "slurm_refused",
-        "out_of_memory",
-        "slurm_time_limit",
+    # list): the decision service accepts only these, the selectors list them. The
+    # scheduler's own, and those the registered executors declare (read at run time).
+    NEEDS_DECISION_CAUSES = _DecisionCauses(
+        ("retries_exhausted", "time_limit", "exit_code", "wall_clock_limit")
     )
 
     queue = models.ForeignKey("fleet.JobQueue", on_delete=models.PROTECT, related_name="jobs")
@@ -558,7 +564,7 @@ class Job(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     # Where an executor that places runs elsewhere put the current one: on Slurm its job
-    # id, state, nodes and start time as Slurm reported them (scheduler.services.slurm).
+    # id, state, nodes and start time as Slurm reported them (scheduler.executors.slurm.services).
     # Nullable without a default: adding it rewrites no row.
     placement = models.JSONField(null=True, blank=True)
 

@@ -413,7 +413,7 @@ class CapacityForm(LimitRowsMixin, PolicyForm):
 
 
 # The executor binding: a queue's Slurm cluster and an instance type's Slurm resources
-# (governance.policy.slurm_binding; every check is scheduler.services.slurm_binding's).
+# (governance.policy.slurm_binding; every check is scheduler.executors.slurm.binding's).
 
 
 class SlurmBindingForm(PolicyForm):

@@ -35,7 +35,7 @@ from fleet.models import (
 )
 from governance.models import PolicyChange
 from governance.policy.services import BORROW_LIMIT_MAX, changed_fields
-from scheduler.services.slurm_binding import BINDING_FIELDS
+from scheduler.executors.slurm.binding import BINDING_FIELDS
 
 User = get_user_model()
 
@@ -173,7 +173,7 @@ class TeamDeleteSerializer(serializers.Serializer):
 
 class InstanceTypeResourcesSerializer(serializers.Serializer):
     """An instance type's Slurm resources, a policy write: a reason, the history, review.
-    The list is checked by the service (scheduler.services.slurm_binding), the one check
+    The list is checked by the service (scheduler.executors.slurm.binding), the one check
     the page and `manage.py slurm_bind` use."""
 
     slurm_resources = serializers.JSONField(

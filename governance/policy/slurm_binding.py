@@ -3,7 +3,7 @@ the Slurm resources of one instance of each instance type.
 
 Both are policy writes like a queue's capacity: a reason, the review-or-apply path
 (`reviewable`: with POLICY_CHANGES_NEED_REVIEW they become proposals), a history entry
-with before and after, revert. Every check is scheduler.services.slurm_binding's, the
+with before and after, revert. Every check is scheduler.executors.slurm.binding's, the
 one `manage.py slurm_bind` uses too (which writes outside the editor: its writes reach
 the history as direct changes, `record_direct_binding_change`). The impact preview says
 where the queue's next jobs go and what the partition's nodes fit of its capacity.
@@ -31,9 +31,7 @@ from governance.policy.services import (
     register_revert,
     reviewable,
 )
-from scheduler.executors.slurm import Cluster, SlurmError, instances_per_node
-from scheduler.services.slurm import slurm_executor_queues
-from scheduler.services.slurm_binding import (
+from scheduler.executors.slurm.binding import (
     BINDING_FIELDS,
     SlurmBinding,
     bind_timeout,
@@ -41,6 +39,8 @@ from scheduler.services.slurm_binding import (
     slurm_binding_validate,
     slurm_resources_validate,
 )
+from scheduler.executors.slurm.client import Cluster, SlurmError, instances_per_node
+from scheduler.executors.slurm.services import slurm_executor_queues
 
 Kind = PolicyProposal.Kind
 Target = PolicyChange.Target

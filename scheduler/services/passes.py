@@ -201,7 +201,7 @@ def scheduling_pass(
         executor = executor_for(queue)
         outcome.finished = finish_due(queue, now=now)
         outcome.stopped = stop_due(queue, now=now)
-        policy = queue_policy(queue, nodes=executor.capabilities.reports_nodes)
+        policy = queue_policy(queue, seen=executor.capacity_seen(queue))
         key = policy.key
         # A real process frees its capacity when it has exited: every victim gets notice.
         floor = 1 if executor.capabilities.stops_with_notice else 0
@@ -315,7 +315,7 @@ def stop_due(queue: JobQueue, *, now: dt.datetime) -> list[int]:
     stops at once."""
     executor = executor_for(queue)
     if executor.capabilities.confirms_stops:
-        # Only the end its executor reports stops it (scheduler.services.slurm).
+        # Only the end its executor reports stops it (its reconciliation).
         return []
     due_now = Q(stop_at__lte=now)
     if executor.capabilities.needs_runner:

@@ -25,7 +25,7 @@ def _settings(**changes):
     values = {
         "SCHEDULER_TICK_SECONDS": 2,
         "JOB_SWEEP_SECONDS": 15,
-        "SLURM_RECONCILE_SECONDS": 1,
+        "EXECUTOR_RECONCILE_SECONDS": 1,
         "DIRECTORY_SYNC_MINUTES": 15,
         "DEMO_TRAFFIC": False,
     }
@@ -48,14 +48,14 @@ def test_the_settings_set_the_scheduler_periods_and_the_demo_traffic():
         _settings(
             SCHEDULER_TICK_SECONDS=5,
             JOB_SWEEP_SECONDS=30,
-            SLURM_RECONCILE_SECONDS=3,
+            EXECUTOR_RECONCILE_SECONDS=3,
             DIRECTORY_SYNC_MINUTES=5,
         )
     )
     assert quiet["directory-sync"]["schedule"] == 300.0
     assert quiet["scheduler-tick"]["schedule"] == 5.0
     assert quiet["scheduler-sweep"]["schedule"] == 30.0
-    assert quiet["slurm-reconcile"]["schedule"] == 3.0
+    assert quiet["executor-reconcile"]["schedule"] == 3.0
     assert "demo-traffic" not in quiet
     assert beat_schedule(_settings(DEMO_TRAFFIC=True))["demo-traffic"]["task"] == (
         "scheduler.demo_traffic"

@@ -9,8 +9,9 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
-from scheduler.executors.slurm import RunFiles, parse_run_name, run_name, sbatch_arguments
-from scheduler.services.slurm import queue_bind_slurm, slurm_resources_validate
+from scheduler.executors.run_area import RunArea
+from scheduler.executors.slurm.binding import queue_bind_slurm, slurm_resources_validate
+from scheduler.executors.slurm.client import parse_run_name, run_name, sbatch_arguments
 
 pytestmark = pytest.mark.django_db
 
@@ -95,7 +96,7 @@ def test_the_batch_script_is_the_fixed_launcher_and_the_program_is_not_in_sbatch
     settings, tmp_path
 ):
     settings.JOB_CHECKPOINT_ROOT = tmp_path
-    files = RunFiles.of(7, 2)
+    files = RunArea.of(7, 2)
     argv = sbatch_arguments(
         name=run_name(7, 2),
         partition="gpu",
@@ -104,7 +105,7 @@ def test_the_batch_script_is_the_fixed_launcher_and_the_program_is_not_in_sbatch
         resources=["--gres=gpu:1"],
         files=files,
     )
-    assert argv[-2].endswith("scheduler/executors/slurm_launch.py")
+    assert argv[-2].endswith("scheduler/executors/slurm/launch.py")
     assert argv[-1] == str(files.spec)
     assert "--nodes=2" in argv and "--no-requeue" in argv and "--gres=gpu:1" in argv
     assert parse_run_name(run_name(7, 2)) == (7, 2)
@@ -138,7 +139,8 @@ def test_the_slurm_bind_command_binds_and_refuses_naming_the_field(aws_queue, tm
 @pytest.mark.skipif(os.geteuid() != 0, reason="what a root submitter does (CI runs as root)")
 def test_a_root_submitter_runs_jobs_as_slurm_job_user_or_refuses(settings, tmp_path):
     """As the process executor's runner: never as root unless SLURM_ALLOW_ROOT."""
-    from scheduler.executors.slurm import JobAccount, RunFiles, SlurmError, job_account
+    from scheduler.executors.run_area import JobAccount, RunArea
+    from scheduler.executors.slurm.client import SlurmError, job_account, prepare_area
 
     settings.SLURM_JOB_USER, settings.SLURM_ALLOW_ROOT = "", False
     with pytest.raises(SlurmError, match="SLURM_JOB_USER is not set") as caught:
@@ -155,8 +157,8 @@ def test_a_root_submitter_runs_jobs_as_slurm_job_user_or_refuses(settings, tmp_p
     account = job_account()
     assert account == JobAccount(uid=nobody.pw_uid, gid=nobody.pw_gid, name="nobody")
     settings.JOB_CHECKPOINT_ROOT = tmp_path / "checkpoints"
-    files = RunFiles.of(7, 1)
-    files.prepare(account)
+    files = RunArea.of(7, 1)
+    prepare_area(files, account)
     argv = sbatch_arguments(
         name="gpuq-7-1",
         partition="gpu",

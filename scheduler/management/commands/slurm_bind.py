@@ -5,7 +5,7 @@ an instance type asks Slurm for.
     manage.py slurm_bind instance-type TYPE -- --gres=gpu:a100:1 [--mem=64G ...]
     manage.py slurm_bind show
 
-A thin wrapper over `scheduler.services.slurm_binding` (`queue_bind_slurm`,
+A thin wrapper over `scheduler.executors.slurm.binding` (`queue_bind_slurm`,
 `instance_type_set_slurm_resources`), whose checks the policy editor and the API use
 too: the partition is asked of the cluster (within SLURM_BIND_TIMEOUT), and a cluster
 that does not answer refuses the binding. An error names the field and changes nothing
@@ -20,7 +20,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from fleet.models import InstanceType, JobQueue
-from scheduler.services.slurm_binding import (
+from scheduler.executors.slurm.binding import (
     instance_type_set_slurm_resources,
     queue_bind_slurm,
 )

@@ -1,6 +1,6 @@
 """The executor binding as policy, without a cluster: a queue's Slurm binding and an
 instance type's Slurm resources reach the same checks on the page, in the API and on
-the command line (scheduler.services.slurm_binding), are recorded in the history with
+the command line (scheduler.executors.slurm.binding), are recorded in the history with
 before and after, wait for review with POLICY_CHANGES_NEED_REVIEW, and revert. What
 needs a cluster that answers (a partition found, or not) is in
 test_slurm_binding_cluster.py."""

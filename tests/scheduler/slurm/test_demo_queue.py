@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from demo.jobs import SLURM_QUEUE, seed_slurm_demo
 from fleet.models import Job
-from scheduler.services import slurm as service
+from scheduler.executors.slurm import services as service
 from scheduler.services.passes import scheduling_pass
 from tests.scheduler.slurm.test_executor import settle
 

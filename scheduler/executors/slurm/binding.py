@@ -35,7 +35,7 @@ from django.db.models import F
 
 from core.signals import slurm_binding_written
 from fleet.models import InstanceType, Job, JobQueue
-from scheduler.executors.slurm import Cluster, SlurmError
+from scheduler.executors.slurm.client import Cluster, SlurmError
 
 _SLURM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # sbatch options an instance type may ask for: resources and placement only. The run's

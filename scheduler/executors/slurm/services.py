@@ -1,5 +1,5 @@
 """Writes of the `slurm` executor: a queue's binding to its cluster (its checks and writes:
-scheduler.services.slurm_binding), the submission of
+scheduler.executors.slurm.binding), the submission of
 the runs a pass started, their notice, and the reconciliation of what Slurm runs with
 what the database believes.
 
@@ -47,13 +47,13 @@ from django.db.models import Q
 from django.utils import timezone
 
 from fleet.models import Job, JobQueue, QueueCapacity
-from scheduler.executors import executor_names
-from scheduler.executors.slurm import (
+from scheduler.executors.run_area import RunArea, RunRefused, job_argv, read_status, write_notice
+from scheduler.executors.slurm.client import (
     ENDED_STATES,
+    EXECUTOR_NAME,
     LOST_STATES,
     Cluster,
     Ending,
-    RunFiles,
     SlurmError,
     SlurmJob,
     SlurmNode,
@@ -63,31 +63,32 @@ from scheduler.executors.slurm import (
     launcher_said,
     memory_kill,
     parse_run_name,
-    read_status,
+    prepare_area,
     run_name,
     sbatch_arguments,
-    write_notice,
     write_spec,
 )
-from scheduler.executors.slurm_launch import BUSY_EXIT
+from scheduler.executors.slurm.launch import BUSY_EXIT
 from scheduler.services import passes, runs
-from scheduler.services.slurm_binding import (  # noqa: F401  (re-exported)
-    RESOURCE_OPTIONS,
-    instance_type_set_slurm_resources,
-    queue_bind_slurm,
-    slurm_resources_validate,
-)
 
 logger = logging.getLogger(__name__)
 
 SUBMITTING = "slurm:submitting"
 
-# -- the binding (its checks and writes: scheduler.services.slurm_binding) ------------
+# The causes this executor reports (their wording: `SlurmExecutor.causes`).
+SLURM_REFUSED = "slurm_refused"  # FAILED: Slurm refused the submission (detail: its answer)
+NODE_FAIL = "node_fail"  # REQUEUED: Slurm reports the run's node failed (NODE_FAIL)
+SLURM_LOST = "slurm_lost"  # REQUEUED: Slurm no longer knows a run it ran
+SLURM_CANCELLED = "slurm_cancelled"  # REQUEUED: cancelled in Slurm by someone, not the product
+OUT_OF_MEMORY = "out_of_memory"  # FAILED: Slurm killed it for using more memory than asked
+SLURM_TIME_LIMIT = "slurm_time_limit"  # FAILED: Slurm ended it at its time limit (TIMEOUT)
+
+# -- the binding (its checks and writes: scheduler.executors.slurm.binding) ------------
 
 
 def slurm_executor_queues():
-    """Queues whose executor reconciles on its own tick (no runner): Slurm's."""
-    return JobQueue.objects.filter(executor__in=executor_names(reconciles=True, needs_runner=False))
+    """The queues this executor runs."""
+    return JobQueue.objects.filter(executor=EXECUTOR_NAME)
 
 
 def cluster_of(queue: JobQueue) -> Cluster:
@@ -151,14 +152,14 @@ def submit_to_slurm(job: Job, cluster: Cluster) -> str:
     """Write the run's files and sbatch it; the Slurm job id. Nothing is recorded."""
     queue = job.queue
     user = job_account()  # refused before anything is written
-    files = RunFiles.of(job.pk, job.attempt)
-    files.prepare(user)
+    files = RunArea.of(job.pk, job.attempt)
+    prepare_area(files, user)
     revision = job.definition_revision
     write_spec(
         files,
         job_id=job.pk,
         attempt=job.attempt,
-        argv=list(job.argv),
+        argv=job_argv(job),
         environment=revision.environment if revision is not None else {},
         account=user,
         lock_wait=checkpoint_wait_seconds(job),
@@ -188,10 +189,10 @@ def slurm_submit_run(
     job = Job.objects.select_related("queue", "instance_type", "definition_revision").get(pk=job_id)
     try:
         cluster = cluster_of(job.queue)
-        if not job.argv:
-            raise SlurmError(
-                "the job names no job definition: there is nothing to run", refused=True
-            )
+        try:
+            job_argv(job)
+        except RunRefused as refusal:
+            raise SlurmError(str(refusal), refused=True) from None
         # A job of the run's name is this attempt (names carry it), live or already
         # ended: a submission that timed out may have run and ended before anyone
         # looked; adopting it records its end, submitting again would run it twice.
@@ -213,7 +214,7 @@ def slurm_submit_run(
                 job_id=job_id,
                 attempt=attempt,
                 lease_token=token,
-                cause=runs.SLURM_REFUSED,
+                cause=SLURM_REFUSED,
                 detail={"reason": str(error)},
             )
             return f"refused: {error}"
@@ -272,7 +273,7 @@ def _signal(job: Job, cluster: Cluster, signal_name: str, mark: str, now: dt.dat
             # slurm_launch): written before the signal, what is left of it now.
             left = (job.grace_until - now).total_seconds()
             try:
-                write_notice(RunFiles.of(job.pk, job.attempt), grace_seconds=left)
+                write_notice(RunArea.of(job.pk, job.attempt).notice, grace_seconds=left)
             except OSError as error:
                 # SIGTERM all the same; the launcher then arms no timer of its own and
                 # the reconciliation's SIGUSR2 ends the grace (never early, only later).
@@ -398,7 +399,7 @@ def _reconcile_run(
         if extra and _cancel(cluster, duplicate.job_id, why=f"a second Slurm job of {job.pk}"):
             report.cancelled.append(duplicate.job_id)
     slurm = mine[0] if mine else None
-    figures = read_status(RunFiles.of(job.pk, job.attempt).status)
+    figures = read_status(RunArea.of(job.pk, job.attempt).status)
     if slurm is None or slurm.ended:
         _record_end(cluster, job, recorded, slurm, figures, now, report)
         return
@@ -449,7 +450,7 @@ def _deliver_notice(cluster: Cluster, job: Job, now: dt.datetime, report) -> Non
 
 
 # Ends Slurm gives a cause of its own: the program did not end by itself.
-FAILED_CAUSES = {"OUT_OF_MEMORY": runs.OUT_OF_MEMORY, "TIMEOUT": runs.SLURM_TIME_LIMIT}
+FAILED_CAUSES = {"OUT_OF_MEMORY": OUT_OF_MEMORY, "TIMEOUT": SLURM_TIME_LIMIT}
 
 
 def ending_outcome(
@@ -467,16 +468,16 @@ def ending_outcome(
     if busy and ending is not None and ending.exit_code == BUSY_EXIT:
         return "released", runs.CHECKPOINT_BUSY
     if ending is None:
-        return "released", runs.SLURM_LOST
+        return "released", SLURM_LOST
     if ending.state in LOST_STATES:
-        return "released", runs.NODE_FAIL
+        return "released", NODE_FAIL
     killed = ending.exit_code == -9 and ending.state in {"FAILED", "CANCELLED"}
     if over_memory and killed and not noticed:
-        return "failed", runs.OUT_OF_MEMORY
+        return "failed", OUT_OF_MEMORY
     if ending.state == "CANCELLED" and not noticed:
-        return "released", runs.SLURM_CANCELLED
+        return "released", SLURM_CANCELLED
     if ending.exit_code is None:
-        return "released", runs.SLURM_LOST
+        return "released", SLURM_LOST
     if ending.state == "CANCELLED":  # with notice: cancelled before it ran, or by us
         return "stopped", None
     if ending.state in FAILED_CAUSES and not noticed:
@@ -500,7 +501,7 @@ def _record_end(
         "checkpointed": checkpointed,
         "now": now,
     }
-    files = RunFiles.of(job.pk, job.attempt)
+    files = RunArea.of(job.pk, job.attempt)
     busy = bool(launcher_said(files.launcher).get("checkpoint_busy"))
     memory = memory_kill(files.log) if ending is not None and ending.exit_code == -9 else None
     outcome, cause = ending_outcome(
