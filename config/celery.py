@@ -10,7 +10,7 @@ queues every task goes to.
   estimates: pages show the last forecast "as of" its instant until the next is
   stored), dashboard rollups and the monthly pack.
 - `demo`: the demo's traffic generator, bounded (its beat messages coalesce).
-- `instances.<type>`: runs of the process executor (scheduler.executors), one queue
+- `instances.<type>`: runs of the executors that need a runner (scheduler.executors), one queue
   per instance type, for the runner workers.
 
 Workers name the queues they consume (`--queues`); a worker started without names

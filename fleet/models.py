@@ -57,11 +57,10 @@ class InstanceType(models.Model):
     name = models.CharField(max_length=64, unique=True, help_text="e.g. ml.g5.xlarge")
     gpu_count = models.PositiveSmallIntegerField(default=1)
     gpu_model = models.CharField(max_length=64, blank=True)
-    # On a Slurm queue: the sbatch options that ask for one instance on one node (e.g.
-    # ["--gres=gpu:1"], or ["--exclusive", "--constraint=a100"] for a whole node); a job
-    # of N instances asks for N nodes, each with these (scheduler.executors.slurm.services checks
-    # them).
-    slurm_resources = models.JSONField(default=list, blank=True)
+    # What each executor asks for one instance of the type, by executor name (e.g. the
+    # options that ask a cluster for one instance on one node); written only through the
+    # executor's binding schema, which validates it (scheduler.executors.base).
+    executor_settings = models.JSONField(default=dict, blank=True)
     # What one instance costs per hour, in settings.COST_CURRENCY: set by admins as a
     # policy write (governance.policy.prices), read by the dashboard's cost figures.
     # Empty: no price (no cost is shown for the type, never a cost of 0).
@@ -99,16 +98,15 @@ class JobQueue(models.Model):
     # Which executor runs the queue's jobs: one of scheduler.executors' registry (the
     # choices are read from it at run time, fleet.executors).
     executor = models.CharField(max_length=16, choices=executor_choices, default=DEFAULT_EXECUTOR)
-    # A Slurm queue's cluster (its slurm.conf, what SLURM_CONF names for every command),
-    # partition and account ("" = the user's default); its executor's binding checks them.
-    slurm_conf = models.CharField(max_length=500, blank=True)
-    slurm_partition = models.CharField(max_length=64, blank=True)
-    slurm_account = models.CharField(max_length=64, blank=True)
-    # What the Slurm reconciliation last saw of the partition's nodes: each node's state
-    # and, per instance type, the instances its usable nodes hold (`usable`), which the
-    # pass takes as the capacity when lower (fleet.bridge.usable_capacity). None: never
-    # seen (not a Slurm queue, or its cluster never answered).
-    slurm_nodes = models.JSONField(null=True, blank=True)
+    # The queue's binding to where its executor runs jobs (e.g. a cluster, a partition,
+    # an account), by executor name; written only through the executor's binding
+    # schema, which validates it (scheduler.executors.base).
+    executor_settings = models.JSONField(default=dict, blank=True)
+    # What the executor's reconciliation last saw of the capacity it can really use: its
+    # nodes' states and, per instance type, the instances its usable nodes hold
+    # (`usable`), which the pass takes as the capacity when lower (`capacity_seen` of the
+    # executor, fleet.bridge.usable_capacity). None: never seen.
+    capacity_seen = models.JSONField(null=True, blank=True)
     version = models.PositiveIntegerField(default=1)
 
     class Meta:
@@ -551,7 +549,7 @@ class Job(models.Model):
     start_seq = models.BigIntegerField(default=0)
     borrowed = models.BooleanField(default=False)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # Starts so far; a process executor's run carries it, so a stale run knows to stop.
+    # Starts so far; a runner's run carries it, so a stale run knows to stop.
     attempt = models.PositiveIntegerField(default=0)
     # Compute seconds of restart overhead of the current run (0 for a first start).
     run_overhead = models.PositiveIntegerField(default=0)
@@ -563,8 +561,8 @@ class Job(models.Model):
     lease_token = models.CharField(max_length=64, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
-    # Where an executor that places runs elsewhere put the current one: on Slurm its job
-    # id, state, nodes and start time as Slurm reported them (scheduler.executors.slurm.services).
+    # Where an executor that places runs elsewhere put the current one: e.g. its cluster's
+    # job id, state, nodes and start time as the cluster reported them (the executor's package).
     # Nullable without a default: adding it rewrites no row.
     placement = models.JSONField(null=True, blank=True)
 

@@ -217,7 +217,7 @@ def waiting_reason(job: Job) -> str:
     """Why a RUNNABLE job waits, in one sentence a non-expert understands; on Slurm, with
     the nodes that are out of service and cost the queue capacity of its type."""
     itype = job.instance_type.name
-    out = nodes_out(job.queue, itype) if job.queue.slurm_nodes else ""
+    out = nodes_out(job.queue, itype) if job.queue.capacity_seen else ""
     # Too big only for what the nodes in service hold: no misconfiguration clock runs.
     if out and job.reason == SERVICE_ENVIRONMENT_MAX_RESOURCE and job.misconfigured_since is None:
         return (

@@ -446,9 +446,7 @@ class SlurmBindingForm(PolicyForm):
                 "initial",
                 {
                     "version": queue.version,
-                    "slurm_conf": queue.slurm_conf,
-                    "slurm_partition": queue.slurm_partition,
-                    "slurm_account": queue.slurm_account,
+                    **slurm_binding.queue_binding_document(queue),
                 },
             )
         super().__init__(*args, **kwargs)
@@ -488,7 +486,12 @@ class SlurmResourcesForm(PolicyForm):
     def __init__(self, *args, instance_type: InstanceType, **kwargs):
         if _unbound(args, kwargs):
             kwargs.setdefault(
-                "initial", {"slurm_resources": "\n".join(instance_type.slurm_resources or [])}
+                "initial",
+                {
+                    "slurm_resources": "\n".join(
+                        slurm_binding.instance_type_resources(instance_type)
+                    )
+                },
             )
         super().__init__(*args, **kwargs)
         self.instance_type = instance_type

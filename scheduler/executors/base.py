@@ -42,26 +42,27 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What an executor does with a decision, as the rest of the product asks it."""
+    """What an executor does with a decision, as the rest of the product asks it; an
+    executor states what it does (everything else is False)."""
 
     # Start launches the job definition's argument vector as a real program, so a job
     # of its queues needs a definition with a command.
-    runs_programs: bool
+    runs_programs: bool = False
     # A stop sends the program SIGTERM and, at the end of its grace, SIGKILL.
-    stops_with_notice: bool
+    stops_with_notice: bool = False
     # Progress and checkpoints are what the running program reports (heartbeats), not
     # the model of scheduler.work.
-    reports_progress: bool
+    reports_progress: bool = False
     # What really runs is compared with the database (leases, the recovery sweep, or
     # the executor's own reconciliation), and runs lost are put back in the queue.
-    reconciles: bool
+    reconciles: bool = False
     # A runner worker serving the job's instance type takes each run: without one, a
     # started job waits for it.
-    needs_runner: bool
+    needs_runner: bool = False
     # The work follows the model on an accelerated clock (`speed` compute seconds a
     # second); the queue's pages say its durations are in that clock. A pass finishes
     # the jobs whose modelled work is done (`due_finishes`).
-    modelled_clock: bool
+    modelled_clock: bool = False
     # A STOPPING job's capacity is free only when the executor confirms its program
     # ended: no deadline (the grace plus the kill margin) frees it, and no lease
     # requeues its runs (it has no runner).
@@ -89,23 +90,38 @@ class Cause:
 
 @runtime_checkable
 class BindingSchema(Protocol):
-    """An executor's settings on queues and instance types (`executor_settings`)."""
+    """An executor's settings on queues and instance types (their `executor_settings`).
 
-    # The settings' keys on a queue and on an instance type, in the order forms show.
+    Documents are keyed as the policy history and the API show them (`queue_fields`,
+    `instance_type_fields`); how they are stored is the executor's."""
+
     queue_fields: tuple[str, ...]
     instance_type_fields: tuple[str, ...]
 
+    def queue_document(self, queue: JobQueue) -> dict[str, Any]: ...
+
     def queue_validate(
-        self, *, queue: JobQueue, settings: Mapping[str, Any]
+        self, *, queue: JobQueue, binding: Mapping[str, Any]
     ) -> tuple[dict[str, Any], dict[str, list[str]]]:
-        """The settings as they would be stored, and the errors by field (a live check
-        of what changed included)."""
+        """The binding as it would be stored, and the errors by field (a live check of
+        what changed included)."""
 
-    def instance_type_validate(self, settings: Mapping[str, Any]) -> dict[str, Any]:
-        """The settings as they would be stored; ValidationError by field."""
+    def queue_apply(self, *, queue: JobQueue, binding: Mapping[str, Any]) -> None:
+        """Store a checked binding; the queue takes its next version."""
 
-    def impact(self, *, queue: JobQueue, settings: Mapping[str, Any]) -> list[str]:
-        """What a change of the queue's settings would do, in sentences."""
+    def queue_impact(self, *, queue: JobQueue, binding: Mapping[str, Any]) -> list[str]:
+        """What a change of the queue's binding would do, in sentences."""
+
+    def describe(self, binding: Mapping[str, Any]) -> str: ...
+
+    def instance_type_document(self, instance_type: InstanceType) -> dict[str, Any]: ...
+
+    def instance_type_validate(self, binding: Mapping[str, Any]) -> dict[str, Any]:
+        """The instance type's settings as they would be stored; ValidationError by field."""
+
+    def instance_type_apply(
+        self, *, instance_type: InstanceType, binding: Mapping[str, Any]
+    ) -> None: ...
 
 
 @runtime_checkable
@@ -189,7 +205,3 @@ class BaseExecutor:
 
     def log_path(self, job_id: int, attempt: int) -> Path | None:
         return None
-
-    def settings_of(self, holder: JobQueue | InstanceType) -> dict[str, Any]:
-        """This executor's settings on a queue or an instance type ({} when none)."""
-        return dict((getattr(holder, "executor_settings", None) or {}).get(self.name) or {})

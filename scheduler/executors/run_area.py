@@ -24,6 +24,7 @@ import os
 import pwd
 import stat
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,8 +55,15 @@ class JobAccount:
     name: str = ""
 
 
-def job_account(*, user_setting: str, allow_root_setting: str, who: str, act: str) -> JobAccount:
-    """The account jobs run as, or RunRefused when none is safe.
+def job_account(
+    *,
+    user_setting: str,
+    allow_root_setting: str,
+    who: str,
+    act: str,
+    error: Callable[[str], Exception] = RunRefused,
+) -> JobAccount:
+    """The account jobs run as, or `error(why)` raised when none is safe.
 
     `user_setting` names the account, `allow_root_setting` allows root; `who` is the
     party that starts the programs ("the runner") and `act` what it cannot do for
@@ -67,21 +75,21 @@ def job_account(*, user_setting: str, allow_root_setting: str, who: str, act: st
         try:
             entry = pwd.getpwnam(wanted)
         except KeyError:
-            raise RunRefused(f"{user_setting}={wanted!r}: no such account") from None
+            raise error(f"{user_setting}={wanted!r}: no such account") from None
         if entry.pw_uid == 0 and not allow_root:
-            raise RunRefused(
+            raise error(
                 f"{user_setting}={wanted!r} is root; name an unprivileged account "
                 f"(or set {allow_root_setting}=1 for a local demo)"
             )
         if me == 0:
             return JobAccount(uid=entry.pw_uid, gid=entry.pw_gid, name=wanted)
         if entry.pw_uid != me:
-            raise RunRefused(
+            raise error(
                 f"{user_setting}={wanted!r}, but {who} is not root (uid {me}) and cannot {act}"
             )
         return JobAccount()
     if me == 0 and not allow_root:
-        raise RunRefused(
+        raise error(
             f"{who} runs as root and {user_setting} is not set: jobs would run as root; "
             f"set {user_setting} to an unprivileged account ({allow_root_setting}=1 only "
             "for a local demo)"

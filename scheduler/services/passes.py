@@ -667,8 +667,8 @@ def _moment(seconds: int, now: dt.datetime) -> dt.datetime:
 
 
 def _waiting_for_nodes(policy: QueuePolicy, result: PassResult) -> set[int]:
-    """The jobs judged bigger than the queue's capacity only because Slurm nodes are out
-    of service (`QueuePolicy.too_big_for_now_only`): one query, only while some capacity
+    """The jobs judged bigger than the queue's capacity only because the executor's nodes are
+    out of service (`QueuePolicy.too_big_for_now_only`): one query, only while some capacity
     is lowered."""
     if not policy.configured:
         return set()
@@ -694,7 +694,7 @@ def _record_reasons(
     policy: QueuePolicy,
 ) -> None:
     """Store why each waiting job waits, and when its misconfiguration began (never for
-    a job that only waits for Slurm nodes to return, `_waiting_for_nodes`).
+    a job that only waits for the executor's nodes to return, `_waiting_for_nodes`).
 
     Only rows whose reason changed are written, in one UPDATE per distinct change, so a
     pass over 10,000 waiting jobs writes a handful of rows, not all of them.

@@ -10,7 +10,12 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
 from scheduler.executors.run_area import RunArea
-from scheduler.executors.slurm.binding import queue_bind_slurm, slurm_resources_validate
+from scheduler.executors.slurm.binding import (
+    SlurmBinding,
+    instance_type_resources,
+    queue_bind_slurm,
+    slurm_resources_validate,
+)
 from scheduler.executors.slurm.client import parse_run_name, run_name, sbatch_arguments
 
 pytestmark = pytest.mark.django_db
@@ -38,7 +43,7 @@ def test_a_binding_names_a_cluster_file_and_a_partition(aws_queue, tmp_path):
         lambda: queue_bind_slurm(queue=aws_queue, conf=str(conf), partition="gpu", account="a b")
     )
     aws_queue.refresh_from_db()
-    assert (aws_queue.slurm_conf, aws_queue.slurm_partition) == ("", "")
+    assert (SlurmBinding.of(aws_queue).conf, SlurmBinding.of(aws_queue).partition) == ("", "")
 
 
 def unreachable_conf(tmp_path) -> str:
@@ -63,7 +68,7 @@ def test_an_unreachable_cluster_refuses_the_binding_fast_and_says_why(
     [message] = problems["slurm_conf"]
     assert "did not answer" in message and "partition 'gpu' could not be checked" in message
     aws_queue.refresh_from_db()
-    assert (aws_queue.slurm_conf, aws_queue.version) == ("", version)
+    assert (SlurmBinding.of(aws_queue).conf, aws_queue.version) == ("", version)
 
 
 def test_the_command_reaches_the_same_checks(settings, aws_queue, tmp_path):
@@ -78,7 +83,7 @@ def test_the_command_reaches_the_same_checks(settings, aws_queue, tmp_path):
     with pytest.raises(CommandError, match=r"^slurm_resources: --wrap is not a resource option"):
         call_command("slurm_bind", "instance-type", "ml.g5.xlarge", "--", "--wrap=id")
     aws_queue.refresh_from_db()
-    assert aws_queue.slurm_conf == ""
+    assert SlurmBinding.of(aws_queue).conf == ""
 
 
 def test_resources_are_resource_options_only():
@@ -124,7 +129,7 @@ def test_the_slurm_bind_command_binds_and_refuses_naming_the_field(aws_queue, tm
             "slurm_bind", "queue", aws_queue.name, "--conf", str(conf), "--partition", "a b"
         )
     aws_queue.refresh_from_db()
-    assert aws_queue.slurm_conf == ""  # nothing changed
+    assert SlurmBinding.of(aws_queue).conf == ""  # nothing changed
     with pytest.raises(CommandError, match="queue: no queue named 'nope'"):
         call_command("slurm_bind", "queue", "nope", "--conf", str(conf), "--partition", "gpu")
     # A binding that passes is saved once the cluster says its partition exists:
@@ -133,7 +138,9 @@ def test_the_slurm_bind_command_binds_and_refuses_naming_the_field(aws_queue, tm
     with pytest.raises(CommandError, match="slurm_resources: --wrap is not a resource option"):
         call_command("slurm_bind", "instance-type", "ml.g5.xlarge", "--", "--wrap=rm")
     call_command("slurm_bind", "instance-type", "ml.g5.xlarge", "--", "--gres=gpu:1")
-    assert InstanceType.objects.get(name="ml.g5.xlarge").slurm_resources == ["--gres=gpu:1"]
+    assert instance_type_resources(InstanceType.objects.get(name="ml.g5.xlarge")) == [
+        "--gres=gpu:1"
+    ]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="what a root submitter does (CI runs as root)")

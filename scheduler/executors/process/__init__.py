@@ -27,7 +27,6 @@ class ProcessExecutor(BaseExecutor):
         reports_progress=True,
         reconciles=True,
         needs_runner=True,
-        modelled_clock=False,
     )
     causes = (
         Cause(

@@ -227,15 +227,13 @@ def job_account() -> JobAccount:
     `RUNNER_ALLOW_ROOT=1`. A runner that is not root cannot switch: it runs jobs as
     itself, and refuses a `RUNNER_USER` that names another account.
     """
-    try:
-        return run_area.job_account(
-            user_setting="RUNNER_USER",
-            allow_root_setting="RUNNER_ALLOW_ROOT",
-            who="the runner",
-            act="switch to it",
-        )
-    except RunRefused as refusal:
-        raise RunnerRefused(str(refusal)) from None
+    return run_area.job_account(
+        user_setting="RUNNER_USER",
+        allow_root_setting="RUNNER_ALLOW_ROOT",
+        who="the runner",
+        act="switch to it",
+        error=RunnerRefused,
+    )
 
 
 def protect_runner_memory() -> None:

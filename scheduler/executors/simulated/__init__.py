@@ -16,14 +16,7 @@ from scheduler.work import finish_at, modelled_progress, saved_progress
 class SimulatedExecutor(BaseExecutor):
     name = "simulated"
     label = "Simulated (accelerated clock)"
-    capabilities = Capabilities(
-        runs_programs=False,
-        stops_with_notice=False,
-        reports_progress=False,
-        reconciles=False,
-        needs_runner=False,
-        modelled_clock=True,
-    )
+    capabilities = Capabilities(modelled_clock=True)
 
     @property
     def speed(self) -> float:

@@ -22,6 +22,7 @@ from fleet.models import Job, JobQueue
 from scheduler.executors.base import BaseExecutor, Capabilities, Cause
 from scheduler.executors.run_area import area_log
 from scheduler.executors.slurm import services
+from scheduler.executors.slurm.binding import SlurmBindingSchema
 from scheduler.executors.slurm.client import EXECUTOR_NAME
 
 logger = logging.getLogger(__name__)
@@ -72,11 +73,10 @@ class SlurmExecutor(BaseExecutor):
         stops_with_notice=True,
         reports_progress=True,
         reconciles=True,
-        needs_runner=False,
-        modelled_clock=False,
         confirms_stops=True,
     )
     causes = CAUSES
+    binding = SlurmBindingSchema()
 
     def started(self, runs: list[tuple[int, int, str]]) -> None:
         started = [[job_id, attempt] for job_id, attempt, _type in runs]
@@ -107,7 +107,7 @@ class SlurmExecutor(BaseExecutor):
     def capacity_seen(self, queue: JobQueue) -> dict[str, int | None] | None:
         """What the partition's nodes in service hold per type, as the last
         reconciliation saw them (None: never seen)."""
-        seen = (queue.slurm_nodes or {}).get("types")
+        seen = (queue.capacity_seen or {}).get("types")
         if not seen:
             return None
         return {name: figures.get("usable") for name, figures in seen.items()}

@@ -8,7 +8,7 @@ Slurm's backfill and any other tool of the site read and act on; and a release i
 cheaper than a submission (both are one RPC to slurmctld), while a submission at start
 carries the attempt's own environment and files, which a job held since submission
 cannot know yet. The partition (and account) are the queue's, so Slurm only places the
-job on nodes that have what the instance type asks for (`InstanceType.slurm_resources`,
+job on nodes that have what the instance type asks for (its resources, `binding`,
 once per node: a job of N instances asks for N nodes).
 
 The program. The batch script is always the same fixed file, `launch.py` next to
@@ -55,7 +55,7 @@ from pathlib import Path
 from django.conf import settings
 
 from scheduler.executors import run_area
-from scheduler.executors.run_area import JobAccount, RunArea, RunRefused
+from scheduler.executors.run_area import JobAccount, RunArea
 
 # The executor's name: its queues' `executor`.
 EXECUTOR_NAME = "slurm"
@@ -433,15 +433,17 @@ def job_account() -> JobAccount:
     shared rule (run_area.job_account) for sbatch: a root submitter runs jobs as
     `SLURM_JOB_USER` (sbatch --uid/--gid, root's right), as root only with
     `SLURM_ALLOW_ROOT=1`; a submitter that is not root runs them as itself."""
-    try:
-        return run_area.job_account(
-            user_setting="SLURM_JOB_USER",
-            allow_root_setting="SLURM_ALLOW_ROOT",
-            who="the submitter",
-            act="submit as it",
-        )
-    except RunRefused as refusal:
-        raise SlurmError(str(refusal), refused=True) from None
+    return run_area.job_account(
+        user_setting="SLURM_JOB_USER",
+        allow_root_setting="SLURM_ALLOW_ROOT",
+        who="the submitter",
+        act="submit as it",
+        error=_refused,
+    )
+
+
+def _refused(why: str) -> SlurmError:
+    return SlurmError(why, refused=True)
 
 
 def prepare_area(files: RunArea, account: JobAccount | None = None) -> None:

@@ -20,9 +20,9 @@ A run (an attempt of a job) on Slurm goes through:
   reconciliation after it sends `--batch --signal=USR2` (the same kill, should the
   launcher's timer not have), and Slurm's `--signal=KILL` a kill margin later. The
   capacity stays taken until Slurm reports the job ended.
-- The end, as Slurm reports it, through the same services as the process executor's
-  runner (scheduler.services.runs): an exit code (`job_process_exited`: 0 SUCCEEDED,
-  else FAILED, or stopped when it had notice); a node failure, a cancel by someone else
+- The end, as Slurm reports it, through the same services as a runner's
+  (scheduler.services.runs): an exit code (`job_process_exited`: 0 SUCCEEDED, else
+  FAILED, or stopped when it had notice); a node failure, a cancel by someone else
   or a job Slurm forgot (`job_run_released`: requeued, or stopped when it had notice);
   an attempt whose launcher found the checkpoint held by an older attempt's program
   (`checkpoint_busy`, requeued); Slurm's time limit (`slurm_time_limit`) and a kill for
@@ -48,9 +48,13 @@ from django.utils import timezone
 
 from fleet.models import Job, JobQueue, QueueCapacity
 from scheduler.executors.run_area import RunArea, RunRefused, job_argv, read_status, write_notice
+from scheduler.executors.slurm.binding import (
+    SlurmBinding,
+    instance_type_resources,
+    slurm_executor_queues,
+)
 from scheduler.executors.slurm.client import (
     ENDED_STATES,
-    EXECUTOR_NAME,
     LOST_STATES,
     Cluster,
     Ending,
@@ -86,15 +90,11 @@ SLURM_TIME_LIMIT = "slurm_time_limit"  # FAILED: Slurm ended it at its time limi
 # -- the binding (its checks and writes: scheduler.executors.slurm.binding) ------------
 
 
-def slurm_executor_queues():
-    """The queues this executor runs."""
-    return JobQueue.objects.filter(executor=EXECUTOR_NAME)
-
-
 def cluster_of(queue: JobQueue) -> Cluster:
-    if not queue.slurm_conf or not queue.slurm_partition:
+    binding = SlurmBinding.of(queue)
+    if not binding.conf or not binding.partition:
         raise SlurmError(f"queue {queue.name} is bound to no Slurm cluster and partition")
-    return Cluster(queue.slurm_conf)
+    return Cluster(binding.conf)
 
 
 # -- submission --------------------------------------------------------------------------
@@ -150,7 +150,7 @@ def checkpoint_wait_seconds(job: Job) -> float:
 
 def submit_to_slurm(job: Job, cluster: Cluster) -> str:
     """Write the run's files and sbatch it; the Slurm job id. Nothing is recorded."""
-    queue = job.queue
+    binding = SlurmBinding.of(job.queue)
     user = job_account()  # refused before anything is written
     files = RunArea.of(job.pk, job.attempt)
     prepare_area(files, user)
@@ -167,10 +167,10 @@ def submit_to_slurm(job: Job, cluster: Cluster) -> str:
     return cluster.submit(
         sbatch_arguments(
             name=run_name(job.pk, job.attempt),
-            partition=queue.slurm_partition,
-            account=queue.slurm_account,
+            partition=binding.partition,
+            account=binding.account,
             instances=job.instances,
-            resources=list(job.instance_type.slurm_resources or []),
+            resources=instance_type_resources(job.instance_type),
             files=files,
             user=user,
             time_limit=revision.wall_clock_limit if revision is not None else None,
@@ -334,8 +334,10 @@ def slurm_reconcile(*, now: dt.datetime | None = None) -> Reconciliation:
     now = now or timezone.now()
     report = Reconciliation()
     clusters: dict[str, list[JobQueue]] = defaultdict(list)
-    for queue in slurm_executor_queues().exclude(slurm_conf=""):
-        clusters[queue.slurm_conf].append(queue)
+    for queue in slurm_executor_queues():
+        conf = SlurmBinding.of(queue).conf
+        if conf:
+            clusters[conf].append(queue)
     for conf, queues in sorted(clusters.items()):
         try:
             _reconcile_cluster(Cluster(conf), queues, now, report)
@@ -550,7 +552,7 @@ def nodes_seen(
     nodes: list[SlurmNode], resources: dict[str, list[str]], ours: dict[tuple[str, str], int]
 ) -> dict:
     """What a queue can use of its partition's nodes, per instance type: `total`, what
-    every node holds (by its slurm_resources), and `usable`, what the nodes that take
+    every node holds (by its resources), and `usable`, what the nodes that take
     jobs hold, plus, on a draining node, the instances the queue's own jobs use there
     (they run on; the rest of it takes nothing). `ours[(type, node)]` counts those.
     A type whose resources cannot be read has `usable` None (the pass keeps its
@@ -593,27 +595,27 @@ def _record_nodes(cluster: Cluster, queues: list[JobQueue], live: list[Job], now
     """Record, on each queue, what its partition's nodes can hold now; a queue whose
     figures changed gets a pass (capacity came back, or went)."""
     resources: dict[int, dict[str, list[str]]] = defaultdict(dict)
-    for queue_id, type_name, options in QueueCapacity.objects.filter(queue__in=queues).values_list(
-        "queue_id", "instance_type__name", "instance_type__slurm_resources"
-    ):
-        resources[queue_id][type_name] = list(options or [])
+    for capacity in QueueCapacity.objects.filter(queue__in=queues).select_related("instance_type"):
+        itype = capacity.instance_type
+        resources[capacity.queue_id][itype.name] = instance_type_resources(itype)
     ours: dict[int, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
     for job in live:
         for node in expand_hostlist((job.placement or {}).get("nodes", "")):
             ours[job.queue_id][(job.instance_type.name, node)] += 1
     listed: dict[str, list[SlurmNode]] = {}
     for queue in queues:
-        if queue.slurm_partition not in listed:
-            listed[queue.slurm_partition] = cluster.nodes(queue.slurm_partition)
-        seen = nodes_seen(listed[queue.slurm_partition], resources[queue.pk], ours[queue.pk])
-        seen["partition"] = queue.slurm_partition
-        before = dict(queue.slurm_nodes or {})
+        partition = SlurmBinding.of(queue).partition
+        if partition not in listed:
+            listed[partition] = cluster.nodes(partition)
+        seen = nodes_seen(listed[partition], resources[queue.pk], ours[queue.pk])
+        seen["partition"] = partition
+        before = dict(queue.capacity_seen or {})
         before.pop("seen_at", None)
         if before == seen:
             continue
         seen["seen_at"] = now.isoformat()
-        JobQueue.objects.filter(pk=queue.pk).update(slurm_nodes=seen)
-        queue.slurm_nodes = seen
+        JobQueue.objects.filter(pk=queue.pk).update(capacity_seen=seen)
+        queue.capacity_seen = seen
         logger.info("queue %s: Slurm nodes now %s", queue.name, _usable_summary(seen))
         passes.request_pass(queue.pk)
 

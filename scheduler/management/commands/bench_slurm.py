@@ -7,8 +7,8 @@ On a throwaway queue bound to the cluster (`queue_bind_slurm`, one GPU per insta
 `--gres=gpu:1`), with a Slurm job name prefix and a job area of its own, everything
 cancelled and deleted at the end. No Celery worker: the command plays the tasks'
 parts in one process, in the order they run (a pass; its starts submitted and its
-notices sent after commit, as `scheduler.slurm_submit` / `slurm_notice` would; the
-reconciliation every SLURM_RECONCILE_SECONDS, as beat's `scheduler.slurm_reconcile`).
+notices sent after commit, as `scheduler.executor_start` / `executor_stop` would; the
+reconciliation every SLURM_RECONCILE_SECONDS, as beat's `scheduler.executor_reconcile`).
 
 1. Starts. `--starts` jobs of a 1 s program into a share that owns the whole queue,
    started as capacity frees. Decision to RUNNING in Slurm: from the start of the pass

@@ -86,17 +86,17 @@ def test_the_pass_uses_the_usable_capacity_never_below_what_its_jobs_hold(submit
     for share in ("qs1", "qs2"):
         submit(share, f"runs-{share}")
     queue.executor = "slurm"  # its executor reports nodes (the jobs were submitted before)
-    queue.slurm_nodes = {"types": {"ml.g5.xlarge": {"total": 3, "usable": 1}}, "nodes": []}
+    queue.capacity_seen = {"types": {"ml.g5.xlarge": {"total": 3, "usable": 1}}, "nodes": []}
     queue.save()
     assert _usable(queue) == {"ml.g5.xlarge": 1}
     assert queue_policy(queue).queue.capacity == {"ml.g5.xlarge": 3}
-    queue.slurm_nodes = None
+    queue.capacity_seen = None
     queue.save()
     assert scheduling_pass(queue_id=queue.pk, now=timezone.now()).started
-    queue.slurm_nodes = {"types": {"ml.g5.xlarge": {"total": 3, "usable": 1}}, "nodes": []}
+    queue.capacity_seen = {"types": {"ml.g5.xlarge": {"total": 3, "usable": 1}}, "nodes": []}
     queue.save()
     assert _usable(queue) == {"ml.g5.xlarge": 2}
-    queue.slurm_nodes = {"types": {"ml.g5.xlarge": {"total": 9, "usable": 9}}, "nodes": []}
+    queue.capacity_seen = {"types": {"ml.g5.xlarge": {"total": 9, "usable": 9}}, "nodes": []}
     assert _usable(queue) == {"ml.g5.xlarge": 3}  # never above
 
 
@@ -122,7 +122,7 @@ def test_a_drained_node_withholds_its_capacity_until_it_is_resumed(
     )
     client.force_login(admin)
     service.slurm_reconcile()
-    seen = JobQueue.objects.get(pk=slurm_queue.pk).slurm_nodes
+    seen = JobQueue.objects.get(pk=slurm_queue.pk).capacity_seen
     assert seen["types"]["ml.g5.xlarge"] == {
         "total": 2,
         "usable": 2,
@@ -134,7 +134,7 @@ def test_a_drained_node_withholds_its_capacity_until_it_is_resumed(
     scontrol_node(slurm_cluster, "node2", "state=drain", "reason=test")
     try:
         settle(
-            lambda: JobQueue.objects.get(pk=slurm_queue.pk).slurm_nodes["types"]["ml.g5.xlarge"][
+            lambda: JobQueue.objects.get(pk=slurm_queue.pk).capacity_seen["types"]["ml.g5.xlarge"][
                 "usable"
             ]
             == 1,
@@ -156,7 +156,7 @@ def test_a_drained_node_withholds_its_capacity_until_it_is_resumed(
     finally:
         scontrol_node(slurm_cluster, "node2", "state=resume")
     settle(
-        lambda: JobQueue.objects.get(pk=slurm_queue.pk).slurm_nodes["types"]["ml.g5.xlarge"][
+        lambda: JobQueue.objects.get(pk=slurm_queue.pk).capacity_seen["types"]["ml.g5.xlarge"][
             "usable"
         ]
         == 2,
@@ -181,7 +181,7 @@ def test_a_job_too_big_only_while_nodes_are_out_waits_and_never_fails_for_it(sub
     too_big = submit("qs1", "four", instances=4)
     queue.executor = "slurm"
     queue.runnable_time_limit = 60
-    queue.slurm_nodes = {
+    queue.capacity_seen = {
         "types": {"ml.g5.xlarge": {"total": 3, "usable": 1, "per_node": {"n1": 1, "n2": 2}}},
         "nodes": [
             {"name": "n1", "usable": True, "described": "n1 idle"},
@@ -201,7 +201,7 @@ def test_a_job_too_big_only_while_nodes_are_out_waits_and_never_fails_for_it(sub
     outcome = scheduling_pass(queue_id=queue.pk, now=clock(120))
     assert outcome.failed == [too_big.pk]
     assert fresh(waits).state == "RUNNABLE"
-    queue.slurm_nodes = None
+    queue.capacity_seen = None
     queue.save()
     outcome = scheduling_pass(queue_id=queue.pk, now=clock(130))
     assert outcome.started == [waits.pk]
