@@ -18,7 +18,7 @@ are found by name in the whole cluster.
 
 `queue_bind_slurm` and `instance_type_set_slurm_resources` write what passed, outside
 the policy editor (the command, the demo, the benchmarks); they send
-`core.signals.slurm_binding_written`, which the policy history records as a direct
+`core.signals.executor_binding_written`, which the policy history records as a direct
 change.
 """
 
@@ -33,7 +33,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
 
-from core.signals import slurm_binding_written
+from core.signals import executor_binding_written
 from fleet.models import InstanceType, Job, JobQueue
 from scheduler.executors.slurm.client import (
     EXECUTOR_NAME,
@@ -227,7 +227,7 @@ def queue_bind_slurm(*, queue: JobQueue, conf: str, partition: str, account: str
     binding = slurm_binding_check(queue=locked, conf=conf, partition=partition, account=account)
     if binding != before:
         slurm_binding_apply(locked, binding)
-        slurm_binding_written.send(
+        executor_binding_written.send(
             sender=JobQueue, instance=locked, before=before.document(), after=binding.document()
         )
         queue.refresh_from_db()  # the caller's object says what was saved
@@ -273,7 +273,7 @@ def instance_type_set_slurm_resources(*, instance_type: InstanceType, resources)
     before = instance_type_resources(instance_type)
     if resources != before:
         instance_type_resources_apply(instance_type, resources)
-        slurm_binding_written.send(
+        executor_binding_written.send(
             sender=InstanceType,
             instance=instance_type,
             before={"slurm_resources": before},

@@ -44,7 +44,6 @@ EXCEPTIONS = {
         "fleet/selectors.py": "the nodes' wording",
         "scheduler/selectors.py": "the nodes' wording",
         # Until the generic binding page and its policy target ("executor binding").
-        "core/signals.py": _BINDING_PAGE,
         "governance/apps.py": _BINDING_PAGE,
         "governance/urls.py": _BINDING_PAGE,
         "governance/policy/api.py": _BINDING_PAGE,
