@@ -55,46 +55,49 @@ class JobAccount:
     name: str = ""
 
 
-def job_account(
-    *,
-    user_setting: str,
-    allow_root_setting: str,
-    who: str,
-    act: str,
-    error: Callable[[str], Exception] = RunRefused,
-) -> JobAccount:
-    """The account jobs run as, or `error(why)` raised when none is safe.
+@dataclass(frozen=True)
+class AccountRule:
+    """Who an executor runs jobs as: `user_setting` names the account,
+    `allow_root_setting` allows root; `who` is the party that starts the programs ("the
+    runner") and `act` what it cannot do for another account when it is not root
+    ("switch to it")."""
 
-    `user_setting` names the account, `allow_root_setting` allows root; `who` is the
-    party that starts the programs ("the runner") and `act` what it cannot do for
-    another account when it is not root ("switch to it")."""
-    wanted = str(getattr(settings, user_setting, "") or "")
-    allow_root = bool(getattr(settings, allow_root_setting, False))
-    me = os.geteuid()
-    if wanted:
-        try:
-            entry = pwd.getpwnam(wanted)
-        except KeyError:
-            raise error(f"{user_setting}={wanted!r}: no such account") from None
-        if entry.pw_uid == 0 and not allow_root:
+    user_setting: str
+    allow_root_setting: str
+    who: str
+    act: str
+
+    def account(self, *, error: Callable[[str], Exception] = RunRefused) -> JobAccount:
+        """The account jobs run as, or `error(why)` raised when none is safe."""
+        user_setting, allow_root_setting = self.user_setting, self.allow_root_setting
+        who, act = self.who, self.act
+        wanted = str(getattr(settings, user_setting, "") or "")
+        allow_root = bool(getattr(settings, allow_root_setting, False))
+        me = os.geteuid()
+        if wanted:
+            try:
+                entry = pwd.getpwnam(wanted)
+            except KeyError:
+                raise error(f"{user_setting}={wanted!r}: no such account") from None
+            if entry.pw_uid == 0 and not allow_root:
+                raise error(
+                    f"{user_setting}={wanted!r} is root; name an unprivileged account "
+                    f"(or set {allow_root_setting}=1 for a local demo)"
+                )
+            if me == 0:
+                return JobAccount(uid=entry.pw_uid, gid=entry.pw_gid, name=wanted)
+            if entry.pw_uid != me:
+                raise error(
+                    f"{user_setting}={wanted!r}, but {who} is not root (uid {me}) and cannot {act}"
+                )
+            return JobAccount()
+        if me == 0 and not allow_root:
             raise error(
-                f"{user_setting}={wanted!r} is root; name an unprivileged account "
-                f"(or set {allow_root_setting}=1 for a local demo)"
-            )
-        if me == 0:
-            return JobAccount(uid=entry.pw_uid, gid=entry.pw_gid, name=wanted)
-        if entry.pw_uid != me:
-            raise error(
-                f"{user_setting}={wanted!r}, but {who} is not root (uid {me}) and cannot {act}"
+                f"{who} runs as root and {user_setting} is not set: jobs would run as root; "
+                f"set {user_setting} to an unprivileged account ({allow_root_setting}=1 only "
+                "for a local demo)"
             )
         return JobAccount()
-    if me == 0 and not allow_root:
-        raise error(
-            f"{who} runs as root and {user_setting} is not set: jobs would run as root; "
-            f"set {user_setting} to an unprivileged account ({allow_root_setting}=1 only "
-            "for a local demo)"
-        )
-    return JobAccount()
 
 
 # What runs, with which environment.

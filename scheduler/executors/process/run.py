@@ -111,10 +111,10 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 
 from fleet.models import Job
-from scheduler.executors import run_area
 from scheduler.executors.process.watchdog import Watchdog
 from scheduler.executors.run_area import (
     SYSTEM_PATH,
+    AccountRule,
     JobAccount,
     RunArea,
     RunRefused,
@@ -219,6 +219,8 @@ def worker_name() -> str:
 
 # Who runs the job: the shared rule (scheduler.executors.run_area).
 
+RUNNER_ACCOUNT = AccountRule("RUNNER_USER", "RUNNER_ALLOW_ROOT", "the runner", "switch to it")
+
 
 def job_account() -> JobAccount:
     """The account jobs run as, or RunnerRefused when none is safe.
@@ -227,13 +229,7 @@ def job_account() -> JobAccount:
     `RUNNER_ALLOW_ROOT=1`. A runner that is not root cannot switch: it runs jobs as
     itself, and refuses a `RUNNER_USER` that names another account.
     """
-    return run_area.job_account(
-        user_setting="RUNNER_USER",
-        allow_root_setting="RUNNER_ALLOW_ROOT",
-        who="the runner",
-        act="switch to it",
-        error=RunnerRefused,
-    )
+    return RUNNER_ACCOUNT.account(error=RunnerRefused)
 
 
 def protect_runner_memory() -> None:

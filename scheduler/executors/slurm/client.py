@@ -54,8 +54,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from scheduler.executors import run_area
-from scheduler.executors.run_area import JobAccount, RunArea
+from scheduler.executors.run_area import AccountRule, JobAccount, RunArea
 
 # The executor's name: its queues' `executor`.
 EXECUTOR_NAME = "slurm"
@@ -428,18 +427,17 @@ class Cluster:
 # Who runs the job, and where: the shared rule and area (scheduler.executors.run_area).
 
 
+SUBMITTER_ACCOUNT = AccountRule(
+    "SLURM_JOB_USER", "SLURM_ALLOW_ROOT", "the submitter", "submit as it"
+)
+
+
 def job_account() -> JobAccount:
     """The account Slurm jobs run as, or SlurmError (refused) when none is safe: the
-    shared rule (run_area.job_account) for sbatch: a root submitter runs jobs as
+    shared rule (run_area.AccountRule) for sbatch: a root submitter runs jobs as
     `SLURM_JOB_USER` (sbatch --uid/--gid, root's right), as root only with
     `SLURM_ALLOW_ROOT=1`; a submitter that is not root runs them as itself."""
-    return run_area.job_account(
-        user_setting="SLURM_JOB_USER",
-        allow_root_setting="SLURM_ALLOW_ROOT",
-        who="the submitter",
-        act="submit as it",
-        error=_refused,
-    )
+    return SUBMITTER_ACCOUNT.account(error=_refused)
 
 
 def _refused(why: str) -> SlurmError:
