@@ -10,7 +10,7 @@ the queues every task goes to.
   estimates: pages show the last forecast "as of" its instant until the next is
   stored), dashboard rollups and the monthly pack.
 - `demo`: the demo's traffic generator, bounded (its beat messages coalesce).
-- `instances.<type>`: runs of the process executor (scheduler.executors), one queue
+- `instances.<type>`: runs of the executors that need a runner (scheduler.executors), one queue
   per instance type, for the runner workers.
 
 Workers name the queues they consume (`--queues`); a worker started without names
@@ -42,7 +42,10 @@ app.conf.task_default_queue = BACKGROUND_QUEUE
 app.conf.task_queues = (Queue(INTERACTIVE_QUEUE), Queue(BACKGROUND_QUEUE), Queue(DEMO_QUEUE))
 app.conf.task_routes = {
     "scheduler.run_pass": {"queue": INTERACTIVE_QUEUE},
-    # A start decided is waited for: submitted to Slurm at once, as a pass is.
+    # A start decided is waited for: handed to its executor at once, as a pass is.
+    "scheduler.executor_start": {"queue": INTERACTIVE_QUEUE},
+    "scheduler.executor_stop": {"queue": INTERACTIVE_QUEUE},
+    # The names of the two before them, for the messages queued under them (one release).
     "scheduler.slurm_submit": {"queue": INTERACTIVE_QUEUE},
     "scheduler.slurm_notice": {"queue": INTERACTIVE_QUEUE},
     # Start estimates of a big queue take a second or more: background work, so they
@@ -75,11 +78,12 @@ def beat_schedule(settings) -> dict:
             "schedule": sweep,
             "options": periodic(sweep),
         },
-        # Slurm queues: what each cluster runs, compared with the database.
-        "slurm-reconcile": {
-            "task": "scheduler.slurm_reconcile",
-            "schedule": float(settings.SLURM_RECONCILE_SECONDS),
-            "options": periodic(float(settings.SLURM_RECONCILE_SECONDS)),
+        # What each executor that reconciles on the tick really runs, compared with
+        # the database.
+        "executor-reconcile": {
+            "task": "scheduler.executor_reconcile",
+            "schedule": float(settings.EXECUTOR_RECONCILE_SECONDS),
+            "options": periodic(float(settings.EXECUTOR_RECONCILE_SECONDS)),
         },
         # Every minute: an exception's window starts or ends at most a minute late.
         "exceptions-sweep": {

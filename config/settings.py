@@ -583,13 +583,18 @@ JOB_KILL_MARGIN_SECONDS = env_float("JOB_KILL_MARGIN_SECONDS", 3, minimum=0.5)
 # Stopping sends SIGTERM, then SIGKILL after the definition's grace (this one without).
 JOB_STOP_GRACE_SECONDS = env_int("JOB_STOP_GRACE_SECONDS", 10)
 JOB_CHECKPOINT_ROOT = env_path("JOB_CHECKPOINT_ROOT", VAR_DIR / "checkpoints")
-# The Slurm executor (scheduler.services.slurm): its reconciliation's period, each Slurm
+# The Slurm executor (scheduler.executors.slurm): its reconciliation's period, each Slurm
 # command's timeout, the prefix of its Slurm jobs' names (one per installation sharing a
 # cluster), and when a submitter's unfinished claim is taken over (after a crash).
 SLURM_RECONCILE_SECONDS = env_float("SLURM_RECONCILE_SECONDS", 1, minimum=0.2)
+# The executors' reconciliation tick (scheduler.executor_reconcile); the Slurm period
+# above unless set.
+EXECUTOR_RECONCILE_SECONDS = env_float(
+    "EXECUTOR_RECONCILE_SECONDS", SLURM_RECONCILE_SECONDS, minimum=0.2
+)
 SLURM_COMMAND_TIMEOUT = env_float("SLURM_COMMAND_TIMEOUT", 10, minimum=0.5)
 # How long checking a queue's binding (does the partition exist?) waits for the cluster
-# while an admin saves it (scheduler.services.slurm_binding): a page must answer.
+# while an admin saves it (scheduler.executors.slurm.binding): a page must answer.
 SLURM_BIND_TIMEOUT = env_float("SLURM_BIND_TIMEOUT", 3, minimum=0.5)
 SLURM_JOB_PREFIX = env_str("SLURM_JOB_PREFIX", "gpuq")
 SLURM_SUBMIT_STALE_SECONDS = env_float("SLURM_SUBMIT_STALE_SECONDS", 30, minimum=1)
@@ -608,7 +613,7 @@ RUNNER_USER = env_str("RUNNER_USER", "")
 RUNNER_ALLOW_ROOT = env_bool("RUNNER_ALLOW_ROOT", False)
 # A runner that cannot give jobs an empty network namespace (no CAP_SYS_ADMIN as root, no
 # user namespaces otherwise) refuses jobs whose definition does not allow network, unless
-# this is set: then it runs them on its own network (scheduler.executors.process).
+# this is set: then it runs them on its own network (scheduler.executors.process.run).
 RUNNER_ALLOW_HOST_NETWORK = env_bool("RUNNER_ALLOW_HOST_NETWORK", False)
 RUNNER_BEAT_SECONDS = env_int("RUNNER_BEAT_SECONDS", 5, minimum=1)
 # PostgreSQL: a runner holds a liveness lock all its life and confirms it this often; a

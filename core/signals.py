@@ -5,11 +5,11 @@ from django.dispatch import Signal
 # Sent after commit when a queue's policy changed; kwargs: queue_id.
 policy_changed = Signal()
 
-# Sent when a queue's Slurm binding or an instance type's Slurm resources were written
-# outside the policy editor (scheduler.services.slurm_binding: `manage.py slurm_bind`,
-# the demo); kwargs: instance (the JobQueue or InstanceType), before, after (documents).
+# Sent when an executor's binding of a queue or of an instance type was written outside
+# the policy editor (its commands, the demo, the benchmarks); kwargs: instance (the
+# JobQueue or InstanceType), before, after (documents).
 # The policy history records it as a direct change.
-slurm_binding_written = Signal()
+executor_binding_written = Signal()
 
 # Sent (inside the transaction) when the organisation's directory no longer lists a user
 # (governance.directory); kwargs: user. accounts revokes the user's API tokens and

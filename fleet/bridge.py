@@ -251,8 +251,8 @@ class QueuePolicy:
     shares: tuple[ShareSpec, ...]
     share_names: dict[int, str]  # share pk -> name
     type_names: dict[int, str]  # instance type pk -> name
-    # The configured capacity, where Slurm nodes out of service lowered `queue.capacity`
-    # (`usable_capacity`); empty when nothing is lowered.
+    # The configured capacity, where what the executor can really use now lowered
+    # `queue.capacity` (`usable_capacity`); empty when nothing is lowered.
     configured: Mapping[str, int] = field(default_factory=dict)
 
     def too_big_for_now_only(self, instance_type: str, instances: int) -> bool:
@@ -285,18 +285,19 @@ class QueuePolicy:
         return hashlib.sha256(json.dumps(document).encode()).hexdigest()
 
 
-def usable_capacity(queue: JobQueue, configured: Mapping[str, int]) -> dict[str, int]:
-    """The capacity a pass may use: the configured one, lower where the queue's Slurm
-    nodes hold fewer instances now (down, drained, not responding: `slurm_nodes`, which
-    the reconciliation records), never below what the queue's jobs hold. A node taken
-    out only withholds capacity from new starts; it never preempts a job (a capacity
-    below use would, `capacity_change`): the jobs it ran end as Slurm reports them."""
-    seen = (queue.slurm_nodes or {}).get("types") or {}
+def usable_capacity(
+    queue: JobQueue, configured: Mapping[str, int], seen: Mapping[str, int | None]
+) -> dict[str, int]:
+    """The capacity a pass may use: the configured one, lower where the executor can
+    really use fewer instances now (`seen`, per type: nodes down, drained, not
+    responding, as its reconciliation records them), never below what the queue's jobs
+    hold. A node taken out only withholds capacity from new starts; it never preempts a
+    job (a capacity below use would, `capacity_change`): the jobs it ran end as the
+    executor reports them."""
     lower = {
-        name: seen[name]["usable"]
+        name: seen[name]
         for name, instances in configured.items()
-        if isinstance((seen.get(name) or {}).get("usable"), int)
-        and seen[name]["usable"] < instances
+        if isinstance(seen.get(name), int) and seen[name] < instances
     }
     if not lower:
         return dict(configured)
@@ -312,10 +313,10 @@ def usable_capacity(queue: JobQueue, configured: Mapping[str, int]) -> dict[str,
     }
 
 
-def queue_policy(queue: JobQueue, *, nodes: bool = False) -> QueuePolicy:
+def queue_policy(queue: JobQueue, *, seen: Mapping[str, int | None] | None = None) -> QueuePolicy:
     """The queue's policy in four queries of values (shares, limits, capacity, types);
-    with `nodes` (its executor reports them), its capacity is what its nodes in service
-    hold when lower (`usable_capacity`)."""
+    with `seen` (what its executor can really use now, per type), its capacity is that
+    when lower (`usable_capacity`)."""
     shares = list(
         queue.shares.order_by("position", "id").values_list(
             "pk", "name", "strategy", "borrow_limit", "in_share_preemption", "state"
@@ -329,7 +330,7 @@ def queue_policy(queue: JobQueue, *, nodes: bool = False) -> QueuePolicy:
     capacity = dict(
         QueueCapacity.objects.filter(queue=queue).values_list("instance_type__name", "instances")
     )
-    usable = usable_capacity(queue, capacity) if nodes else capacity
+    usable = usable_capacity(queue, capacity, seen) if seen else capacity
     return QueuePolicy(
         queue=queue_spec(queue, usable),
         configured={name: n for name, n in capacity.items() if usable.get(name, 0) < n},

@@ -33,7 +33,7 @@ from engine.strategies import (
     strategies_that,
     strategy_capabilities,
 )
-from fleet.executors import DEFAULT_EXECUTOR, executor_choices
+from fleet.executors import DEFAULT_EXECUTOR, executor_choices, executor_decision_causes
 
 
 class Team(models.Model):
@@ -57,11 +57,10 @@ class InstanceType(models.Model):
     name = models.CharField(max_length=64, unique=True, help_text="e.g. ml.g5.xlarge")
     gpu_count = models.PositiveSmallIntegerField(default=1)
     gpu_model = models.CharField(max_length=64, blank=True)
-    # On a Slurm queue: the sbatch options that ask for one instance on one node (e.g.
-    # ["--gres=gpu:1"], or ["--exclusive", "--constraint=a100"] for a whole node); a job
-    # of N instances asks for N nodes, each with these (scheduler.services.slurm checks
-    # them).
-    slurm_resources = models.JSONField(default=list, blank=True)
+    # What each executor asks for one instance of the type, by executor name (e.g. the
+    # options that ask a cluster for one instance on one node); written only through the
+    # executor's binding schema, which validates it (scheduler.executors.base).
+    executor_settings = models.JSONField(default=dict, blank=True)
     # What one instance costs per hour, in settings.COST_CURRENCY: set by admins as a
     # policy write (governance.policy.prices), read by the dashboard's cost figures.
     # Empty: no price (no cost is shown for the type, never a cost of 0).
@@ -99,16 +98,15 @@ class JobQueue(models.Model):
     # Which executor runs the queue's jobs: one of scheduler.executors' registry (the
     # choices are read from it at run time, fleet.executors).
     executor = models.CharField(max_length=16, choices=executor_choices, default=DEFAULT_EXECUTOR)
-    # A Slurm queue's cluster (its slurm.conf, what SLURM_CONF names for every command),
-    # partition and account ("" = the user's default); scheduler.services.slurm checks them.
-    slurm_conf = models.CharField(max_length=500, blank=True)
-    slurm_partition = models.CharField(max_length=64, blank=True)
-    slurm_account = models.CharField(max_length=64, blank=True)
-    # What the Slurm reconciliation last saw of the partition's nodes: each node's state
-    # and, per instance type, the instances its usable nodes hold (`usable`), which the
-    # pass takes as the capacity when lower (fleet.bridge.usable_capacity). None: never
-    # seen (not a Slurm queue, or its cluster never answered).
-    slurm_nodes = models.JSONField(null=True, blank=True)
+    # The queue's binding to where its executor runs jobs (e.g. a cluster, a partition,
+    # an account), by executor name; written only through the executor's binding
+    # schema, which validates it (scheduler.executors.base).
+    executor_settings = models.JSONField(default=dict, blank=True)
+    # What the executor's reconciliation last saw of the capacity it can really use: its
+    # nodes' states and, per instance type, the instances its usable nodes hold
+    # (`usable`), which the pass takes as the capacity when lower (`capacity_seen` of the
+    # executor, fleet.bridge.usable_capacity). None: never seen.
+    capacity_seen = models.JSONField(null=True, blank=True)
     version = models.PositiveIntegerField(default=1)
 
     class Meta:
@@ -448,6 +446,18 @@ class JobDefinitionRevision(models.Model):
         return f"{self.definition.name}:{self.revision}"
 
 
+class _DecisionCauses:
+    """A class attribute read at run time: `own` and the causes the registered executors
+    say need a decision (fleet.executors), so `Job.NEEDS_DECISION_CAUSES` stays a tuple
+    to its readers while an executor adds its own without an edit here."""
+
+    def __init__(self, own: tuple[str, ...]):
+        self.own = own
+
+    def __get__(self, instance, owner) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((*self.own, *executor_decision_causes())))
+
+
 class Job(models.Model):
     class State(models.TextChoices):
         RUNNABLE = "RUNNABLE", "Runnable"
@@ -461,16 +471,10 @@ class Job(models.Model):
     # The states that hold capacity: a STOPPING job keeps its instances until it stops.
     HOLDING_STATES = (State.RUNNING, State.STOPPING)
     # Failures that need a person to decide what happens next (the "needs a decision"
-    # list): the decision service accepts only these, the selectors list them.
-    NEEDS_DECISION_CAUSES = (
-        "retries_exhausted",
-        "time_limit",
-        "exit_code",
-        "wall_clock_limit",
-        "runner_refused",
-        "slurm_refused",
-        "out_of_memory",
-        "slurm_time_limit",
+    # list): the decision service accepts only these, the selectors list them. The
+    # scheduler's own, and those the registered executors declare (read at run time).
+    NEEDS_DECISION_CAUSES = _DecisionCauses(
+        ("retries_exhausted", "time_limit", "exit_code", "wall_clock_limit")
     )
 
     queue = models.ForeignKey("fleet.JobQueue", on_delete=models.PROTECT, related_name="jobs")
@@ -545,7 +549,7 @@ class Job(models.Model):
     start_seq = models.BigIntegerField(default=0)
     borrowed = models.BooleanField(default=False)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # Starts so far; a process executor's run carries it, so a stale run knows to stop.
+    # Starts so far; a runner's run carries it, so a stale run knows to stop.
     attempt = models.PositiveIntegerField(default=0)
     # Compute seconds of restart overhead of the current run (0 for a first start).
     run_overhead = models.PositiveIntegerField(default=0)
@@ -557,8 +561,8 @@ class Job(models.Model):
     lease_token = models.CharField(max_length=64, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
-    # Where an executor that places runs elsewhere put the current one: on Slurm its job
-    # id, state, nodes and start time as Slurm reported them (scheduler.services.slurm).
+    # Where an executor that places runs elsewhere put the current one: e.g. its cluster's
+    # job id, state, nodes and start time as the cluster reported them (the executor's package).
     # Nullable without a default: adding it rewrites no row.
     placement = models.JSONField(null=True, blank=True)
 

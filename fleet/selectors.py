@@ -132,24 +132,24 @@ class NodeCapacity:
 def nodes_out(queue: JobQueue, type_name: str) -> str:
     """'1 of 2 ml.g5.xlarge unusable: node2 drained (test)', or "" when no node that
     holds the type is out (or the queue is not on Slurm)."""
-    figures = ((queue.slurm_nodes or {}).get("types") or {}).get(type_name) or {}
+    figures = ((queue.capacity_seen or {}).get("types") or {}).get(type_name) or {}
     total, usable = figures.get("total"), figures.get("usable")
     if total is None or usable is None or usable >= total:
         return ""
     per_node = figures.get("per_node", {})
     out = [
         node["described"]
-        for node in queue.slurm_nodes.get("nodes", [])
+        for node in queue.capacity_seen.get("nodes", [])
         if not node["usable"] and per_node.get(node["name"], 0)
     ]
     return f"{total - usable} of {total} {type_name} unusable: {', '.join(out)}"
 
 
 def node_capacity(queue: JobQueue, capacity: dict[str, int]) -> NodeCapacity | None:
-    seen = queue.slurm_nodes
+    seen = queue.capacity_seen
     if not seen:
         return None
-    partition = seen.get("partition", queue.slurm_partition)
+    partition = seen.get("partition", "")
     unusable, disagreements = [], []
     for type_name, figures in sorted((seen.get("types") or {}).items()):
         total, usable = figures.get("total"), figures.get("usable")

@@ -39,10 +39,10 @@ class GovernanceConfig(AppConfig):
     def _record_binding_changes() -> None:
         """Slurm bindings written outside the policy editor (`manage.py slurm_bind`)
         reach the policy history as direct changes."""
-        from core.signals import slurm_binding_written
+        from core.signals import executor_binding_written
         from governance.policy import slurm_binding
 
-        slurm_binding_written.connect(
+        executor_binding_written.connect(
             slurm_binding.record_direct_binding_change, dispatch_uid="slurm_binding.direct"
         )
 

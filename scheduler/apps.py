@@ -8,11 +8,19 @@ class SchedulerConfig(AppConfig):
 
     def ready(self):
         from core.signals import policy_changed
-        from scheduler import (  # noqa: F401  (the executors' registry; the tasks and beat entries)
-            executors,
-            tasks,
+        from scheduler import tasks  # noqa: F401  (the tasks and beat entries)
+        from scheduler.executors import register
+        from scheduler.executors.process import (
+            ProcessExecutor,
+            worker,  # noqa: F401  (a runner worker's signals)
         )
-        from scheduler.executors import runner  # noqa: F401  (a runner worker's signals)
+        from scheduler.executors.simulated import SimulatedExecutor
+        from scheduler.executors.slurm import SlurmExecutor
+
+        # The product's executors, in the order the queue form lists them.
+        for executor in (SimulatedExecutor(), ProcessExecutor(), SlurmExecutor()):
+            register(executor)
+
         from scheduler.metrics import measure_tasks
 
         measure_tasks()  # every process: a worker's tasks, and eager runs

@@ -46,7 +46,7 @@ def runner_dead_after() -> float:
     """Seconds a runner's liveness lock must stay free before its runs are requeued.
 
     The runner's side of the rule: one that cannot confirm it holds its lock for this
-    long has stopped its processes by then (scheduler.executors.process); so a run is
+    long has stopped its processes by then (scheduler.executors.process.run); so a run is
     requeued only once no live process can be behind it.
     """
     return float(getattr(settings, "RUNNER_DEAD_AFTER_SECONDS", 6))

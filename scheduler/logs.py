@@ -2,10 +2,10 @@
 shows it: the tail, and the whole file to download.
 
 Where the file is, the job's executor says (`Executor.log_path`: `attempt-<n>.log` in
-the job's area under `JOB_CHECKPOINT_ROOT`, for the process and the Slurm executors
-alike). The file is the job's: its program writes it, and on Slurm the program runs as
-the account that could also replace it. So it is opened as `read_status` opens the
-status file (scheduler.executors.process): from the checkpoint root down, each
+the job's area under `JOB_CHECKPOINT_ROOT`, for every executor that runs programs,
+scheduler.executors.run_area). The file is the job's: its program writes it, and may
+run as the account that could also replace it. So it is opened as `read_status` opens
+the status file (scheduler.executors.run_area): from the checkpoint root down, each
 directory and the file itself with `O_NOFOLLOW` (no symlink anywhere below the root is
 followed), without blocking (a FIFO in its place cannot stall a web worker), and only a
 regular file is read. The tail reads a bounded window at the file's end, whatever its

@@ -27,7 +27,7 @@ class Runner(models.Model):
     stopped_at = models.DateTimeField(null=True, blank=True)
     # What the runner found at start it cannot do for its jobs (run the interpreter or a
     # registered program as the job account, isolate their network), one sentence each
-    # (scheduler.executors.sandbox_check).
+    # (`scheduler.executors.process.sandbox_check`).
     problems = models.JSONField(default=list, blank=True)
     # The runner's clock minus the database's, measured at its last beat (seconds).
     clock_offset_seconds = models.FloatField(null=True, blank=True)

@@ -38,7 +38,7 @@ from fleet.models import (
     QuotaShare,
 )
 from fleet.selectors import QueueUsage, ShareUsage, nodes_out, queue_list, queue_usage
-from scheduler.executors import executor_for, executor_named, executor_names
+from scheduler.executors import cause_described, executor_for, executor_named, executor_names
 from scheduler.liveness import (
     TICK_KEY,
     clock_skew_limit,
@@ -217,7 +217,7 @@ def waiting_reason(job: Job) -> str:
     """Why a RUNNABLE job waits, in one sentence a non-expert understands; on Slurm, with
     the nodes that are out of service and cost the queue capacity of its type."""
     itype = job.instance_type.name
-    out = nodes_out(job.queue, itype) if job.queue.slurm_nodes else ""
+    out = nodes_out(job.queue, itype) if job.queue.capacity_seen else ""
     # Too big only for what the nodes in service hold: no misconfiguration clock runs.
     if out and job.reason == SERVICE_ENVIRONMENT_MAX_RESOURCE and job.misconfigured_since is None:
         return (
@@ -306,18 +306,6 @@ def _with_runner(job: Job, reason: str) -> str:
     return f"{no_runner}; {reason}" if no_runner else reason
 
 
-def cluster_wait_reason(job: Job) -> str:
-    """A run its cluster has not started yet (STARTING): why it does not run; "" once
-    the cluster reports it running."""
-    placement = job.placement or {}
-    if not placement.get("job_id"):
-        return "started, being submitted to its Slurm cluster"
-    if placement.get("state") != "RUNNING":
-        state = str(placement.get("state", "")).lower() or "unknown"
-        return f"started, waiting for Slurm to run it (Slurm job {placement['job_id']}, {state})"
-    return ""
-
-
 def stopping_reason(job: Job) -> str:
     """'Stopping (notice until 14:02:10 UTC)': it keeps its capacity until it stops."""
     if job.grace_until is None:
@@ -331,14 +319,13 @@ def current_reason(job: Job) -> str:
     if job.state == Job.State.RUNNABLE:
         return _with_runner(job, waiting_reason(job))
     if job.state == Job.State.RUNNING:
-        capabilities = executor_for(job.queue).capabilities
-        if not job.worker and capabilities.needs_runner:
+        executor = executor_for(job.queue)
+        if not job.worker and executor.capabilities.needs_runner:
             # A simulated job has no runner: it runs from the moment it starts.
             return _with_runner(job, "started, waiting for a runner to take it")
-        if capabilities.runs_programs and not capabilities.needs_runner:
-            starting = cluster_wait_reason(job)
-            if starting:
-                return starting
+        starting = executor.starting_reason(job)
+        if starting:
+            return starting
         where = "on borrowed capacity" if job.borrowed else "within its share's limit"
         return f"running {where}"
     if job.state == Job.State.STOPPING:
@@ -396,15 +383,9 @@ def _event_text(event: JobEvent, job: Job) -> tuple[str, str]:
             "time_limit": "failed: waited past the queue's runnable time limit",
             "share_disabled": "failed: its share is disabled",
             "wall_clock_limit": "failed: stopped at its definition's wall-clock limit",
-            "runner_refused": f"failed: the runner refused to run it: {event.detail.get('reason')}",
-            "slurm_refused": f"failed: Slurm refused to run it: {event.detail.get('reason')}",
-            "out_of_memory": (
-                "failed: out of memory, Slurm killed it for using more memory than its "
-                "instance type asks for"
-            ),
-            "slurm_time_limit": "failed: Slurm ended it at its time limit (TIMEOUT)",
         }
-        return texts.get(event.cause, f"failed ({event.cause})"), "failed"
+        described = cause_described(event.cause, event.detail)
+        return described or texts.get(event.cause, f"failed ({event.cause})"), "failed"
     if kind == JobEvent.Type.PRIORITY_CHANGED:
         change = f"priority changed from {event.detail.get('from')} to {event.detail.get('to')}"
         if event.cause == "exception":
@@ -418,26 +399,13 @@ def _event_text(event: JobEvent, job: Job) -> tuple[str, str]:
         return f"{change} by {who}", "neutral"
     if kind == JobEvent.Type.REQUEUED:
         texts = {
-            "not_claimed": "requeued: no runner took it in time; it starts again",
-            "runner_stopped": (
-                "requeued: its runner shut down and stopped it; it resumes from its last checkpoint"
-            ),
             "checkpoint_busy": (
                 "requeued: a process of an earlier attempt still held its checkpoint"
             ),
-            "node_fail": (
-                "requeued: its Slurm node failed (NODE_FAIL); it resumes from its last checkpoint"
-            ),
-            "slurm_cancelled": (
-                "requeued: someone cancelled it in Slurm, not the product; it resumes from "
-                "its last checkpoint"
-            ),
-            "slurm_lost": (
-                "requeued: Slurm no longer knows the run; it resumes from its last checkpoint"
-            ),
         }
         lost = "requeued: its runner stopped responding; it resumes from its last checkpoint"
-        return texts.get(event.cause, lost), "failed"
+        described = cause_described(event.cause, event.detail)
+        return described or texts.get(event.cause, lost), "failed"
     return kind, "neutral"
 
 

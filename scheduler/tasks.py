@@ -21,6 +21,10 @@ pass message per queue waits, however many submissions arrive.
   (STOPPING); a runner that runs one renews its lease at once and so learns it.
 - `scheduler.run_job(job_id, attempt)`: the process executor's run, routed to the
   Celery queue of the job's instance type; the run is claimed once, under a lease.
+- `scheduler.executor_start(executor, runs)`, `scheduler.executor_stop(executor,
+  job_ids)`: an executor's launch of the runs a pass started and its notice, nudges
+  after commit; `scheduler.executor_reconcile()`: periodic; every executor that
+  reconciles on the tick brings what really runs into the database.
 
 Retries: the project's policy (core.celery.retry_policy: only transient database
 errors, with backoff). Periodic tasks are declared with every other in config/celery.py.
@@ -95,31 +99,51 @@ def sweep() -> list[int]:
 # claimed.
 @shared_task(name="scheduler.run_job")
 def run_job(job_id: int, attempt: int) -> str:
-    from scheduler.executors.process import run_job as run
+    from scheduler.executors.process.run import run_job as run
 
     return run(job_id, attempt)
 
 
-# The Slurm executor (scheduler.services.slurm). Submissions and notices are nudges
-# after commit; the reconciliation, on its own tick, repairs a lost one.
+# The executors' own work, one task each, by executor name (scheduler.executors): a start
+# and a notice are nudges after commit; the reconciliation, on its own beat entry,
+# repairs a lost one and brings what really runs into the database.
+@shared_task(name="scheduler.executor_start", ignore_result=True)
+def executor_start(executor: str, runs: list) -> list[str]:
+    from scheduler.executors import executor_named
+
+    return executor_named(executor).start([(int(job), int(attempt)) for job, attempt in runs])
+
+
+@shared_task(name="scheduler.executor_stop", ignore_result=True)
+def executor_stop(executor: str, job_ids: list) -> int:
+    from scheduler.executors import executor_named
+
+    return executor_named(executor).stop([int(pk) for pk in job_ids])
+
+
+@shared_task(name="scheduler.executor_reconcile", acks_late=True, ignore_result=True, **RETRY)
+def executor_reconcile() -> dict:
+    from django.utils import timezone
+
+    from scheduler.executors import registered
+
+    now = timezone.now()
+    reports = {executor.name: executor.reconcile(now) for executor in registered()}
+    return {name: report for name, report in reports.items() if report is not None}
+
+
+# The names these tasks had when one executor had them: kept registered for one release
+# so that messages already queued under them are not lost (remove in the next one).
 @shared_task(name="scheduler.slurm_submit", ignore_result=True)
 def slurm_submit(runs: list) -> list[str]:
-    from scheduler.services.slurm import slurm_submit_runs
-
-    return slurm_submit_runs(runs_started=[(int(job), int(attempt)) for job, attempt in runs])
+    return executor_start("slurm", runs)
 
 
 @shared_task(name="scheduler.slurm_notice", ignore_result=True)
 def slurm_notice(job_ids: list) -> int:
-    from scheduler.services.slurm import slurm_notice as notice
-
-    return notice(job_ids=[int(pk) for pk in job_ids])
+    return executor_stop("slurm", job_ids)
 
 
 @shared_task(name="scheduler.slurm_reconcile", acks_late=True, ignore_result=True, **RETRY)
 def slurm_reconcile() -> dict:
-    from dataclasses import asdict
-
-    from scheduler.services.slurm import slurm_reconcile as reconcile
-
-    return asdict(reconcile())
+    return executor_reconcile()

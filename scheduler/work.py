@@ -7,7 +7,7 @@ engine's (engine.work), shared with the simulator, so the live scheduler and
 `simulate` agree on every figure.
 
 `speed` is how many compute seconds pass per real second: the simulated executor's
-accelerated clock, 1 for real processes. A process executor reports progress and
+accelerated clock, 1 for real processes. An executor that runs programs reports progress and
 checkpoints itself (heartbeats); `progress_at` then takes the last report.
 
 Neither a service nor a selector: arithmetic on Job objects (nothing is saved here),

@@ -45,8 +45,8 @@ from governance.policy.services import (
 )
 from governance.policy.slurm_binding import (
     BINDING_FIELDS,
-    SlurmBinding,
     instance_type_set_resources,
+    queue_binding_document,
     queue_set_slurm_binding,
 )
 from governance.policy.workload_classes import (
@@ -274,7 +274,7 @@ class QueueViewSet(ApiViewSet):
         queue = self.get_object()
         data = self.parse(api.QueueCapacitySerializer)
         if "capacity" not in data:
-            current = SlurmBinding.of(queue).document()
+            current = queue_binding_document(queue)
             write = queue_set_slurm_binding(
                 actor=request.user,
                 queue=queue,

@@ -414,7 +414,7 @@ class CapacityForm(LimitRowsMixin, PolicyForm):
 
 
 # The executor binding: a queue's Slurm cluster and an instance type's Slurm resources
-# (governance.policy.slurm_binding; every check is scheduler.services.slurm_binding's).
+# (governance.policy.slurm_binding; every check is scheduler.executors.slurm.binding's).
 
 
 class SlurmBindingForm(PolicyForm):
@@ -447,9 +447,7 @@ class SlurmBindingForm(PolicyForm):
                 "initial",
                 {
                     "version": queue.version,
-                    "slurm_conf": queue.slurm_conf,
-                    "slurm_partition": queue.slurm_partition,
-                    "slurm_account": queue.slurm_account,
+                    **slurm_binding.queue_binding_document(queue),
                 },
             )
         super().__init__(*args, **kwargs)
@@ -489,7 +487,12 @@ class SlurmResourcesForm(PolicyForm):
     def __init__(self, *args, instance_type: InstanceType, **kwargs):
         if _unbound(args, kwargs):
             kwargs.setdefault(
-                "initial", {"slurm_resources": "\n".join(instance_type.slurm_resources or [])}
+                "initial",
+                {
+                    "slurm_resources": "\n".join(
+                        slurm_binding.instance_type_resources(instance_type)
+                    )
+                },
             )
         super().__init__(*args, **kwargs)
         self.instance_type = instance_type

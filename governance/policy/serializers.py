@@ -35,7 +35,11 @@ from fleet.models import (
 )
 from governance.models import PolicyChange
 from governance.policy.services import BORROW_LIMIT_MAX, changed_fields
-from scheduler.services.slurm_binding import BINDING_FIELDS
+from governance.policy.slurm_binding import (
+    BINDING_FIELDS,
+    instance_type_resources,
+    queue_binding_document,
+)
 
 User = get_user_model()
 
@@ -97,8 +101,7 @@ class InstanceTypeSerializer(serializers.ModelSerializer):
         "is shown for the type). Set by POST /api/v1/instance-types/{id}/price/.",
     )
     currency = serializers.SerializerMethodField(help_text="settings.COST_CURRENCY.")
-    slurm_resources = serializers.JSONField(
-        read_only=True,
+    slurm_resources = serializers.SerializerMethodField(
         help_text="The sbatch options that ask Slurm for one instance (e.g. "
         '["--gres=gpu:a100:1"]); a policy write: change them with PATCH '
         "{slurm_resources, reason}.",
@@ -121,6 +124,9 @@ class InstanceTypeSerializer(serializers.ModelSerializer):
 
     def get_currency(self, _obj) -> str:
         return settings.COST_CURRENCY
+
+    def get_slurm_resources(self, itype) -> list[str]:
+        return instance_type_resources(itype)
 
 
 class InstanceTypePriceSerializer(serializers.Serializer):
@@ -173,7 +179,7 @@ class TeamDeleteSerializer(serializers.Serializer):
 
 class InstanceTypeResourcesSerializer(serializers.Serializer):
     """An instance type's Slurm resources, a policy write: a reason, the history, review.
-    The list is checked by the service (scheduler.services.slurm_binding), the one check
+    The list is checked by the service (scheduler.executors.slurm.binding), the one check
     the page and `manage.py slurm_bind` use."""
 
     slurm_resources = serializers.JSONField(
@@ -202,9 +208,22 @@ class QueueOutputSerializer(OutputSerializer):
             "version",
         ]
 
+    slurm_conf = serializers.SerializerMethodField()
+    slurm_partition = serializers.SerializerMethodField()
+    slurm_account = serializers.SerializerMethodField()
+
     @extend_schema_field(INSTANCE_MAP)
     def get_capacity(self, queue) -> dict[str, int]:
         return {cap.instance_type.name: cap.instances for cap in queue.capacities.all()}
+
+    def get_slurm_conf(self, queue) -> str:
+        return queue_binding_document(queue)["slurm_conf"]
+
+    def get_slurm_partition(self, queue) -> str:
+        return queue_binding_document(queue)["slurm_partition"]
+
+    def get_slurm_account(self, queue) -> str:
+        return queue_binding_document(queue)["slurm_account"]
 
 
 class QueueCreateSerializer(serializers.ModelSerializer):

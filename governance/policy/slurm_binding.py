@@ -3,7 +3,7 @@ the Slurm resources of one instance of each instance type.
 
 Both are policy writes like a queue's capacity: a reason, the review-or-apply path
 (`reviewable`: with POLICY_CHANGES_NEED_REVIEW they become proposals), a history entry
-with before and after, revert. Every check is scheduler.services.slurm_binding's, the
+with before and after, revert. Every check is scheduler.executors.slurm.binding's, the
 one `manage.py slurm_bind` uses too (which writes outside the editor: its writes reach
 the history as direct changes, `record_direct_binding_change`). The impact preview says
 where the queue's next jobs go and what the partition's nodes fit of its capacity.
@@ -17,7 +17,7 @@ from django.core.exceptions import ValidationError
 
 from core.errors import NON_FIELD
 from fleet.locks import lock_queue
-from fleet.models import InstanceType, Job, JobQueue
+from fleet.models import InstanceType, JobQueue
 from governance.models import PolicyChange, PolicyProposal
 from governance.policy.membership import DIRECT_REASON
 from governance.policy.reviewable import (
@@ -31,30 +31,57 @@ from governance.policy.reviewable import (
     require_reason,
     reviewable,
 )
-from scheduler.executors.slurm import Cluster, SlurmError, instances_per_node
-from scheduler.services.slurm import slurm_executor_queues
-from scheduler.services.slurm_binding import (
-    BINDING_FIELDS,
-    SlurmBinding,
-    bind_timeout,
-    slurm_binding_apply,
-    slurm_binding_validate,
-    slurm_resources_validate,
+from scheduler.services.executor_bindings import (
+    executor_queues,
+    instance_type_binding,
+    instance_type_binding_apply,
+    instance_type_binding_validate,
+    queue_binding,
+    queue_binding_apply,
+    queue_binding_impact,
+    queue_binding_validate,
 )
 
 Kind = PolicyProposal.Kind
 Target = PolicyChange.Target
 
-__all__ = [
-    "BINDING_FIELDS",
-    "SlurmBinding",
-    "binding_impact",
-    "instance_type_set_resources",
-    "queue_set_slurm_binding",
-    "record_direct_binding_change",
-    "slurm_binding_validate",
-    "slurm_resources_validate",
-]
+# The executor whose binding this page and these writes edit, through the scheduler's
+# executor bindings (its schema checks and stores them). The generic binding page and
+# its policy target ("executor binding") replace this module (issue 33).
+EXECUTOR = "slurm"
+# The binding's document: what the history, the API and the form show.
+BINDING_FIELDS = ("slurm_conf", "slurm_partition", "slurm_account")
+
+
+def binding_document(binding: Mapping | None) -> dict[str, str]:
+    """`binding` with every field, stripped of nothing: "" for a field left out."""
+    return {name: (binding or {}).get(name) or "" for name in BINDING_FIELDS}
+
+
+def queue_binding_document(queue: JobQueue) -> dict[str, str]:
+    """The queue's binding as the history records it."""
+    return queue_binding(queue=queue, executor=EXECUTOR)
+
+
+def instance_type_resources(instance_type: InstanceType) -> list[str]:
+    """What one instance of the type asks the cluster for."""
+    binding = instance_type_binding(instance_type=instance_type, executor=EXECUTOR)
+    return list(binding["slurm_resources"])
+
+
+def slurm_binding_validate(
+    *, queue: JobQueue, binding: Mapping
+) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """The binding as it would be saved, and its problems by field."""
+    return queue_binding_validate(queue=queue, executor=EXECUTOR, binding=binding_document(binding))
+
+
+def slurm_resources_validate(resources) -> list[str]:
+    """The sbatch options of one instance, checked (ValidationError on slurm_resources)."""
+    checked = instance_type_binding_validate(
+        executor=EXECUTOR, binding={"slurm_resources": resources}
+    )
+    return list(checked["slurm_resources"])
 
 
 # A queue's binding.
@@ -63,7 +90,7 @@ __all__ = [
 def _binding_proposal(*, queue: JobQueue, binding: Mapping, expected_version: int, **_) -> Proposal:
     return Proposal(
         Kind.QUEUE_SLURM,
-        {"binding": SlurmBinding.from_document(binding).document()},
+        {"binding": binding_document(binding)},
         {"queue": queue, "base_version": expected_version},
     )
 
@@ -83,33 +110,28 @@ def queue_set_slurm_binding(
     slurm_conf, slurm_partition, slurm_account; all "" unbinds it)."""
     reason = require_reason(reason)
     locked = lock_queue(queue.pk)
-    before = SlurmBinding.of(locked)
-    submitted = SlurmBinding.from_document(binding)
+    before = queue_binding_document(locked)
+    submitted = binding_document(binding)
     if locked.version != expected_version:
         raise VersionConflict(
-            current=before.document(),
+            current=before,
             current_version=locked.version,
-            submitted=submitted.document(),
+            submitted=submitted,
         )
-    proposed, errors = slurm_binding_validate(
-        queue=locked,
-        conf=submitted.conf,
-        partition=submitted.partition,
-        account=submitted.account,
-    )
+    proposed, errors = slurm_binding_validate(queue=locked, binding=submitted)
     if errors:
         raise PolicyError(errors)
     if proposed == before:
         return PolicyWrite(applied=locked, entry=None)
-    slurm_binding_apply(locked, proposed)
+    queue_binding_apply(queue=locked, executor=EXECUTOR, binding=proposed)
     entry = record_change(
         actor=actor,
         reason=reason,
         cause=cause,
         target=Target.QUEUE_SLURM,
         object_repr=str(locked),
-        before=before.document(),
-        after=proposed.document(),
+        before=before,
+        after=proposed,
         queue=locked,
         reverts=reverts,
     )
@@ -118,69 +140,18 @@ def queue_set_slurm_binding(
 
 def binding_validate(*, queue: JobQueue, binding: Mapping[str, str]) -> dict[str, list[str]]:
     """Every problem with `binding` as the queue's new binding (the preview's check)."""
-    submitted = SlurmBinding.from_document(binding)
-    return slurm_binding_validate(
-        queue=queue, conf=submitted.conf, partition=submitted.partition, account=submitted.account
-    )[1]
+    return slurm_binding_validate(queue=queue, binding=binding)[1]
 
 
 def binding_impact(*, queue: JobQueue, binding: Mapping[str, str]) -> list[str]:
-    """What saving `binding` would do, in sentences: where the queue's next jobs go, what
-    the partition's nodes fit of the queue's capacity, what happens to running jobs."""
-    before = SlurmBinding.of(queue)
-    after = SlurmBinding.from_document(binding)
-    if after == before:
-        return [f"Nothing changes: the queue stays {before.describe()}."]
-    lines = []
-    if not slurm_executor_queues().filter(pk=queue.pk).exists():
-        lines.append(
-            f"The queue's executor is {queue.executor}: its jobs do not run on Slurm, so "
-            "the binding is kept for when it does."
-        )
-    if not after.bound:
-        lines.append(
-            "The queue will be bound to no Slurm cluster: none of its jobs can start there."
-        )
-        return lines
-    lines.append(f"Jobs the queue starts from now on are submitted to {after.describe()}.")
-    live = Job.objects.filter(queue=queue, state__in=Job.HOLDING_STATES).count()
-    if live and before.bound:
-        lines.append(
-            f"{live} job{'s' if live != 1 else ''} holding capacity now keep running where "
-            "they are until they end."
-        )
-    try:
-        nodes = Cluster(after.conf, timeout=bind_timeout()).nodes(after.partition)
-    except SlurmError as error:
-        lines.append(f"The cluster did not answer ({error}): the partition's nodes are unknown.")
-        return lines
-    usable = [node for node in nodes if node.usable]
-    lines.append(
-        f"Partition {after.partition} has {len(nodes)} node{'s' if len(nodes) != 1 else ''}, "
-        f"{len(usable)} in service."
-    )
-    for cap in queue.capacities.select_related("instance_type").order_by("instance_type__name"):
-        itype = cap.instance_type
-        if not itype.slurm_resources:
-            lines.append(
-                f"{itype.name} asks Slurm for no resources yet: set them on the instance type "
-                "before the queue's jobs of that type can start."
-            )
-            continue
-        fits = sum(instances_per_node(list(itype.slurm_resources), node) for node in usable)
-        verdict = "" if fits >= cap.instances else f", {cap.instances - fits} short"
-        lines.append(
-            f"Its nodes in service fit {fits} × {itype.name} "
-            f"({' '.join(itype.slurm_resources)}); the queue's capacity is "
-            f"{cap.instances}{verdict}."
-        )
-    return lines
+    """What saving `binding` would do, in sentences (the executor's binding says)."""
+    return queue_binding_impact(queue=queue, executor=EXECUTOR, binding=binding_document(binding))
 
 
 def _binding_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWrite:
     if change.queue is None or change.before is None:
         raise PolicyError({NON_FIELD: ["this change cannot be reverted"]})
-    current = SlurmBinding.of(change.queue).document()
+    current = queue_binding_document(change.queue)
     restored = {**current, **{key: old for key, old, _new in diff if key in BINDING_FIELDS}}
     return queue_set_slurm_binding(
         actor=actor,
@@ -233,11 +204,12 @@ def instance_type_set_resources(
         resources = slurm_resources_validate(resources)
     except ValidationError as error:
         raise PolicyError(error.message_dict) from error
-    before = list(itype.slurm_resources or [])
+    before = instance_type_resources(itype)
     if resources == before:
         return PolicyWrite(applied=itype, entry=None)
-    itype.slurm_resources = resources
-    itype.save(update_fields=["slurm_resources"])
+    instance_type_binding_apply(
+        instance_type=itype, executor=EXECUTOR, binding={"slurm_resources": resources}
+    )
     entry = record_change(
         actor=actor,
         reason=reason,
@@ -284,7 +256,7 @@ register_proposal_kind(
 def instance_type_slurm_queues(instance_type: InstanceType) -> list[JobQueue]:
     """The Slurm queues whose capacity has this type: where its resources are asked for."""
     return list(
-        slurm_executor_queues()
+        executor_queues(executor=EXECUTOR)
         .filter(capacities__instance_type=instance_type)
         .distinct()
         .order_by("name")

@@ -75,6 +75,7 @@ from fleet.models import (
     QuotaShare,
     UrgencyDefinition,
 )
+from governance.policy.slurm_binding import instance_type_resources, queue_binding_document
 from governance.policy_code import source as read
 from governance.policy_code.live import (
     live_queue,
@@ -156,12 +157,19 @@ def _share_entry(doc: dict) -> dict:
 
 def _slurm_entry(queue: JobQueue) -> dict:
     """The queue's Slurm binding, when it has one (an unbound queue's file says nothing)."""
-    if not queue.slurm_conf:
+    bound = queue_binding_document(queue)
+    if not bound["slurm_conf"]:
         return {}
-    binding = {"conf": queue.slurm_conf, "partition": queue.slurm_partition}
-    if queue.slurm_account:
-        binding["account"] = queue.slurm_account
+    binding = {"conf": bound["slurm_conf"], "partition": bound["slurm_partition"]}
+    if bound["slurm_account"]:
+        binding["account"] = bound["slurm_account"]
     return {"slurm": binding}
+
+
+def _resources_entry(itype) -> dict:
+    """The type's Slurm resources, when it has some."""
+    resources = instance_type_resources(itype)
+    return {"slurm_resources": resources} if resources else {}
 
 
 def document(queues: list[JobQueue]) -> dict:
@@ -177,7 +185,7 @@ def document(queues: list[JobQueue]) -> dict:
                 "name": itype.name,
                 "gpus": itype.gpu_count,
                 "gpu_model": itype.gpu_model,
-                **({"slurm_resources": itype.slurm_resources} if itype.slurm_resources else {}),
+                **_resources_entry(itype),
             }
             for itype in (types[name] for name in sorted(types))
         ],

@@ -68,8 +68,9 @@ from governance.policy.services import (
     urgency_save,
 )
 from governance.policy.slurm_binding import (
-    SlurmBinding,
+    instance_type_resources,
     instance_type_set_resources,
+    queue_binding_document,
     queue_set_slurm_binding,
     slurm_binding_validate,
     slurm_resources_validate,
@@ -453,10 +454,11 @@ def _instance_types(policy: PolicyFile, problems: Problems, warnings: list[str])
             )
         elif spec.gpus_known and spec.gpu_model and live.gpu_model != spec.gpu_model:
             warnings.append(f"instance type '{spec.name}': its GPU model stays {live.gpu_model!r}")
-        if live is not None and spec.slurm_resources not in (None, live.slurm_resources):
+        live_resources = instance_type_resources(live) if live is not None else None
+        if live is not None and spec.slurm_resources not in (None, live_resources):
             warnings.append(
                 f"instance type '{spec.name}': its Slurm resources stay "
-                f"{' '.join(live.slurm_resources) or 'none'} (change them on its page)"
+                f"{' '.join(live_resources) or 'none'} (change them on its page)"
             )
     return sorted(created, key=lambda spec: spec.name)
 
@@ -664,22 +666,15 @@ def _binding_change(spec: QueueSpec, queue: JobQueue | None, problems) -> Change
     if spec.slurm is KEEP:
         return None
     current = queue if queue is not None else JobQueue(name=spec.name)
-    before = SlurmBinding.of(current).document()
-    binding, errors = slurm_binding_validate(
-        queue=current,
-        conf=spec.slurm["slurm_conf"],
-        partition=spec.slurm["slurm_partition"],
-        account=spec.slurm["slurm_account"],
-    )
+    before = queue_binding_document(current)
+    binding, errors = slurm_binding_validate(queue=current, binding=spec.slurm)
     for key, messages in errors.items():
         for message in messages:
             problems.add(spec.field_path(key), message)
-    if binding.document() == before:
+    if binding == before:
         return None
-    action = ADDED if not current.slurm_conf else CHANGED
-    return Change(
-        PolicyChange.Target.QUEUE_SLURM, action, spec.name, spec.name, before, binding.document()
-    )
+    action = ADDED if not before["slurm_conf"] else CHANGED
+    return Change(PolicyChange.Target.QUEUE_SLURM, action, spec.name, spec.name, before, binding)
 
 
 def _order_capacity(plan: QueuePlan, live: LiveQueue, warnings: list[str]) -> None:

@@ -8,7 +8,7 @@ done twice. It reports `{"progress": step, "checkpointed": saved_step}` after ea
 step in `$JOB_STATUS_FILE` (the runner gives each attempt its own; default
 `$JOB_CHECKPOINT_DIR/status.json`), which the runner's heartbeat reads; one step is
 one compute second of the job's expected duration. These are the variables the
-runner sets for every job (`scheduler.executors.process`).
+runner sets for every job (`scheduler.executors.process.run`).
 
 On SIGTERM (preemption) it stops after the current step without saving: the work
 since the last checkpoint is lost, as the scheduler's work model says. With

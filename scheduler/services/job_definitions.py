@@ -10,7 +10,7 @@ can make a check slow), and always at most 256 characters on one line without
 control characters. The program (the first element) is never a parameter.
 
 A definition's processes have no network unless it says `network`: a runner runs them
-in an empty network namespace (scheduler.executors.process).
+in an empty network namespace (scheduler.executors.process.run).
 
 Revisions are append-only: a change is a new revision with a reason, so the history
 says who allowed what, when and why, like the policy history.

@@ -204,7 +204,7 @@ def scheduling_pass(
         executor = executor_for(queue)
         outcome.finished = finish_due(queue, now=now)
         outcome.stopped = stop_due(queue, now=now)
-        policy = queue_policy(queue, nodes=executor.capabilities.reports_nodes)
+        policy = queue_policy(queue, seen=executor.capacity_seen(queue))
         key = policy.key
         # A real process frees its capacity when it has exited: every victim gets notice.
         floor = 1 if executor.capabilities.stops_with_notice else 0
@@ -328,7 +328,7 @@ def stop_due(queue: JobQueue, *, now: dt.datetime) -> list[int]:
     stops at once."""
     executor = executor_for(queue)
     if executor.capabilities.confirms_stops:
-        # Only the end its executor reports stops it (scheduler.services.slurm).
+        # Only the end its executor reports stops it (its reconciliation).
         return []
     due_now = Q(stop_at__lte=now)
     if executor.capabilities.needs_runner:
@@ -680,8 +680,8 @@ def _moment(seconds: int, now: dt.datetime) -> dt.datetime:
 
 
 def _waiting_for_nodes(policy: QueuePolicy, result: PassResult) -> set[int]:
-    """The jobs judged bigger than the queue's capacity only because Slurm nodes are out
-    of service (`QueuePolicy.too_big_for_now_only`): one query, only while some capacity
+    """The jobs judged bigger than the queue's capacity only because the executor's nodes are
+    out of service (`QueuePolicy.too_big_for_now_only`): one query, only while some capacity
     is lowered."""
     if not policy.configured:
         return set()
@@ -707,7 +707,7 @@ def _record_reasons(
     policy: QueuePolicy,
 ) -> None:
     """Store why each waiting job waits, and when its misconfiguration began (never for
-    a job that only waits for Slurm nodes to return, `_waiting_for_nodes`).
+    a job that only waits for the executor's nodes to return, `_waiting_for_nodes`).
 
     Only rows whose reason changed are written, in one UPDATE per distinct change, so a
     pass over 10,000 waiting jobs writes a handful of rows, not all of them.

@@ -1,5 +1,5 @@
 """What a runner found at start it cannot do for its jobs, on its Runner row (the
-check itself is `scheduler.executors.sandbox_check`; `/healthz/` reads it)."""
+check itself is `scheduler.executors.process.sandbox_check`; `/healthz/` reads it)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ attempt, so its next heartbeat or report is refused and its runner stops the pro
 The rule both sides keep, so a requeued run never has a live process behind it: the
 lease a runner asks for is the time it keeps its process without news from the
 database *plus* the time it needs to stop it (the definition's grace and a kill
-margin, `scheduler.executors.process.lease_seconds_for`). A runner that cannot renew
+margin, `scheduler.executors.process.run.lease_seconds_for`). A runner that cannot renew
 keeps its process until only that stopping time is left, then stops it; so a database
 stall shorter than the keeping time stops nothing, and the expiry the sweep waits for
 is after the process is gone.
@@ -58,15 +58,10 @@ from scheduler.services.passes import (
     stop_job,
 )
 
-# Causes a run ends with besides an exit code (FAILED) or that put it back (REQUEUED).
+# Causes a run ends with besides an exit code (FAILED) or that put it back (REQUEUED);
+# an executor declares its own (`Executor.causes`).
 WALL_CLOCK_LIMIT = "wall_clock_limit"  # FAILED: it ran longer than its definition allows
 RUNNER_REFUSED = "runner_refused"  # FAILED: the runner cannot run it safely (detail: why)
-SLURM_REFUSED = "slurm_refused"  # FAILED: Slurm refused the submission (detail: its answer)
-NODE_FAIL = "node_fail"  # REQUEUED: Slurm reports the run's node failed (NODE_FAIL)
-SLURM_LOST = "slurm_lost"  # REQUEUED: Slurm no longer knows a run it ran
-SLURM_CANCELLED = "slurm_cancelled"  # REQUEUED: cancelled in Slurm by someone, not the product
-OUT_OF_MEMORY = "out_of_memory"  # FAILED: Slurm killed it for using more memory than asked
-SLURM_TIME_LIMIT = "slurm_time_limit"  # FAILED: Slurm ended it at its time limit (TIMEOUT)
 WORKER_LOST = "worker_lost"  # REQUEUED: its runner stopped renewing the lease
 NOT_CLAIMED = "not_claimed"  # REQUEUED: no runner took the run in time (a lost message)
 RUNNER_STOPPED = "runner_stopped"  # REQUEUED: its runner shut down and stopped it
@@ -435,7 +430,8 @@ def jobs_requeue_lost(*, claim_timeout: float, now: dt.datetime | None = None) -
 
 
 def _process_runs():
-    # Runs under a runner's lease; a Slurm run has none (its cluster is reconciled).
+    # Runs under a runner's lease; a run without a runner has none (its executor
+    # reconciles it).
     return Job.objects.filter(
         state=Job.State.RUNNING,
         queue__executor__in=executor_names(needs_runner=True, reconciles=True),
@@ -474,7 +470,7 @@ def _requeue_runs_of_dead_runners(*, now: dt.datetime) -> list[int]:
     runs are requeued only when a later sweep finds it still free
     `RUNNER_DEAD_AFTER_SECONDS` after that, with no new taking of the lock between
     (taking it clears the note). A live runner that could not confirm its lock for
-    that long has stopped its processes by then (scheduler.executors.process), and a
+    that long has stopped its processes by then (scheduler.executors.process.run), and a
     dead one's processes died with it (PR_SET_PDEATHSIG, its watchdog): no live
     process is behind a requeued run. The sweep holds the lock itself (for its
     transaction) while it decides, so the runner cannot take it back meanwhile.

@@ -99,7 +99,7 @@ def job_areas(settings, tmp_path):
 def _job_with_output(qs1, g5, now) -> Job:
     """A running job of qs1's team on a queue whose executor runs programs, with the
     output its attempt wrote (the walk's aws-sample queue is simulated: no output)."""
-    from scheduler.executors.process import RunPaths
+    from scheduler.executors.run_area import RunArea
 
     share = QuotaShareFactory(queue=JobQueueFactory(name="walk-process"), team=qs1.team)
     share.queue.executor = "process"
@@ -107,7 +107,7 @@ def _job_with_output(qs1, g5, now) -> Job:
     job = JobFactory(
         share=share, instance_type=g5, state=Job.State.RUNNING, started_at=now, attempt=1
     )
-    log = RunPaths.of(job.pk, 1).log
+    log = RunArea.of(job.pk, 1).log
     log.parent.mkdir(parents=True)
     log.write_text("step 1\n")
     return job

@@ -27,7 +27,7 @@ def _settings(**changes):
     values = {
         "SCHEDULER_TICK_SECONDS": 2,
         "JOB_SWEEP_SECONDS": 15,
-        "SLURM_RECONCILE_SECONDS": 1,
+        "EXECUTOR_RECONCILE_SECONDS": 1,
         "DIRECTORY_SYNC_MINUTES": 15,
         "EXCEPTIONS_SWEEP_SECONDS": 60.0,
         "DEMO_TRAFFIC": False,
@@ -51,7 +51,7 @@ def test_the_settings_set_the_scheduler_periods_and_the_demo_traffic():
         _settings(
             SCHEDULER_TICK_SECONDS=5,
             JOB_SWEEP_SECONDS=30,
-            SLURM_RECONCILE_SECONDS=3,
+            EXECUTOR_RECONCILE_SECONDS=3,
             DIRECTORY_SYNC_MINUTES=5,
             EXCEPTIONS_SWEEP_SECONDS=120,
         )
@@ -60,7 +60,7 @@ def test_the_settings_set_the_scheduler_periods_and_the_demo_traffic():
     assert quiet["exceptions-sweep"]["schedule"] == 120.0
     assert quiet["scheduler-tick"]["schedule"] == 5.0
     assert quiet["scheduler-sweep"]["schedule"] == 30.0
-    assert quiet["slurm-reconcile"]["schedule"] == 3.0
+    assert quiet["executor-reconcile"]["schedule"] == 3.0
     assert "demo-traffic" not in quiet
     assert beat_schedule(_settings(DEMO_TRAFFIC=True))["demo-traffic"]["task"] == (
         "scheduler.demo_traffic"

@@ -11,6 +11,7 @@ from fleet.executors import executor_choices
 from fleet.models import JobQueue
 from scheduler import executors
 from scheduler.executors import Capabilities, executor_named, executor_names
+from scheduler.executors.base import BaseExecutor, Executor
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("accounts", "config", "core", "demo", "engine", "fleet", "governance", "scheduler")
@@ -25,26 +26,17 @@ def test_capabilities_select_executors():
     assert executor_names(runs_programs=True) == ["process", "slurm"]
     assert executor_names(modelled_clock=True) == ["simulated"]
     assert executor_names(needs_runner=True, reconciles=True) == ["process"]
-    # Slurm reconciles on its own tick, and only the end it reports frees capacity.
-    assert executor_names(needs_runner=False, reconciles=True) == ["slurm"]
+    # Only the end Slurm reports frees capacity.
     assert executor_names(confirms_stops=True) == ["slurm"]
     assert executor_named("simulated").capabilities.stops_with_notice is False
     with pytest.raises(TypeError, match="no such capability: flies"):
         executor_names(flies=True)
 
 
-class _Elsewhere:
+class _Elsewhere(BaseExecutor):
     name = "elsewhere"
     label = "Elsewhere (a test's executor)"
-    capabilities = Capabilities(
-        runs_programs=True,
-        stops_with_notice=True,
-        reports_progress=True,
-        reconciles=True,
-        needs_runner=False,
-        modelled_clock=False,
-    )
-    speed = 1.0
+    capabilities = Capabilities(runs_programs=True, stops_with_notice=True, reconciles=True)
 
 
 @pytest.fixture
@@ -55,12 +47,14 @@ def elsewhere():
     from fleet import executors as names
 
     names._LABELS.pop(executor.name)
+    names._DECISION_CAUSES.pop(executor.name)
 
 
 @pytest.mark.django_db
 def test_a_new_executor_is_a_registration_away(elsewhere):
     """No migration, no edit of the models: the column accepts the new name at once, and
     queries by capability find it."""
+    assert isinstance(elsewhere, Executor)  # the protocol's every member
     queue = JobQueue(name="elsewhere-queue", executor="elsewhere")
     queue.full_clean()
     assert "elsewhere" in executor_names(runs_programs=True)
@@ -83,11 +77,20 @@ def _compares_an_executor_name(node: ast.Compare) -> bool:
     )
 
 
-def test_no_executor_name_is_compared_outside_the_registry():
+def test_every_executor_keeps_the_protocol_and_reconciles_when_asked():
+    """The reconciliation tick asks every executor; only those that reconcile on it (not
+    through runners' leases or a model) answer with a report."""
+    assert all(isinstance(executor, Executor) for executor in executors.registered())
+    assert executor_named("simulated").reconcile(now=None) is None
+    assert executor_named("process").reconcile(now=None) is None
+
+
+def test_no_executor_name_is_compared_outside_the_executors():
     found = []
     for package in PRODUCT:
         for path in (ROOT / package).rglob("*.py"):
-            if "migrations" in path.parts or path == ROOT / "scheduler/executors/__init__.py":
+            # The registry, and each executor's package, which knows its own name.
+            if "migrations" in path.parts or path.is_relative_to(ROOT / "scheduler/executors"):
                 continue
             tree = ast.parse(path.read_text(), filename=str(path))
             for node in ast.walk(tree):

@@ -12,8 +12,7 @@ from django.utils import timezone
 from fleet.models import Job
 from scheduler import logs
 from scheduler.executors import executor_named
-from scheduler.executors.process import RunPaths
-from scheduler.executors.slurm import RunFiles
+from scheduler.executors.run_area import RunArea
 from tests.factories import JobFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -61,7 +60,7 @@ def running(share, *, attempt: int) -> Job:
 
 
 def write_log(job: Job, attempt: int, data: bytes):
-    path = RunPaths.of(job.pk, attempt).log
+    path = RunArea.of(job.pk, attempt).log
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     return path
@@ -78,10 +77,10 @@ def download(client, job: Job, attempt: int):
 
 
 def test_each_executor_that_runs_programs_says_where_its_output_is(job, aws_queue):
-    assert executor_named("process").log_path(job.pk, 3) == RunPaths.of(job.pk, 3).log
+    assert executor_named("process").log_path(job.pk, 3) == RunArea.of(job.pk, 3).log
     # sbatch's --output, which also takes standard error (no --error is given).
     slurm_log = executor_named("slurm").log_path(job.pk, 3)
-    assert slurm_log == RunFiles.of(job.pk, 3).log
+    assert slurm_log == RunArea.of(job.pk, 3).log
     assert slurm_log.name == "attempt-3.log"
     assert executor_named("simulated").log_path(job.pk, 3) is None
     aws_queue.executor = "simulated"
@@ -183,7 +182,7 @@ def test_an_attempt_that_is_not_the_jobs_is_refused_naming_the_field(client, job
 def test_a_symlink_in_place_of_the_log_is_not_followed(client, job, own_lead, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("the product's secret key\n")
-    path = RunPaths.of(job.pk, 2).log
+    path = RunArea.of(job.pk, 2).log
     path.parent.mkdir(parents=True)
     path.symlink_to(secret)
     client.force_login(own_lead)
@@ -204,7 +203,7 @@ def test_a_symlinked_job_area_is_not_followed(client, job, own_lead, tmp_path, j
 
 
 def test_a_fifo_in_place_of_the_log_does_not_block(client, job, own_lead):
-    path = RunPaths.of(job.pk, 2).log
+    path = RunArea.of(job.pk, 2).log
     path.parent.mkdir(parents=True)
     os.mkfifo(path)
     client.force_login(own_lead)
@@ -246,7 +245,7 @@ def test_a_slurm_jobs_output_is_read_from_sbatchs_output_file(client, aws_queue,
     aws_queue.executor = "slurm"
     aws_queue.save(update_fields=["executor"])
     job = running(aws_queue.shares.get(name="qs2"), attempt=1)
-    path = RunFiles.of(job.pk, 1).log
+    path = RunArea.of(job.pk, 1).log
     path.parent.mkdir(parents=True)
     path.write_bytes(b"on node1: CUDA_VISIBLE_DEVICES=0\nTraceback: error stream\n")
     client.force_login(admin)

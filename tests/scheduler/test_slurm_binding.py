@@ -9,8 +9,14 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
-from scheduler.executors.slurm import RunFiles, parse_run_name, run_name, sbatch_arguments
-from scheduler.services.slurm import queue_bind_slurm, slurm_resources_validate
+from scheduler.executors.run_area import RunArea
+from scheduler.executors.slurm.binding import (
+    SlurmBinding,
+    instance_type_resources,
+    queue_bind_slurm,
+    slurm_resources_validate,
+)
+from scheduler.executors.slurm.client import parse_run_name, run_name, sbatch_arguments
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +43,7 @@ def test_a_binding_names_a_cluster_file_and_a_partition(aws_queue, tmp_path):
         lambda: queue_bind_slurm(queue=aws_queue, conf=str(conf), partition="gpu", account="a b")
     )
     aws_queue.refresh_from_db()
-    assert (aws_queue.slurm_conf, aws_queue.slurm_partition) == ("", "")
+    assert (SlurmBinding.of(aws_queue).conf, SlurmBinding.of(aws_queue).partition) == ("", "")
 
 
 def unreachable_conf(tmp_path) -> str:
@@ -62,7 +68,7 @@ def test_an_unreachable_cluster_refuses_the_binding_fast_and_says_why(
     [message] = problems["slurm_conf"]
     assert "did not answer" in message and "partition 'gpu' could not be checked" in message
     aws_queue.refresh_from_db()
-    assert (aws_queue.slurm_conf, aws_queue.version) == ("", version)
+    assert (SlurmBinding.of(aws_queue).conf, aws_queue.version) == ("", version)
 
 
 def test_the_command_reaches_the_same_checks(settings, aws_queue, tmp_path):
@@ -77,7 +83,7 @@ def test_the_command_reaches_the_same_checks(settings, aws_queue, tmp_path):
     with pytest.raises(CommandError, match=r"^slurm_resources: --wrap is not a resource option"):
         call_command("slurm_bind", "instance-type", "ml.g5.xlarge", "--", "--wrap=id")
     aws_queue.refresh_from_db()
-    assert aws_queue.slurm_conf == ""
+    assert SlurmBinding.of(aws_queue).conf == ""
 
 
 def test_resources_are_resource_options_only():
@@ -95,7 +101,7 @@ def test_the_batch_script_is_the_fixed_launcher_and_the_program_is_not_in_sbatch
     settings, tmp_path
 ):
     settings.JOB_CHECKPOINT_ROOT = tmp_path
-    files = RunFiles.of(7, 2)
+    files = RunArea.of(7, 2)
     argv = sbatch_arguments(
         name=run_name(7, 2),
         partition="gpu",
@@ -104,7 +110,7 @@ def test_the_batch_script_is_the_fixed_launcher_and_the_program_is_not_in_sbatch
         resources=["--gres=gpu:1"],
         files=files,
     )
-    assert argv[-2].endswith("scheduler/executors/slurm_launch.py")
+    assert argv[-2].endswith("scheduler/executors/slurm/launch.py")
     assert argv[-1] == str(files.spec)
     assert "--nodes=2" in argv and "--no-requeue" in argv and "--gres=gpu:1" in argv
     assert parse_run_name(run_name(7, 2)) == (7, 2)
@@ -123,7 +129,7 @@ def test_the_slurm_bind_command_binds_and_refuses_naming_the_field(aws_queue, tm
             "slurm_bind", "queue", aws_queue.name, "--conf", str(conf), "--partition", "a b"
         )
     aws_queue.refresh_from_db()
-    assert aws_queue.slurm_conf == ""  # nothing changed
+    assert SlurmBinding.of(aws_queue).conf == ""  # nothing changed
     with pytest.raises(CommandError, match="queue: no queue named 'nope'"):
         call_command("slurm_bind", "queue", "nope", "--conf", str(conf), "--partition", "gpu")
     # A binding that passes is saved once the cluster says its partition exists:
@@ -132,13 +138,16 @@ def test_the_slurm_bind_command_binds_and_refuses_naming_the_field(aws_queue, tm
     with pytest.raises(CommandError, match="slurm_resources: --wrap is not a resource option"):
         call_command("slurm_bind", "instance-type", "ml.g5.xlarge", "--", "--wrap=rm")
     call_command("slurm_bind", "instance-type", "ml.g5.xlarge", "--", "--gres=gpu:1")
-    assert InstanceType.objects.get(name="ml.g5.xlarge").slurm_resources == ["--gres=gpu:1"]
+    assert instance_type_resources(InstanceType.objects.get(name="ml.g5.xlarge")) == [
+        "--gres=gpu:1"
+    ]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="what a root submitter does (CI runs as root)")
 def test_a_root_submitter_runs_jobs_as_slurm_job_user_or_refuses(settings, tmp_path):
     """As the process executor's runner: never as root unless SLURM_ALLOW_ROOT."""
-    from scheduler.executors.slurm import JobAccount, RunFiles, SlurmError, job_account
+    from scheduler.executors.run_area import JobAccount, RunArea
+    from scheduler.executors.slurm.client import SlurmError, job_account, prepare_area
 
     settings.SLURM_JOB_USER, settings.SLURM_ALLOW_ROOT = "", False
     with pytest.raises(SlurmError, match="SLURM_JOB_USER is not set") as caught:
@@ -155,8 +164,8 @@ def test_a_root_submitter_runs_jobs_as_slurm_job_user_or_refuses(settings, tmp_p
     account = job_account()
     assert account == JobAccount(uid=nobody.pw_uid, gid=nobody.pw_gid, name="nobody")
     settings.JOB_CHECKPOINT_ROOT = tmp_path / "checkpoints"
-    files = RunFiles.of(7, 1)
-    files.prepare(account)
+    files = RunArea.of(7, 1)
+    prepare_area(files, account)
     argv = sbatch_arguments(
         name="gpuq-7-1",
         partition="gpu",

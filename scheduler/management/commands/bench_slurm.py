@@ -7,8 +7,8 @@ On a throwaway queue bound to the cluster (`queue_bind_slurm`, one GPU per insta
 `--gres=gpu:1`), with a Slurm job name prefix and a job area of its own, everything
 cancelled and deleted at the end. No Celery worker: the command plays the tasks'
 parts in one process, in the order they run (a pass; its starts submitted and its
-notices sent after commit, as `scheduler.slurm_submit` / `slurm_notice` would; the
-reconciliation every SLURM_RECONCILE_SECONDS, as beat's `scheduler.slurm_reconcile`).
+notices sent after commit, as `scheduler.executor_start` / `executor_stop` would; the
+reconciliation every SLURM_RECONCILE_SECONDS, as beat's `scheduler.executor_reconcile`).
 
 1. Starts. `--starts` jobs of a 1 s program into a share that owns the whole queue,
    started as capacity frees. Decision to RUNNING in Slurm: from the start of the pass
@@ -61,16 +61,17 @@ from fleet.models import (
     Team,
 )
 from scheduler.executors import executor_named
-from scheduler.executors.slurm import (
+from scheduler.executors.run_area import RunArea
+from scheduler.executors.slurm import binding as slurm_binding
+from scheduler.executors.slurm import services as slurm_services
+from scheduler.executors.slurm.client import (
     Cluster,
-    RunFiles,
     SlurmError,
     job_account,
     parse_run_name,
     run_name,
 )
 from scheduler.services import passes
-from scheduler.services import slurm as slurm_services
 from scheduler.services.job_definitions import DefinitionData, definition_register
 from scheduler.services.jobs import JobData, job_submit, job_terminate
 
@@ -131,7 +132,7 @@ class Command(BaseCommand):
         tag = uuid.uuid4().hex[:8]
         self.tick = float(options["tick"] or settings.SLURM_RECONCILE_SECONDS)
         # The services log every submission and signal; the figures are the output.
-        logging.getLogger("scheduler.services.slurm").setLevel(logging.WARNING)
+        logging.getLogger("scheduler.executors.slurm.services").setLevel(logging.WARNING)
         area = Path(settings.JOB_CHECKPOINT_ROOT) / f"bench-slurm-{tag}"
         with override_settings(SLURM_JOB_PREFIX=f"gpuqbench{tag}", JOB_CHECKPOINT_ROOT=area):
             self._patch()
@@ -169,11 +170,11 @@ class Command(BaseCommand):
         self.admin = get_user_model().objects.create_superuser(f"bench-{tag}", password=None)
         self.teams = [Team.objects.create(name=f"bench-{tag}-{n}") for n in ("own", "borrow")]
         self.itype = InstanceType.objects.create(name=f"bench.{tag}")
-        slurm_services.instance_type_set_slurm_resources(
+        slurm_binding.instance_type_set_slurm_resources(
             instance_type=self.itype, resources=["--gres=gpu:1"]
         )
         self.queue = JobQueue.objects.create(name=f"bench-slurm-{tag}", executor="slurm")
-        slurm_services.queue_bind_slurm(
+        slurm_binding.queue_bind_slurm(
             queue=self.queue, conf=self.cluster.conf, partition=self.options["partition"]
         )
         QueueCapacity.objects.create(queue=self.queue, instance_type=self.itype, instances=capacity)
@@ -388,7 +389,7 @@ class Command(BaseCommand):
         """What the run's program wrote of itself: {"start": {...}, "end": {...}}."""
         found = {}
         try:
-            text = RunFiles.of(job_id, attempt).log.read_text(errors="replace")
+            text = RunArea.of(job_id, attempt).log.read_text(errors="replace")
         except OSError:
             return found
         for line in text.splitlines():
@@ -453,7 +454,7 @@ class Command(BaseCommand):
     def _held(self, count: int) -> None:
         capacity = count
         self.held_queue = JobQueue.objects.create(name=f"{self.queue.name}-held", executor="slurm")
-        slurm_services.queue_bind_slurm(
+        slurm_binding.queue_bind_slurm(
             queue=self.held_queue, conf=self.cluster.conf, partition=self.options["partition"]
         )
         QueueCapacity.objects.create(

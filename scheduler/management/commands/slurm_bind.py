@@ -5,7 +5,7 @@ an instance type asks Slurm for.
     manage.py slurm_bind instance-type TYPE -- --gres=gpu:a100:1 [--mem=64G ...]
     manage.py slurm_bind show
 
-A thin wrapper over `scheduler.services.slurm_binding` (`queue_bind_slurm`,
+A thin wrapper over `scheduler.executors.slurm.binding` (`queue_bind_slurm`,
 `instance_type_set_slurm_resources`), whose checks the policy editor and the API use
 too: the partition is asked of the cluster (within SLURM_BIND_TIMEOUT), and a cluster
 that does not answer refuses the binding. An error names the field and changes nothing
@@ -20,7 +20,9 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from fleet.models import InstanceType, JobQueue
-from scheduler.services.slurm_binding import (
+from scheduler.executors.slurm.binding import (
+    SlurmBinding,
+    instance_type_resources,
     instance_type_set_slurm_resources,
     queue_bind_slurm,
 )
@@ -75,7 +77,8 @@ class Command(BaseCommand):
                 instance_type_set_slurm_resources(
                     instance_type=itype, resources=list(options["resources"])
                 )
-                self.stdout.write(f"{itype.name}: {' '.join(itype.slurm_resources) or '(none)'}")
+                resources = instance_type_resources(itype)
+                self.stdout.write(f"{itype.name}: {' '.join(resources) or '(none)'}")
             else:
                 self._show()
         except ValidationError as error:
@@ -83,17 +86,17 @@ class Command(BaseCommand):
 
     @staticmethod
     def _binding(queue: JobQueue) -> str:
-        if not queue.slurm_conf:
+        binding = SlurmBinding.of(queue)
+        if not binding.bound:
             return "not bound"
-        account = f", account {queue.slurm_account}" if queue.slurm_account else ""
-        return (
-            f"{queue.slurm_conf}, partition {queue.slurm_partition}{account} "
-            f"(executor {queue.executor})"
-        )
+        account = f", account {binding.account}" if binding.account else ""
+        return f"{binding.conf}, partition {binding.partition}{account} (executor {queue.executor})"
 
     def _show(self) -> None:
-        for queue in JobQueue.objects.exclude(slurm_conf="").order_by("name"):
-            self.stdout.write(f"queue {queue.name}: {self._binding(queue)}")
+        for queue in JobQueue.objects.order_by("name"):
+            if SlurmBinding.of(queue).bound:
+                self.stdout.write(f"queue {queue.name}: {self._binding(queue)}")
         for itype in InstanceType.objects.order_by("name"):
-            if itype.slurm_resources:
-                self.stdout.write(f"instance type {itype.name}: {' '.join(itype.slurm_resources)}")
+            resources = instance_type_resources(itype)
+            if resources:
+                self.stdout.write(f"instance type {itype.name}: {' '.join(resources)}")

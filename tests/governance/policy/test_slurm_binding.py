@@ -1,6 +1,6 @@
 """The executor binding as policy, without a cluster: a queue's Slurm binding and an
 instance type's Slurm resources reach the same checks on the page, in the API and on
-the command line (scheduler.services.slurm_binding), are recorded in the history with
+the command line (scheduler.executors.slurm.binding), are recorded in the history with
 before and after, wait for review with POLICY_CHANGES_NEED_REVIEW, and revert. What
 needs a cluster that answers (a partition found, or not) is in
 test_slurm_binding_cluster.py."""
@@ -19,6 +19,7 @@ from governance.policy_code import native, policy_export, policy_file_read
 from governance.policy_code.plan import policy_apply, policy_plan
 from governance.policy_code.source import PolicyFileError
 from governance.proposals.services import proposal_approve
+from scheduler.executors.slurm.binding import SlurmBinding, instance_type_resources
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -80,7 +81,7 @@ def test_the_page_reaches_the_services_checks(admin, aws_queue, unreachable):
     assert "This change cannot be saved yet" in preview.content.decode()
     assert "did not answer" in preview.content.decode()
     aws_queue.refresh_from_db()
-    assert (aws_queue.slurm_conf, aws_queue.version) == ("", 1)
+    assert (SlurmBinding.of(aws_queue).conf, aws_queue.version) == ("", 1)
     assert not PolicyChange.objects.filter(target=PolicyChange.Target.QUEUE_SLURM).exists()
 
 
@@ -101,7 +102,9 @@ def test_the_api_reaches_the_same_checks(admin, aws_queue, unreachable):
     assert both.status_code == 400 and list(both.json()["errors"]) == ["slurm_conf"]
     # An unchanged binding is not asked of the cluster again: a queue whose cluster is
     # down still takes other edits, and saving the same binding changes nothing.
-    JobQueue.objects.filter(pk=aws_queue.pk).update(slurm_conf=unreachable, slurm_partition="gpu")
+    JobQueue.objects.filter(pk=aws_queue.pk).update(
+        executor_settings={"slurm": {"conf": unreachable, "partition": "gpu"}}
+    )
     same = client.patch(url, {**body, "slurm_partition": "gpu"}, format="json")
     assert same.status_code == 200, same.json()
     capacity = client.patch(
@@ -139,7 +142,7 @@ def test_an_instance_types_resources_on_the_page_the_api_and_the_command(admin):
     with pytest.raises(Exception, match="--output is not a resource option"):
         call_command("slurm_bind", "instance-type", "a100", "--", "--output=job.out")
     itype.refresh_from_db()
-    assert itype.slurm_resources == []
+    assert instance_type_resources(itype) == []
     assert not PolicyChange.objects.filter(target=PolicyChange.Target.INSTANCE_TYPE).exists()
 
 
@@ -170,7 +173,7 @@ def test_a_resources_change_is_history_with_before_and_after_and_reverts(admin):
 
     reverted = policy_change_revert(actor=admin, change=change, reason="back to none")
     itype.refresh_from_db()
-    assert itype.slurm_resources == []
+    assert instance_type_resources(itype) == []
     assert reverted.entry.reverts == change
     assert reverted.entry.after == {"slurm_resources": []}
 
@@ -216,13 +219,13 @@ def test_under_review_resources_wait_for_another_admin(settings, admin):
     assert "Change of an instance type&#x27;s Slurm resources" in listed
     assert "Slurm resources of one instance" in listed
     itype.refresh_from_db()
-    assert itype.slurm_resources == []
+    assert instance_type_resources(itype) == []
     assert not PolicyChange.objects.filter(target=PolicyChange.Target.INSTANCE_TYPE).exists()
 
     proposal_approve(actor=UserFactory(username="second-admin", roles=["admins"]), proposal=first)
 
     itype.refresh_from_db()
-    assert itype.slurm_resources == ["--gres=gpu:1"]
+    assert instance_type_resources(itype) == ["--gres=gpu:1"]
     first.refresh_from_db()
     assert first.state == PolicyProposal.State.APPLIED
     assert first.applied_change.after == {"slurm_resources": ["--gres=gpu:1"]}
@@ -230,7 +233,9 @@ def test_under_review_resources_wait_for_another_admin(settings, admin):
 
 
 def test_the_native_file_carries_an_instance_types_resources(admin, aws_queue):
-    InstanceType.objects.filter(name=XL).update(slurm_resources=["--gres=gpu:1"])
+    InstanceType.objects.filter(name=XL).update(
+        executor_settings={"slurm": {"resources": ["--gres=gpu:1"]}}
+    )
     data = yaml.safe_load(policy_export(format="native", queue=aws_queue).content)
     [entry] = data["instance_types"]
     assert entry["slurm_resources"] == ["--gres=gpu:1"]
@@ -252,8 +257,8 @@ def test_the_native_file_carries_an_instance_types_resources(admin, aws_queue):
     )
     policy_apply(actor=admin, policy=policy, reason="bind the queue")
 
-    assert InstanceType.objects.get(name=XL).slurm_resources == ["--gres=gpu:1"]
-    assert InstanceType.objects.get(name="a100").slurm_resources == [
+    assert instance_type_resources(InstanceType.objects.get(name=XL)) == ["--gres=gpu:1"]
+    assert instance_type_resources(InstanceType.objects.get(name="a100")) == [
         "--exclusive",
         "--constraint=a100",
     ]

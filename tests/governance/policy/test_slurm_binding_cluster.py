@@ -20,6 +20,7 @@ from governance.policy_code.plan import policy_apply, policy_plan
 from governance.policy_code.report import plan_lines
 from governance.policy_code.source import PolicyFileError
 from governance.proposals.services import proposal_approve
+from scheduler.executors.slurm.binding import SlurmBinding
 from tests.factories import UserFactory
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db]
@@ -60,11 +61,13 @@ def test_a_partition_the_cluster_lacks_is_refused_everywhere(admin, aws_queue, c
     assert answer.json()["errors"] == {"slurm_partition": [expected]}
     assert str(command.value) == f"slurm_partition: {expected}"
     aws_queue.refresh_from_db()
-    assert (aws_queue.slurm_conf, aws_queue.version) == ("", 1)
+    assert (SlurmBinding.of(aws_queue).conf, aws_queue.version) == ("", 1)
 
 
 def test_binding_to_gpu_is_a_policy_change_with_its_preview_and_revert(admin, aws_queue, conf):
-    InstanceType.objects.filter(name=XL).update(slurm_resources=["--gres=gpu:1"])
+    InstanceType.objects.filter(name=XL).update(
+        executor_settings={"slurm": {"resources": ["--gres=gpu:1"]}}
+    )
     page, api = clients(admin)
     data = {"slurm_conf": conf, "slurm_partition": "gpu", "reason": "onto the lab cluster"}
 
@@ -90,7 +93,11 @@ def test_binding_to_gpu_is_a_policy_change_with_its_preview_and_revert(admin, aw
 
     policy_change_revert(actor=admin, change=change, reason="not yet")
     aws_queue.refresh_from_db()
-    assert (aws_queue.slurm_conf, aws_queue.slurm_partition, aws_queue.version) == ("", "", 3)
+    assert (
+        SlurmBinding.of(aws_queue).conf,
+        SlurmBinding.of(aws_queue).partition,
+        aws_queue.version,
+    ) == ("", "", 3)
 
 
 def test_under_review_a_binding_waits_and_is_checked_again_when_approved(
@@ -109,14 +116,14 @@ def test_under_review_a_binding_waits_and_is_checked_again_when_approved(
     assert (proposal.kind, proposal.queue, proposal.base_version) == ("queue_slurm", aws_queue, 1)
     assert proposal.payload["after"]["slurm_partition"] == "gpu"
     aws_queue.refresh_from_db()
-    assert aws_queue.slurm_conf == ""
+    assert SlurmBinding.of(aws_queue).conf == ""
 
     proposal_approve(
         actor=UserFactory(username="second-admin", roles=["admins"]), proposal=proposal
     )
 
     aws_queue.refresh_from_db()
-    assert (aws_queue.slurm_conf, aws_queue.slurm_partition) == (conf, "gpu")
+    assert (SlurmBinding.of(aws_queue).conf, SlurmBinding.of(aws_queue).partition) == (conf, "gpu")
     proposal.refresh_from_db()
     assert proposal.applied_change.target == PolicyChange.Target.QUEUE_SLURM
 
@@ -125,7 +132,7 @@ def test_the_command_binds_as_a_direct_change(aws_queue, conf):
     call_command("slurm_bind", "queue", aws_queue.name, "--conf", conf, "--partition", "gpu")
 
     queue = JobQueue.objects.get(pk=aws_queue.pk)
-    assert (queue.slurm_conf, queue.slurm_partition) == (conf, "gpu")
+    assert (SlurmBinding.of(queue).conf, SlurmBinding.of(queue).partition) == (conf, "gpu")
     change = PolicyChange.objects.get(target=PolicyChange.Target.QUEUE_SLURM)
     assert (change.cause, change.queue, change.after["slurm_partition"]) == (
         PolicyChange.Cause.DIRECT,
@@ -154,7 +161,7 @@ def test_policy_as_code_carries_the_binding(admin, aws_queue, conf):
     policy_apply(actor=admin, policy=policy, reason="bind the queue")
 
     aws_queue.refresh_from_db()
-    assert (aws_queue.slurm_conf, aws_queue.slurm_partition) == (conf, "gpu")
+    assert (SlurmBinding.of(aws_queue).conf, SlurmBinding.of(aws_queue).partition) == (conf, "gpu")
     change = PolicyChange.objects.get(target=PolicyChange.Target.QUEUE_SLURM)
     assert change.cause == PolicyChange.Cause.IMPORT
     assert change.after == {"slurm_conf": conf, "slurm_partition": "gpu", "slurm_account": ""}
@@ -170,4 +177,4 @@ def test_policy_as_code_carries_the_binding(admin, aws_queue, conf):
         reason="unbind the queue",
     )
     aws_queue.refresh_from_db()
-    assert aws_queue.slurm_conf == ""
+    assert SlurmBinding.of(aws_queue).conf == ""

@@ -64,7 +64,7 @@ def test_sigterm_stops_it_without_saving(tmp_path):
 
 
 def test_a_process_that_ignores_sigterm_is_killed_after_the_grace_period():
-    from scheduler.executors.process import Group
+    from scheduler.executors.process.run import Group
 
     stubborn = subprocess.Popen(
         [

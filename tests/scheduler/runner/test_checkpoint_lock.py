@@ -16,7 +16,8 @@ import time
 import pytest
 
 from fleet.models import Job, JobEvent
-from scheduler.executors.process import RunPaths, run_job
+from scheduler.executors.process.run import run_job
+from scheduler.executors.run_area import RunArea
 from tests.scheduler.runner.conftest import job_files, python
 
 pytestmark = pytest.mark.django_db
@@ -43,7 +44,7 @@ with open(os.path.join(os.environ['JOB_CHECKPOINT_DIR'], 'started.json'), 'w') a
 
 def hold_lock(job: Job, seconds: float) -> subprocess.Popen:
     """A process holding the job's lock for `seconds`, then printing when it let go."""
-    paths = RunPaths.of(job.pk, 1)
+    paths = RunArea.of(job.pk, 1)
     paths.area.mkdir(parents=True, exist_ok=True)
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD, str(paths.lock), str(seconds)],

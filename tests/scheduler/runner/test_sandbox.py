@@ -17,7 +17,7 @@ import time
 import pytest
 
 from fleet.models import Job, JobEvent
-from scheduler.executors.process import run_job
+from scheduler.executors.process.run import run_job
 from tests.scheduler.live.conftest import wait_for
 from tests.scheduler.runner.conftest import AS_ROOT, JOB_USER, job_files, python
 from tests.scheduler.runner.procs import processes_of

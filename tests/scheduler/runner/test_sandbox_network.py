@@ -22,8 +22,10 @@ import pytest
 from django.conf import settings as django_settings
 
 from fleet.models import Job, JobEvent
-from scheduler.executors import process, sandbox_check
-from scheduler.executors.process import Account, run_job
+from scheduler.executors.process import run as process
+from scheduler.executors.process import sandbox_check
+from scheduler.executors.process.run import run_job
+from scheduler.executors.run_area import JobAccount, job_path
 from tests.scheduler.live.conftest import wait_for
 from tests.scheduler.runner.conftest import AS_ROOT, JOB_USER, job_files, python
 
@@ -159,7 +161,7 @@ def test_a_runner_without_cap_sys_admin_finds_it_cannot_isolate():
     # A real runner process without the capability, as in a container without it.
     check = (
         "import django; django.setup(); "
-        "from scheduler.executors.process import network_isolation_problem as p; print(p())"
+        "from scheduler.executors.process.run import network_isolation_problem as p; print(p())"
     )
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "config.settings", "DJANGO_SECURE": "0"}
     out = subprocess.run(
@@ -223,7 +225,7 @@ def private_interpreter():
     hidden.rmdir()
 
 
-def job_account() -> Account:
+def job_account() -> JobAccount:
     return process.job_account()
 
 
@@ -263,7 +265,7 @@ def test_the_start_check_names_registered_programs_the_job_account_cannot_execut
         f"{JOB_USER} cannot execute the registered program {link}: "
         f"{hidden} is not searchable by {JOB_USER}",
         f"{JOB_USER} cannot execute the registered program pyhton3: not found on the "
-        f"jobs' PATH ({process.job_path()}) or not executable",
+        f"jobs' PATH ({job_path()}) or not executable",
     ]
     assert (
         sandbox_check.runner_problems(

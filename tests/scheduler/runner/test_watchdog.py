@@ -5,7 +5,7 @@ import os
 import signal
 import subprocess
 
-from scheduler.executors.watchdog import Watchdog
+from scheduler.executors.process.watchdog import Watchdog
 
 
 def test_the_watchdog_kills_registered_groups_when_its_runner_goes():

@@ -6,7 +6,8 @@ from django.utils import timezone
 
 from demo.jobs import SLURM_QUEUE, seed_slurm_demo
 from fleet.models import Job
-from scheduler.services import slurm as service
+from scheduler.executors.slurm import services as service
+from scheduler.executors.slurm.binding import SlurmBinding
 from scheduler.services.passes import scheduling_pass
 from tests.scheduler.slurm.test_executor import settle
 
@@ -19,7 +20,11 @@ def test_the_demo_queue_runs_its_example_jobs_on_the_cluster(admin, slurm_cluste
     slurm_settings.SLURM_JOB_USER, slurm_settings.SLURM_ALLOW_ROOT = "", True
     queue = seed_slurm_demo(actor=admin, conf=slurm_cluster.conf)
     assert seed_slurm_demo(actor=admin, conf=slurm_cluster.conf) == queue  # once
-    assert (queue.name, queue.executor, queue.slurm_partition) == (SLURM_QUEUE, "slurm", "gpu")
+    assert (queue.name, queue.executor, SlurmBinding.of(queue).partition) == (
+        SLURM_QUEUE,
+        "slurm",
+        "gpu",
+    )
     jobs = Job.objects.filter(queue=queue)
     for job in jobs:  # the demo's runs are long: shorter ones, the same definition
         job.argv = [*job.argv, "--steps", "3", "--step-seconds", "0.1"]

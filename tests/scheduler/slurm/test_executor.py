@@ -18,8 +18,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from fleet.models import InstanceType, Job, JobEvent
-from scheduler.executors.slurm import Cluster, RunFiles, run_name
-from scheduler.services import slurm as service
+from scheduler.executors.run_area import RunArea
+from scheduler.executors.slurm import binding as slurm_binding
+from scheduler.executors.slurm import services as service
+from scheduler.executors.slurm.client import Cluster, run_name
 from scheduler.services.jobs import job_terminate
 from scheduler.services.passes import scheduling_pass
 from tests.scheduler.live import conftest as live
@@ -46,8 +48,8 @@ def train(steps: int, *, step_seconds: float, every: int, on_sigterm: bool = Fal
 def slurm_queue(queue, slurm_cluster, slurm_settings):
     queue.executor = "slurm"
     queue.save()
-    service.queue_bind_slurm(queue=queue, conf=slurm_cluster.conf, partition="gpu")
-    service.instance_type_set_slurm_resources(
+    slurm_binding.queue_bind_slurm(queue=queue, conf=slurm_cluster.conf, partition="gpu")
+    slurm_binding.instance_type_set_slurm_resources(
         instance_type=InstanceType.objects.get(name="ml.g5.xlarge"), resources=["--gres=gpu:1"]
     )
     return queue
@@ -124,7 +126,7 @@ def test_a_started_job_runs_the_example_script_on_slurm_and_succeeds(
     done = settle(lambda: fresh(job).state == "SUCCEEDED" and fresh(job), what="it succeeds")
     assert done.exit_code == 0
     assert done.checkpointed == 4  # the status file's last figure (progress: all of it)
-    log = RunFiles.of(job.pk, 1).log.read_text()
+    log = RunArea.of(job.pk, 1).log.read_text()
     assert "starting at step 0" in log
     print(f"\nslurm: decision to RUNNING seen by the product: {seen_running:.2f} s")
 
@@ -164,7 +166,7 @@ def test_reclaim_on_slurm_sigterm_checkpoint_capacity_held_until_slurm_ends_it_t
     event = JobEvent.objects.get(job=borrower, type=JobEvent.Type.STOPPED)
     freed = (event.at - decided).total_seconds()
     assert stopped.exit_code == 143  # the script's own exit on SIGTERM, after saving
-    saved = json.loads((RunFiles.of(borrower.pk, 1).checkpoint / "checkpoint.json").read_text())
+    saved = json.loads((RunArea.of(borrower.pk, 1).checkpoint / "checkpoint.json").read_text())
     assert saved["step"] == stopped.checkpointed >= 3 and event.detail["lost_work"] == 0
     assert slurm_cluster.job_field(borrower_slurm, "JobState") == "FAILED"
 
@@ -178,7 +180,7 @@ def test_reclaim_on_slurm_sigterm_checkpoint_capacity_held_until_slurm_ends_it_t
     assert borrower.pk in outcome.started and fresh(borrower).attempt == 2
     submitted(borrower)
     settle(lambda: fresh(borrower).state == "SUCCEEDED", what="attempt 2 succeeds")
-    assert f"starting at step {saved['step']}" in RunFiles.of(borrower.pk, 2).log.read_text()
+    assert f"starting at step {saved['step']}" in RunArea.of(borrower.pk, 2).log.read_text()
     job_terminate(job_id=keeper.pk)
     service.slurm_notice(job_ids=[keeper.pk])
     settle(lambda: fresh(keeper).state == "FAILED", what="the keeper is terminated")
@@ -248,7 +250,7 @@ def test_a_program_that_ignores_sigterm_is_killed_at_the_end_of_its_grace(start,
     settle(lambda: (fresh(job).placement or {}).get("state") == "RUNNING", what="it runs")
     # Running in Slurm is not yet ignoring SIGTERM: a notice before its handler (a slow
     # start on a loaded machine) would end it at once. Its first line says it is ready.
-    log = RunFiles.of(job.pk, 1).log
+    log = RunArea.of(job.pk, 1).log
     settle(
         lambda: log.exists() and "ignoring SIGTERM" in log.read_text(errors="replace"),
         what="the program to ignore SIGTERM",
@@ -373,7 +375,7 @@ def test_a_killed_slurmd_ends_its_job_as_a_node_failure_and_the_job_is_requeued(
     settle(lambda: fresh(job).progress > requeued.checkpointed, what="attempt 2 runs")
     # It resumes from the checkpoint: the one recorded, or a later one the old program
     # saved before its slurmd came back (on one host it outlives the "failed" node).
-    log = RunFiles.of(job.pk, 2).log.read_text()
+    log = RunArea.of(job.pk, 2).log.read_text()
     resumed = int(log.split("starting at step ")[1].split()[0])
     assert resumed >= requeued.checkpointed > 0
 
@@ -384,12 +386,12 @@ def test_a_root_submitter_runs_the_job_as_its_unprivileged_account(start, slurm_
     never as the root that submitted it."""
     import pwd
 
-    from scheduler.executors.slurm import RunFiles
+    from scheduler.executors.run_area import RunArea
 
     code = "import os; print('uid', os.getuid(), 'gid', os.getgid(), flush=True)"
     job, _ = start("qs2", "whoami", ["python3", "-c", code])
     submitted(job)
     settle(lambda: fresh(job).state == "SUCCEEDED", what="the job succeeds")
     nobody = pwd.getpwnam("nobody")
-    log = RunFiles.of(job.pk, 1).log.read_text()
+    log = RunArea.of(job.pk, 1).log.read_text()
     assert f"uid {nobody.pw_uid} gid {nobody.pw_gid}" in log

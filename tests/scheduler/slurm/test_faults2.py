@@ -15,9 +15,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from fleet.models import Job, JobEvent
-from scheduler.executors.slurm import Cluster, Ending, SlurmError, run_name
+from scheduler.executors.slurm import services as service
+from scheduler.executors.slurm.client import Cluster, Ending, SlurmError, run_name
 from scheduler.services import runs
-from scheduler.services import slurm as service
 from scheduler.services.passes import scheduling_pass
 from tests.factories import aws_sample_queue, job_definition
 from tests.scheduler.slurm import daemons
@@ -49,15 +49,15 @@ def named(slurm_cluster, job: Job) -> list[str]:
 @pytest.mark.parametrize(
     ("ending", "noticed", "outcome"),
     [
-        (Ending("OUT_OF_MEMORY", -125, ""), False, ("failed", runs.OUT_OF_MEMORY)),
-        (Ending("TIMEOUT", -15, ""), False, ("failed", runs.SLURM_TIME_LIMIT)),
+        (Ending("OUT_OF_MEMORY", -125, ""), False, ("failed", service.OUT_OF_MEMORY)),
+        (Ending("TIMEOUT", -15, ""), False, ("failed", service.SLURM_TIME_LIMIT)),
         (Ending("TIMEOUT", -15, ""), True, ("exited", None)),  # with notice: it stopped
-        (Ending("NODE_FAIL", None, ""), False, ("released", runs.NODE_FAIL)),
-        (Ending("BOOT_FAIL", None, ""), True, ("released", runs.NODE_FAIL)),
-        (Ending("CANCELLED", -15, ""), False, ("released", runs.SLURM_CANCELLED)),
+        (Ending("NODE_FAIL", None, ""), False, ("released", service.NODE_FAIL)),
+        (Ending("BOOT_FAIL", None, ""), True, ("released", service.NODE_FAIL)),
+        (Ending("CANCELLED", -15, ""), False, ("released", service.SLURM_CANCELLED)),
         (Ending("CANCELLED", -15, ""), True, ("stopped", None)),
         (Ending("FAILED", 3, ""), False, ("exited", None)),
-        (None, False, ("released", runs.SLURM_LOST)),
+        (None, False, ("released", service.SLURM_LOST)),
     ],
 )
 def test_each_slurm_end_has_its_outcome_and_cause(ending, noticed, outcome):
@@ -73,8 +73,8 @@ def test_each_slurm_end_has_its_outcome_and_cause(ending, noticed, outcome):
         (Ending("FAILED", 75, ""), False, "", ("exited", None)),  # the program's own 75
         (Ending("FAILED", 3, ""), False, "busy", ("exited", None)),
         # slurmstepd killed it for its memory (no cgroups: FAILED, signal 9).
-        (Ending("FAILED", -9, ""), False, "memory", ("failed", runs.OUT_OF_MEMORY)),
-        (Ending("CANCELLED", -9, ""), False, "memory", ("failed", runs.OUT_OF_MEMORY)),
+        (Ending("FAILED", -9, ""), False, "memory", ("failed", service.OUT_OF_MEMORY)),
+        (Ending("CANCELLED", -9, ""), False, "memory", ("failed", service.OUT_OF_MEMORY)),
         (Ending("FAILED", -9, ""), True, "memory", ("exited", None)),  # killed at its grace
         (Ending("FAILED", 3, ""), False, "memory", ("exited", None)),  # it only said so
         (Ending("FAILED", -9, ""), False, "", ("exited", None)),
@@ -89,7 +89,7 @@ def test_what_the_launcher_and_slurmstepd_said_gives_the_cause(ending, noticed, 
 
 @pytest.mark.parametrize(("seconds", "minutes"), [(1, 1), (59, 1), (60, 1), (61, 2), (3600, 60)])
 def test_a_wall_clock_limit_is_rounded_up_to_slurms_minutes(seconds, minutes):
-    from scheduler.executors.slurm import time_minutes
+    from scheduler.executors.slurm.client import time_minutes
 
     assert time_minutes(seconds) == minutes
 
@@ -105,7 +105,7 @@ def test_a_run_cancelled_by_someone_else_in_slurm_is_requeued_with_its_cause(
     slurm_cluster.run("scancel", slurm_id)  # an operator, not the product
     requeued = settle(lambda: fresh(job).state == "RUNNABLE" and fresh(job), what="requeued")
     event = JobEvent.objects.get(job=job, type=JobEvent.Type.REQUEUED)
-    assert event.cause == runs.SLURM_CANCELLED and requeued.preemptions == 0
+    assert event.cause == service.SLURM_CANCELLED and requeued.preemptions == 0
     client.force_login(admin)
     page = client.get(reverse("job-detail", args=[job.pk])).content.decode()
     assert "Requeued: someone cancelled it in Slurm, not the product" in page

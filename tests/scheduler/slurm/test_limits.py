@@ -21,10 +21,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from fleet.models import InstanceType, JobEvent
-from scheduler.executors.slurm import RunFiles
-from scheduler.executors.slurm_launch import BUSY_EXIT, ENDED
+from scheduler.executors.run_area import RunArea
+from scheduler.executors.slurm import binding as slurm_binding
+from scheduler.executors.slurm import services as service
+from scheduler.executors.slurm.launch import BUSY_EXIT, ENDED
 from scheduler.services import runs
-from scheduler.services import slurm as service
 from scheduler.services.jobs import job_terminate
 from scheduler.services.passes import scheduling_pass
 from tests.factories import job_definition
@@ -89,7 +90,7 @@ def test_the_launcher_kills_at_the_end_of_the_grace_without_any_reconciliation(
     job = start("qs2", "stubborn-alone", STUBBORN, grace=grace)
     slurm_id = submitted(job)
     settle(lambda: (fresh(job).placement or {}).get("state") == "RUNNING", what="it runs")
-    files = RunFiles.of(job.pk, 1)
+    files = RunArea.of(job.pk, 1)
     wait_for_line(files.log, "ignoring SIGTERM")
     job_terminate(job_id=job.pk)
     assert service.slurm_notice(job_ids=[job.pk]) == 1
@@ -119,7 +120,7 @@ def test_without_its_notice_file_the_reconciliation_ends_the_grace(start, slurm_
     job = start("qs2", "stubborn-no-notice", STUBBORN, grace=grace)
     slurm_id = submitted(job)
     settle(lambda: (fresh(job).placement or {}).get("state") == "RUNNING", what="it runs")
-    files = RunFiles.of(job.pk, 1)
+    files = RunArea.of(job.pk, 1)
     wait_for_line(files.log, "ignoring SIGTERM")
     files.notice.mkdir()
     job_terminate(job_id=job.pk)
@@ -146,7 +147,7 @@ def test_a_wall_clock_limit_is_slurms_time_limit_and_its_timeout_fails_the_job(
     failed = settle(lambda: fresh(job).state == "FAILED" and fresh(job), timeout=90, what="TIMEOUT")
     assert slurm_cluster.job_field(slurm_id, "JobState") == "TIMEOUT"
     event = JobEvent.objects.get(job=job, type=JobEvent.Type.FAILED)
-    assert failed.reason == event.cause == runs.SLURM_TIME_LIMIT
+    assert failed.reason == event.cause == service.SLURM_TIME_LIMIT
     assert event.detail["slurm_state"] == "TIMEOUT"
     assert failed.requeues == failed.preemptions == 0  # a limit is the job's, not retried
     client.force_login(admin)
@@ -178,7 +179,7 @@ def test_a_job_over_its_memory_is_killed_by_slurm_and_fails_out_of_memory(
     start, slurm_cluster, client, admin
 ):
     itype = InstanceType.objects.get(name="ml.g5.xlarge")
-    service.instance_type_set_slurm_resources(
+    slurm_binding.instance_type_set_slurm_resources(
         instance_type=itype, resources=["--gres=gpu:1", "--mem=100M"]
     )
     job = start("qs2", "memory-hog", HOG)
@@ -186,9 +187,9 @@ def test_a_job_over_its_memory_is_killed_by_slurm_and_fails_out_of_memory(
     failed = settle(lambda: fresh(job).state == "FAILED" and fresh(job), what="killed")
     # Slurm 22.05 without cgroups: FAILED, signal 9; slurmstepd said why on the output.
     assert slurm_cluster.job_field(slurm_id, "JobState") == "FAILED"
-    assert "exceeded memory limit" in RunFiles.of(job.pk, 1).log.read_text(errors="replace")
+    assert "exceeded memory limit" in RunArea.of(job.pk, 1).log.read_text(errors="replace")
     event = JobEvent.objects.get(job=job, type=JobEvent.Type.FAILED)
-    assert failed.reason == event.cause == runs.OUT_OF_MEMORY and failed.exit_code == -9
+    assert failed.reason == event.cause == service.OUT_OF_MEMORY and failed.exit_code == -9
     assert event.detail["memory_limit"] == 100 * 1024 * 1024
     assert event.detail["memory_used"] > event.detail["memory_limit"]
     client.force_login(admin)
@@ -232,13 +233,13 @@ def test_a_new_attempt_never_runs_while_an_older_one_holds_the_checkpoint(
     job = start("qs2", "one-at-a-time", HOLDER, grace=1)
     first = submitted(job)
     settle(lambda: (fresh(job).placement or {}).get("state") == "RUNNING", what="it runs")
-    wait_for_line(RunFiles.of(job.pk, 1).log, "holder started")
+    wait_for_line(RunArea.of(job.pk, 1).log, "holder started")
 
     # The product loses track of attempt 1 (as when Slurm forgets a job it ran), while
     # its program runs on: the retry rules start attempt 2.
     running = fresh(job)
     assert runs.job_run_released(
-        job_id=job.pk, attempt=1, lease_token=running.lease_token, cause=runs.SLURM_LOST
+        job_id=job.pk, attempt=1, lease_token=running.lease_token, cause=service.SLURM_LOST
     )
     outcome = scheduling_pass(queue_id=job.queue_id, now=timezone.now())
     assert job.pk in outcome.started and fresh(job).attempt == 2
@@ -247,7 +248,7 @@ def test_a_new_attempt_never_runs_while_an_older_one_holds_the_checkpoint(
     slurm_cluster.wait_state(second, ENDED_STATES, timeout=60)
     assert slurm_cluster.job_field(second, "ExitCode") == f"{BUSY_EXIT}:0"
     assert slurm_cluster.job_field(first, "JobState") == "RUNNING"
-    log2 = RunFiles.of(job.pk, 2).log.read_text(errors="replace")
+    log2 = RunArea.of(job.pk, 2).log.read_text(errors="replace")
     assert "still holds its checkpoint" in log2 and "holder started" not in log2
 
     # The reconciliation gives attempt 2 back (checkpoint_busy) and cancels attempt 1,
@@ -259,8 +260,8 @@ def test_a_new_attempt_never_runs_while_an_older_one_holds_the_checkpoint(
     outcome = scheduling_pass(queue_id=job.queue_id, now=timezone.now())
     assert job.pk in outcome.started and fresh(job).attempt == 3
     submitted(job)
-    log3 = wait_for_line(RunFiles.of(job.pk, 3).log, "holder started", timeout=60)
-    log1 = wait_for_line(RunFiles.of(job.pk, 1).log, "holder ended")
+    log3 = wait_for_line(RunArea.of(job.pk, 3).log, "holder started", timeout=60)
+    log1 = wait_for_line(RunArea.of(job.pk, 1).log, "holder ended")
     # Attempt 3 waited for attempt 1's program to be gone, then ran.
     assert "still holds its checkpoint" in log3 and "the previous attempt is gone" in log3
     first_end = float(log1.split("holder ended ")[1].split()[0])

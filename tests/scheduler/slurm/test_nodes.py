@@ -11,8 +11,10 @@ from django.utils import timezone
 
 from fleet.bridge import queue_policy
 from fleet.models import InstanceType, JobQueue
-from scheduler.executors.slurm import SlurmNode, expand_hostlist, instances_per_node
-from scheduler.services import slurm as service
+from scheduler.executors import executor_for
+from scheduler.executors.slurm import binding as slurm_binding
+from scheduler.executors.slurm import services as service
+from scheduler.executors.slurm.client import SlurmNode, expand_hostlist, instances_per_node
 from scheduler.services.passes import scheduling_pass
 from tests.scheduler.slurm import test_executor as on_slurm
 
@@ -73,24 +75,29 @@ def test_a_node_out_of_service_holds_nothing_and_a_draining_one_only_what_we_run
 
 
 @pytest.mark.django_db
+def _usable(queue) -> dict[str, int]:
+    """The capacity a pass uses: the configured one, lowered to what the executor sees."""
+    return queue_policy(queue, seen=executor_for(queue).capacity_seen(queue)).queue.capacity
+
+
 def test_the_pass_uses_the_usable_capacity_never_below_what_its_jobs_hold(submit, queue):
     """The AWS sample (3 × ml.g5.xlarge) on nodes that hold 1 now: the pass's capacity
     is 1; with two jobs running it is 2 (a node taken out never preempts)."""
     for share in ("qs1", "qs2"):
         submit(share, f"runs-{share}")
     queue.executor = "slurm"  # its executor reports nodes (the jobs were submitted before)
-    queue.slurm_nodes = {"types": {"ml.g5.xlarge": {"total": 3, "usable": 1}}, "nodes": []}
+    queue.capacity_seen = {"types": {"ml.g5.xlarge": {"total": 3, "usable": 1}}, "nodes": []}
     queue.save()
-    assert queue_policy(queue, nodes=True).queue.capacity == {"ml.g5.xlarge": 1}
+    assert _usable(queue) == {"ml.g5.xlarge": 1}
     assert queue_policy(queue).queue.capacity == {"ml.g5.xlarge": 3}
-    queue.slurm_nodes = None
+    queue.capacity_seen = None
     queue.save()
     assert scheduling_pass(queue_id=queue.pk, now=timezone.now()).started
-    queue.slurm_nodes = {"types": {"ml.g5.xlarge": {"total": 3, "usable": 1}}, "nodes": []}
+    queue.capacity_seen = {"types": {"ml.g5.xlarge": {"total": 3, "usable": 1}}, "nodes": []}
     queue.save()
-    assert queue_policy(queue, nodes=True).queue.capacity == {"ml.g5.xlarge": 2}
-    queue.slurm_nodes = {"types": {"ml.g5.xlarge": {"total": 9, "usable": 9}}, "nodes": []}
-    assert queue_policy(queue, nodes=True).queue.capacity == {"ml.g5.xlarge": 3}  # never above
+    assert _usable(queue) == {"ml.g5.xlarge": 2}
+    queue.capacity_seen = {"types": {"ml.g5.xlarge": {"total": 9, "usable": 9}}, "nodes": []}
+    assert _usable(queue) == {"ml.g5.xlarge": 3}  # never above
 
 
 def queue_page(client, bound) -> str:
@@ -110,12 +117,12 @@ def test_a_drained_node_withholds_its_capacity_until_it_is_resumed(
     (the page warns). node2 drained: the queue can use 1 (qs3 reserves it, its job runs
     there), a second job waits for
     capacity; node2 resumed: it starts, on node2."""
-    service.instance_type_set_slurm_resources(
+    slurm_binding.instance_type_set_slurm_resources(
         instance_type=InstanceType.objects.get(name="ml.g5.xlarge"), resources=["--gres=gpu:4"]
     )
     client.force_login(admin)
     service.slurm_reconcile()
-    seen = JobQueue.objects.get(pk=slurm_queue.pk).slurm_nodes
+    seen = JobQueue.objects.get(pk=slurm_queue.pk).capacity_seen
     assert seen["types"]["ml.g5.xlarge"] == {
         "total": 2,
         "usable": 2,
@@ -127,7 +134,7 @@ def test_a_drained_node_withholds_its_capacity_until_it_is_resumed(
     scontrol_node(slurm_cluster, "node2", "state=drain", "reason=test")
     try:
         settle(
-            lambda: JobQueue.objects.get(pk=slurm_queue.pk).slurm_nodes["types"]["ml.g5.xlarge"][
+            lambda: JobQueue.objects.get(pk=slurm_queue.pk).capacity_seen["types"]["ml.g5.xlarge"][
                 "usable"
             ]
             == 1,
@@ -149,7 +156,7 @@ def test_a_drained_node_withholds_its_capacity_until_it_is_resumed(
     finally:
         scontrol_node(slurm_cluster, "node2", "state=resume")
     settle(
-        lambda: JobQueue.objects.get(pk=slurm_queue.pk).slurm_nodes["types"]["ml.g5.xlarge"][
+        lambda: JobQueue.objects.get(pk=slurm_queue.pk).capacity_seen["types"]["ml.g5.xlarge"][
             "usable"
         ]
         == 2,
@@ -174,7 +181,7 @@ def test_a_job_too_big_only_while_nodes_are_out_waits_and_never_fails_for_it(sub
     too_big = submit("qs1", "four", instances=4)
     queue.executor = "slurm"
     queue.runnable_time_limit = 60
-    queue.slurm_nodes = {
+    queue.capacity_seen = {
         "types": {"ml.g5.xlarge": {"total": 3, "usable": 1, "per_node": {"n1": 1, "n2": 2}}},
         "nodes": [
             {"name": "n1", "usable": True, "described": "n1 idle"},
@@ -194,7 +201,7 @@ def test_a_job_too_big_only_while_nodes_are_out_waits_and_never_fails_for_it(sub
     outcome = scheduling_pass(queue_id=queue.pk, now=clock(120))
     assert outcome.failed == [too_big.pk]
     assert fresh(waits).state == "RUNNABLE"
-    queue.slurm_nodes = None
+    queue.capacity_seen = None
     queue.save()
     outcome = scheduling_pass(queue_id=queue.pk, now=clock(130))
     assert outcome.started == [waits.pk]

@@ -7,6 +7,7 @@ from django.urls import reverse
 from fleet.models import JobQueue, QuotaShare, WorkloadClass
 from governance.models import PolicyChange
 from governance.policy.services import queue_set_capacity
+from scheduler.executors.slurm.binding import SlurmBinding
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -181,7 +182,8 @@ def _carried(response) -> dict:
 
 def test_slurm_binding_conflict_lists_its_fields_and_who_saved(admin_client, aws_queue):
     JobQueue.objects.filter(pk=aws_queue.pk).update(
-        version=2, slurm_conf="/etc/slurm/slurm.conf", slurm_partition="gpu"
+        version=2,
+        executor_settings={"slurm": {"conf": "/etc/slurm/slurm.conf", "partition": "gpu"}},
     )
     url = reverse("queue-slurm", args=[aws_queue.pk])
     payload = {
@@ -198,7 +200,7 @@ def test_slurm_binding_conflict_lists_its_fields_and_who_saved(admin_client, aws
     rows = {row.name: row for row in response.context["conflict"]["rows"]}
     assert set(rows) == {"slurm_conf", "slurm_partition"}
     assert rows["slurm_partition"].theirs == "gpu"
-    assert JobQueue.objects.get(pk=aws_queue.pk).slurm_partition == "gpu"
+    assert SlurmBinding.of(JobQueue.objects.get(pk=aws_queue.pk)).partition == "gpu"
 
 
 def test_the_capacity_preview_survives_a_failed_save(admin_client, aws_queue):

@@ -35,7 +35,9 @@ import time
 from celery import signals
 from celery.worker.control import control_command
 
-from scheduler.executors import process, sandbox_check
+from scheduler.executors.process import run as process
+from scheduler.executors.process import sandbox_check
+from scheduler.executors.run_area import JobAccount
 from scheduler.liveness import (
     database_clock_offset,
     liveness_check_seconds,
@@ -162,7 +164,7 @@ def refuse_unsafe_runner(sender=None, **kwargs) -> None:
     check_sandbox(account, _served(sender.app))
 
 
-def check_sandbox(account: process.Account, instance_types: list[str]) -> None:
+def check_sandbox(account: JobAccount, instance_types: list[str]) -> None:
     """What this runner cannot do for its jobs, logged now and recorded on its row
     when it registers; a failing check is itself a problem, never a crash."""
     try:

@@ -1,5 +1,5 @@
 """Writes of the `slurm` executor: a queue's binding to its cluster (its checks and writes:
-scheduler.services.slurm_binding), the submission of
+scheduler.executors.slurm.binding), the submission of
 the runs a pass started, their notice, and the reconciliation of what Slurm runs with
 what the database believes.
 
@@ -20,9 +20,9 @@ A run (an attempt of a job) on Slurm goes through:
   reconciliation after it sends `--batch --signal=USR2` (the same kill, should the
   launcher's timer not have), and Slurm's `--signal=KILL` a kill margin later. The
   capacity stays taken until Slurm reports the job ended.
-- The end, as Slurm reports it, through the same services as the process executor's
-  runner (scheduler.services.runs): an exit code (`job_process_exited`: 0 SUCCEEDED,
-  else FAILED, or stopped when it had notice); a node failure, a cancel by someone else
+- The end, as Slurm reports it, through the same services as a runner's
+  (scheduler.services.runs): an exit code (`job_process_exited`: 0 SUCCEEDED, else
+  FAILED, or stopped when it had notice); a node failure, a cancel by someone else
   or a job Slurm forgot (`job_run_released`: requeued, or stopped when it had notice);
   an attempt whose launcher found the checkpoint held by an older attempt's program
   (`checkpoint_busy`, requeued); Slurm's time limit (`slurm_time_limit`) and a kill for
@@ -47,13 +47,17 @@ from django.db.models import Q
 from django.utils import timezone
 
 from fleet.models import Job, JobQueue, QueueCapacity
-from scheduler.executors import executor_names
-from scheduler.executors.slurm import (
+from scheduler.executors.run_area import RunArea, RunRefused, job_argv, read_status, write_notice
+from scheduler.executors.slurm.binding import (
+    SlurmBinding,
+    instance_type_resources,
+    slurm_executor_queues,
+)
+from scheduler.executors.slurm.client import (
     ENDED_STATES,
     LOST_STATES,
     Cluster,
     Ending,
-    RunFiles,
     SlurmError,
     SlurmJob,
     SlurmNode,
@@ -63,37 +67,34 @@ from scheduler.executors.slurm import (
     launcher_said,
     memory_kill,
     parse_run_name,
-    read_status,
+    prepare_area,
     run_name,
     sbatch_arguments,
-    write_notice,
     write_spec,
 )
-from scheduler.executors.slurm_launch import BUSY_EXIT
+from scheduler.executors.slurm.launch import BUSY_EXIT
 from scheduler.services import passes, runs
-from scheduler.services.slurm_binding import (  # noqa: F401  (re-exported)
-    RESOURCE_OPTIONS,
-    instance_type_set_slurm_resources,
-    queue_bind_slurm,
-    slurm_resources_validate,
-)
 
 logger = logging.getLogger(__name__)
 
 SUBMITTING = "slurm:submitting"
 
-# -- the binding (its checks and writes: scheduler.services.slurm_binding) ------------
+# The causes this executor reports (their wording: `SlurmExecutor.causes`).
+SLURM_REFUSED = "slurm_refused"  # FAILED: Slurm refused the submission (detail: its answer)
+NODE_FAIL = "node_fail"  # REQUEUED: Slurm reports the run's node failed (NODE_FAIL)
+SLURM_LOST = "slurm_lost"  # REQUEUED: Slurm no longer knows a run it ran
+SLURM_CANCELLED = "slurm_cancelled"  # REQUEUED: cancelled in Slurm by someone, not the product
+OUT_OF_MEMORY = "out_of_memory"  # FAILED: Slurm killed it for using more memory than asked
+SLURM_TIME_LIMIT = "slurm_time_limit"  # FAILED: Slurm ended it at its time limit (TIMEOUT)
 
-
-def slurm_executor_queues():
-    """Queues whose executor reconciles on its own tick (no runner): Slurm's."""
-    return JobQueue.objects.filter(executor__in=executor_names(reconciles=True, needs_runner=False))
+# -- the binding (its checks and writes: scheduler.executors.slurm.binding) ------------
 
 
 def cluster_of(queue: JobQueue) -> Cluster:
-    if not queue.slurm_conf or not queue.slurm_partition:
+    binding = SlurmBinding.of(queue)
+    if not binding.conf or not binding.partition:
         raise SlurmError(f"queue {queue.name} is bound to no Slurm cluster and partition")
-    return Cluster(queue.slurm_conf)
+    return Cluster(binding.conf)
 
 
 # -- submission --------------------------------------------------------------------------
@@ -149,16 +150,16 @@ def checkpoint_wait_seconds(job: Job) -> float:
 
 def submit_to_slurm(job: Job, cluster: Cluster) -> str:
     """Write the run's files and sbatch it; the Slurm job id. Nothing is recorded."""
-    queue = job.queue
+    binding = SlurmBinding.of(job.queue)
     user = job_account()  # refused before anything is written
-    files = RunFiles.of(job.pk, job.attempt)
-    files.prepare(user)
+    files = RunArea.of(job.pk, job.attempt)
+    prepare_area(files, user)
     revision = job.definition_revision
     write_spec(
         files,
         job_id=job.pk,
         attempt=job.attempt,
-        argv=list(job.argv),
+        argv=job_argv(job),
         environment=revision.environment if revision is not None else {},
         account=user,
         lock_wait=checkpoint_wait_seconds(job),
@@ -166,10 +167,10 @@ def submit_to_slurm(job: Job, cluster: Cluster) -> str:
     return cluster.submit(
         sbatch_arguments(
             name=run_name(job.pk, job.attempt),
-            partition=queue.slurm_partition,
-            account=queue.slurm_account,
+            partition=binding.partition,
+            account=binding.account,
             instances=job.instances,
-            resources=list(job.instance_type.slurm_resources or []),
+            resources=instance_type_resources(job.instance_type),
             files=files,
             user=user,
             time_limit=revision.wall_clock_limit if revision is not None else None,
@@ -188,10 +189,10 @@ def slurm_submit_run(
     job = Job.objects.select_related("queue", "instance_type", "definition_revision").get(pk=job_id)
     try:
         cluster = cluster_of(job.queue)
-        if not job.argv:
-            raise SlurmError(
-                "the job names no job definition: there is nothing to run", refused=True
-            )
+        try:
+            job_argv(job)
+        except RunRefused as refusal:
+            raise SlurmError(str(refusal), refused=True) from None
         # A job of the run's name is this attempt (names carry it), live or already
         # ended: a submission that timed out may have run and ended before anyone
         # looked; adopting it records its end, submitting again would run it twice.
@@ -213,7 +214,7 @@ def slurm_submit_run(
                 job_id=job_id,
                 attempt=attempt,
                 lease_token=token,
-                cause=runs.SLURM_REFUSED,
+                cause=SLURM_REFUSED,
                 detail={"reason": str(error)},
             )
             return f"refused: {error}"
@@ -272,7 +273,7 @@ def _signal(job: Job, cluster: Cluster, signal_name: str, mark: str, now: dt.dat
             # slurm_launch): written before the signal, what is left of it now.
             left = (job.grace_until - now).total_seconds()
             try:
-                write_notice(RunFiles.of(job.pk, job.attempt), grace_seconds=left)
+                write_notice(RunArea.of(job.pk, job.attempt).notice, grace_seconds=left)
             except OSError as error:
                 # SIGTERM all the same; the launcher then arms no timer of its own and
                 # the reconciliation's SIGUSR2 ends the grace (never early, only later).
@@ -333,8 +334,10 @@ def slurm_reconcile(*, now: dt.datetime | None = None) -> Reconciliation:
     now = now or timezone.now()
     report = Reconciliation()
     clusters: dict[str, list[JobQueue]] = defaultdict(list)
-    for queue in slurm_executor_queues().exclude(slurm_conf=""):
-        clusters[queue.slurm_conf].append(queue)
+    for queue in slurm_executor_queues():
+        conf = SlurmBinding.of(queue).conf
+        if conf:
+            clusters[conf].append(queue)
     for conf, queues in sorted(clusters.items()):
         try:
             _reconcile_cluster(Cluster(conf), queues, now, report)
@@ -398,7 +401,7 @@ def _reconcile_run(
         if extra and _cancel(cluster, duplicate.job_id, why=f"a second Slurm job of {job.pk}"):
             report.cancelled.append(duplicate.job_id)
     slurm = mine[0] if mine else None
-    figures = read_status(RunFiles.of(job.pk, job.attempt).status)
+    figures = read_status(RunArea.of(job.pk, job.attempt).status)
     if slurm is None or slurm.ended:
         _record_end(cluster, job, recorded, slurm, figures, now, report)
         return
@@ -449,7 +452,7 @@ def _deliver_notice(cluster: Cluster, job: Job, now: dt.datetime, report) -> Non
 
 
 # Ends Slurm gives a cause of its own: the program did not end by itself.
-FAILED_CAUSES = {"OUT_OF_MEMORY": runs.OUT_OF_MEMORY, "TIMEOUT": runs.SLURM_TIME_LIMIT}
+FAILED_CAUSES = {"OUT_OF_MEMORY": OUT_OF_MEMORY, "TIMEOUT": SLURM_TIME_LIMIT}
 
 
 def ending_outcome(
@@ -467,16 +470,16 @@ def ending_outcome(
     if busy and ending is not None and ending.exit_code == BUSY_EXIT:
         return "released", runs.CHECKPOINT_BUSY
     if ending is None:
-        return "released", runs.SLURM_LOST
+        return "released", SLURM_LOST
     if ending.state in LOST_STATES:
-        return "released", runs.NODE_FAIL
+        return "released", NODE_FAIL
     killed = ending.exit_code == -9 and ending.state in {"FAILED", "CANCELLED"}
     if over_memory and killed and not noticed:
-        return "failed", runs.OUT_OF_MEMORY
+        return "failed", OUT_OF_MEMORY
     if ending.state == "CANCELLED" and not noticed:
-        return "released", runs.SLURM_CANCELLED
+        return "released", SLURM_CANCELLED
     if ending.exit_code is None:
-        return "released", runs.SLURM_LOST
+        return "released", SLURM_LOST
     if ending.state == "CANCELLED":  # with notice: cancelled before it ran, or by us
         return "stopped", None
     if ending.state in FAILED_CAUSES and not noticed:
@@ -500,7 +503,7 @@ def _record_end(
         "checkpointed": checkpointed,
         "now": now,
     }
-    files = RunFiles.of(job.pk, job.attempt)
+    files = RunArea.of(job.pk, job.attempt)
     busy = bool(launcher_said(files.launcher).get("checkpoint_busy"))
     memory = memory_kill(files.log) if ending is not None and ending.exit_code == -9 else None
     outcome, cause = ending_outcome(
@@ -549,7 +552,7 @@ def nodes_seen(
     nodes: list[SlurmNode], resources: dict[str, list[str]], ours: dict[tuple[str, str], int]
 ) -> dict:
     """What a queue can use of its partition's nodes, per instance type: `total`, what
-    every node holds (by its slurm_resources), and `usable`, what the nodes that take
+    every node holds (by its resources), and `usable`, what the nodes that take
     jobs hold, plus, on a draining node, the instances the queue's own jobs use there
     (they run on; the rest of it takes nothing). `ours[(type, node)]` counts those.
     A type whose resources cannot be read has `usable` None (the pass keeps its
@@ -592,27 +595,27 @@ def _record_nodes(cluster: Cluster, queues: list[JobQueue], live: list[Job], now
     """Record, on each queue, what its partition's nodes can hold now; a queue whose
     figures changed gets a pass (capacity came back, or went)."""
     resources: dict[int, dict[str, list[str]]] = defaultdict(dict)
-    for queue_id, type_name, options in QueueCapacity.objects.filter(queue__in=queues).values_list(
-        "queue_id", "instance_type__name", "instance_type__slurm_resources"
-    ):
-        resources[queue_id][type_name] = list(options or [])
+    for capacity in QueueCapacity.objects.filter(queue__in=queues).select_related("instance_type"):
+        itype = capacity.instance_type
+        resources[capacity.queue_id][itype.name] = instance_type_resources(itype)
     ours: dict[int, dict[tuple[str, str], int]] = defaultdict(lambda: defaultdict(int))
     for job in live:
         for node in expand_hostlist((job.placement or {}).get("nodes", "")):
             ours[job.queue_id][(job.instance_type.name, node)] += 1
     listed: dict[str, list[SlurmNode]] = {}
     for queue in queues:
-        if queue.slurm_partition not in listed:
-            listed[queue.slurm_partition] = cluster.nodes(queue.slurm_partition)
-        seen = nodes_seen(listed[queue.slurm_partition], resources[queue.pk], ours[queue.pk])
-        seen["partition"] = queue.slurm_partition
-        before = dict(queue.slurm_nodes or {})
+        partition = SlurmBinding.of(queue).partition
+        if partition not in listed:
+            listed[partition] = cluster.nodes(partition)
+        seen = nodes_seen(listed[partition], resources[queue.pk], ours[queue.pk])
+        seen["partition"] = partition
+        before = dict(queue.capacity_seen or {})
         before.pop("seen_at", None)
         if before == seen:
             continue
         seen["seen_at"] = now.isoformat()
-        JobQueue.objects.filter(pk=queue.pk).update(slurm_nodes=seen)
-        queue.slurm_nodes = seen
+        JobQueue.objects.filter(pk=queue.pk).update(capacity_seen=seen)
+        queue.capacity_seen = seen
         logger.info("queue %s: Slurm nodes now %s", queue.name, _usable_summary(seen))
         passes.request_pass(queue.pk)
 

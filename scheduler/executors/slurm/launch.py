@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The batch script of every run of the `slurm` executor (scheduler.executors.slurm).
 
-    sbatch [options] slurm_launch.py SPEC
+    sbatch [options] launch.py SPEC
 
 SPEC is the run's JSON spec: {"argv": [...], "environment": {...}, "workdir": "...",
 "lock": ..., "lock_wait": s, "notice": ..., "launcher": ...} (the last four: paths in
@@ -33,9 +33,9 @@ nothing else of the environment Slurm started it with. It stays the program's pa
 
 One attempt at a time on the checkpoint. Before it starts the program the launcher
 takes an exclusive flock on the job's lock file (the spec's `lock`: the job area's
-`lock`, the one the process executor's runner takes), and the program inherits it: the
-lock is held until the launcher *and* every process of the program are gone, whatever
-Slurm or the product believe (a program that outlived its node's slurmd, or its
+`lock`, the one every executor's run takes), and the program inherits it: the lock
+is held until the launcher *and* every process of the program are gone, whatever Slurm
+or the product believe (a program that outlived its node's slurmd, or its
 launcher killed alone). An attempt that finds it held waits up to the spec's
 `lock_wait` seconds (an older attempt being stopped ends within its grace), then gives
 up without running anything: it writes `{"checkpoint_busy": ...}` to the spec's
@@ -58,7 +58,7 @@ import time
 
 ALLOCATION = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL")
 # The launcher's exit when the checkpoint stayed held by an older attempt (EX_TEMPFAIL);
-# the `launcher` file says so (scheduler.services.slurm reads both).
+# the `launcher` file says so (scheduler.executors.slurm.services reads both).
 BUSY_EXIT = 75
 LOCK_POLL_SECONDS = 0.1
 # The launcher's last line on the job's output: "slurm_launch: the program ended at

@@ -28,7 +28,8 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from scheduler.executors import process
+from scheduler.executors.process import run as process
+from scheduler.executors.run_area import JobAccount, job_path
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +37,7 @@ PROBE_TIMEOUT_SECONDS = 30
 READ_CHUNK = 65536
 
 
-def in_child(work, account: process.Account) -> dict:
+def in_child(work, account: JobAccount) -> dict:
     """work() in a forked child running as `account`; its JSON answer, or {"error"}."""
     read_end, write_end = os.pipe()
     pid = os.fork()
@@ -86,20 +87,20 @@ def _explain(path: str, account_name: str) -> str:
     return "not executable by it"
 
 
-def _account_name(account: process.Account) -> str:
+def _account_name(account: JobAccount) -> str:
     if account.uid is None:
         return f"the runner's own account (uid {os.geteuid()})"
     return account.name or f"uid {account.uid}"
 
 
-def interpreter_problem(account: process.Account, interpreter: str) -> str | None:
+def interpreter_problem(account: JobAccount, interpreter: str) -> str | None:
     """None when the job's account can run `interpreter -c pass` in the sandbox."""
     name = _account_name(account)
     isolate = process.network_isolation_problem() is None
     try:
         probe = process.spawn(
             [interpreter, "-c", "pass"],
-            env={"PATH": process.job_path(), "LANG": "C.UTF-8"},
+            env={"PATH": job_path(), "LANG": "C.UTF-8"},
             cwd=Path("/"),
             stdout=subprocess.PIPE,
             account=account,
@@ -142,13 +143,13 @@ def registered_programs(instance_types: Iterable[str]) -> list[str]:
     return sorted({command[0] for command in latest.values() if command})
 
 
-def program_problems(account: process.Account, programs: Iterable[str]) -> list[str]:
+def program_problems(account: JobAccount, programs: Iterable[str]) -> list[str]:
     """One sentence per program the job's account cannot execute from the job's PATH."""
     programs = list(programs)
     if not programs:
         return []
     name = _account_name(account)
-    path = process.job_path()
+    path = job_path()
 
     def check() -> dict:
         missing = {}
@@ -171,7 +172,7 @@ def program_problems(account: process.Account, programs: Iterable[str]) -> list[
 
 def runner_problems(
     *,
-    account: process.Account,
+    account: JobAccount,
     instance_types: Iterable[str],
     interpreter: str | None = None,
 ) -> list[str]:

@@ -18,7 +18,7 @@ are found by name in the whole cluster.
 
 `queue_bind_slurm` and `instance_type_set_slurm_resources` write what passed, outside
 the policy editor (the command, the demo, the benchmarks); they send
-`core.signals.slurm_binding_written`, which the policy history records as a direct
+`core.signals.executor_binding_written`, which the policy history records as a direct
 change.
 """
 
@@ -33,9 +33,14 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
 
-from core.signals import slurm_binding_written
+from core.signals import executor_binding_written
 from fleet.models import InstanceType, Job, JobQueue
-from scheduler.executors.slurm import Cluster, SlurmError
+from scheduler.executors.slurm.client import (
+    EXECUTOR_NAME,
+    Cluster,
+    SlurmError,
+    instances_per_node,
+)
 
 _SLURM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # sbatch options an instance type may ask for: resources and placement only. The run's
@@ -60,6 +65,30 @@ _OPTION = re.compile(r"^--(?P<name>[a-z][a-z-]*)(?:=(?P<value>[A-Za-z0-9_.:,=+-]
 MAX_RESOURCE_OPTIONS = 16
 
 BINDING_FIELDS = ("slurm_conf", "slurm_partition", "slurm_account")
+# Their keys in the queue's `executor_settings[EXECUTOR_NAME]`, and the instance type's.
+_SETTING_KEYS = ("conf", "partition", "account")
+_RESOURCES_KEY = "resources"
+
+
+def queue_settings(queue: JobQueue) -> dict:
+    """This executor's settings on the queue ({} when it has none)."""
+    return dict((queue.executor_settings or {}).get(EXECUTOR_NAME) or {})
+
+
+def instance_type_resources(instance_type: InstanceType) -> list[str]:
+    """The sbatch options of one instance of the type ([] when none are set)."""
+    stored = (instance_type.executor_settings or {}).get(EXECUTOR_NAME) or {}
+    return list(stored.get(_RESOURCES_KEY) or [])
+
+
+def _with_settings(holder: JobQueue | InstanceType, settings: dict) -> dict:
+    """The holder's `executor_settings` with this executor's replaced (dropped when empty)."""
+    others = {
+        name: value
+        for name, value in (holder.executor_settings or {}).items()
+        if name != EXECUTOR_NAME
+    }
+    return {**others, EXECUTOR_NAME: settings} if any(settings.values()) else others
 
 
 def bind_timeout() -> float:
@@ -77,7 +106,12 @@ class SlurmBinding:
 
     @classmethod
     def of(cls, queue: JobQueue) -> SlurmBinding:
-        return cls(queue.slurm_conf, queue.slurm_partition, queue.slurm_account)
+        stored = queue_settings(queue)
+        return cls(*(stored.get(key) or "" for key in _SETTING_KEYS))
+
+    def settings(self) -> dict[str, str]:
+        """The binding as `executor_settings` stores it."""
+        return dict(zip(_SETTING_KEYS, (self.conf, self.partition, self.account), strict=True))
 
     @classmethod
     def from_document(cls, doc) -> SlurmBinding:
@@ -151,13 +185,14 @@ def slurm_binding_validate(
 
 
 def _check_live_runs(queue: JobQueue, binding: SlurmBinding, errors: dict) -> None:
-    if binding.conf == queue.slurm_conf or not queue.slurm_conf or queue.pk is None:
+    current = SlurmBinding.of(queue).conf
+    if binding.conf == current or not current or queue.pk is None:
         return
     live = Job.objects.filter(queue=queue, state__in=Job.HOLDING_STATES).count()
     if live:
         errors.setdefault("slurm_conf", []).append(
             f"{live} job{'s' if live != 1 else ''} of queue '{queue.name}' hold capacity on "
-            f"the cluster of '{queue.slurm_conf}': let them end (or stop them) before moving "
+            f"the cluster of '{current}': let them end (or stop them) before moving "
             "the queue to another cluster"
         )
 
@@ -176,10 +211,8 @@ def slurm_binding_apply(queue: JobQueue, binding: SlurmBinding) -> None:
     """Store a checked binding and take the queue to its next version (an editor open on
     the old one gets a conflict). The nodes seen belong to the old partition."""
     JobQueue.objects.filter(pk=queue.pk).update(
-        slurm_conf=binding.conf,
-        slurm_partition=binding.partition,
-        slurm_account=binding.account,
-        slurm_nodes=None,
+        executor_settings=_with_settings(queue, binding.settings()),
+        capacity_seen=None,
         version=F("version") + 1,
     )
     queue.refresh_from_db()
@@ -194,7 +227,7 @@ def queue_bind_slurm(*, queue: JobQueue, conf: str, partition: str, account: str
     binding = slurm_binding_check(queue=locked, conf=conf, partition=partition, account=account)
     if binding != before:
         slurm_binding_apply(locked, binding)
-        slurm_binding_written.send(
+        executor_binding_written.send(
             sender=JobQueue, instance=locked, before=before.document(), after=binding.document()
         )
         queue.refresh_from_db()  # the caller's object says what was saved
@@ -227,18 +260,121 @@ def slurm_resources_validate(resources) -> list[str]:
     return list(resources)
 
 
+def instance_type_resources_apply(instance_type: InstanceType, resources: list[str]) -> None:
+    """Store checked resources on the instance type."""
+    instance_type.executor_settings = _with_settings(instance_type, {_RESOURCES_KEY: resources})
+    instance_type.save(update_fields=["executor_settings"])
+
+
 def instance_type_set_slurm_resources(*, instance_type: InstanceType, resources) -> InstanceType:
     """Set what one instance of the type asks Slurm for, outside the policy editor
     (recorded as a direct change)."""
     resources = slurm_resources_validate(resources)
-    before = list(instance_type.slurm_resources or [])
+    before = instance_type_resources(instance_type)
     if resources != before:
-        instance_type.slurm_resources = resources
-        instance_type.save(update_fields=["slurm_resources"])
-        slurm_binding_written.send(
+        instance_type_resources_apply(instance_type, resources)
+        executor_binding_written.send(
             sender=InstanceType,
             instance=instance_type,
             before={"slurm_resources": before},
             after={"slurm_resources": resources},
         )
     return instance_type
+
+
+def slurm_executor_queues():
+    """The queues this executor runs."""
+    return JobQueue.objects.filter(executor=EXECUTOR_NAME)
+
+
+def binding_impact(*, queue: JobQueue, binding) -> list[str]:
+    """What saving `binding` would do, in sentences: where the queue's next jobs go, what
+    the partition's nodes fit of the queue's capacity, what happens to running jobs."""
+    before = SlurmBinding.of(queue)
+    after = SlurmBinding.from_document(binding)
+    if after == before:
+        return [f"Nothing changes: the queue stays {before.describe()}."]
+    lines = []
+    if queue.executor != EXECUTOR_NAME:
+        lines.append(
+            f"The queue's executor is {queue.executor}: its jobs do not run on Slurm, so "
+            "the binding is kept for when it does."
+        )
+    if not after.bound:
+        lines.append(
+            "The queue will be bound to no Slurm cluster: none of its jobs can start there."
+        )
+        return lines
+    lines.append(f"Jobs the queue starts from now on are submitted to {after.describe()}.")
+    live = Job.objects.filter(queue=queue, state__in=Job.HOLDING_STATES).count()
+    if live and before.bound:
+        lines.append(
+            f"{live} job{'s' if live != 1 else ''} holding capacity now keep running where "
+            "they are until they end."
+        )
+    try:
+        nodes = Cluster(after.conf, timeout=bind_timeout()).nodes(after.partition)
+    except SlurmError as error:
+        lines.append(f"The cluster did not answer ({error}): the partition's nodes are unknown.")
+        return lines
+    usable = [node for node in nodes if node.usable]
+    lines.append(
+        f"Partition {after.partition} has {len(nodes)} node{'s' if len(nodes) != 1 else ''}, "
+        f"{len(usable)} in service."
+    )
+    for cap in queue.capacities.select_related("instance_type").order_by("instance_type__name"):
+        itype = cap.instance_type
+        resources = instance_type_resources(itype)
+        if not resources:
+            lines.append(
+                f"{itype.name} asks Slurm for no resources yet: set them on the instance type "
+                "before the queue's jobs of that type can start."
+            )
+            continue
+        fits = sum(instances_per_node(resources, node) for node in usable)
+        verdict = "" if fits >= cap.instances else f", {cap.instances - fits} short"
+        lines.append(
+            f"Its nodes in service fit {fits} × {itype.name} "
+            f"({' '.join(resources)}); the queue's capacity is "
+            f"{cap.instances}{verdict}."
+        )
+    return lines
+
+
+class SlurmBindingSchema:
+    """The binding as every executor's (`base.BindingSchema`): documents keyed as the
+    policy history and the API show them (BINDING_FIELDS, `slurm_resources`)."""
+
+    queue_fields = BINDING_FIELDS
+    instance_type_fields = ("slurm_resources",)
+
+    def queue_document(self, queue: JobQueue) -> dict:
+        return SlurmBinding.of(queue).document()
+
+    def queue_validate(self, *, queue: JobQueue, binding) -> tuple[dict, dict[str, list[str]]]:
+        submitted = SlurmBinding.from_document(binding)
+        proposed, errors = slurm_binding_validate(
+            queue=queue,
+            conf=submitted.conf,
+            partition=submitted.partition,
+            account=submitted.account,
+        )
+        return proposed.document(), errors
+
+    def queue_apply(self, *, queue: JobQueue, binding) -> None:
+        slurm_binding_apply(queue, SlurmBinding.from_document(binding))
+
+    def queue_impact(self, *, queue: JobQueue, binding) -> list[str]:
+        return binding_impact(queue=queue, binding=binding)
+
+    def describe(self, binding) -> str:
+        return SlurmBinding.from_document(binding).describe()
+
+    def instance_type_document(self, instance_type: InstanceType) -> dict:
+        return {"slurm_resources": instance_type_resources(instance_type)}
+
+    def instance_type_validate(self, binding) -> dict:
+        return {"slurm_resources": slurm_resources_validate(binding.get("slurm_resources"))}
+
+    def instance_type_apply(self, *, instance_type: InstanceType, binding) -> None:
+        instance_type_resources_apply(instance_type, list(binding["slurm_resources"]))

@@ -8,12 +8,12 @@ Slurm's backfill and any other tool of the site read and act on; and a release i
 cheaper than a submission (both are one RPC to slurmctld), while a submission at start
 carries the attempt's own environment and files, which a job held since submission
 cannot know yet. The partition (and account) are the queue's, so Slurm only places the
-job on nodes that have what the instance type asks for (`InstanceType.slurm_resources`,
+job on nodes that have what the instance type asks for (its resources, `binding`,
 once per node: a job of N instances asks for N nodes).
 
-The program. The batch script is always the same fixed file, `slurm_launch.py` next to
+The program. The batch script is always the same fixed file, `launch.py` next to
 this one; its only argument is the path of the run's spec, a JSON file the product
-writes in the job's area (`RunFiles`): the definition's argument vector, the job's
+writes in the job's area (`run_area.RunArea`): the definition's argument vector, the job's
 whole environment (the definition's variables, `PATH`, `HOME`, `LANG`, `JOB_ID`,
 `JOB_ATTEMPT`, `JOB_CHECKPOINT_DIR`, `JOB_STATUS_FILE`) and its working directory. The
 launcher starts the argument vector itself: no shell reads anything a user gave, and
@@ -23,11 +23,11 @@ notice file before it sends SIGTERM, and the launcher kills the program's group 
 many seconds after SIGTERM arrived (and the job ends at once), rather than Slurm's
 SIGKILL, after which Slurm reports the end only `KillWait` later. The first
 reconciliation after the grace sends `scancel --batch --signal=USR2` (the same kill) as
-the fallback, and Slurm's own kill a kill margin later (`scheduler.services.slurm`).
-The launcher also holds the job's lock (the process executor's `lock` file) while the
+the fallback, and Slurm's own kill a kill margin later (`services`). The launcher also
+holds the job's lock (the area's `lock` file, scheduler.executors.run_area) while the
 program runs, so two attempts never use the checkpoint at once. A definition's
 wall-clock limit is the job's `--time` (whole minutes, rounded up). The job area
-(`JOB_CHECKPOINT_ROOT/job-<id>/`, laid out as the process executor's) must be on a
+(`JOB_CHECKPOINT_ROOT/job-<id>/`, the shared run area) must be on a
 file system the nodes share with the product.
 
 Every command runs with an argument list, `SLURM_CONF` set to the queue's cluster and a
@@ -39,24 +39,27 @@ Names. A run is the Slurm job named `<SLURM_JOB_PREFIX>-<job id>-<attempt>` (its
 comment repeats it): that name is how a run is found (adopted after a crash between the
 submission and the database write), and how a Slurm job of ours that the product does
 not run is recognised (and cancelled) by the reconciliation
-(`scheduler.services.slurm`). This module touches no database row.
+(`scheduler.executors.slurm.services`). This module touches no database row.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import pwd
 import re
 import stat
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
 
-LAUNCHER = Path(__file__).with_name("slurm_launch.py")
+from scheduler.executors.run_area import AccountRule, JobAccount, RunArea
+
+# The executor's name: its queues' `executor`.
+EXECUTOR_NAME = "slurm"
+
+LAUNCHER = Path(__file__).with_name("launch.py")
 
 # Slurm job states (squeue %T) after which nothing of the job runs.
 ENDED_STATES = frozenset(
@@ -414,131 +417,50 @@ class Cluster:
     def kill(self, job_id: str) -> None:
         """The end of the grace: the launcher (the batch script) sends SIGKILL to the
         program's group and ends the same way, so the job ends at once
-        (`slurm_launch`)."""
+        (`launch`)."""
         self.run("scancel", "--batch", "--signal=USR2", job_id)
 
     def cancel(self, job_id: str) -> None:
         self.run("scancel", job_id)
 
 
-# Who runs the job.
+# Who runs the job, and where: the shared rule and area (scheduler.executors.run_area).
 
 
-@dataclass(frozen=True)
-class JobAccount:
-    """The account Slurm runs a job as; uid None: the submitter's own (no --uid)."""
-
-    uid: int | None = None
-    gid: int | None = None
-    name: str = ""
+SUBMITTER_ACCOUNT = AccountRule(
+    "SLURM_JOB_USER", "SLURM_ALLOW_ROOT", "the submitter", "submit as it"
+)
 
 
 def job_account() -> JobAccount:
     """The account Slurm jobs run as, or SlurmError (refused) when none is safe: the
-    process executor's rule (scheduler.executors.process.job_account) for sbatch.
-
-    A root submitter runs jobs as `SLURM_JOB_USER` (sbatch --uid/--gid, root's right),
-    as root only with `SLURM_ALLOW_ROOT=1`; a submitter that is not root runs them as
-    itself and refuses a `SLURM_JOB_USER` that names another account."""
-    wanted = str(getattr(settings, "SLURM_JOB_USER", "") or "")
-    allow_root = bool(getattr(settings, "SLURM_ALLOW_ROOT", False))
-    me = os.geteuid()
-    if wanted:
-        try:
-            entry = pwd.getpwnam(wanted)
-        except KeyError:
-            raise SlurmError(f"SLURM_JOB_USER={wanted!r}: no such account", refused=True) from None
-        if entry.pw_uid == 0 and not allow_root:
-            raise SlurmError(
-                f"SLURM_JOB_USER={wanted!r} is root; name an unprivileged account "
-                "(or set SLURM_ALLOW_ROOT=1 for a local demo)",
-                refused=True,
-            )
-        if me == 0:
-            return JobAccount(uid=entry.pw_uid, gid=entry.pw_gid, name=wanted)
-        if entry.pw_uid != me:
-            raise SlurmError(
-                f"SLURM_JOB_USER={wanted!r}, but the submitter is not root (uid {me}) "
-                "and cannot submit as it",
-                refused=True,
-            )
-        return JobAccount()
-    if me == 0 and not allow_root:
-        raise SlurmError(
-            "the submitter runs as root and SLURM_JOB_USER is not set: Slurm would run "
-            "the job as root; set SLURM_JOB_USER to an unprivileged account "
-            "(SLURM_ALLOW_ROOT=1 only for a local demo)",
-            refused=True,
-        )
-    return JobAccount()
+    shared rule (run_area.AccountRule) for sbatch: a root submitter runs jobs as
+    `SLURM_JOB_USER` (sbatch --uid/--gid, root's right), as root only with
+    `SLURM_ALLOW_ROOT=1`; a submitter that is not root runs them as itself."""
+    return SUBMITTER_ACCOUNT.account(error=_refused)
 
 
-# A run's files, laid out as the process executor's (scheduler.executors.process).
+def _refused(why: str) -> SlurmError:
+    return SlurmError(why, refused=True)
 
 
-def checkpoint_root() -> Path:
-    return Path(getattr(settings, "JOB_CHECKPOINT_ROOT", settings.VAR_DIR / "checkpoints"))
-
-
-@dataclass(frozen=True)
-class RunFiles:
-    area: Path
-    checkpoint: Path
-    workdir: Path
-    status: Path
-    log: Path
-    spec: Path
-    lock: Path  # flocked by the attempt that may use `checkpoint` (the process executor's)
-    notice: Path  # what is left of the grace, written before SIGTERM (the launcher's timer)
-    launcher: Path  # what the launcher says of itself (checkpoint_busy)
-
-    @classmethod
-    def of(cls, job_id: int, attempt: int) -> RunFiles:
-        area = checkpoint_root() / f"job-{job_id}"
-        workdir = area / f"attempt-{attempt}"
-        return cls(
-            area=area,
-            checkpoint=area / "checkpoint",
-            workdir=workdir,
-            status=workdir / "status.json",
-            log=area / f"attempt-{attempt}.log",
-            spec=area / f"attempt-{attempt}.json",
-            lock=area / "lock",
-            notice=area / f"attempt-{attempt}.notice.json",
-            launcher=workdir / "launcher.json",
-        )
-
-    def prepare(self, account: JobAccount | None = None) -> None:
-        """The directories, the job's own ones (checkpoint, working directory) and its
-        output file belonging to its account: Slurm opens the output as the job's user.
-        The area and the root stay the submitter's: traversable, not listable."""
-        account = account or JobAccount()
-        for directory in (checkpoint_root(), self.area):
-            directory.mkdir(parents=True, exist_ok=True)
-            os.chmod(directory, 0o711)
-        for directory in (self.checkpoint, self.workdir):
-            directory.mkdir(exist_ok=True)
-            if account.uid is not None:
-                os.chown(directory, account.uid, account.gid)
-            os.chmod(directory, 0o700)
-        fd = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
-        try:
-            if account.uid is not None:
-                os.fchown(fd, account.uid, account.gid)
-        finally:
-            os.close(fd)
-        # The submitter's, readable: the launcher flocks it through a read-only open.
-        os.close(os.open(self.lock, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644))
-
-
-def job_path() -> str:
-    """The job's PATH: this interpreter's directory first (the nodes share the host's
-    installation), then the system's."""
-    return os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+def prepare_area(files: RunArea, account: JobAccount | None = None) -> None:
+    """The run's directories, and its output file belonging to its account (Slurm opens
+    the output as the job's user), and the lock the launcher flocks through a read-only
+    open (the submitter's, readable)."""
+    account = account or JobAccount()
+    files.prepare(account)
+    fd = os.open(files.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    try:
+        if account.uid is not None:
+            os.fchown(fd, account.uid, account.gid)
+    finally:
+        os.close(fd)
+    os.close(os.open(files.lock, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644))
 
 
 def write_spec(
-    files: RunFiles,
+    files: RunArea,
     *,
     job_id: int,
     attempt: int,
@@ -549,16 +471,7 @@ def write_spec(
 ) -> None:
     """The launcher's instructions: what to exec, with which environment, where; the
     job's lock and how long to wait for it, where the notice and its own word go."""
-    env = {str(key): str(value) for key, value in (environment or {}).items()}
-    env.update(
-        PATH=job_path(),
-        HOME=str(files.workdir),
-        LANG="C.UTF-8",
-        JOB_ID=str(job_id),
-        JOB_ATTEMPT=str(attempt),
-        JOB_CHECKPOINT_DIR=str(files.checkpoint),
-        JOB_STATUS_FILE=str(files.status),
-    )
+    env = files.environment(environment=environment, job_id=job_id, attempt=attempt)
     spec = {
         "argv": [str(arg) for arg in argv],
         "environment": env,
@@ -585,7 +498,7 @@ def sbatch_arguments(
     account: str,
     instances: int,
     resources: list[str],
-    files: RunFiles,
+    files: RunArea,
     user: JobAccount | None = None,
     time_limit: int | None = None,
 ) -> list[str]:
@@ -620,17 +533,6 @@ def time_minutes(seconds: int) -> int:
     """A wall-clock limit in seconds as Slurm's `--time` (whole minutes), rounded up: a
     run is never cut before its definition's limit (at most 59 s after it)."""
     return max(1, -(-int(seconds) // 60))
-
-
-def write_notice(files: RunFiles, *, grace_seconds: float) -> None:
-    """What is left of the grace, for the launcher's timer (`slurm_launch`), written
-    before SIGTERM is sent. Nothing secret: readable by the job's account."""
-    tmp = files.notice.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "w") as handle:
-        json.dump({"grace_seconds": max(0.0, float(grace_seconds))}, handle)
-    os.chmod(tmp, 0o644)  # whatever the umask
-    os.replace(tmp, files.notice)
 
 
 def launcher_said(path: Path) -> dict:
@@ -680,18 +582,3 @@ def memory_kill(log: Path) -> tuple[int, int] | None:
         return None
     used, allowed = found[-1]
     return int(used), int(allowed)
-
-
-def read_status(path: Path) -> tuple[int, int] | None:
-    """(progress, checkpointed) the program last wrote in its status file, or None."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        status = json.loads(os.read(fd, 4096))
-        return int(status.get("progress", 0)), int(status.get("checkpointed", 0))
-    except (OSError, ValueError, TypeError, AttributeError):
-        return None
-    finally:
-        os.close(fd)

@@ -15,7 +15,7 @@ enforced here) and, when the runner is root, as `RUNNER_USER` with no supplement
 groups. A root runner without `RUNNER_USER` refuses to start jobs (unless
 `RUNNER_ALLOW_ROOT=1`, which only the local demo sets): such a run ends FAILED with
 cause `runner_refused` (and a worker that would serve jobs as root does not start at
-all, see `scheduler.executors.runner`). A program the job's account cannot execute (not
+all, see `scheduler.executors.process.worker`). A program the job's account cannot execute (not
 found, or a directory on its way not searchable by it) fails the job with cause
 `runner_refused` naming it, not with an exit code; a runner lists such programs at
 start (`sandbox_check`).
@@ -64,7 +64,7 @@ requeued or ended: fenced) stops the group at once.
 Notice. A victim (reclaim, in-share preemption) or a terminated job is not stopped at
 the decision: it is STOPPING, holding its capacity, until its process is gone. After
 commit the pass broadcasts the notice (`ProcessExecutor.notify`, the `job_notice`
-control command of scheduler.executors.runner); `wake_runs` writes to the run's wake
+control command of scheduler.executors.process.worker); `wake_runs` writes to the run's wake
 pipe, the run renews its lease at once and the reply says how much grace is left on
 the database's clock (`runs.Renewal`). The run sends SIGTERM to the group then, SIGKILL
 when the grace is over, and reports the exit with the status file's figures
@@ -75,7 +75,7 @@ which stops the job at the end of its grace plus `JOB_KILL_MARGIN_SECONDS`
 (`runs.jobs_stop_overdue`); a STOPPING run is not requeued by its lease.
 
 Liveness. A runner worker on PostgreSQL holds a liveness lock for its whole life
-(scheduler.executors.runner) and confirms every `RUNNER_LIVENESS_CHECK_SECONDS` that
+(scheduler.executors.process.worker) and confirms every `RUNNER_LIVENESS_CHECK_SECONDS` that
 it still does (`liveness`). The sweep requeues a dead runner's runs once the lock has
 been free for `RUNNER_DEAD_AFTER_SECONDS` (scheduler.services.runs); so a runner that
 could not confirm its lock stops its processes in time for that, whatever its
@@ -95,17 +95,13 @@ import contextlib
 import ctypes
 import fcntl
 import functools
-import json
 import logging
 import os
-import pwd
 import resource
 import select
 import signal
 import socket
-import stat
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -115,18 +111,25 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 
 from fleet.models import Job
-from scheduler.executors.watchdog import Watchdog
+from scheduler.executors.process.watchdog import Watchdog
+from scheduler.executors.run_area import (
+    SYSTEM_PATH,
+    AccountRule,
+    JobAccount,
+    RunArea,
+    RunRefused,
+    job_argv,
+    read_status,
+)
 from scheduler.services import runs
 
 logger = logging.getLogger(__name__)
 
 TRANSIENT_DB_ERRORS = (OperationalError, InterfaceError)
-SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin")
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
-STATUS_MAX_BYTES = 4096
 LOCK_POLL_SECONDS = 0.1
 FIRST_RETRY_SECONDS = 0.05
 # Seconds between the end of a liveness stop (SIGKILL sent) and the moment the sweep
@@ -159,7 +162,7 @@ def wake_runs(job_ids) -> int:
     return woken
 
 
-class RunnerRefused(Exception):
+class RunnerRefused(RunRefused):
     """The runner will not start this job; the message says why."""
 
 
@@ -210,68 +213,23 @@ class Liveness:
 liveness = Liveness()
 
 
-def checkpoint_root() -> Path:
-    return Path(getattr(settings, "JOB_CHECKPOINT_ROOT", settings.VAR_DIR / "checkpoints"))
-
-
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def job_path() -> str:
-    """PATH of a job: this interpreter's directory first (`python` is the runner's
-    Python where its account may run it), then the system's."""
-    dirs = [str(Path(sys.executable).parent), *SYSTEM_PATH]
-    return ":".join(dict.fromkeys(dirs))
+# Who runs the job: the shared rule (scheduler.executors.run_area).
+
+RUNNER_ACCOUNT = AccountRule("RUNNER_USER", "RUNNER_ALLOW_ROOT", "the runner", "switch to it")
 
 
-# Who runs the job.
-
-
-@dataclass(frozen=True)
-class Account:
-    """The account a job's process runs as; uid None: the runner's own."""
-
-    uid: int | None = None
-    gid: int | None = None
-    name: str = ""
-
-
-def job_account() -> Account:
+def job_account() -> JobAccount:
     """The account jobs run as, or RunnerRefused when none is safe.
 
     A root runner switches to `RUNNER_USER`; it runs jobs as root only with
     `RUNNER_ALLOW_ROOT=1`. A runner that is not root cannot switch: it runs jobs as
     itself, and refuses a `RUNNER_USER` that names another account.
     """
-    wanted = str(getattr(settings, "RUNNER_USER", "") or "")
-    allow_root = bool(getattr(settings, "RUNNER_ALLOW_ROOT", False))
-    me = os.geteuid()
-    if wanted:
-        try:
-            entry = pwd.getpwnam(wanted)
-        except KeyError:
-            raise RunnerRefused(f"RUNNER_USER={wanted!r}: no such account") from None
-        if entry.pw_uid == 0 and not allow_root:
-            raise RunnerRefused(
-                f"RUNNER_USER={wanted!r} is root; name an unprivileged account "
-                "(or set RUNNER_ALLOW_ROOT=1 for a local demo)"
-            )
-        if me == 0:
-            return Account(uid=entry.pw_uid, gid=entry.pw_gid, name=wanted)
-        if entry.pw_uid != me:
-            raise RunnerRefused(
-                f"RUNNER_USER={wanted!r}, but the runner is not root (uid {me}) "
-                "and cannot switch to it"
-            )
-        return Account()
-    if me == 0 and not allow_root:
-        raise RunnerRefused(
-            "the runner runs as root and RUNNER_USER is not set: jobs would run as root; "
-            "set RUNNER_USER to an unprivileged account (RUNNER_ALLOW_ROOT=1 only for a "
-            "local demo)"
-        )
-    return Account()
+    return RUNNER_ACCOUNT.account(error=RunnerRefused)
 
 
 def protect_runner_memory() -> None:
@@ -337,87 +295,6 @@ def cannot_run_message(program: str, error: OSError) -> str:
     )
 
 
-# Where the run lives.
-
-
-@dataclass(frozen=True)
-class RunPaths:
-    area: Path
-    lock: Path
-    log: Path
-    checkpoint: Path
-    workdir: Path
-    status: Path
-
-    @classmethod
-    def of(cls, job_id: int, attempt: int) -> RunPaths:
-        area = checkpoint_root() / f"job-{job_id}"
-        workdir = area / f"attempt-{attempt}"
-        return cls(
-            area=area,
-            lock=area / "lock",
-            log=area / f"attempt-{attempt}.log",
-            checkpoint=area / "checkpoint",
-            workdir=workdir,
-            status=workdir / "status.json",
-        )
-
-    def prepare(self, account: Account) -> None:
-        """Create the directories; the job's own ones belong to its account."""
-        root = checkpoint_root()
-        root.mkdir(parents=True, exist_ok=True)
-        # Traversable, not listable: a job reaches its own directories and no others'.
-        for directory in (root, self.area):
-            directory.mkdir(exist_ok=True)
-            os.chmod(directory, 0o711)
-        for directory in (self.checkpoint, self.workdir):
-            directory.mkdir(exist_ok=True)
-            if account.uid is not None:
-                os.chown(directory, account.uid, account.gid)
-            os.chmod(directory, 0o700)
-
-
-def job_environment(
-    *, environment: dict | None, job_id: int, attempt: int, paths: RunPaths
-) -> dict[str, str]:
-    """The job's whole environment: its definition's variables and the runner's few."""
-    env = {str(key): str(value) for key, value in (environment or {}).items()}
-    env.update(
-        PATH=job_path(),
-        HOME=str(paths.workdir),
-        LANG="C.UTF-8",
-        JOB_ID=str(job_id),
-        JOB_ATTEMPT=str(attempt),
-        JOB_CHECKPOINT_DIR=str(paths.checkpoint),
-        JOB_STATUS_FILE=str(paths.status),
-    )
-    return env
-
-
-def read_status(path: Path) -> tuple[int, int] | None:
-    """(progress, checkpointed) the process last wrote; None before its first write.
-
-    The file is the job's: no symlink is followed, nothing but a small regular file
-    is read, and nothing blocks (a FIFO in its place cannot stall the runner).
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        status = json.loads(os.read(fd, STATUS_MAX_BYTES))
-        return int(status.get("progress", 0)), int(status.get("checkpointed", 0))
-    except (OSError, ValueError, TypeError, AttributeError):
-        return None
-    finally:
-        os.close(fd)
-
-
-# The process.
-
-
 @dataclass(frozen=True)
 class Limits:
     grace: float
@@ -471,7 +348,7 @@ def enter_empty_network() -> None:
 
 
 def _child_setup(
-    rlimits: list[tuple[int, int, int]], runner_pid: int, account: Account, isolate: bool
+    rlimits: list[tuple[int, int, int]], runner_pid: int, account: JobAccount, isolate: bool
 ):
     """What the child does between fork and exec, in this order: leave the network
     (which needs the runner's privileges), drop to the job's account, then set the
@@ -504,7 +381,7 @@ def spawn(
     env: dict[str, str],
     cwd: Path,
     stdout: int,
-    account: Account,
+    account: JobAccount,
     isolate: bool,
     pass_fds: tuple[int, ...] = (),
     rlimits: list[tuple[int, int, int]] | None = None,
@@ -630,7 +507,7 @@ class Run:
         self.deadline = granted + lease_seconds
         self.next_beat = granted + self.heartbeat
         self.retry_delay = FIRST_RETRY_SECONDS
-        self.paths = RunPaths.of(job.pk, attempt)
+        self.paths = RunArea.of(job.pk, attempt)
         self.figures = (job.checkpointed, job.checkpointed)
         self.guard_fired = threading.Event()
         self.stop_grace = self.limits.grace
@@ -756,15 +633,14 @@ class Run:
 
     # Process.
 
-    def start(self, account: Account, lock_fd: int, log_fd: int) -> Group:
-        env = job_environment(
+    def start(self, account: JobAccount, lock_fd: int, log_fd: int) -> Group:
+        env = self.paths.environment(
             environment=getattr(self.job.definition_revision, "environment", None),
             job_id=self.job_id,
             attempt=self.attempt,
-            paths=self.paths,
         )
         process = spawn(
-            [str(arg) for arg in self.job.argv],
+            job_argv(self.job),
             env=env,
             cwd=self.paths.workdir,
             stdout=log_fd,
@@ -839,7 +715,7 @@ class Run:
                 group.stop(grace)
                 return
 
-    def execute(self, account: Account) -> Outcome:
+    def execute(self, account: JobAccount) -> Outcome:
         self.wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         with _wakes_lock:
             _wakes[self.job_id] = wake_write
@@ -852,7 +728,7 @@ class Run:
             os.close(wake_write)
             os.close(self.wake_read)
 
-    def _execute(self, account: Account) -> Outcome:
+    def _execute(self, account: JobAccount) -> Outcome:
         self.paths.prepare(account)
         lock_fd, why = self.acquire_lock()
         if lock_fd is None:
@@ -867,7 +743,7 @@ class Run:
             # Released only after the report: a next attempt starts from what was reported.
             os.close(lock_fd)
 
-    def run_process(self, account: Account, lock_fd: int) -> Outcome:
+    def run_process(self, account: JobAccount, lock_fd: int) -> Outcome:
         log_flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
         log_fd = os.open(self.paths.log, log_flags, 0o640)
         try:
@@ -982,10 +858,9 @@ def run_job(job_id: int, attempt: int) -> str:
     run = Run(job, attempt, token, lease_seconds, granted)
     try:
         account = job_account()
-        if not job.argv:
-            raise RunnerRefused("the job names no job definition: there is nothing to run")
+        job_argv(job)  # refused when there is nothing to run
         run.isolate_network = job_network_isolation(job)
-    except RunnerRefused as refusal:
+    except RunRefused as refusal:
         run.log(logging.ERROR, "refused: %s", refusal)
         run.report(runs.job_run_failed, cause=runs.RUNNER_REFUSED, detail={"reason": str(refusal)})
         return f"refused: {refusal}"
