@@ -160,6 +160,8 @@ class Board:
     ) -> None:
         self.policy = policy
         self.ledger = Ledger(policy)
+        # The queue's victim order sorts every victim list (engine.ordering).
+        self.victim_key = policy.victim_order.key
         shares = range(len(policy.shares))
         self.queues: list[list[tuple]] = [[] for _ in shares]
         # Misconfigured jobs by (type, size), and how many queued jobs have each (type,
@@ -350,7 +352,7 @@ class Board:
     def _run(self, job: Job) -> None:
         key = (job.share, job.itype)
         job.state = RUNNING
-        job.vkey = (job.priority, -job.started_at, -job.start_seq, job.id)
+        job.vkey = self.victim_key(job)
         insort(self.running.setdefault(key, []), (job.vkey, job))
         by_priority = self.running_by_priority.setdefault(key, {})
         by_priority[job.priority] = by_priority.get(job.priority, 0) + job.n
@@ -524,7 +526,7 @@ class Board:
             stopping = self.stopping[job.itype]
             del stopping[bisect_left(stopping, (job.vkey,))]
             job.priority = priority
-            job.vkey = (priority, -job.started_at, -job.start_seq, job.id)
+            job.vkey = self.victim_key(job)
             insort(stopping, (job.vkey, job))
             self.dirty = True
         elif job.state == RUNNING:
@@ -551,6 +553,9 @@ class Board:
         queued jobs that become misconfigured leave in queue order (the order their
         clocks start in), parked jobs that are cured join their queue.
         """
+        if policy.victim_order.key != self.victim_key:
+            # Its victim lists are sorted by the old order; no action changes a queue's.
+            raise ValueError("a policy change keeps the queue's victim order")
         self.policy = policy
         self.ledger.set_policy(policy)
         self.invalidate()

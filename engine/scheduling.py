@@ -9,14 +9,16 @@ what-if replay and the impact preview share every rule.
 
 A pass (spec rule 3): *entitlement* (shares in listed order start heads that fit their
 limit, reclaiming borrowed capacity if needed), *borrowing* (heads of LEND_AND_BORROW
-shares, oldest submission first, then id), *in-share preemption* (listed order).
+shares in the queue's borrowing order), *in-share preemption* (listed order).
 
 Orders and tie-breaks:
 
 - a share's queue: priority (higher first), then submission time, then id; a
   misconfigured job is parked outside the queue, so the head is never one;
-- victim order: priority (lower first), then most recent start, then the later start in
-  that instant's event order (`start_seq`), then id;
+- the borrowing order and the victim order are the queue's, named strategies of
+  engine.ordering (by default rule 3.2's: oldest submission first, then id; and rule
+  4's: priority (lower first), then most recent start, then the later start in that
+  instant's event order (`start_seq`), then id);
 - minimal victim sets: victims are added in victim order until the need is met; then
   each except the last, from the most recently chosen back, is spared if the need is
   still met without it;
@@ -62,7 +64,6 @@ engine.board; victim choice in engine.victims; the pass and its entry points her
 from __future__ import annotations
 
 from collections.abc import Mapping
-from heapq import heapify, heappop, heappush
 
 from .board import (
     NEVER,
@@ -169,12 +170,14 @@ def _entitlement(board: Board, now: int, out: list, held: list[Job]) -> None:
 
 
 def _borrowing(board: Board, now: int, out: list) -> None:
-    """Phase 2: borrowing, first-in first-out across shares (submission time, then id)."""
+    """Phase 2: borrowing, heads across shares in the queue's borrowing order
+    (engine.ordering; by default first-in first-out: submission time, then id)."""
     ledger, rules = board.ledger, board.policy.shares
     last = len(rules)
     head, wait = board.head, board.wait
     need_borrow = board.need[1]
-    order = []
+    order = board.policy.borrowing_order.round(board)
+    offer, next_head = order.offer, order.next
     share = need_borrow.index(True)
     while share < last:
         if rules[share].can_borrow:
@@ -182,13 +185,12 @@ def _borrowing(board: Board, now: int, out: list) -> None:
             if job is None:
                 need_borrow[share] = False
             elif not job.held:
-                order.append((job.submitted_at, job.id, share, job))
+                offer(job)
         else:
             need_borrow[share] = False
         share = need_borrow.index(True, share + 1)
-    heapify(order)
-    while order:
-        _, _, share, job = heappop(order)
+    while (job := next_head()) is not None:
+        share = job.share
         rule = rules[share]
         itype, n = job.itype, job.n
         if ledger.within_limit(rule, itype, n):
@@ -203,7 +205,7 @@ def _borrowing(board: Board, now: int, out: list) -> None:
         if job is None:
             need_borrow[share] = False
         elif not job.held:
-            heappush(order, (job.submitted_at, job.id, share, job))
+            offer(job)
 
 
 def _in_share_preemption(board: Board, now: int, out: list, held: list[Job]) -> None:
