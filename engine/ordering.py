@@ -32,12 +32,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
 from .types import DEFAULT_BORROWING_ORDER, DEFAULT_VICTIM_ORDER
 
-if TYPE_CHECKING:
-    from .board import Board, Job
+# engine.board's Board and Job. Named, not imported: the board reaches this module
+# through engine.quota, and the project keeps its modules free of import cycles.
+Board = Any
+Job = Any
 
 
 class BorrowingRound(Protocol):
