@@ -132,7 +132,7 @@ def in_share_victims(
     total = 0
     for _, victim in board.running[key]:
         if victim.priority >= priority:
-            return None
+            continue  # the queue's victim order need not put lower priorities first
         if protect and victim.protected_from_preempt(now):
             continue
         chosen.append(victim)
