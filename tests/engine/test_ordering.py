@@ -424,3 +424,24 @@ def test_explain_places_a_job_in_the_queues_borrowing_order(orders, borrowing, r
     stored = pickle.loads(pickle.dumps(explainer.standing.detached()))
     for standing in (explainer.standing, stored):
         assert standing.if_submitted(new).borrow_position == ranks.get("d-new", 1)
+
+
+@pytest.mark.parametrize(
+    ("victims", "victim"), [("V1", "low-a"), ("HIGHEST_PRIORITY_FIRST", "low-b")]
+)
+def test_in_share_preemption_takes_lower_priorities_in_the_queues_victim_order(
+    orders, victims, victim
+):
+    """Phase 3 stops only jobs of strictly lower priority than the head, whatever comes
+    first in the queue's victim order (here the higher-priority job `high` does)."""
+    queue = picking(QueueSpec({G: 3}), victims=victims)
+    shares = (ShareSpec("s", {G: 3}, "LEND", in_share_preemption=True),)
+    running = (
+        RunningJob("low-a", "s", 0, G, 1, 0, 0),
+        RunningJob("low-b", "s", 1, G, 1, 0, 1),
+        RunningJob("high", "s", 5, G, 1, 0, 2),
+    )
+    pending = (PendingJob("head", "s", 3, G, 1, 10),)
+    decisions = _passes(queue, shares, running, pending, 20)
+    # (Then, with `low-b` stopped, it stops `low-a` for itself in a later pass.)
+    assert decisions[:2] == (Preempt(victim, "priority", "head", False), Start("head", False))
