@@ -9,7 +9,9 @@ A queue names two orders (`QueueSpec.borrowing_order`, `QueueSpec.victim_order`)
   next head to try with `next()` (which removes it), and after a start offers the
   share's next head. A round may read the board at every `next()`, so an order whose
   keys change with each start (the format's v3 tournament of fair sharing, F2) is
-  recomputed there without a change to the pass.
+  recomputed there without a change to the pass. An order may also have a phase 2b
+  (`rebalance`), run after phase 2 with the pass's tools to stop and start jobs (v3's
+  fair-share preemption, F4); today's has none.
 - A **victim order** says which running jobs are stopped first. `key(job)` sorts every
   victim list of the board (each (share, type)'s running jobs, and the STOPPING jobs of
   a type): reclaim, in-share preemption and a capacity cut take them in that order.
@@ -30,16 +32,18 @@ A new order is a class with these methods and one `register_*` call.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from heapq import heappop, heappush
 from typing import Any, Protocol
 
 from .types import DEFAULT_BORROWING_ORDER, DEFAULT_VICTIM_ORDER
 
-# engine.board's Board and Job. Named, not imported: the board reaches this module
-# through engine.quota, and the project keeps its modules free of import cycles.
+# engine.board's Board and Job, engine.scheduling's PassTools. Named, not imported: both
+# reach this module through engine.quota, and the project keeps its modules free of
+# import cycles.
 Board = Any
 Job = Any
+PassTools = Any
 
 
 class BorrowingRound(Protocol):
@@ -52,6 +56,10 @@ class BorrowingRound(Protocol):
 
 class BorrowingOrder(Protocol):
     name: str
+    # Phase 2b, between borrowing and in-share preemption, or None: given the pass's
+    # tools (engine.scheduling.PassTools), what the order does for the heads that could
+    # not borrow (v3's fair-share preemption, F4, stops borrowers above their share).
+    rebalance: Callable[[PassTools], None] | None
 
     def round(self, board: Board | None) -> BorrowingRound:
         """A round over `board` (None: the heads alone, as a detached explanation asks)."""
@@ -89,9 +97,11 @@ class _FifoRound:
 
 
 class FirstComeFirstServed:
-    """Rule 3.2: oldest submission first, then id (the keys never change in a pass)."""
+    """Rule 3.2: oldest submission first, then id (the keys never change in a pass); a
+    head that cannot borrow waits (no phase 2b)."""
 
     name = DEFAULT_BORROWING_ORDER
+    rebalance = None
 
     def round(self, board: Board | None) -> BorrowingRound:
         return _FifoRound()

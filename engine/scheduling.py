@@ -9,7 +9,8 @@ what-if replay and the impact preview share every rule.
 
 A pass (spec rule 3): *entitlement* (shares in listed order start heads that fit their
 limit, reclaiming borrowed capacity if needed), *borrowing* (heads of LEND_AND_BORROW
-shares in the queue's borrowing order), *in-share preemption* (listed order).
+shares in the queue's borrowing order), the borrowing order's own phase 2b if it has one
+(none today; v3's fair-share preemption is one), *in-share preemption* (listed order).
 
 Orders and tie-breaks:
 
@@ -117,9 +118,32 @@ def _one_pass(board: Board, now: int, out: list) -> None:
     held: list[Job] = []
     _entitlement(board, now, out, held)
     _borrowing(board, now, out)
+    rebalance = board.policy.borrowing_order.rebalance
+    if rebalance is not None:  # phase 2b, the queue's borrowing order's own
+        rebalance(PassTools(board, now, out, held))
     _in_share_preemption(board, now, out, held)
     for victim in held:
         victim.held = False
+
+
+class PassTools:
+    """What a borrowing order's phase 2b (`BorrowingOrder.rebalance`, engine.ordering)
+    may do in a pass: read `board` at `now`, stop victims for a head (`take`) and start a
+    head (`start`), with the pass's own rules for both (notice and waiting, v2; a victim
+    keeps its place and is held for the rest of the pass, v1.1)."""
+
+    __slots__ = ("board", "now", "_out", "_held")
+
+    def __init__(self, board: Board, now: int, out: list, held: list[Job]) -> None:
+        self.board, self.now, self._out, self._held = board, now, out, held
+
+    def take(self, victims: list[Job], cause: str, by: Job) -> bool:
+        """Stop `victims` for `by`; whether `by` may start now (else it waits for
+        victims given notice, V8)."""
+        return _take(self.board, victims, cause, by, self.now, self._out, self._held)
+
+    def start(self, job: Job) -> None:
+        self.board.start(job, self.now, self._out)
 
 
 def _entitlement(board: Board, now: int, out: list, held: list[Job]) -> None:

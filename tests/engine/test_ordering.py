@@ -72,6 +72,8 @@ class KeyedRound:
 
 
 class KeyedBorrowing:
+    rebalance = None
+
     def __init__(self, name: str, key) -> None:
         self.name, self._key = name, key
 
@@ -445,3 +447,63 @@ def test_in_share_preemption_takes_lower_priorities_in_the_queues_victim_order(
     decisions = _passes(queue, shares, running, pending, 20)
     # (Then, with `low-b` stopped, it stops `low-a` for itself in a later pass.)
     assert decisions[:2] == (Preempt(victim, "priority", "head", False), Start("head", False))
+
+
+def preempt_lower_priority_borrowers(tools) -> None:
+    """A phase 2b for the test: a head beyond its share's limit that cannot borrow stops
+    the first job, in victim order, of another share over its limit with a lower
+    priority, then borrows if it now can."""
+    board = tools.board
+    ledger, rules = board.ledger, board.policy.shares
+    for rule in rules:
+        head = board.head(rule.index) if rule.can_borrow else None
+        if head is None or head.held or ledger.within_limit(rule, head.itype, head.n):
+            continue
+        if ledger.borrow_blocker(rule, head.itype, head.n) is None:
+            continue
+        candidates = [
+            job
+            for other in rules
+            if other is not rule
+            and ledger.used(other, head.itype) > other.limits.get(head.itype, 0)
+            for _, job in board.running.get((other.index, head.itype), [])[:1]
+            if job.priority < head.priority
+        ]
+        if not candidates:
+            continue
+        victim = board.policy.victim_order.choose(board, candidates, {})
+        if tools.take([victim], "reclaim", head) and (
+            ledger.borrow_blocker(rule, head.itype, head.n) is None
+        ):
+            tools.start(head)
+
+
+class PreemptingBorrowers(KeyedBorrowing):
+    rebalance = staticmethod(preempt_lower_priority_borrowers)
+
+
+@pytest.mark.parametrize(
+    ("borrowing", "decisions"),
+    [
+        ("FIFO", ()),
+        (
+            "PREEMPTING_BORROWERS",
+            (Preempt("c-borrow", "reclaim", "b-urgent", False), Start("b-urgent", True)),
+        ),
+    ],
+)
+def test_a_borrowing_order_may_bring_its_own_phase_2b(orders, borrowing, decisions):
+    """Today's order has none; an order with one (as v3's fair-share preemption will
+    be) runs it after phase 2 in the full and the fed pass, with the pass's rules."""
+    register_borrowing_order(PreemptingBorrowers("PREEMPTING_BORROWERS", fifo_key))
+    try:
+        queue = picking(QueueSpec({G: 3}), borrowing=borrowing)
+        running = (
+            RunningJob("b-run", "b", 0, G, 1, 0, 0),
+            RunningJob("c-run", "c", 0, G, 1, 0, 1),
+            RunningJob("c-borrow", "c", 0, G, 1, 5, 2),
+        )
+        pending = (PendingJob("b-urgent", "b", 5, G, 1, 10),)
+        assert _passes(queue, BORROW_SHARES, running, pending, 20) == decisions
+    finally:
+        del BORROWING_ORDERS["PREEMPTING_BORROWERS"]
