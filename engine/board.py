@@ -160,8 +160,11 @@ class Board:
     ) -> None:
         self.policy = policy
         self.ledger = Ledger(policy)
-        # The queue's victim order sorts every victim list (engine.ordering).
+        # The queue's orders (engine.ordering), looked up once: the victim order sorts
+        # every victim list; the borrowing order makes phase 2's rounds and may have a
+        # phase 2b.
         self.victim_key = policy.victim_order.key
+        self._adopt_borrowing_order(policy)
         shares = range(len(policy.shares))
         self.queues: list[list[tuple]] = [[] for _ in shares]
         # Misconfigured jobs by (type, size), and how many queued jobs have each (type,
@@ -190,6 +193,10 @@ class Board:
         # first.
         self.blocked: list[Job] = []
         self.invalidate()
+
+    def _adopt_borrowing_order(self, policy: Policy) -> None:
+        self.borrowing_round = policy.borrowing_order.round
+        self.rebalance = policy.borrowing_order.rebalance
 
     # -- what the next pass must look at ------------------------------------------------
 
@@ -558,6 +565,7 @@ class Board:
             raise ValueError("a policy change keeps the queue's victim order")
         self.policy = policy
         self.ledger.set_policy(policy)
+        self._adopt_borrowing_order(policy)
         self.invalidate()
         misconfiguration = policy.misconfiguration
         for share in range(len(policy.shares)):

@@ -118,7 +118,7 @@ def _one_pass(board: Board, now: int, out: list) -> None:
     held: list[Job] = []
     _entitlement(board, now, out, held)
     _borrowing(board, now, out)
-    rebalance = board.policy.borrowing_order.rebalance
+    rebalance = board.rebalance
     if rebalance is not None:  # phase 2b, the queue's borrowing order's own
         rebalance(PassTools(board, now, out, held))
     _in_share_preemption(board, now, out, held)
@@ -200,8 +200,7 @@ def _borrowing(board: Board, now: int, out: list) -> None:
     last = len(rules)
     head, wait = board.head, board.wait
     need_borrow = board.need[1]
-    order = board.policy.borrowing_order.round(board)
-    offer, next_head = order.offer, order.next
+    heads = []
     share = need_borrow.index(True)
     while share < last:
         if rules[share].can_borrow:
@@ -209,10 +208,16 @@ def _borrowing(board: Board, now: int, out: list) -> None:
             if job is None:
                 need_borrow[share] = False
             elif not job.held:
-                offer(job)
+                heads.append(job)
         else:
             need_borrow[share] = False
         share = need_borrow.index(True, share + 1)
+    if not heads:
+        return  # most passes: no round to make
+    order = board.borrowing_round(board)
+    offer, next_head = order.offer, order.next
+    for job in heads:
+        offer(job)
     while (job := next_head()) is not None:
         share = job.share
         rule = rules[share]
