@@ -196,9 +196,9 @@ def _entitlement(board: Board, now: int, out: list, held: list[Job]) -> None:
 def _borrowing(board: Board, now: int, out: list) -> None:
     """Phase 2: borrowing, heads across shares in the queue's borrowing order
     (engine.ordering; by default first-in first-out: submission time, then id)."""
-    ledger, rules = board.ledger, board.policy.shares
+    rules = board.policy.shares
     last = len(rules)
-    head, wait = board.head, board.wait
+    head = board.head
     need_borrow = board.need[1]
     heads = []
     share = need_borrow.index(True)
@@ -212,29 +212,43 @@ def _borrowing(board: Board, now: int, out: list) -> None:
         else:
             need_borrow[share] = False
         share = need_borrow.index(True, share + 1)
-    if not heads:
-        return  # most passes: no round to make
-    order = board.borrowing_round(board)
-    offer, next_head = order.offer, order.next
-    for job in heads:
-        offer(job)
-    while (job := next_head()) is not None:
-        share = job.share
-        rule = rules[share]
-        itype, n = job.itype, job.n
-        if ledger.within_limit(rule, itype, n):
-            startable = n <= ledger.avail(rule, itype)
-        else:
-            startable = ledger.borrow_blocker(rule, itype, n) is None
-        if not startable:
-            wait(1, share, itype, n)
-            continue
-        board.start(job, now, out)
-        job = head(share)
-        if job is None:
-            need_borrow[share] = False
-        elif not job.held:
+    if len(heads) == 1:
+        # One candidate at a time (after a start, its share's next head is again the
+        # only one): every order tries it first, so no round is made (most passes).
+        job = heads[0]
+        while job is not None:
+            job = _borrow(board, job, now, out)
+    elif heads:
+        order = board.borrowing_round(board)
+        offer, next_head = order.offer, order.next
+        for job in heads:
             offer(job)
+        while (job := next_head()) is not None:
+            job = _borrow(board, job, now, out)
+            if job is not None:
+                offer(job)
+
+
+def _borrow(board: Board, job: Job, now: int, out: list) -> Job | None:
+    """Start the head `job` if it can start (within its limit with `n <= avail`, else
+    borrowing under rule 1) and return its share's next head to offer, if any."""
+    ledger = board.ledger
+    share = job.share
+    rule = board.policy.shares[share]
+    itype, n = job.itype, job.n
+    if ledger.within_limit(rule, itype, n):
+        startable = n <= ledger.avail(rule, itype)
+    else:
+        startable = ledger.borrow_blocker(rule, itype, n) is None
+    if not startable:
+        board.wait(1, share, itype, n)
+        return None
+    board.start(job, now, out)
+    job = board.head(share)
+    if job is None:
+        board.need[1][share] = False
+        return None
+    return None if job.held else job
 
 
 def _in_share_preemption(board: Board, now: int, out: list, held: list[Job]) -> None:
