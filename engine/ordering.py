@@ -47,7 +47,8 @@ PassTools = Any
 
 
 class BorrowingRound(Protocol):
-    """Phase 2's order for one pass: heads in, the next head to try out."""
+    """Phase 2's order for one pass: heads in, the next head to try out. Every head
+    offered comes out once (so a lone candidate is tried without a round)."""
 
     def offer(self, job: Job) -> None: ...
 
