@@ -6,7 +6,9 @@ decisions of `schedule(snapshot, now)`; the simulator, the what-if replay and th
 preview run the same pass. The contract is the scenario format
 (`shared/spec/scenario-format.md`); the engine adds one optional job field,
 `protected_until` (seconds): while `now < protected_until` the job is never chosen as a
-reclaim or in-share victim, though a `capacity_change` may still preempt it.
+reclaim or in-share victim, though a `capacity_change` may still preempt it. A queue's
+`borrowing_order` and `victim_order` name the orders its passes choose by
+(`engine.ordering`; today's `FIFO` and `V1`, the defaults, are the only ones).
 
 Interruption contracts (the format's v2): `JobSpec`, `RunningJob` and `PendingJob`
 carry `min_runtime_reclaim`, `min_runtime_preempt`, `grace` and `checkpoint_on_notice`

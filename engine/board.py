@@ -160,6 +160,11 @@ class Board:
     ) -> None:
         self.policy = policy
         self.ledger = Ledger(policy)
+        # The queue's orders (engine.ordering), looked up once: the victim order sorts
+        # every victim list; the borrowing order makes phase 2's rounds and may have a
+        # phase 2b.
+        self.victim_key = policy.victim_order.key
+        self._adopt_borrowing_order(policy)
         shares = range(len(policy.shares))
         self.queues: list[list[tuple]] = [[] for _ in shares]
         # Misconfigured jobs by (type, size), and how many queued jobs have each (type,
@@ -188,6 +193,10 @@ class Board:
         # first.
         self.blocked: list[Job] = []
         self.invalidate()
+
+    def _adopt_borrowing_order(self, policy: Policy) -> None:
+        self.borrowing_round = policy.borrowing_order.round
+        self.rebalance = policy.borrowing_order.rebalance
 
     # -- what the next pass must look at ------------------------------------------------
 
@@ -350,7 +359,7 @@ class Board:
     def _run(self, job: Job) -> None:
         key = (job.share, job.itype)
         job.state = RUNNING
-        job.vkey = (job.priority, -job.started_at, -job.start_seq, job.id)
+        job.vkey = self.victim_key(job)
         insort(self.running.setdefault(key, []), (job.vkey, job))
         by_priority = self.running_by_priority.setdefault(key, {})
         by_priority[job.priority] = by_priority.get(job.priority, 0) + job.n
@@ -524,7 +533,7 @@ class Board:
             stopping = self.stopping[job.itype]
             del stopping[bisect_left(stopping, (job.vkey,))]
             job.priority = priority
-            job.vkey = (priority, -job.started_at, -job.start_seq, job.id)
+            job.vkey = self.victim_key(job)
             insort(stopping, (job.vkey, job))
             self.dirty = True
         elif job.state == RUNNING:
@@ -551,8 +560,12 @@ class Board:
         queued jobs that become misconfigured leave in queue order (the order their
         clocks start in), parked jobs that are cured join their queue.
         """
+        if policy.victim_order.key != self.victim_key:
+            # Its victim lists are sorted by the old order; no action changes a queue's.
+            raise ValueError("a policy change keeps the queue's victim order")
         self.policy = policy
         self.ledger.set_policy(policy)
+        self._adopt_borrowing_order(policy)
         self.invalidate()
         misconfiguration = policy.misconfiguration
         for share in range(len(policy.shares)):

@@ -5,8 +5,9 @@ Everything here reads the engine's own structures; no rule is written a second t
 - `explain(snapshot, now)` builds a `Board` from the snapshot, runs at `now` what
   `schedule` runs (capacity enforcement, time-limit failures, passes to the fixed
   point), and then reads, for every pending job, its place in its share's queue
-  (`Board.queued`), its place in the borrowing phase's first-in first-out order (the
-  heads of LEND_AND_BORROW shares beyond their limit, as `_one_pass` orders them), and
+  (`Board.queued`), its place in the borrowing phase's order (the heads of
+  LEND_AND_BORROW shares beyond their limit, in the queue's borrowing order, as the
+  pass's phase 2 would try them: engine.ordering), and
   the figures behind the engine's reason (`Ledger.blocker`, `Ledger.avail`,
   `Ledger.pool`, `reclaimable`): what it needs, what is free, which RESERVE shares hold
   idle capacity, which jobs of other shares borrow the type.
@@ -31,8 +32,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from heapq import heappop
 
-from .board import FAIL, PENDING, PREEMPT, RUNNING, START, Board, board_from_snapshot
+from .board import FAIL, PENDING, PREEMPT, RUNNING, START, Board, Job, board_from_snapshot
 from .gc_pause import cyclic_gc_paused
+from .ordering import BorrowingRound
 from .quota import Ledger, Policy
 from .scheduling import enforce_capacity, fail_overdue, run_passes
 from .simulator import FINISH, PROTECTION_ENDS, TIME_LIMIT, Replay, SimJob
@@ -153,10 +155,10 @@ class Explainer:
             if queued and rule.can_borrow:
                 head = queued[0]
                 if not ledger.within_limit(rule, head.itype, head.n):
-                    borrow_heads.append((head.submitted_at, head.id))
-        borrow_heads.sort()
+                    borrow_heads.append(_stand_in(head))
+        borrow_heads = _borrowing_sequence(policy.borrowing_order.round(board), borrow_heads)
         self.borrow_heads = borrow_heads
-        self.borrow_rank = {job_id: rank for rank, (_, job_id) in enumerate(borrow_heads, 1)}
+        self.borrow_rank = {head.id: rank for rank, head in enumerate(borrow_heads, 1)}
         self.standing = Standing(board, now, self.queues, borrow_heads, self.borrow_rank)
         explanation = self.standing._explanation
         result: dict[str, Explanation] = {}
@@ -289,10 +291,42 @@ class Standing:
         code = ledger.blocker(rule, itype, n)
         borrow = None
         if rule.can_borrow and not ledger.within_limit(rule, itype, n):
-            borrow = 1 + sum(
-                1 for at, other in self.borrow_heads if (at, other) < (job.submitted_at, job.id)
+            new = Job(
+                id=job.id,
+                share=rule.index,
+                priority=job.priority,
+                itype=itype,
+                n=n,
+                submitted_at=job.submitted_at,
             )
+            heads = [head for head in self.borrow_heads if head.id != job.id]
+            order = policy.borrowing_order.round(self.board)
+            borrow = 1 + _borrowing_sequence(order, [*heads, new]).index(new)
         return self._explanation(job.id, rule, itype, n, code, 1, len(keys) + 1, None, borrow)
+
+
+def _stand_in(head: Job) -> Job:
+    """A copy of a head with what an order reads of it, free of the board (a detached
+    standing is stored)."""
+    return Job(
+        id=head.id,
+        share=head.share,
+        priority=head.priority,
+        itype=head.itype,
+        n=head.n,
+        submitted_at=head.submitted_at,
+    )
+
+
+def _borrowing_sequence(order: BorrowingRound, heads: list[Job]) -> list[Job]:
+    """The heads in the order phase 2 would try them (the queue's borrowing order, no
+    start in between)."""
+    for head in heads:
+        order.offer(head)
+    sequence = []
+    while (head := order.next()) is not None:
+        sequence.append(head)
+    return sequence
 
 
 _MISCONFIGURED = (

@@ -23,7 +23,6 @@ from .types import (
     Fail,
     PendingJob,
     Preempt,
-    QueueSpec,
     RunningJob,
     ShareSpec,
     Snapshot,
@@ -107,13 +106,7 @@ def assess_policy_change(
     if now is None:
         now = _latest_time(snapshot)
     proposed_queue = (
-        snapshot.queue
-        if capacity is None
-        else QueueSpec(
-            capacity=capacity,
-            default_preemption_retries=snapshot.queue.default_preemption_retries,
-            runnable_time_limit=snapshot.queue.runnable_time_limit,
-        )
+        snapshot.queue if capacity is None else replace(snapshot.queue, capacity=capacity)
     )
     proposed = Snapshot(
         queue=proposed_queue,

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from math import inf
 
+from .ordering import borrowing_order, victim_order
 from .strategies import strategy_capabilities
 from .types import (
     BORROW_LIMIT_REACHED,
@@ -89,11 +90,14 @@ class ShareRule:
 
 
 class Policy:
-    """A queue and its shares, compiled once per policy change."""
+    """A queue and its shares, compiled once per policy change (the queue's orders
+    looked up here, once: an unknown name is refused, named)."""
 
     def __init__(self, queue: QueueSpec, shares: Sequence[ShareSpec]) -> None:
         self.queue = queue
         self.capacity: Mapping[str, int] = queue.capacity
+        self.borrowing_order = borrowing_order(queue.borrowing_order)
+        self.victim_order = victim_order(queue.victim_order)
         types = set(queue.capacity)
         for share in shares:
             types.update(share.capacity_limits)

@@ -9,14 +9,17 @@ what-if replay and the impact preview share every rule.
 
 A pass (spec rule 3): *entitlement* (shares in listed order start heads that fit their
 limit, reclaiming borrowed capacity if needed), *borrowing* (heads of LEND_AND_BORROW
-shares, oldest submission first, then id), *in-share preemption* (listed order).
+shares in the queue's borrowing order), the borrowing order's own phase 2b if it has one
+(none today; v3's fair-share preemption is one), *in-share preemption* (listed order).
 
 Orders and tie-breaks:
 
 - a share's queue: priority (higher first), then submission time, then id; a
   misconfigured job is parked outside the queue, so the head is never one;
-- victim order: priority (lower first), then most recent start, then the later start in
-  that instant's event order (`start_seq`), then id;
+- the borrowing order and the victim order are the queue's, named strategies of
+  engine.ordering (by default rule 3.2's: oldest submission first, then id; and rule
+  4's: priority (lower first), then most recent start, then the later start in that
+  instant's event order (`start_seq`), then id);
 - minimal victim sets: victims are added in victim order until the need is met; then
   each except the last, from the most recently chosen back, is spared if the need is
   still met without it;
@@ -62,7 +65,6 @@ engine.board; victim choice in engine.victims; the pass and its entry points her
 from __future__ import annotations
 
 from collections.abc import Mapping
-from heapq import heapify, heappop, heappush
 
 from .board import (
     NEVER,
@@ -116,9 +118,32 @@ def _one_pass(board: Board, now: int, out: list) -> None:
     held: list[Job] = []
     _entitlement(board, now, out, held)
     _borrowing(board, now, out)
+    rebalance = board.rebalance
+    if rebalance is not None:  # phase 2b, the queue's borrowing order's own
+        rebalance(PassTools(board, now, out, held))
     _in_share_preemption(board, now, out, held)
     for victim in held:
         victim.held = False
+
+
+class PassTools:
+    """What a borrowing order's phase 2b (`BorrowingOrder.rebalance`, engine.ordering)
+    may do in a pass: read `board` at `now`, stop victims for a head (`take`) and start a
+    head (`start`), with the pass's own rules for both (notice and waiting, v2; a victim
+    keeps its place and is held for the rest of the pass, v1.1)."""
+
+    __slots__ = ("board", "now", "_out", "_held")
+
+    def __init__(self, board: Board, now: int, out: list, held: list[Job]) -> None:
+        self.board, self.now, self._out, self._held = board, now, out, held
+
+    def take(self, victims: list[Job], cause: str, by: Job) -> bool:
+        """Stop `victims` for `by`; whether `by` may start now (else it waits for
+        victims given notice, V8)."""
+        return _take(self.board, victims, cause, by, self.now, self._out, self._held)
+
+    def start(self, job: Job) -> None:
+        self.board.start(job, self.now, self._out)
 
 
 def _entitlement(board: Board, now: int, out: list, held: list[Job]) -> None:
@@ -169,12 +194,13 @@ def _entitlement(board: Board, now: int, out: list, held: list[Job]) -> None:
 
 
 def _borrowing(board: Board, now: int, out: list) -> None:
-    """Phase 2: borrowing, first-in first-out across shares (submission time, then id)."""
-    ledger, rules = board.ledger, board.policy.shares
+    """Phase 2: borrowing, heads across shares in the queue's borrowing order
+    (engine.ordering; by default first-in first-out: submission time, then id)."""
+    rules = board.policy.shares
     last = len(rules)
-    head, wait = board.head, board.wait
+    head = board.head
     need_borrow = board.need[1]
-    order = []
+    heads = []
     share = need_borrow.index(True)
     while share < last:
         if rules[share].can_borrow:
@@ -182,28 +208,47 @@ def _borrowing(board: Board, now: int, out: list) -> None:
             if job is None:
                 need_borrow[share] = False
             elif not job.held:
-                order.append((job.submitted_at, job.id, share, job))
+                heads.append(job)
         else:
             need_borrow[share] = False
         share = need_borrow.index(True, share + 1)
-    heapify(order)
-    while order:
-        _, _, share, job = heappop(order)
-        rule = rules[share]
-        itype, n = job.itype, job.n
-        if ledger.within_limit(rule, itype, n):
-            startable = n <= ledger.avail(rule, itype)
-        else:
-            startable = ledger.borrow_blocker(rule, itype, n) is None
-        if not startable:
-            wait(1, share, itype, n)
-            continue
-        board.start(job, now, out)
-        job = head(share)
-        if job is None:
-            need_borrow[share] = False
-        elif not job.held:
-            heappush(order, (job.submitted_at, job.id, share, job))
+    if len(heads) == 1:
+        # One candidate at a time (after a start, its share's next head is again the
+        # only one): every order tries it first, so no round is made (most passes).
+        job = heads[0]
+        while job is not None:
+            job = _borrow(board, job, now, out)
+    elif heads:
+        order = board.borrowing_round(board)
+        offer, next_head = order.offer, order.next
+        for job in heads:
+            offer(job)
+        while (job := next_head()) is not None:
+            job = _borrow(board, job, now, out)
+            if job is not None:
+                offer(job)
+
+
+def _borrow(board: Board, job: Job, now: int, out: list) -> Job | None:
+    """Start the head `job` if it can start (within its limit with `n <= avail`, else
+    borrowing under rule 1) and return its share's next head to offer, if any."""
+    ledger = board.ledger
+    share = job.share
+    rule = board.policy.shares[share]
+    itype, n = job.itype, job.n
+    if ledger.within_limit(rule, itype, n):
+        startable = n <= ledger.avail(rule, itype)
+    else:
+        startable = ledger.borrow_blocker(rule, itype, n) is None
+    if not startable:
+        board.wait(1, share, itype, n)
+        return None
+    board.start(job, now, out)
+    job = board.head(share)
+    if job is None:
+        board.need[1][share] = False
+        return None
+    return None if job.held else job
 
 
 def _in_share_preemption(board: Board, now: int, out: list, held: list[Job]) -> None:

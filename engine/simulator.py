@@ -18,6 +18,7 @@ multiple of `checkpoint_interval` and loses the rest (`lost_work`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from heapq import heappop, heappush
 from typing import Any
 
@@ -282,11 +283,7 @@ class Replay:
             self.shares[index] = action.share
             board.set_policy(Policy(self.queue, self.shares))
         elif isinstance(action, SetCapacity):
-            self.queue = type(self.queue)(
-                capacity=action.capacity,
-                default_preemption_retries=self.queue.default_preemption_retries,
-                runnable_time_limit=self.queue.runnable_time_limit,
-            )
+            self.queue = replace(self.queue, capacity=action.capacity)
             board.set_policy(Policy(self.queue, self.shares))
             enforce_capacity(board, self.out)
             self._record(now)

@@ -39,6 +39,10 @@ WAITING_FOR_CAPACITY = "WAITING_FOR_CAPACITY"
 SHARE_LIMIT_REACHED = "SHARE_LIMIT_REACHED"
 BORROW_LIMIT_REACHED = "BORROW_LIMIT_REACHED"
 BLOCKED_BEHIND_HEAD = "BLOCKED_BEHIND_HEAD"
+# Today's orders (engine.ordering registers them): first-come first-served borrowing
+# (rule 3.2) and the v1 victim order (rule 4).
+DEFAULT_BORROWING_ORDER = "FIFO"
+DEFAULT_VICTIM_ORDER = "V1"
 
 
 class FrozenMap(Mapping[str, Any]):
@@ -74,11 +78,17 @@ def _freeze(value: Mapping[str, int]) -> FrozenMap:
 
 @dataclass(frozen=True)
 class QueueSpec:
-    """The job queue: what the service environment can run at once, and queue-wide rules."""
+    """The job queue: what the service environment can run at once, and queue-wide rules.
+
+    `borrowing_order` and `victim_order` name the orders its passes choose by
+    (engine.ordering); the scenario format has no field for them: today's are the
+    default."""
 
     capacity: Mapping[str, int]
     default_preemption_retries: int | None = None
     runnable_time_limit: int | None = None
+    borrowing_order: str = DEFAULT_BORROWING_ORDER
+    victim_order: str = DEFAULT_VICTIM_ORDER
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "capacity", _freeze(self.capacity))

@@ -1,6 +1,9 @@
 """Victim choice: which running jobs a reclaim, an in-share preemption or a capacity
 cut stops, in victim order and as minimal sets (engine.scheduling's docstring gives the
 orders and tie-breaks), and which a reclaim could take now (`reclaimable`).
+
+The victim order is the queue's (engine.ordering): every victim list of the board is
+sorted by its key, and a reclaim asks it which share's first candidate goes next.
 """
 
 from __future__ import annotations
@@ -56,9 +59,10 @@ def reclaim_victims(
                     avail -= max(0, limit - used + count) - max(0, limit - used)
         return avail
 
+    choose = policy.victim_order.choose
     chosen: list[Job] = []
     while avail_after() < n:
-        best: Job | None = None
+        firsts: list[Job] = []
         for share, running in candidates.items():
             other = policy.shares[share]
             used = ledger.used(other, itype) - stopping_use[share].get(itype, 0)
@@ -72,10 +76,11 @@ def reclaim_victims(
             ):
                 position += 1
             cursor[share] = position
-            if position < len(running) and (best is None or running[position][0] < best.vkey):
-                best = running[position][1]
-        if best is None:
+            if position < len(running):
+                firsts.append(running[position][1])
+        if not firsts:
             return None
+        best = choose(board, firsts, removed)
         chosen.append(best)
         cursor[best.share] += 1
         removed[best.share] += best.n
@@ -127,7 +132,7 @@ def in_share_victims(
     total = 0
     for _, victim in board.running[key]:
         if victim.priority >= priority:
-            return None
+            continue  # the queue's victim order need not put lower priorities first
         if protect and victim.protected_from_preempt(now):
             continue
         chosen.append(victim)

@@ -29,8 +29,9 @@ logger = logging.getLogger(__name__)
 # A stored forecast is pickled, so it names the modules of its classes (Stored, WhatIf,
 # History, Clock): raise this whenever one of them moves or changes shape, so that no
 # release reads what another stored (2: they moved into this package's modules; 3: rows
-# carry the calibrated p10–p90 range and WhatIf the record's calibrations).
-STORED_FORMAT = 3
+# carry the calibrated p10–p90 range and WhatIf the record's calibrations; 4: the
+# standing's policy carries the queue's orders and its borrowing heads are jobs).
+STORED_FORMAT = 4
 
 
 def cache_key(queue_id: int) -> str:
