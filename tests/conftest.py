@@ -151,6 +151,8 @@ SPAWNING_FIXTURES = frozenset({"start_worker", "live_server", "slow_server"})
 SPAWNING_FOLDERS = (os.path.join("tests", "scheduler", "runner") + os.sep,)
 
 
+# First: pytest-xdist's own hook reads the groups to send each group to one worker.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         path = str(item.path)
