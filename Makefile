@@ -38,7 +38,7 @@ demo: install
 # pytest-xdist's processes for `make test` (TEST_WORKERS=0: none, all in this one).
 # Tests that start processes of their own (marker spawns) run one after another on one
 # of them (tests/conftest.py); each gets its own database, Redis database and var/
-# folder (tests/xdist_env.py).
+# folder (config/test_workers.py).
 TEST_WORKERS ?= 2
 
 test: install

@@ -20,7 +20,11 @@ import dj_database_url
 from csp.constants import NONCE, NONE, SELF, UNSAFE_INLINE
 from django.core.exceptions import ImproperlyConfigured
 
+from config.test_workers import own_services
+
 BASE_DIR = Path(__file__).resolve().parent.parent
+# Under pytest-xdist, this worker's own Redis database and var/ (config/test_workers.py).
+own_services(os.environ, BASE_DIR)
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
