@@ -22,14 +22,14 @@ from demo.history import (
 )
 from demo.organisation import seed_demo
 from engine import CONTRACT_FIELDS, result_to_json, simulate
-from fleet.bridge import engine_id, engine_share_document
+from fleet.bridge import engine_id
 from fleet.models import Job, JobEvent, JobQueue
-from fleet.selectors import queue_document, share_document
+from fleet.selectors import queue_document
 from governance.dashboards.selectors.reads import dashboard_rollups
 from governance.models import ExceptionRequest, MonthlyRollup, PolicyChange
 from governance.whatif import services
 from tests.governance.whatif.conftest import run_now
-from tests.governance.whatif.test_demo_philly import DRAFT, headline
+from tests.governance.whatif.test_demo_philly import DRAFT, headline, live_and_draft_shares
 
 # The three replayed months end at a fixed month, so the figures are the same whatever
 # today's date (the demo itself ends them at the current month's start).
@@ -179,17 +179,7 @@ def test_the_demos_default_what_if_shows_what_the_draft_changes(capsys, history)
         results["draft"]["overall"]["waiting_mean"] > results["current"]["overall"]["waiting_mean"]
     )
 
-    live = [
-        engine_share_document(share_document(share))
-        for share in philly.shares.select_related("team").prefetch_related("limits__instance_type")
-    ]
-    draft = []
-    for share in live:
-        edit = next((item for item in DRAFT if item["name"] == share["name"]), {})
-        changed = {**share, **edit}
-        if changed["strategy"] != "LEND_AND_BORROW":
-            changed.pop("borrow_limit", None)
-        draft.append(changed)
+    live, draft = live_and_draft_shares(philly)
     for key, shares in (("current", live), ("draft", draft)):
         result = result_to_json(simulate(recorded_document(philly, shares, start, end, key)))
         figures = results[key]["overall"]

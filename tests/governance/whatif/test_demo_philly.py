@@ -35,6 +35,22 @@ DRAFT = (
 )
 
 
+def live_and_draft_shares(queue) -> tuple[list[dict], list[dict]]:
+    """The queue's shares as the engine reads them, today and with DRAFT applied."""
+    live = [
+        engine_share_document(share_document(share))
+        for share in queue.shares.select_related("team").prefetch_related("limits__instance_type")
+    ]
+    draft = []
+    for share in live:
+        edit = next((item for item in DRAFT if item["name"] == share["name"]), {})
+        changed = {**share, **edit}
+        if changed["strategy"] != "LEND_AND_BORROW":
+            changed.pop("borrow_limit", None)
+        draft.append(changed)
+    return live, draft
+
+
 @pytest.fixture
 def philly(admin):
     seed_workload_classes(admin)
@@ -155,17 +171,7 @@ def test_the_headline_figures_equal_simulate_of_the_same_document(admin, philly)
 
     origin, rows = window_rows()
     queue = queue_document(philly)
-    live = [
-        engine_share_document(share_document(share))
-        for share in philly.shares.select_related("team").prefetch_related("limits__instance_type")
-    ]
-    draft = []
-    for share in live:
-        edit = next((item for item in DRAFT if item["name"] == share["name"]), {})
-        changed = {**share, **edit}
-        if changed["strategy"] != "LEND_AND_BORROW":
-            changed.pop("borrow_limit", None)
-        draft.append(changed)
+    live, draft = live_and_draft_shares(philly)
     simulated = {
         key: result_to_json(simulate(document(shares, queue, origin, rows, key)))
         for key, shares in (("current", live), ("draft", draft))
