@@ -674,7 +674,9 @@ def _binding_change(spec: QueueSpec, queue: JobQueue | None, problems) -> Change
     if binding == before:
         return None
     action = ADDED if not before["slurm_conf"] else CHANGED
-    return Change(PolicyChange.Target.QUEUE_SLURM, action, spec.name, spec.name, before, binding)
+    return Change(
+        PolicyChange.Target.EXECUTOR_BINDING, action, spec.name, spec.name, before, binding
+    )
 
 
 def _order_capacity(plan: QueuePlan, live: LiveQueue, warnings: list[str]) -> None:
