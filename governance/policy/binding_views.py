@@ -130,21 +130,26 @@ def instance_types(request):
     )
 
 
+def _saved_or_none(request, form, saved) -> HttpResponse | None:
+    """A posted instance-type form saved (or proposed): where to go next; None when the
+    page is shown again (nothing posted, or the form's errors, the service's included)."""
+    if request.method != "POST" or not form.is_valid():
+        return None
+    try:
+        write = form.save(actor=request.user)
+    except PolicyError:
+        return None
+    return after_policy_write(request, write, applied=lambda done: saved(request, done))
+
+
 @require_http_methods(["GET", "POST"])
 def instance_type_price(request, pk: int):
     rules.require(request.user, "policy.edit")
     itype = get_object_or_404(InstanceType, pk=pk)
     currency = settings.COST_CURRENCY
     form = InstanceTypePriceForm(request.POST or None, instance_type=itype, currency=currency)
-    if request.method == "POST" and form.is_valid():
-        try:
-            saved = form.save(actor=request.user)
-        except PolicyError:
-            pass
-        else:
-            return after_policy_write(
-                request, saved, applied=lambda write: _price_saved(request, write)
-            )
+    if done := _saved_or_none(request, form, _price_saved):
+        return done
     return render(
         request,
         "governance/instance_types/price.html",
@@ -186,15 +191,8 @@ def instance_type_binding(request, pk: int):
     if executor not in executors:
         return _no_settings(request, instance_type=itype, executor=executor, status=404)
     form = InstanceTypeBindingForm(request.POST or None, instance_type=itype, executor=executor)
-    if request.method == "POST" and form.is_valid():
-        try:
-            saved = form.save(actor=request.user)
-        except PolicyError:
-            pass
-        else:
-            return after_policy_write(
-                request, saved, applied=lambda write: _type_binding_saved(request, write)
-            )
+    if done := _saved_or_none(request, form, _type_binding_saved):
+        return done
     return render(
         request,
         "governance/instance_types/binding.html",
