@@ -38,7 +38,10 @@ from fleet.models import (
 )
 from governance.models import PolicyChange
 from governance.policy.services import ShareData, queue_create, share_create
-from governance.policy.slurm_binding import instance_type_set_resources, queue_set_slurm_binding
+from governance.policy_code.slurm_binding import (
+    instance_type_set_resources,
+    queue_set_slurm_binding,
+)
 from scheduler.services.job_definitions import DefinitionData, definition_register
 from scheduler.services.jobs import JobData, jobs_submit
 

@@ -28,22 +28,22 @@ class GovernanceConfig(AppConfig):
         every proposal can be approved and every change reverted in any process."""
         from governance.directory import services as directory  # noqa: F401
         from governance.policy import (  # noqa: F401
+            executor_binding,
             membership,
             prices,
             services,
-            slurm_binding,
             workload_classes,
         )
 
     @staticmethod
     def _record_binding_changes() -> None:
-        """Slurm bindings written outside the policy editor (`manage.py slurm_bind`)
+        """Executor bindings written outside the policy editor (an executor's command)
         reach the policy history as direct changes."""
         from core.signals import executor_binding_written
-        from governance.policy import slurm_binding
+        from governance.policy import executor_binding
 
         executor_binding_written.connect(
-            slurm_binding.record_direct_binding_change, dispatch_uid="slurm_binding.direct"
+            executor_binding.record_direct_binding_change, dispatch_uid="executor_binding.direct"
         )
 
     @staticmethod

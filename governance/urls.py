@@ -5,8 +5,8 @@ from django.urls import path
 from rest_framework.routers import SimpleRouter
 
 from governance import system
+from governance.policy import binding_views as binding
 from governance.policy import history_views as history
-from governance.policy import slurm_views as slurm
 from governance.policy import team_views as teams
 from governance.policy import urgency_views as urgency
 from governance.policy import views as policy
@@ -28,11 +28,19 @@ urlpatterns = [
         policy.queue_capacity_impact,
         name="queue-capacity-impact",
     ),
-    path("queues/<int:pk>/slurm/", slurm.queue_slurm, name="queue-slurm"),
-    path("queues/<int:pk>/slurm/impact/", slurm.queue_slurm_impact, name="queue-slurm-impact"),
-    path("instance-types/", slurm.instance_types, name="instance-type-list"),
-    path("instance-types/<int:pk>/slurm/", slurm.instance_type_slurm, name="instance-type-slurm"),
-    path("instance-types/<int:pk>/price/", slurm.instance_type_price, name="instance-type-price"),
+    path("queues/<int:pk>/binding/", binding.queue_binding, name="queue-binding"),
+    path(
+        "queues/<int:pk>/binding/impact/",
+        binding.queue_binding_impact,
+        name="queue-binding-impact",
+    ),
+    path("instance-types/", binding.instance_types, name="instance-type-list"),
+    path(
+        "instance-types/<int:pk>/binding/",
+        binding.instance_type_binding,
+        name="instance-type-binding",
+    ),
+    path("instance-types/<int:pk>/price/", binding.instance_type_price, name="instance-type-price"),
     path("queues/<int:pk>/policy-code/", policy_code.queue_policy_code, name="queue-policy-code"),
     path(
         "queues/<int:pk>/policy-code/<str:format>/download/",
@@ -87,4 +95,18 @@ urlpatterns = [
         name="workload-class-delete",
     ),
     *router.urls,
+    # An executor's own binding address from before the generic page (bookmarks);
+    # last, so every page above is matched first.
+    path(
+        "queues/<int:pk>/<slug:executor>/",
+        binding.legacy_binding,
+        {"holder": "queue"},
+        name="queue-binding-legacy",
+    ),
+    path(
+        "instance-types/<int:pk>/<slug:executor>/",
+        binding.legacy_binding,
+        {"holder": "instance_type"},
+        name="instance-type-binding-legacy",
+    ),
 ]

@@ -29,6 +29,14 @@ from fleet.models import (
 from governance.filters import PolicyChangeFilter, ShareFilter
 from governance.models import PolicyChange
 from governance.policy import serializers as api
+from governance.policy.executor_binding import (
+    instance_type_binding_document,
+    instance_type_binding_set,
+    instance_type_fields_given,
+    queue_binding_document,
+    queue_binding_field_names,
+    queue_binding_set,
+)
 from governance.policy.membership import TeamData, team_delete, team_save
 from governance.policy.prices import instance_type_price_set
 from governance.policy.services import (
@@ -42,12 +50,6 @@ from governance.policy.services import (
     share_update,
     urgency_document,
     urgency_save,
-)
-from governance.policy.slurm_binding import (
-    BINDING_FIELDS,
-    instance_type_set_resources,
-    queue_binding_document,
-    queue_set_slurm_binding,
 )
 from governance.policy.workload_classes import (
     workload_class_delete,
@@ -109,26 +111,29 @@ class InstanceTypeViewSet(viewsets.ModelViewSet, ApiViewSet):
 
     @extend_schema(
         summary="Change an instance type (admins)",
-        description="A PATCH of `slurm_resources` (with a `reason`, and nothing else) is a "
-        "policy write: recorded in the policy history, and with review required answered "
-        "202 with the proposal. Other fields are plain record edits.",
+        description="A PATCH of an executor's settings (the fields of its binding schema, "
+        "with a `reason`, and nothing else; left out: kept) is a policy write: recorded "
+        "in the policy history, and with review required answered 202 with the "
+        "proposal. Other fields are plain record edits.",
         request=api.InstanceTypeSerializer,
         responses={200: api.InstanceTypeSerializer, 202: ProposalSerializer},
     )
     def partial_update(self, request, *args, **kwargs):
-        if "slurm_resources" not in request.data:
+        executor, given = instance_type_fields_given(request.data)
+        if executor is None:
             return super().partial_update(request, *args, **kwargs)
         itype = self.get_object()
-        others = sorted(set(request.data) - {"slurm_resources", "reason"})
+        others = sorted(set(request.data) - set(given) - {"reason"})
         if others:
             raise InvalidInput(
-                {others[0]: ["change the Slurm resources in a request of their own"]}
+                {others[0]: ["change the executor's settings in a request of their own"]}
             )
-        data = self.parse(api.InstanceTypeResourcesSerializer)
-        write = instance_type_set_resources(
+        data = self.parse(api.BindingReasonSerializer)
+        write = instance_type_binding_set(
             actor=request.user,
             instance_type=itype,
-            resources=data["slurm_resources"],
+            executor=executor,
+            binding={**instance_type_binding_document(itype, executor), **given},
             reason=data["reason"],
         )
         return self.written(write, api.InstanceTypeSerializer)
@@ -241,12 +246,12 @@ def _team_data(values: dict, *, base: Team | None) -> TeamData:
         responses={201: api.QueueOutputSerializer},
     ),
     partial_update=extend_schema(
-        summary="Replace a queue's capacity map, or change its Slurm binding (admins)",
-        description="Send the whole new `capacity` map, or the Slurm binding's fields "
-        "(`slurm_conf`, `slurm_partition`, `slurm_account`; left out: kept), with a "
-        "`reason` and the `version` you read. The partition is asked of the cluster "
-        "(within SLURM_BIND_TIMEOUT); a cluster that does not answer is a 400 on "
-        "`slurm_conf` and nothing is saved. With review required: 202 and the proposal.",
+        summary="Replace a queue's capacity map, or change its executor binding (admins)",
+        description="Send the whole new `capacity` map, or the executor binding's fields "
+        "(its binding schema's, at the top level or in `binding`; left out: kept), with "
+        "a `reason` and the `version` you read. A changed binding is checked with the "
+        "executor (its live check, within its timeout); a problem is a 400 naming the "
+        "field and nothing is saved. With review required: 202 and the proposal.",
         request=api.QueueCapacitySerializer,
         responses=api.QueueOutputSerializer,
     ),
@@ -272,13 +277,15 @@ class QueueViewSet(ApiViewSet):
 
     def partial_update(self, request, pk=None):
         queue = self.get_object()
-        data = self.parse(api.QueueCapacitySerializer)
+        data = self.parse(
+            api.QueueCapacitySerializer,
+            context={"binding_fields": queue_binding_field_names(queue)},
+        )
         if "capacity" not in data:
-            current = queue_binding_document(queue)
-            write = queue_set_slurm_binding(
+            write = queue_binding_set(
                 actor=request.user,
                 queue=queue,
-                binding={name: data.get(name, current[name]) for name in BINDING_FIELDS},
+                binding={**queue_binding_document(queue), **data["binding"]},
                 reason=data["reason"],
                 expected_version=data["version"],
             )

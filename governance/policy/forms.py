@@ -29,7 +29,7 @@ from fleet.models import (
 )
 from fleet.models import UrgencyDefinition as Urgency
 from governance.models import PolicyChange
-from governance.policy import prices, services, slurm_binding, workload_classes
+from governance.policy import executor_binding, prices, services, workload_classes
 from governance.policy.membership import TeamData, team_save, team_validate
 from governance.policy.reviewable import reason_problems
 from governance.policy.services import PolicyError, PolicyWrite, ShareData
@@ -413,53 +413,80 @@ class CapacityForm(LimitRowsMixin, PolicyForm):
             raise
 
 
-# The executor binding: a queue's Slurm cluster and an instance type's Slurm resources
-# (governance.policy.slurm_binding; every check is scheduler.executors.slurm.binding's).
+# The executor binding: a queue's settings for its executor and an instance type's
+# (governance.policy.executor_binding). The fields are the executor's binding schema's,
+# so a new executor's settings need no form here.
 
 
-class SlurmBindingForm(PolicyForm):
-    """A queue's Slurm cluster (its slurm.conf), partition and account; all empty unbinds."""
+def _binding_field(field) -> forms.CharField:
+    if field.many:
+        return forms.CharField(
+            label=field.label,
+            help_text=f"{field.help} One a line.".strip(),
+            required=False,
+            max_length=field.max_length,
+            widget=forms.Textarea(attrs={"rows": 3}),
+        )
+    return forms.CharField(
+        label=field.label, help_text=field.help, required=False, max_length=field.max_length
+    )
 
-    slurm_conf = forms.CharField(
-        label="Slurm cluster (slurm.conf)",
-        required=False,
-        max_length=500,
-        help_text="The absolute path of the cluster's slurm.conf (what SLURM_CONF names).",
-    )
-    slurm_partition = forms.CharField(
-        label="Partition",
-        required=False,
-        max_length=64,
-        help_text="A partition of that cluster; it is checked with the cluster when you save.",
-    )
-    slurm_account = forms.CharField(
-        label="Account",
-        required=False,
-        max_length=64,
-        help_text="Leave empty for the user's default account.",
-    )
+
+def _binding_initial(described, document: dict) -> dict:
+    return {
+        field.name: "\n".join(document.get(field.name) or [])
+        if field.many
+        else document.get(field.name) or ""
+        for field in described
+    }
+
+
+class _BindingForm(PolicyForm):
+    """The fields of `described` (scheduler.executors.base.BindingField), then a reason."""
+
+    def _add_binding_fields(self, described) -> None:
+        self.described = list(described)
+        reason = self.fields.pop("reason")
+        for field in self.described:
+            self.fields[field.name] = _binding_field(field)
+        self.fields["reason"] = reason
+
+    def binding_fields(self):
+        return [self[field.name] for field in self.described]
+
+    def binding(self) -> dict:
+        return {
+            field.name: (self.cleaned_data.get(field.name) or "").split()
+            if field.many
+            else self.cleaned_data.get(field.name) or ""
+            for field in self.described
+        }
+
+
+class QueueBindingForm(_BindingForm):
+    """A queue's settings for its executor."""
+
     version = forms.IntegerField(widget=forms.HiddenInput, required=False)
     reason = _reason_field()
 
     def __init__(self, *args, queue: JobQueue, **kwargs):
+        described = executor_binding.queue_binding_fields(queue.executor)
         if _unbound(args, kwargs):
             kwargs.setdefault(
                 "initial",
                 {
                     "version": queue.version,
-                    **slurm_binding.queue_binding_document(queue),
+                    **_binding_initial(described, executor_binding.queue_binding_document(queue)),
                 },
             )
         super().__init__(*args, **kwargs)
         self.queue = queue
+        self._add_binding_fields(described)
         self.fields["reason"].widget.attrs.update(NO_PREVIEW)
-
-    def binding(self) -> dict[str, str]:
-        return {name: self.cleaned_data.get(name) or "" for name in slurm_binding.BINDING_FIELDS}
 
     def save(self, *, actor) -> PolicyWrite:
         try:
-            return slurm_binding.queue_set_slurm_binding(
+            return executor_binding.queue_binding_set(
                 actor=actor,
                 queue=self.queue,
                 binding=self.binding(),
@@ -471,41 +498,28 @@ class SlurmBindingForm(PolicyForm):
             raise
 
 
-class SlurmResourcesForm(PolicyForm):
-    """The sbatch options of one instance of a type, one option per line (or spaces)."""
+class InstanceTypeBindingForm(_BindingForm):
+    """What one instance of a type asks one executor for."""
 
-    slurm_resources = forms.CharField(
-        label="Slurm resources of one instance",
-        required=False,
-        max_length=2000,
-        widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="sbatch options, e.g. --gres=gpu:a100:1 for a GPU, or --exclusive "
-        "--constraint=a100 for a whole node. Empty: none.",
-    )
     reason = _reason_field()
 
-    def __init__(self, *args, instance_type: InstanceType, **kwargs):
+    def __init__(self, *args, instance_type: InstanceType, executor: str, **kwargs):
+        described = executor_binding.instance_type_binding_fields(executor)
         if _unbound(args, kwargs):
-            kwargs.setdefault(
-                "initial",
-                {
-                    "slurm_resources": "\n".join(
-                        slurm_binding.instance_type_resources(instance_type)
-                    )
-                },
-            )
+            document = executor_binding.instance_type_binding_document(instance_type, executor)
+            kwargs.setdefault("initial", _binding_initial(described, document))
         super().__init__(*args, **kwargs)
         self.instance_type = instance_type
-
-    def resources(self) -> list[str]:
-        return (self.cleaned_data.get("slurm_resources") or "").split()
+        self.executor = executor
+        self._add_binding_fields(described)
 
     def save(self, *, actor) -> PolicyWrite:
         try:
-            return slurm_binding.instance_type_set_resources(
+            return executor_binding.instance_type_binding_set(
                 actor=actor,
                 instance_type=self.instance_type,
-                resources=self.resources(),
+                executor=self.executor,
+                binding=self.binding(),
                 reason=self.cleaned_data.get("reason") or "",
             )
         except PolicyError as error:

@@ -22,6 +22,7 @@ from governance.policy.forms import RevertForm
 from governance.policy.selectors import policy_history
 from governance.policy.services import PolicyError, changed_fields
 from governance.proposals.messages import after_policy_write
+from scheduler.services.executor_bindings import binding_field_labels
 
 PAGE_SIZE = 20
 
@@ -54,10 +55,6 @@ FIELD_LABELS = {
     "min_runtime_preempt": "Protected from in-share preemption (s)",
     "grace": "Notice before stopping (s)",
     "checkpoint_on_notice": "Checkpoints on notice within (s)",
-    "slurm_conf": "Slurm cluster (slurm.conf)",
-    "slurm_partition": "Slurm partition",
-    "slurm_account": "Slurm account",
-    "slurm_resources": "Slurm resources of one instance",
 }
 
 
@@ -70,7 +67,8 @@ def fragment_or_page(request, page_template: str, fragment_template: str, contex
 
 
 def field_label(key: str) -> str:
-    return FIELD_LABELS.get(key, key.replace("_", " ").capitalize())
+    label = FIELD_LABELS.get(key) or binding_field_labels().get(key)
+    return label or key.replace("_", " ").capitalize()
 
 
 def display_value(key: str, value) -> str:
@@ -81,10 +79,9 @@ def display_value(key: str, value) -> str:
         return "does not checkpoint on notice"
     if value is None:
         return "—"
-    if key.startswith("slurm_") and value in ("", []):
-        return "none (the user's default)" if key == "slurm_account" else "none"
-    if key == "slurm_resources" and isinstance(value, list):
-        return " ".join(value)
+    if key in binding_field_labels():
+        # An executor's setting: words of one option list, "" or [] for none.
+        return (" ".join(value) if isinstance(value, list) else str(value)) or "none"
     if isinstance(value, bool):
         return "on" if value else "off"
     if key == "borrow_limit":

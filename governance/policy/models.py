@@ -31,8 +31,9 @@ class PolicyChange(models.Model):
         ROLE = "role", "Role assignment"
         WORKLOAD_CLASS = "workload_class", "Workload class"
         PRICE = "price", "Instance type price"
-        QUEUE_SLURM = "queue_slurm", "Queue's Slurm binding"
-        INSTANCE_TYPE = "instance_type", "Instance type's Slurm resources"
+        # A queue's or an instance type's settings for an executor (a change with its
+        # queue is the queue's); their fields are the executor's binding schema's.
+        EXECUTOR_BINDING = "executor_binding", "Executor binding"
         GROUP_MAPPING = "group_mapping", "Directory group mapping"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)

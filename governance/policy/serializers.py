@@ -34,12 +34,12 @@ from fleet.models import (
     WorkloadClass,
 )
 from governance.models import PolicyChange
-from governance.policy.services import BORROW_LIMIT_MAX, changed_fields
-from governance.policy.slurm_binding import (
-    BINDING_FIELDS,
-    instance_type_resources,
+from governance.policy.executor_binding import (
+    binding_executors,
+    instance_type_binding_document,
     queue_binding_document,
 )
+from governance.policy.services import BORROW_LIMIT_MAX, changed_fields
 
 User = get_user_model()
 
@@ -101,10 +101,10 @@ class InstanceTypeSerializer(serializers.ModelSerializer):
         "is shown for the type). Set by POST /api/v1/instance-types/{id}/price/.",
     )
     currency = serializers.SerializerMethodField(help_text="settings.COST_CURRENCY.")
-    slurm_resources = serializers.SerializerMethodField(
-        help_text="The sbatch options that ask Slurm for one instance (e.g. "
-        '["--gres=gpu:a100:1"]); a policy write: change them with PATCH '
-        "{slurm_resources, reason}.",
+    binding = serializers.SerializerMethodField(
+        help_text="What one instance asks each executor with settings for, by executor "
+        "(the fields of its binding schema; each field is also shown at the top level). "
+        "A policy write: change them with PATCH {<its fields>, reason}.",
     )
 
     class Meta:
@@ -114,7 +114,7 @@ class InstanceTypeSerializer(serializers.ModelSerializer):
             "name",
             "gpu_count",
             "gpu_model",
-            "slurm_resources",
+            "binding",
             "price_per_hour",
             "currency",
         ]
@@ -125,8 +125,18 @@ class InstanceTypeSerializer(serializers.ModelSerializer):
     def get_currency(self, _obj) -> str:
         return settings.COST_CURRENCY
 
-    def get_slurm_resources(self, itype) -> list[str]:
-        return instance_type_resources(itype)
+    @extend_schema_field({"type": "object", "additionalProperties": {"type": "object"}})
+    def get_binding(self, itype) -> dict:
+        return {
+            executor: instance_type_binding_document(itype, executor)
+            for executor in binding_executors()
+        }
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        for document in data.get("binding", {}).values():
+            data.update(document)
+        return data
 
 
 class InstanceTypePriceSerializer(serializers.Serializer):
@@ -177,15 +187,11 @@ class TeamDeleteSerializer(serializers.Serializer):
 # Queues.
 
 
-class InstanceTypeResourcesSerializer(serializers.Serializer):
-    """An instance type's Slurm resources, a policy write: a reason, the history, review.
-    The list is checked by the service (scheduler.executors.slurm.binding), the one check
-    the page and `manage.py slurm_bind` use."""
+class BindingReasonSerializer(serializers.Serializer):
+    """The reason of an executor binding's change, a policy write: the history, review.
+    The fields themselves are the executor's binding schema's, checked by its service
+    (governance.policy.executor_binding), the one check the page and its command use."""
 
-    slurm_resources = serializers.JSONField(
-        help_text="sbatch options of one instance: resources and placement only "
-        "(--gres, --constraint, --exclusive, --mem, ...); [] for none."
-    )
     reason = _reason_field()
 
 
@@ -202,28 +208,27 @@ class QueueOutputSerializer(OutputSerializer):
             "default_preemption_retries",
             "runnable_time_limit",
             "capacity",
-            "slurm_conf",
-            "slurm_partition",
-            "slurm_account",
+            "binding",
             "version",
         ]
 
-    slurm_conf = serializers.SerializerMethodField()
-    slurm_partition = serializers.SerializerMethodField()
-    slurm_account = serializers.SerializerMethodField()
+    binding = serializers.SerializerMethodField(
+        help_text="The queue's settings for its executor (the fields of its binding "
+        "schema; {} when it has none); each field is also shown at the top level."
+    )
 
     @extend_schema_field(INSTANCE_MAP)
     def get_capacity(self, queue) -> dict[str, int]:
         return {cap.instance_type.name: cap.instances for cap in queue.capacities.all()}
 
-    def get_slurm_conf(self, queue) -> str:
-        return queue_binding_document(queue)["slurm_conf"]
+    @extend_schema_field({"type": "object"})
+    def get_binding(self, queue) -> dict:
+        return queue_binding_document(queue)
 
-    def get_slurm_partition(self, queue) -> str:
-        return queue_binding_document(queue)["slurm_partition"]
-
-    def get_slurm_account(self, queue) -> str:
-        return queue_binding_document(queue)["slurm_account"]
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        data.update(data.get("binding") or {})
+        return data
 
 
 class QueueCreateSerializer(serializers.ModelSerializer):
@@ -250,40 +255,45 @@ class QueueCreateSerializer(serializers.ModelSerializer):
 
 
 class QueueCapacitySerializer(serializers.Serializer):
-    """A change of the queue's capacity or of its Slurm binding (one of the two per
-    request): each a policy write with its reason, history entry and review."""
+    """A change of the queue's capacity or of its executor binding (one of the two per
+    request): each a policy write with its reason, history entry and review. The
+    binding's fields are its executor's (context `binding_fields`), given at the top
+    level or in `binding`; fields left out keep their value."""
 
     capacity = InstanceMapField(
         required=False, help_text="The whole new capacity map (replaces the old one)."
     )
-    slurm_conf = serializers.CharField(
+    binding = serializers.DictField(
         required=False,
-        allow_blank=True,
-        max_length=500,
-        help_text='The Slurm cluster: the absolute path of its slurm.conf; "" with the '
-        "others unbinds. Fields of the binding left out keep their value.",
-    )
-    slurm_partition = serializers.CharField(
-        required=False,
-        allow_blank=True,
-        max_length=64,
-        help_text="A partition of that cluster (asked of the cluster, which must answer).",
-    )
-    slurm_account = serializers.CharField(
-        required=False, allow_blank=True, max_length=64, help_text='"": the default account.'
+        help_text="The queue's executor settings to change (the fields of its executor's "
+        "binding schema), checked with the executor (its live check) before saving.",
     )
     reason = _reason_field()
     version = _version_field()
 
+    def to_internal_value(self, data):
+        fields = self.context.get("binding_fields", ())
+        given = {name: data[name] for name in fields if name in data}
+        if given and hasattr(data, "items"):
+            data = {key: value for key, value in data.items() if key not in given}
+            data["binding"] = {**dict(data.get("binding") or {}), **given}
+        return super().to_internal_value(data)
+
     def validate(self, attrs):
-        binding = [name for name in BINDING_FIELDS if name in attrs]
+        binding = attrs.get("binding")
+        fields = self.context.get("binding_fields", ())
+        unknown = sorted(set(binding or {}) - set(fields))
+        if unknown:
+            raise serializers.ValidationError(
+                {unknown[0]: ["the queue's executor has no such setting"]}
+            )
         if "capacity" in attrs and binding:
             raise serializers.ValidationError(
-                {binding[0]: ["change the capacity and the Slurm binding in separate requests"]}
+                {next(iter(binding)): ["change the capacity and the binding in separate requests"]}
             )
         if "capacity" not in attrs and not binding:
             raise serializers.ValidationError(
-                {"capacity": ["give the new capacity, or the Slurm binding's fields"]}
+                {"capacity": ["give the new capacity, or the executor binding's fields"]}
             )
         return attrs
 

@@ -382,7 +382,7 @@ def queue_capacity(request, pk: int):
 def queue_editor(
     request, queue, *, form_class, target: str, template: str, label: str, preview
 ) -> HttpResponse:
-    """A queue's editor page (its capacity, its Slurm binding): one form on the queue,
+    """A queue's editor page (its capacity, its executor binding): one form on the queue,
     saved with the version check, the conflict screen and the preview after a failed save."""
 
     def saved(write: PolicyWrite) -> str:

@@ -75,7 +75,6 @@ from fleet.models import (
     QuotaShare,
     UrgencyDefinition,
 )
-from governance.policy.slurm_binding import instance_type_resources, queue_binding_document
 from governance.policy_code import source as read
 from governance.policy_code.live import (
     live_queue,
@@ -94,6 +93,7 @@ from governance.policy_code.model import (
     UrgencySpec,
     WorkloadClassSpec,
 )
+from governance.policy_code.slurm_binding import instance_type_resources, queue_binding_document
 from governance.policy_code.source import Problems, child
 
 FORMAT = "native"

@@ -67,14 +67,6 @@ from governance.policy.services import (
     urgency_document,
     urgency_save,
 )
-from governance.policy.slurm_binding import (
-    instance_type_resources,
-    instance_type_set_resources,
-    queue_binding_document,
-    queue_set_slurm_binding,
-    slurm_binding_validate,
-    slurm_resources_validate,
-)
 from governance.policy.workload_classes import (
     workload_class_delete,
     workload_class_document,
@@ -91,6 +83,14 @@ from governance.policy_code.model import (
     ShareSpec,
     TeamSpec,
     WorkloadClassSpec,
+)
+from governance.policy_code.slurm_binding import (
+    instance_type_resources,
+    instance_type_set_resources,
+    queue_binding_document,
+    queue_set_slurm_binding,
+    slurm_binding_validate,
+    slurm_resources_validate,
 )
 from governance.policy_code.source import FileProblem, Lines, PolicyFileError, Problems, child
 
@@ -674,7 +674,9 @@ def _binding_change(spec: QueueSpec, queue: JobQueue | None, problems) -> Change
     if binding == before:
         return None
     action = ADDED if not before["slurm_conf"] else CHANGED
-    return Change(PolicyChange.Target.QUEUE_SLURM, action, spec.name, spec.name, before, binding)
+    return Change(
+        PolicyChange.Target.EXECUTOR_BINDING, action, spec.name, spec.name, before, binding
+    )
 
 
 def _order_capacity(plan: QueuePlan, live: LiveQueue, warnings: list[str]) -> None:

@@ -17,7 +17,7 @@ def change_title(change: Change) -> str:
     what = {
         "share": "share",
         "queue": "capacity of queue",
-        "queue_slurm": "Slurm binding of queue",
+        "executor_binding": "Slurm binding of queue",
         "urgency": "urgency definition",
         "workload_class": "workload class",
     }[change.target]

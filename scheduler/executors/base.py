@@ -88,6 +88,18 @@ class Cause:
             return self.wording
 
 
+@dataclass(frozen=True)
+class BindingField:
+    """One setting of a binding, as a page shows it: its label and help, and whether it
+    is a list of words (`many`: one a line) or one text of at most `max_length`."""
+
+    name: str
+    label: str
+    help: str = ""
+    many: bool = False
+    max_length: int = 500
+
+
 @runtime_checkable
 class BindingSchema(Protocol):
     """An executor's settings on queues and instance types (their `executor_settings`).
@@ -97,6 +109,9 @@ class BindingSchema(Protocol):
 
     queue_fields: tuple[str, ...]
     instance_type_fields: tuple[str, ...]
+    # Each field of both, described for the pages that edit them (the generic binding
+    # page builds its form from these).
+    field_descriptions: Mapping[str, BindingField]
 
     def queue_document(self, queue: JobQueue) -> dict[str, Any]: ...
 

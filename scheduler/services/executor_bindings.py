@@ -17,8 +17,8 @@ from typing import Any
 from django.db.models import QuerySet
 
 from fleet.models import InstanceType, JobQueue
-from scheduler.executors import executor_named
-from scheduler.executors.base import BindingSchema
+from scheduler.executors import executor_named, registered
+from scheduler.executors.base import BindingField, BindingSchema
 
 
 def binding_schema(executor: str) -> BindingSchema:
@@ -27,6 +27,53 @@ def binding_schema(executor: str) -> BindingSchema:
     if schema is None:
         raise LookupError(f"executor {executor} has no binding settings")
     return schema
+
+
+def has_binding(executor: str) -> bool:
+    try:
+        return executor_named(executor).binding is not None
+    except KeyError:
+        return False
+
+
+def binding_executors() -> list[str]:
+    """The executors with binding settings, in registration order."""
+    return [executor.name for executor in registered() if executor.binding is not None]
+
+
+def queue_binding_fields(executor: str) -> list[BindingField]:
+    """The queue's settings of the executor, described for a page (in the schema's order)."""
+    schema = binding_schema(executor)
+    return [_described(schema, name) for name in schema.queue_fields]
+
+
+def instance_type_binding_fields(executor: str) -> list[BindingField]:
+    schema = binding_schema(executor)
+    return [_described(schema, name) for name in schema.instance_type_fields]
+
+
+def _described(schema: BindingSchema, name: str) -> BindingField:
+    described = getattr(schema, "field_descriptions", {}).get(name)
+    return described or BindingField(name, name.replace("_", " ").capitalize())
+
+
+def binding_field_labels() -> dict[str, str]:
+    """Every binding field's label, by its name (what the history's diff says)."""
+    return {
+        field.name: field.label
+        for executor in binding_executors()
+        for field in queue_binding_fields(executor) + instance_type_binding_fields(executor)
+    }
+
+
+def instance_type_binding_executor(fields) -> str | None:
+    """The executor whose instance-type settings have these fields (a history entry's
+    document says whose it is by its keys); None when none has."""
+    wanted = set(fields)
+    for executor in binding_executors():
+        if wanted and wanted <= set(binding_schema(executor).instance_type_fields):
+            return executor
+    return None
 
 
 def executor_queues(*, executor: str) -> QuerySet[JobQueue]:

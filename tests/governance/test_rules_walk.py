@@ -274,11 +274,15 @@ PAGES: dict[tuple[str, str], Entry] = {
     ("queue-detail", ""): Entry(POLICY_VIEW, {"pk": _pk("queue")}),
     ("queue-capacity", ""): Entry(POLICY_EDIT, {"pk": _pk("queue")}, methods=("GET", "POST")),
     ("queue-capacity-impact", ""): Entry(POLICY_EDIT, {"pk": _pk("queue")}, methods=("POST",)),
-    ("queue-slurm", ""): Entry(POLICY_EDIT, {"pk": _pk("queue")}, methods=("GET", "POST")),
-    ("queue-slurm-impact", ""): Entry(POLICY_EDIT, {"pk": _pk("queue")}, methods=("POST",)),
+    ("queue-binding", ""): Entry(POLICY_EDIT, {"pk": _pk("queue")}, methods=("GET", "POST")),
+    ("queue-binding-impact", ""): Entry(POLICY_EDIT, {"pk": _pk("queue")}, methods=("POST",)),
+    ("queue-binding-legacy", ""): Entry(POLICY_EDIT, {"pk": _pk("queue"), "executor": "slurm"}),
     ("instance-type-list", ""): Entry(POLICY_EDIT),
-    ("instance-type-slurm", ""): Entry(
+    ("instance-type-binding", ""): Entry(
         POLICY_EDIT, {"pk": _pk("instance_type")}, methods=("GET", "POST")
+    ),
+    ("instance-type-binding-legacy", ""): Entry(
+        POLICY_EDIT, {"pk": _pk("instance_type"), "executor": "slurm"}
     ),
     ("instance-type-price", ""): Entry(
         POLICY_EDIT, {"pk": _pk("instance_type")}, methods=("GET", "POST")

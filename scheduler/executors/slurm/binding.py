@@ -35,6 +35,7 @@ from django.db.models import F
 
 from core.signals import executor_binding_written
 from fleet.models import InstanceType, Job, JobQueue
+from scheduler.executors.base import BindingField
 from scheduler.executors.slurm.client import (
     EXECUTOR_NAME,
     Cluster,
@@ -347,6 +348,36 @@ class SlurmBindingSchema:
 
     queue_fields = BINDING_FIELDS
     instance_type_fields = ("slurm_resources",)
+    field_descriptions = {
+        field.name: field
+        for field in (
+            BindingField(
+                "slurm_conf",
+                "Slurm cluster (slurm.conf)",
+                "The absolute path of the cluster's slurm.conf (what SLURM_CONF names).",
+            ),
+            BindingField(
+                "slurm_partition",
+                "Slurm partition",
+                "A partition of that cluster; it is checked with the cluster when you save.",
+                max_length=64,
+            ),
+            BindingField(
+                "slurm_account",
+                "Slurm account",
+                "Leave empty for the user's default account.",
+                max_length=64,
+            ),
+            BindingField(
+                "slurm_resources",
+                "Slurm resources of one instance",
+                "sbatch options, e.g. --gres=gpu:a100:1 for a GPU, or --exclusive "
+                "--constraint=a100 for a whole node. Empty: none.",
+                many=True,
+                max_length=2000,
+            ),
+        )
+    }
 
     def queue_document(self, queue: JobQueue) -> dict:
         return SlurmBinding.of(queue).document()

@@ -77,6 +77,7 @@ def test_instance_type_crud(admin_api, db):
         "name": "ml.p4d.24xlarge",
         "gpu_count": 8,
         "gpu_model": "NVIDIA A100",
+        "binding": {"slurm": {"slurm_resources": []}},
         "slurm_resources": [],
         # Set by its own policy write (POST .../price/), never by this editor.
         "price_per_hour": None,

@@ -28,6 +28,14 @@ XL = "ml.g5.xlarge"
 
 
 @pytest.fixture
+def aws_queue(aws_queue):
+    """The sample queue, run by the Slurm executor (whose settings its binding page edits)."""
+    JobQueue.objects.filter(pk=aws_queue.pk).update(executor="slurm")
+    aws_queue.refresh_from_db()
+    return aws_queue
+
+
+@pytest.fixture
 def unreachable(settings, tmp_path) -> str:
     """A cluster whose controller nobody runs (Slurm's client alone waits ~9 s for it)."""
     settings.SLURM_BIND_TIMEOUT = 1
@@ -61,7 +69,7 @@ def binding_post(queue, **fields):
 
 def test_the_page_reaches_the_services_checks(admin, aws_queue, unreachable):
     client = page_client(admin)
-    url = reverse("queue-slurm", args=[aws_queue.pk])
+    url = reverse("queue-binding", args=[aws_queue.pk])
 
     assert client.get(url).status_code == 200
     bad_name = client.post(
@@ -75,14 +83,14 @@ def test_the_page_reaches_the_services_checks(admin, aws_queue, unreachable):
     [message] = down.context["form"].errors["slurm_conf"]
     assert "did not answer" in message and "nothing was saved" in message
     preview = client.post(
-        reverse("queue-slurm-impact", args=[aws_queue.pk]),
+        reverse("queue-binding-impact", args=[aws_queue.pk]),
         binding_post(aws_queue, slurm_conf=unreachable, slurm_partition="gpu"),
     )
     assert "This change cannot be saved yet" in preview.content.decode()
     assert "did not answer" in preview.content.decode()
     aws_queue.refresh_from_db()
     assert (SlurmBinding.of(aws_queue).conf, aws_queue.version) == ("", 1)
-    assert not PolicyChange.objects.filter(target=PolicyChange.Target.QUEUE_SLURM).exists()
+    assert not PolicyChange.objects.filter(target=PolicyChange.Target.EXECUTOR_BINDING).exists()
 
 
 def test_the_api_reaches_the_same_checks(admin, aws_queue, unreachable):
@@ -111,13 +119,13 @@ def test_the_api_reaches_the_same_checks(admin, aws_queue, unreachable):
         url, {"capacity": {XL: 4}, "reason": "r", "version": aws_queue.version}, format="json"
     )
     assert capacity.status_code == 200, capacity.json()
-    assert not PolicyChange.objects.filter(target=PolicyChange.Target.QUEUE_SLURM).exists()
+    assert not PolicyChange.objects.filter(target=PolicyChange.Target.EXECUTOR_BINDING).exists()
 
 
 def test_an_instance_types_resources_on_the_page_the_api_and_the_command(admin):
     itype = InstanceType.objects.create(name="a100", gpu_count=1)
     page = page_client(admin).post(
-        reverse("instance-type-slurm", args=[itype.pk]),
+        reverse("instance-type-binding", args=[itype.pk]),
         {"slurm_resources": "--gres=gpu:a100:1\n--wrap=id", "reason": "r"},
     )
     assert page.status_code == 200
@@ -143,7 +151,7 @@ def test_an_instance_types_resources_on_the_page_the_api_and_the_command(admin):
         call_command("slurm_bind", "instance-type", "a100", "--", "--output=job.out")
     itype.refresh_from_db()
     assert instance_type_resources(itype) == []
-    assert not PolicyChange.objects.filter(target=PolicyChange.Target.INSTANCE_TYPE).exists()
+    assert not PolicyChange.objects.filter(target=PolicyChange.Target.EXECUTOR_BINDING).exists()
 
 
 def test_a_resources_change_is_history_with_before_and_after_and_reverts(admin):
@@ -158,9 +166,9 @@ def test_a_resources_change_is_history_with_before_and_after_and_reverts(admin):
 
     assert saved.status_code == 200
     assert saved.json()["slurm_resources"] == ["--gres=gpu:a100:1", "--mem=64G"]
-    change = PolicyChange.objects.get(target=PolicyChange.Target.INSTANCE_TYPE)
+    change = PolicyChange.objects.get(target=PolicyChange.Target.EXECUTOR_BINDING)
     assert (change.target, change.object_repr, change.actor, change.reason) == (
-        PolicyChange.Target.INSTANCE_TYPE,
+        PolicyChange.Target.EXECUTOR_BINDING,
         "a100",
         admin,
         "one GPU each",
@@ -183,9 +191,9 @@ def test_the_commands_writes_are_direct_changes_in_the_history(admin):
 
     call_command("slurm_bind", "instance-type", "a100", "--", "--gres=gpu:1")
 
-    change = PolicyChange.objects.get(target=PolicyChange.Target.INSTANCE_TYPE)
+    change = PolicyChange.objects.get(target=PolicyChange.Target.EXECUTOR_BINDING)
     assert (change.target, change.cause, change.actor) == (
-        PolicyChange.Target.INSTANCE_TYPE,
+        PolicyChange.Target.EXECUTOR_BINDING,
         PolicyChange.Cause.DIRECT,
         None,
     )
@@ -205,22 +213,22 @@ def test_under_review_resources_wait_for_another_admin(settings, admin):
         format="json",
     )
     page = page_client(admin).post(
-        reverse("instance-type-slurm", args=[itype.pk]),
+        reverse("instance-type-binding", args=[itype.pk]),
         {"slurm_resources": "--exclusive", "reason": "whole nodes"},
     )
 
     assert answer.status_code == 202
     assert page.status_code == 302 and page.url == reverse("proposal-list")
     first, second = PolicyProposal.objects.order_by("pk")
-    assert (first.kind, first.author, first.state) == ("type_slurm", admin, "PENDING")
+    assert (first.kind, first.author, first.state) == ("type_binding", admin, "PENDING")
     assert first.payload["after"] == {"slurm_resources": ["--gres=gpu:1"]}
-    assert second.payload["slurm_resources"] == ["--exclusive"]
+    assert second.payload["binding"]["slurm_resources"] == ["--exclusive"]
     listed = page_client(admin).get(reverse("proposal-list")).content.decode()
-    assert "Change of an instance type&#x27;s Slurm resources" in listed
+    assert "Change of an instance type&#x27;s executor binding" in listed
     assert "Slurm resources of one instance" in listed
     itype.refresh_from_db()
     assert instance_type_resources(itype) == []
-    assert not PolicyChange.objects.filter(target=PolicyChange.Target.INSTANCE_TYPE).exists()
+    assert not PolicyChange.objects.filter(target=PolicyChange.Target.EXECUTOR_BINDING).exists()
 
     proposal_approve(actor=UserFactory(username="second-admin", roles=["admins"]), proposal=first)
 
@@ -262,6 +270,6 @@ def test_the_native_file_carries_an_instance_types_resources(admin, aws_queue):
         "--exclusive",
         "--constraint=a100",
     ]
-    change = PolicyChange.objects.get(target=PolicyChange.Target.INSTANCE_TYPE)
+    change = PolicyChange.objects.get(target=PolicyChange.Target.EXECUTOR_BINDING)
     assert (change.object_repr, change.cause) == ("a100", PolicyChange.Cause.IMPORT)
     assert change.after == {"slurm_resources": ["--exclusive", "--constraint=a100"]}

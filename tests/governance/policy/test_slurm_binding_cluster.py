@@ -29,6 +29,14 @@ XL = "ml.g5.xlarge"
 
 
 @pytest.fixture
+def aws_queue(aws_queue):
+    """The sample queue, run by the Slurm executor (whose settings its binding page edits)."""
+    JobQueue.objects.filter(pk=aws_queue.pk).update(executor="slurm")
+    aws_queue.refresh_from_db()
+    return aws_queue
+
+
+@pytest.fixture
 def conf() -> str:
     return os.environ["SLURM_CONF"]
 
@@ -45,7 +53,7 @@ def test_a_partition_the_cluster_lacks_is_refused_everywhere(admin, aws_queue, c
     expected = f"the cluster of '{conf}' has no partition 'nope' (it has: gpu)"
 
     form = page.post(
-        reverse("queue-slurm", args=[aws_queue.pk]),
+        reverse("queue-binding", args=[aws_queue.pk]),
         {"slurm_conf": conf, "slurm_partition": "nope", "reason": "r", "version": "1"},
     )
     answer = api.patch(
@@ -72,7 +80,7 @@ def test_binding_to_gpu_is_a_policy_change_with_its_preview_and_revert(admin, aw
     data = {"slurm_conf": conf, "slurm_partition": "gpu", "reason": "onto the lab cluster"}
 
     preview = page.post(
-        reverse("queue-slurm-impact", args=[aws_queue.pk]), {**data, "version": "1"}
+        reverse("queue-binding-impact", args=[aws_queue.pk]), {**data, "version": "1"}
     ).content.decode()
     answer = api.patch(f"/api/v1/queues/{aws_queue.pk}/", {**data, "version": 1}, format="json")
 
@@ -82,7 +90,7 @@ def test_binding_to_gpu_is_a_policy_change_with_its_preview_and_revert(admin, aw
     assert answer.status_code == 200, answer.json()
     shown = answer.json()
     assert (shown["slurm_conf"], shown["slurm_partition"], shown["version"]) == (conf, "gpu", 2)
-    change = PolicyChange.objects.get(target=PolicyChange.Target.QUEUE_SLURM)
+    change = PolicyChange.objects.get(target=PolicyChange.Target.EXECUTOR_BINDING)
     assert (change.queue, change.actor, change.reason) == (aws_queue, admin, data["reason"])
     assert change.before == {"slurm_conf": "", "slurm_partition": "", "slurm_account": ""}
     assert change.after == {"slurm_conf": conf, "slurm_partition": "gpu", "slurm_account": ""}
@@ -107,13 +115,13 @@ def test_under_review_a_binding_waits_and_is_checked_again_when_approved(
     page, _api = clients(admin)
 
     response = page.post(
-        reverse("queue-slurm", args=[aws_queue.pk]),
+        reverse("queue-binding", args=[aws_queue.pk]),
         {"slurm_conf": conf, "slurm_partition": "gpu", "reason": "lab", "version": "1"},
     )
 
     assert response.status_code == 302 and response.url == reverse("proposal-list")
     proposal = PolicyProposal.objects.get()
-    assert (proposal.kind, proposal.queue, proposal.base_version) == ("queue_slurm", aws_queue, 1)
+    assert (proposal.kind, proposal.queue, proposal.base_version) == ("queue_binding", aws_queue, 1)
     assert proposal.payload["after"]["slurm_partition"] == "gpu"
     aws_queue.refresh_from_db()
     assert SlurmBinding.of(aws_queue).conf == ""
@@ -125,7 +133,7 @@ def test_under_review_a_binding_waits_and_is_checked_again_when_approved(
     aws_queue.refresh_from_db()
     assert (SlurmBinding.of(aws_queue).conf, SlurmBinding.of(aws_queue).partition) == (conf, "gpu")
     proposal.refresh_from_db()
-    assert proposal.applied_change.target == PolicyChange.Target.QUEUE_SLURM
+    assert proposal.applied_change.target == PolicyChange.Target.EXECUTOR_BINDING
 
 
 def test_the_command_binds_as_a_direct_change(aws_queue, conf):
@@ -133,7 +141,7 @@ def test_the_command_binds_as_a_direct_change(aws_queue, conf):
 
     queue = JobQueue.objects.get(pk=aws_queue.pk)
     assert (SlurmBinding.of(queue).conf, SlurmBinding.of(queue).partition) == (conf, "gpu")
-    change = PolicyChange.objects.get(target=PolicyChange.Target.QUEUE_SLURM)
+    change = PolicyChange.objects.get(target=PolicyChange.Target.EXECUTOR_BINDING)
     assert (change.cause, change.queue, change.after["slurm_partition"]) == (
         PolicyChange.Cause.DIRECT,
         queue,
@@ -162,7 +170,7 @@ def test_policy_as_code_carries_the_binding(admin, aws_queue, conf):
 
     aws_queue.refresh_from_db()
     assert (SlurmBinding.of(aws_queue).conf, SlurmBinding.of(aws_queue).partition) == (conf, "gpu")
-    change = PolicyChange.objects.get(target=PolicyChange.Target.QUEUE_SLURM)
+    change = PolicyChange.objects.get(target=PolicyChange.Target.EXECUTOR_BINDING)
     assert change.cause == PolicyChange.Cause.IMPORT
     assert change.after == {"slurm_conf": conf, "slurm_partition": "gpu", "slurm_account": ""}
     exported = yaml.safe_load(policy_export(format="native", queue=aws_queue).content)

@@ -27,7 +27,6 @@ WORDS = {
     "process": re.compile(r"process executor", re.IGNORECASE),
 }
 
-_BINDING_PAGE = "the Slurm binding page, its proposal kinds and its signal (generic binding page)"
 EXCEPTIONS = {
     "slurm": {
         # The registration of the product's executors.
@@ -43,18 +42,6 @@ EXCEPTIONS = {
         # Wording of what the executor sees of its nodes, on queue and job pages.
         "fleet/selectors.py": "the nodes' wording",
         "scheduler/selectors.py": "the nodes' wording",
-        # Until the generic binding page and its policy target ("executor binding").
-        "governance/apps.py": _BINDING_PAGE,
-        "governance/urls.py": _BINDING_PAGE,
-        "governance/policy/api.py": _BINDING_PAGE,
-        "governance/policy/forms.py": _BINDING_PAGE,
-        "governance/policy/history_views.py": _BINDING_PAGE,
-        "governance/policy/models.py": _BINDING_PAGE,
-        "governance/policy/serializers.py": _BINDING_PAGE,
-        "governance/policy/slurm_binding.py": _BINDING_PAGE,
-        "governance/policy/slurm_views.py": _BINDING_PAGE,
-        "governance/policy/views.py": _BINDING_PAGE,
-        "governance/proposals/models.py": _BINDING_PAGE,
     },
     "process": {"scheduler/tasks.py": "its run task, routed to the runners' queues"},
 }

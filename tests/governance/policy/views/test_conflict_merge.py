@@ -183,9 +183,10 @@ def _carried(response) -> dict:
 def test_slurm_binding_conflict_lists_its_fields_and_who_saved(admin_client, aws_queue):
     JobQueue.objects.filter(pk=aws_queue.pk).update(
         version=2,
+        executor="slurm",
         executor_settings={"slurm": {"conf": "/etc/slurm/slurm.conf", "partition": "gpu"}},
     )
-    url = reverse("queue-slurm", args=[aws_queue.pk])
+    url = reverse("queue-binding", args=[aws_queue.pk])
     payload = {
         "slurm_conf": "",
         "slurm_partition": "",
