@@ -47,6 +47,7 @@ from scheduler.services.executor_bindings import (
     queue_binding_fields,
     queue_binding_impact,
     queue_binding_validate,
+    queue_runs_on,
 )
 
 Kind = PolicyProposal.Kind
@@ -207,7 +208,7 @@ def _queue_revert(*, actor, change: PolicyChange, reason: str, diff) -> PolicyWr
 
 
 def _queue_apply(proposal: PolicyProposal, **common) -> PolicyWrite:
-    if proposal.queue.executor != proposal.payload.get("executor"):
+    if not queue_runs_on(proposal.queue, proposal.payload.get("executor")):
         raise PolicyError(
             {
                 NON_FIELD: [

@@ -106,3 +106,9 @@ def cause_described(code: str, detail: Mapping[str, Any] | None) -> str | None:
             if cause.code == code:
                 return cause.describe(detail)
     return None
+
+
+def queue_runs_on(queue: JobQueue, name: str | None) -> bool:
+    """Whether `queue` runs on the executor named `name` (a binding proposed for one
+    executor is stale once its queue moved to another)."""
+    return queue.executor == name

@@ -18,6 +18,7 @@ from django.db.models import QuerySet
 
 from fleet.models import InstanceType, JobQueue
 from scheduler.executors import executor_named, registered
+from scheduler.executors import queue_runs_on as queue_runs_on  # governance asks here
 from scheduler.executors.base import BindingField, BindingSchema
 
 
