@@ -162,6 +162,15 @@ DEFINITIONS = {
     ),
 }
 
+# The same script for the Slurm queue, with the network it really has there: Slurm runs
+# it on its nodes' network and applies no address-space limit, so a definition that
+# promised otherwise would be refused for that queue (scheduler.services.job_definitions).
+DEFINITIONS["train-example-slurm"] = (
+    DEFINITIONS["train-example"][0] + " Runs on the Slurm nodes' network.",
+    {**DEFINITIONS["train-example"][1], "network": True},
+    DEFINITIONS["train-example"][2],
+)
+
 
 def seed_definitions(*, actor, queue: JobQueue, names) -> dict[str, JobDefinitionRevision]:
     """Register the named demo definitions for `queue` (once each; an existing one
@@ -234,6 +243,7 @@ def seed_slurm_demo(*, actor, lead=None, conf: str) -> JobQueue:
         instances=8,
         shares=("slurm-borrower", "slurm-owner"),
         job_prefix="slurm-train",
+        definition="train-example-slurm",
         bind=lambda queue: queue_set_slurm_binding(
             actor=actor,
             queue=queue,
@@ -257,6 +267,7 @@ def _lab_queue(
     shares: tuple[str, str],
     job_prefix: str,
     bind=None,
+    definition: str = "train-example",
 ) -> JobQueue:
     """A queue of `instances` ml.g5.xlarge running the example training script: a
     borrower share and an owner (LEND) share, half each, teams `team-<share>` that
@@ -298,7 +309,7 @@ def _lab_queue(
             reason=reason,
             cause=seeded,
         ).applied
-    revision = seed_definitions(actor=actor, queue=queue, names=["train-example"])["train-example"]
+    revision = seed_definitions(actor=actor, queue=queue, names=[definition])[definition]
     if lead is not None:
         # A fresh copy: the teams a user leads are cached on the object, and the lead
         # has just become a lead of these two.

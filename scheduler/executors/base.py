@@ -67,6 +67,13 @@ class Capabilities:
     # ended: no deadline (the grace plus the kill margin) frees it, and no lease
     # requeues its runs (it has no runner).
     confirms_stops: bool = False
+    # A definition's `network: false` is enforced: its program runs in an empty network
+    # namespace. An executor without it refuses such definitions (registered for its
+    # queues, or submitted to them) rather than run them on the network unsaid.
+    isolates_network: bool = False
+    # A definition's `max_address_space_mb` is enforced (setrlimit RLIMIT_AS on its
+    # program); without it such definitions are refused the same way.
+    limits_address_space: bool = False
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,13 @@ can make a check slow), and always at most 256 characters on one line without
 control characters. The program (the first element) is never a parameter.
 
 A definition's processes have no network unless it says `network`: a runner runs them
-in an empty network namespace (scheduler.executors.process.run).
+in an empty network namespace (scheduler.executors.process.run). Its `network: false`
+and `max_address_space_mb` are promises only an executor that enforces them can keep
+(`Capabilities.isolates_network`, `limits_address_space`): a definition that makes
+either for a queue whose executor runs programs without enforcing it (a cluster's:
+its launcher runs as the job's user on nodes the product cannot inspect) is refused, on
+that field, when registered or revised (`isolation_problems`), and a job of such a
+revision is refused at submission (scheduler.services.jobs).
 
 Revisions are append-only: a change is a new revision with a reason, so the history
 says who allowed what, when and why, like the policy history.
@@ -422,6 +428,41 @@ def _queue_types(queues: Iterable[JobQueue]) -> dict[int, set[int]]:
     return types
 
 
+def isolation_problems(
+    *, queues: Iterable[JobQueue], network: bool, max_address_space_mb: int | None
+) -> list[tuple[str, str]]:
+    """(field, message) for each isolation a definition asks for that a queue's executor
+    runs programs without enforcing: the first such queue per field. A definition that
+    says `network: true` and no address-space limit runs anywhere."""
+    problems: list[tuple[str, str]] = []
+    for queue in queues:
+        capabilities = executor_for(queue).capabilities
+        if not capabilities.runs_programs:
+            continue  # it runs no program: nothing to isolate
+        label = executor_for(queue).label
+        if network is False and not capabilities.isolates_network:
+            problems.append(
+                (
+                    "network",
+                    f"false (no network) cannot be enforced on queue {queue.name}: its "
+                    f"executor ({label}) runs jobs on the nodes' network; allow the network "
+                    "(true) or leave that queue out",
+                )
+            )
+        if max_address_space_mb is not None and not capabilities.limits_address_space:
+            problems.append(
+                (
+                    "max_address_space_mb",
+                    f"cannot be enforced on queue {queue.name}: its executor ({label}) "
+                    "applies no address-space limit; leave it empty or leave that queue out",
+                )
+            )
+    first: dict[str, str] = {}
+    for key, message in problems:
+        first.setdefault(key, message)
+    return list(first.items())
+
+
 def definition_clean(*, data: DefinitionData) -> tuple[dict, dict[str, list[str]]]:  # noqa: C901
     """(the revision's field values, errors): every rule of a definition's content."""
     errors = _Errors()
@@ -481,6 +522,13 @@ def definition_clean(*, data: DefinitionData) -> tuple[dict, dict[str, list[str]
                 break
     if not isinstance(data.network, bool):
         errors.add("network", "true (the job may use the network) or false (it runs without)")
+    else:
+        # A limit refused by its bounds already has its message.
+        limit = None if "max_address_space_mb" in errors else data.max_address_space_mb
+        for key, message in isolation_problems(
+            queues=queues, network=data.network, max_address_space_mb=limit
+        ):
+            errors.add(key, message)
     if data.workload_class is not None and not isinstance(data.workload_class, WorkloadClass):
         errors.add("workload_class", "a workload class, or empty for the share's default")
     fields = {

@@ -42,7 +42,7 @@ from fleet.models import (
 from scheduler import work
 from scheduler.executors import executor_for
 from scheduler.models import JobDecision
-from scheduler.services.job_definitions import BOUNDS, parameters_resolve
+from scheduler.services.job_definitions import BOUNDS, isolation_problems, parameters_resolve
 from scheduler.services.passes import (
     end_notice,
     finish_due,
@@ -238,6 +238,15 @@ def _definition_problems(
             "definition",
             f"{_label(revision)} has no command and queue {queue.name} runs real processes",
         )
+    else:
+        # Registered before its queue's executor was checked (or by an import): the
+        # isolation it promises must still be kept, or the job refused.
+        for key, message in isolation_problems(
+            queues=[queue],
+            network=revision.network,
+            max_address_space_mb=revision.max_address_space_mb,
+        ):
+            yield "definition", f"{_label(revision)}: {key} {message}"
 
 
 def _label(revision: JobDefinitionRevision) -> str:

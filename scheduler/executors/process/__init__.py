@@ -27,6 +27,8 @@ class ProcessExecutor(BaseExecutor):
         reports_progress=True,
         reconciles=True,
         needs_runner=True,
+        isolates_network=True,
+        limits_address_space=True,
     )
     causes = (
         Cause(

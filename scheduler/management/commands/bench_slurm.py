@@ -211,6 +211,7 @@ class Command(BaseCommand):
                 instance_type=self.itype,
                 expected_duration=max(1, int(seconds)),
                 stop_grace_seconds=grace,
+                network=True,  # Slurm runs jobs on its nodes' network
             ),
         )
         return definition.revisions.order_by("-revision").first()

@@ -63,7 +63,9 @@ def start(slurm_queue, submit):
 
     def start(share: str, name: str, argv: list[str], *, grace: int = 5, **fields):
         literal = [arg.replace("{", "{{").replace("}", "}}") for arg in argv]
-        revision = job_definition(slurm_queue, name=name, command=literal, stop_grace_seconds=grace)
+        revision = job_definition(
+            slurm_queue, name=name, command=literal, stop_grace_seconds=grace, network=True
+        )
         job = submit(share, name, revision=revision, at=None, expected_duration=60, **fields)
         outcome = scheduling_pass(queue_id=slurm_queue.pk, now=timezone.now())
         job.refresh_from_db()

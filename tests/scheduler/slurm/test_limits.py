@@ -56,6 +56,7 @@ def start(slurm_queue, submit):
 
     def start(share: str, name: str, argv: list[str], *, grace: int = 5, **fields):
         literal = [arg.replace("{", "{{").replace("}", "}}") for arg in argv]
+        fields.setdefault("network", True)  # Slurm runs jobs on its nodes' network
         revision = job_definition(
             slurm_queue, name=name, command=literal, stop_grace_seconds=grace, **fields
         )
