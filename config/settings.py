@@ -190,6 +190,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "config.csp.CSPMiddleware",
+    # A database that cannot be reached answers 503 with Retry-After, not 500; outside
+    # every middleware that may query (the session's, the user's).
+    "core.outage.DatabaseOutageMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -204,6 +207,9 @@ MIDDLEWARE = [
     # Last, as django-axes requires: it turns a refused login into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
+
+# Seconds a client is told to wait (Retry-After) while the database cannot be reached.
+DATABASE_OUTAGE_RETRY_AFTER = env_int("DATABASE_OUTAGE_RETRY_AFTER", 5, minimum=1)
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"

@@ -11,7 +11,8 @@ version conflict `current`, `current_version`, `submitted` and `submitted_versio
 states so the client loses nothing (null for an object still in use or an outdated
 plan); a job's client-token conflict the jobs it made; a definition's revision conflict
 both revision numbers. Even an unexpected failure answers JSON (500) in this shape,
-after it is logged with its traceback.
+after it is logged with its traceback; a database that cannot be reached answers 503
+with Retry-After (core.outage).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
 from core.errors import NON_FIELD, Conflict, DomainError
+from core.outage import database_outage_message, is_database_outage, retry_after
 
 logger = logging.getLogger("django.request")
 
@@ -121,6 +123,14 @@ def domain_error_body(exc: DomainError, context=None) -> dict:
 
 
 def exception_handler(exc, context):
+    if is_database_outage(exc):
+        # Before DRF's 500: the same 503 and Retry-After as core.outage's middleware.
+        set_rollback()
+        return Response(
+            message_body(database_outage_message()),
+            status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers={"Retry-After": str(retry_after())},
+        )
     if isinstance(exc, DomainError):
         set_rollback()
         return Response(domain_error_body(exc, context), status=exc.status)
