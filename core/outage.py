@@ -13,7 +13,8 @@ and, for those another middleware raised (the session's or the user's lookup, tu
 into a 500 response by Django's handler before it reaches here), replaces that 500: the
 `got_request_exception` signal marks the request with the exception Django handled.
 The API's own exception handler answers the same for what DRF sees first
-(`database_outage_response`). /healthz/ answers its own 503 (governance.system).
+(core.api.errors, which also says which errors are an outage). /healthz/ answers its
+own 503 (governance.system).
 """
 
 from __future__ import annotations
@@ -21,37 +22,22 @@ from __future__ import annotations
 import logging
 import sys
 
-from django.conf import settings
 from django.core.signals import got_request_exception
-from django.db import InterfaceError, OperationalError
 from django.http import HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
+from core.api.errors import database_outage_body, is_database_outage, retry_after
+
 logger = logging.getLogger(__name__)
 
-DATABASE_ERRORS = (OperationalError, InterfaceError)
 _MARK = "_database_outage"
-
-
-def retry_after() -> int:
-    return int(getattr(settings, "DATABASE_OUTAGE_RETRY_AFTER", 5))
-
-
-def is_database_outage(exc: BaseException | None) -> bool:
-    return isinstance(exc, DATABASE_ERRORS)
-
-
-def database_outage_message() -> str:
-    return f"the database cannot be reached right now; try again in {retry_after()} s"
 
 
 def database_outage_response(request) -> HttpResponse:
     """503 with Retry-After: JSON under /api/, the plain page elsewhere."""
     seconds = retry_after()
     if request.path.startswith("/api/"):
-        from core.api.errors import message_body
-
-        response: HttpResponse = JsonResponse(message_body(database_outage_message()), status=503)
+        response: HttpResponse = JsonResponse(database_outage_body(), status=503)
     else:
         page = render_to_string("503.html", {"retry_after": seconds})
         response = HttpResponse(page, status=503, content_type="text/html; charset=utf-8")

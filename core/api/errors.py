@@ -22,6 +22,7 @@ import logging
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import PermissionDenied, SuspiciousOperation
+from django.db import InterfaceError, OperationalError
 from django.db.models import ProtectedError
 from django.http import Http404, JsonResponse
 from django.urls import Resolver404, resolve
@@ -33,7 +34,6 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from rest_framework.views import set_rollback
 
 from core.errors import NON_FIELD, Conflict, DomainError
-from core.outage import database_outage_message, is_database_outage, retry_after
 
 logger = logging.getLogger("django.request")
 
@@ -122,12 +122,31 @@ def domain_error_body(exc: DomainError, context=None) -> dict:
     return body
 
 
+# The database could not be reached (refused, dropped, timed out, a lock timeout): a
+# client rides it out by trying again, so it is 503 with Retry-After, not 500; here for
+# what DRF sees first, in core.outage for the rest of the product.
+DATABASE_OUTAGE_ERRORS = (OperationalError, InterfaceError)
+
+
+def is_database_outage(exc: BaseException | None) -> bool:
+    return isinstance(exc, DATABASE_OUTAGE_ERRORS)
+
+
+def retry_after() -> int:
+    """Seconds a client is told to wait while the database cannot be reached."""
+    return int(getattr(settings, "DATABASE_OUTAGE_RETRY_AFTER", 5))
+
+
+def database_outage_body() -> dict:
+    return message_body(f"the database cannot be reached right now; try again in {retry_after()} s")
+
+
 def exception_handler(exc, context):
     if is_database_outage(exc):
         # Before DRF's 500: the same 503 and Retry-After as core.outage's middleware.
         set_rollback()
         return Response(
-            message_body(database_outage_message()),
+            database_outage_body(),
             status=status.HTTP_503_SERVICE_UNAVAILABLE,
             headers={"Retry-After": str(retry_after())},
         )
