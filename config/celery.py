@@ -12,9 +12,19 @@ the queues every task goes to.
 - `demo`: the demo's traffic generator, bounded (its beat messages coalesce).
 - `instances.<type>`: runs of the executors that need a runner (scheduler.executors), one queue
   per instance type, for the runner workers.
+- `executor.slurm`: the Slurm executor's commands (its `worker_queue`): submissions,
+  notices and its reconciliation (`scheduler.executor_start`, `executor_stop` and
+  `executor_reconcile_one`, sent there by the executor and the periodic
+  `scheduler.executor_reconcile`). Each Slurm command is bounded by
+  SLURM_COMMAND_TIMEOUT, but a cluster that does not answer holds a worker slot that
+  long per command: on a queue of their own, those waits hold only that queue's
+  workers, and a pass of any other queue starts its jobs as fast as without the outage.
+  A deployment with Slurm queues runs a worker for it (docker-compose.yml `slurm`);
+  `make demo` starts one when a queue runs on Slurm (the executors' worker queues in
+  use, scheduler.executors.worker_queues_in_use).
 
 Workers name the queues they consume (`--queues`); a worker started without names
-consumes `interactive`, `celery` and `demo`.
+consumes `interactive`, `celery`, `demo` and `executor.slurm`.
 
 Also declared here: the beat schedule (`beat_schedule`), whose messages coalesce
 (core.celery.CoalescingTask). The app itself, the lookup of a task by name and the retry
@@ -31,6 +41,7 @@ from core.celery import app, periodic
 INTERACTIVE_QUEUE = "interactive"
 BACKGROUND_QUEUE = "celery"
 DEMO_QUEUE = "demo"
+SLURM_QUEUE = "executor.slurm"  # scheduler.executors.slurm's worker_queue
 
 app.autodiscover_tasks()
 # The governance app keeps its tasks in its feature packages.
@@ -39,15 +50,21 @@ app.autodiscover_tasks(
 )
 
 app.conf.task_default_queue = BACKGROUND_QUEUE
-app.conf.task_queues = (Queue(INTERACTIVE_QUEUE), Queue(BACKGROUND_QUEUE), Queue(DEMO_QUEUE))
+app.conf.task_queues = (
+    Queue(INTERACTIVE_QUEUE),
+    Queue(BACKGROUND_QUEUE),
+    Queue(DEMO_QUEUE),
+    Queue(SLURM_QUEUE),
+)
 app.conf.task_routes = {
     "scheduler.run_pass": {"queue": INTERACTIVE_QUEUE},
-    # A start decided is waited for: handed to its executor at once, as a pass is.
+    # A start decided is waited for: handed to its executor at once, as a pass is. An
+    # executor with a worker queue of its own (Slurm) sends them there instead.
     "scheduler.executor_start": {"queue": INTERACTIVE_QUEUE},
     "scheduler.executor_stop": {"queue": INTERACTIVE_QUEUE},
     # The names of the two before them, for the messages queued under them (one release).
-    "scheduler.slurm_submit": {"queue": INTERACTIVE_QUEUE},
-    "scheduler.slurm_notice": {"queue": INTERACTIVE_QUEUE},
+    "scheduler.slurm_submit": {"queue": SLURM_QUEUE},
+    "scheduler.slurm_notice": {"queue": SLURM_QUEUE},
     # Start estimates of a big queue take a second or more: background work, so they
     # never hold up a pass; pages show the last forecast "as of" its instant meanwhile.
     "scheduler.estimate_queue": {"queue": BACKGROUND_QUEUE},
@@ -79,7 +96,7 @@ def beat_schedule(settings) -> dict:
             "options": periodic(sweep),
         },
         # What each executor that reconciles on the tick really runs, compared with
-        # the database.
+        # the database: one task per executor, on its own worker queue.
         "executor-reconcile": {
             "task": "scheduler.executor_reconcile",
             "schedule": float(settings.EXECUTOR_RECONCILE_SECONDS),

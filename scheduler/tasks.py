@@ -23,8 +23,13 @@ pass message per queue waits, however many submissions arrive.
   Celery queue of the job's instance type; the run is claimed once, under a lease.
 - `scheduler.executor_start(executor, runs)`, `scheduler.executor_stop(executor,
   job_ids)`: an executor's launch of the runs a pass started and its notice, nudges
-  after commit; `scheduler.executor_reconcile()`: periodic; every executor that
-  reconciles on the tick brings what really runs into the database.
+  after commit, sent to the executor's own worker queue when it has one (`worker_queue`,
+  Slurm's `executor.slurm`: a cluster that does not answer holds only those workers);
+  `scheduler.executor_reconcile()`: periodic; fans out one
+  `scheduler.executor_reconcile_one(executor)` per reconciling executor a queue uses, to
+  that executor's worker queue (the background queue for one without), at most one
+  waiting per executor, so one executor's failure or slowness neither skips nor delays
+  another's.
 
 Retries: the project's policy (core.celery.retry_policy: only transient database
 errors, with backoff). Periodic tasks are declared with every other in config/celery.py.
@@ -32,12 +37,15 @@ errors, with backoff). Periodic tasks are declared with every other in config/ce
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 from django.conf import settings
 
 from core.celery import retry_policy
 from fleet.models import Job, JobQueue
 
+logger = logging.getLogger(__name__)
 RETRY = retry_policy()
 
 
@@ -121,15 +129,69 @@ def executor_stop(executor: str, job_ids: list) -> int:
     return executor_named(executor).stop([int(pk) for pk in job_ids])
 
 
-@shared_task(name="scheduler.executor_reconcile", acks_late=True, ignore_result=True, **RETRY)
-def executor_reconcile() -> dict:
+# How long a reconciliation asked of an executor is taken to wait in its queue: past it
+# (the message was lost, or its workers are away) the next tick asks again.
+RECONCILE_WAIT_STALE = 30
+
+
+def _reconcile_key(executor: str) -> str:
+    return f"executor-reconcile-waits:{executor}"
+
+
+@shared_task(name="scheduler.executor_reconcile", ignore_result=True)
+def executor_reconcile() -> list[str]:
+    """Periodic: ask each reconciling executor that a queue uses for one reconciliation,
+    on its own worker queue (`worker_queue`), so that one executor's failure or
+    slowness (a cluster that does not answer) neither skips nor delays another's. At
+    most one request per executor waits (the liveness cache; without it, ask anyway):
+    an executor whose workers are slow or away gets no backlog of them."""
+    from core.cache import liveness_cache
+    from scheduler.executors import executor_named, executor_names
+
+    in_use = set(
+        JobQueue.objects.filter(executor__in=executor_names(reconciles=True))
+        .values_list("executor", flat=True)
+        .distinct()
+    )
+    asked = []
+    for name in sorted(in_use):
+        executor = executor_named(name)
+        try:
+            waiting = not liveness_cache().add(_reconcile_key(name), 1, RECONCILE_WAIT_STALE)
+        except Exception:  # noqa: BLE001 - no cache: ask rather than skip
+            waiting = False
+        if waiting:
+            continue
+        options = {"queue": executor.worker_queue} if executor.worker_queue else {}
+        try:
+            executor_reconcile_one.apply_async((name,), ignore_result=True, retry=False, **options)
+        except Exception:  # noqa: BLE001 - any broker failure: the next tick asks again
+            _reconcile_taken(name)
+            logger.warning("could not ask executor %s to reconcile", name, exc_info=True)
+            continue
+        asked.append(name)
+    return asked
+
+
+def _reconcile_taken(name: str) -> None:
+    from core.cache import liveness_cache
+
+    try:
+        liveness_cache().delete(_reconcile_key(name))
+    except Exception:  # noqa: BLE001 - the mark expires by itself
+        logger.debug("could not clear the reconcile mark of %s", name, exc_info=True)
+
+
+@shared_task(name="scheduler.executor_reconcile_one", acks_late=True, ignore_result=True, **RETRY)
+def executor_reconcile_one(executor: str) -> dict | None:
+    """One executor's reconciliation, on its worker queue: what really runs, brought
+    into the database."""
     from django.utils import timezone
 
-    from scheduler.executors import registered
+    from scheduler.executors import executor_named
 
-    now = timezone.now()
-    reports = {executor.name: executor.reconcile(now) for executor in registered()}
-    return {name: report for name, report in reports.items() if report is not None}
+    _reconcile_taken(executor)  # a tick from now on asks for the next one
+    return executor_named(executor).reconcile(timezone.now())
 
 
 # The names these tasks had when one executor had them: kept registered for one release
@@ -145,5 +207,5 @@ def slurm_notice(job_ids: list) -> int:
 
 
 @shared_task(name="scheduler.slurm_reconcile", acks_late=True, ignore_result=True, **RETRY)
-def slurm_reconcile() -> dict:
+def slurm_reconcile() -> list[str]:
     return executor_reconcile()

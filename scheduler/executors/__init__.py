@@ -44,6 +44,7 @@ __all__ = [
     "register",
     "registered",
     "simulated_speed",
+    "worker_queues_in_use",
 ]
 
 
@@ -106,6 +107,19 @@ def cause_described(code: str, detail: Mapping[str, Any] | None) -> str | None:
             if cause.code == code:
                 return cause.describe(detail)
     return None
+
+
+def worker_queues_in_use() -> list[str]:
+    """The Celery queues of the executors' own commands (`worker_queue`) that some job
+    queue needs, for whoever starts the workers (the demo)."""
+    used = set(JobQueue.objects.values_list("executor", flat=True).distinct())
+    return sorted(
+        {
+            executor.worker_queue
+            for name, executor in _EXECUTORS.items()
+            if executor.worker_queue and name in used
+        }
+    )
 
 
 def queue_runs_on(queue: JobQueue, name: str | None) -> bool:

@@ -21,7 +21,11 @@ product talks to an executor only through these members (the registry,
 - `log_path(job_id, attempt)`: where a run's standard output and error are;
 - `binding`: the schema of its settings on queues and instance types (validation, a
   live check, the impact of a change), None when it has none;
-- `speed`, `due_finishes`, `interrupted`, `progress`: its clock and how it counts work.
+- `speed`, `due_finishes`, `interrupted`, `progress`: its clock and how it counts work;
+- `worker_queue`: the Celery queue its commands run on (`start`, `stop`, `reconcile`),
+  when they talk to something that may not answer (a cluster's controller): a worker
+  queue of its own, so an outage of that system holds only its own workers' slots and
+  never another queue's pass; None: the generic tasks' routes (config/celery.py).
 
 `BaseExecutor` gives the members an executor without that part needs (nothing to
 launch, nothing to reconcile, no settings); an executor subclasses it and registers an
@@ -153,6 +157,7 @@ class Executor(Protocol):
     capabilities: Capabilities
     causes: tuple[Cause, ...]
     binding: BindingSchema | None
+    worker_queue: str | None
 
     @property
     def speed(self) -> float: ...
@@ -189,6 +194,7 @@ class BaseExecutor:
     capabilities: ClassVar[Capabilities]
     causes: tuple[Cause, ...] = ()
     binding: BindingSchema | None = None
+    worker_queue: str | None = None
     speed = 1.0
 
     def due_finishes(self, queue: JobQueue, now: dt.datetime) -> list[tuple[Job, dt.datetime]]:

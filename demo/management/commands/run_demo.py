@@ -23,7 +23,7 @@ from django.core.management.base import BaseCommand
 from demo.jobs import seed_slurm_demo
 from demo.organisation import DEMO_USERS, demo_password
 from fleet.models import InstanceType
-from scheduler.executors import instances_queue
+from scheduler.executors import instances_queue, worker_queues_in_use
 
 # Addresses that mean "every interface": the server is then opened by some other name.
 EVERY_INTERFACE = {"0.0.0.0", "::", ""}
@@ -46,6 +46,15 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
+
+    @staticmethod
+    def _executor_workers(bin_dir: Path) -> dict[str, list[str]]:
+        queues = worker_queues_in_use()
+        if not queues:
+            return {}
+        worker = [str(bin_dir / "celery"), "-A", "config", "worker", "--hostname"]
+        worker += ["executors@%h", "--loglevel", "INFO", "--pool", "threads"]
+        return {"executors": [*worker, "--concurrency", "2", "--queues", ",".join(queues)]}
 
     def handle(self, *args, host, port, **options):
         started = time.monotonic()
@@ -160,6 +169,10 @@ class Command(BaseCommand):
                 "--queues",
                 ",".join(instances_queue(t.name) for t in InstanceType.objects.all()),
             ],
+            # The executors' own commands (Slurm's: submissions, notices, its
+            # reconciliation) on a worker of their own when a queue needs one, so a
+            # cluster that does not answer never holds up another queue's pass.
+            **self._executor_workers(bin_dir),
             "beat": [
                 str(bin_dir / "celery"),
                 "-A",

@@ -77,12 +77,13 @@ class SlurmExecutor(BaseExecutor):
     )
     causes = CAUSES
     binding = SlurmBindingSchema()
+    worker_queue = "executor.slurm"
 
     def started(self, runs: list[tuple[int, int, str]]) -> None:
         started = [[job_id, attempt] for job_id, attempt, _type in runs]
         try:
             task("scheduler.executor_start").apply_async(
-                (self.name, started), ignore_result=True, retry=False
+                (self.name, started), queue=self.worker_queue, ignore_result=True, retry=False
             )
         except Exception:  # noqa: BLE001 - any broker failure; the reconciliation submits
             logger.warning("could not ask for the submission of runs %s", started, exc_info=True)
@@ -93,7 +94,10 @@ class SlurmExecutor(BaseExecutor):
     def notify(self, job_ids: list[int]) -> None:
         try:
             task("scheduler.executor_stop").apply_async(
-                (self.name, list(job_ids)), ignore_result=True, retry=False
+                (self.name, list(job_ids)),
+                queue=self.worker_queue,
+                ignore_result=True,
+                retry=False,
             )
         except Exception:  # noqa: BLE001 - any broker failure; the reconciliation signals
             logger.warning("could not ask for the notice of jobs %s", job_ids, exc_info=True)

@@ -239,7 +239,10 @@ def start_worker(worker_env, tmp_path):
     workers: list[Worker] = []
 
     def start(
-        *, queues: str = "interactive,celery,instances.ml.g5.xlarge", name: str = "w1", **kwargs
+        *,
+        queues: str = "interactive,celery,executor.slurm,instances.ml.g5.xlarge",
+        name: str = "w1",
+        **kwargs,
     ):
         worker = Worker(queues=queues, tmp_path=tmp_path, name=name, **kwargs).start(worker_env)
         workers.append(worker)
