@@ -12,7 +12,8 @@ product talks to an executor only through these members (the registry,
 - `notify(job_ids)` / `stop(job_ids)`: the same for notice (stop with notice: SIGTERM,
   the grace, then SIGKILL);
 - `reconcile(now)`: what really runs, what ended and how, brought into the database
-  (the generic `scheduler.executor_reconcile` task, on one beat entry);
+  (the generic `scheduler.executor_reconcile_one` task, one per executor on its worker
+  queue, asked for by `scheduler.executor_reconcile` on one beat entry);
 - `capacity_seen(queue)`: instances per type the executor can really use now, when it
   knows better than the queue's configured capacity (None: it does not);
 - `starting_reason(job)`: why a run it was told to start does not run yet;
