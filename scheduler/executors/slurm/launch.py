@@ -57,12 +57,14 @@ SIGKILLs the program's whole group when:
 - the launcher died without saying it was done (the pipe's end of file).
 The watchdog says "fenced" to the launcher (a byte on a second pipe) before it kills, so
 the exit record says `fenced`; a watchdog that dies makes the launcher kill the program
-(nothing would fence it any more). A watchdog stopped itself (a suspended job) gives
-the launcher a fresh keepalive window when it wakes and asks Slurm at once; it never
-extends the confirmation deadline. The bound: the program is dead at most
+(nothing would fence it any more). A watchdog stopped itself (the whole job suspended,
+a node frozen) for longer than the fence kills the program as soon as it runs again:
+it cannot know what happened meanwhile. The bound: the program is dead at most
 `fence_seconds` and one tick (0.1 s) after the start of the last ask Slurm answered
 "running", which is before Slurm ended the job; the product, which sees that end later,
-reuses the GPUs only `fence_seconds` plus its kill margin after it saw it.
+reuses the GPUs only `fence_seconds` plus its kill margin after it saw it. Not covered:
+a watchdog frozen while the program runs (a node frozen whole, then thawed after the
+product's deadline), and a process of the program that left its group (setsid).
 
 One attempt at a time on the checkpoint. Before it starts the program the launcher
 takes an exclusive flock on the job's lock file (the spec's `lock`: the job area's
@@ -252,26 +254,16 @@ class Watchdog:
         self.buffer = b""
         self.probe: subprocess.Popen | None = None
         now = time.monotonic()
-        self.last_keep = self.last_confirm = self.last_tick = self.next_ask = self.asked = now
+        self.last_keep = self.last_confirm = self.next_ask = self.asked = now
 
     def run(self) -> int:
         while True:
             now = time.monotonic()
-            if now - self.last_tick > max(2.0, 2 * self.fence.interval):
-                # Stopped myself (a suspended job): the launcher was too; it gets a fresh
-                # window, and Slurm is asked at once (its deadline is never extended).
-                self.last_keep = now
-                self.next_ask = min(self.next_ask, now)
-            self.last_tick = now
             heard = self.hear()
-            if heard == "done":
+            if heard == "done" or (heard == "gone" and self.pgid is None):
                 return 0
             if heard == "gone":
-                return (
-                    self.fenced("the launcher ended without its program's end")
-                    if (self.pgid)
-                    else 0
-                )
+                return self.fenced("the launcher ended without its program's end")
             why = self.ask(now) or self.overdue(now)
             if why:
                 return self.fenced(why)
