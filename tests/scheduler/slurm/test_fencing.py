@@ -15,6 +15,7 @@ daemons are this cluster's own (tests/scheduler/slurm/daemons.py); each is resto
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import re
@@ -233,8 +234,20 @@ def drive(queue_id: int, until, *, timeout: float, every: float = 0.3):
     raise AssertionError(f"not within {timeout:g} s")
 
 
+@pytest.fixture
+def programs_killed(settings, slurm_cluster):
+    """At the end, this test's programs are killed: they ignore the SIGTERM of the
+    fixtures' scancel, and Slurm would keep their jobs COMPLETING for KillWait (30 s),
+    during which it schedules nothing on the cluster."""
+    yield
+    root, devices = Path(settings.JOB_CHECKPOINT_ROOT), device_dir(slurm_cluster)
+    for program in programs(root, devices):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(program["pid"], signal.SIGKILL)
+
+
 def test_munge_stopped_30_s_under_stubborn_programs_never_two_on_a_gpu(
-    start, slurm_cluster, slurm_queue, settings
+    start, slurm_cluster, slurm_queue, settings, programs_killed
 ):
     settings.SLURM_FENCE_SECONDS = FENCE
     root = Path(settings.JOB_CHECKPOINT_ROOT)
@@ -310,7 +323,9 @@ def test_munge_stopped_30_s_under_stubborn_programs_never_two_on_a_gpu(
     assert (finisher.pk, 2) not in sampler.seen_runs
 
 
-def test_a_frozen_launcher_has_its_program_killed_by_the_watchdog(start, slurm_cluster, settings):
+def test_a_frozen_launcher_has_its_program_killed_by_the_watchdog(
+    start, slurm_cluster, settings, programs_killed
+):
     settings.SLURM_FENCE_SECONDS = FENCE
     root = Path(settings.JOB_CHECKPOINT_ROOT)
     devices = device_dir(slurm_cluster)
