@@ -6,8 +6,8 @@
 SPEC is the run's JSON spec: {"argv": [...], "environment": {...}, "workdir": "...",
 "lock": ..., "lock_wait": s, "notice": ..., "launcher": ..., "fence_seconds": s,
 "slurm_conf": ..., "scontrol": ...} (paths in the job's area, seconds, and the cluster's
-slurm.conf and scontrol; a spec without them takes no lock, arms no timer and fences
-nothing).
+slurm.conf and scontrol, the node's own where those paths are not; a spec without them
+takes no lock, arms no timer and fences nothing).
 The launcher starts the argument vector (no shell) in a process group of its own, in
 the working directory, with umask 077 and exactly the spec's environment plus what
 Slurm says of the allocation (`SLURM_*`, `CUDA_VISIBLE_DEVICES`, `GPU_DEVICE_ORDINAL`):
@@ -229,10 +229,13 @@ def fence_of(spec: dict) -> Fence | None:
     if not seconds > 0 or not job_id.isdigit():
         return None
     env = {"PATH": os.environ.get("PATH") or "/usr/bin:/bin", "LANG": "C.UTF-8"}
-    conf = spec.get("slurm_conf") or os.environ.get("SLURM_CONF", "")
+    # The product's paths where this node has them; else the node's own.
+    conf = str(spec.get("slurm_conf") or "")
+    conf = conf if conf and os.path.exists(conf) else os.environ.get("SLURM_CONF", "")
     if conf:
-        env["SLURM_CONF"] = str(conf)
-    scontrol = str(spec.get("scontrol") or "scontrol")
+        env["SLURM_CONF"] = conf
+    scontrol = str(spec.get("scontrol") or "")
+    scontrol = scontrol if scontrol and os.access(scontrol, os.X_OK) else "scontrol"
     return Fence(seconds, (scontrol, "--oneliner", "show", "job", job_id), env)
 
 
@@ -298,7 +301,8 @@ class Watchdog:
                         stderr=subprocess.PIPE,
                         env=self.fence.env,
                     )
-                except OSError:
+                except OSError as error:  # no scontrol here: it fences, and says why
+                    print(f"slurm_launch: cannot ask Slurm: {error}", file=sys.stderr, flush=True)
                     self.next_ask = now + self.fence.interval
                     return ""
                 self.asked = now
