@@ -611,6 +611,10 @@ SLURM_SUBMIT_STALE_SECONDS = env_float("SLURM_SUBMIT_STALE_SECONDS", 30, minimum
 # How much longer than its grace and kill margin a new attempt waits for an earlier
 # attempt of the same job to let go of the checkpoint lock (then: checkpoint_busy).
 SLURM_CHECKPOINT_WAIT_SECONDS = env_float("SLURM_CHECKPOINT_WAIT_SECONDS", 30, minimum=0)
+# Self-fencing (scheduler.executors.slurm.launch): a run's launcher kills its program
+# when it cannot confirm with Slurm for this long that its job still runs; a run Slurm
+# ended without the launcher's exit record keeps its capacity this plus the kill margin.
+SLURM_FENCE_SECONDS = env_float("SLURM_FENCE_SECONDS", 20, minimum=2)
 # The account a root submitter runs Slurm jobs as (sbatch --uid/--gid), an unprivileged
 # one; without it a root submitter refuses to submit unless SLURM_ALLOW_ROOT (the local
 # demo only). A submitter that is not root runs jobs as itself (Slurm's own rule).

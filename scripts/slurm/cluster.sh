@@ -82,8 +82,12 @@ write_config() {
     # (a node failure ends it; the product's retry rules start a new attempt, a new
     # Slurm job). A job Slurm did requeue would wait out BeginTime (about 2 min).
     echo "JobRequeue=0"
-    # Ended jobs stay known (scontrol show job: exit code, reason) for 5 minutes.
-    echo "MinJobAge=300"
+    # Ended jobs stay known (scontrol show job: exit code, reason) for 20 s (then
+    # slurmctld's purge, every few seconds, forgets them): a reconciliation every second
+    # reads an end long before, and a test of a reconciler that was down longer than
+    # MinJobAge (the run forgotten, its launcher's exit record the only word on how it
+    # ended) waits 20-30 s, not 5 min. A site keeps its own (300 s by default).
+    echo "MinJobAge=20"
     # A submitted job starts at once (the main scheduler) or within a second (backfill,
     # every second): the product decided already, Slurm only places it.
     echo "SchedulerType=sched/backfill"

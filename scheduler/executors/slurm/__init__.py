@@ -53,6 +53,11 @@ CAUSES = (
         services.SLURM_LOST,
         "requeued: Slurm no longer knows the run; it resumes from its last checkpoint",
     ),
+    Cause(
+        services.SLURM_FENCED,
+        "requeued: Slurm did not confirm its job for a while, so its launcher stopped the "
+        "program (fenced); it resumes from its last checkpoint",
+    ),
 )
 
 

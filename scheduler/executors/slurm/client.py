@@ -25,7 +25,11 @@ SIGKILL, after which Slurm reports the end only `KillWait` later. The first
 reconciliation after the grace sends `scancel --batch --signal=USR2` (the same kill) as
 the fallback, and Slurm's own kill a kill margin later (`services`). The launcher also
 holds the job's lock (the area's `lock` file, scheduler.executors.run_area) while the
-program runs, so two attempts never use the checkpoint at once. A definition's
+program runs, so two attempts never use the checkpoint at once. It fences itself: its
+watchdog kills the program when Slurm has not confirmed the job running for
+`SLURM_FENCE_SECONDS` (the spec's `fence_seconds`), and once the program's group is
+gone it writes the run's exit record (`exit_record`), the product's proof that nothing
+of the run is left, read before any requeue. A definition's
 wall-clock limit is the job's `--time` (whole minutes, rounded up). The job area
 (`JOB_CHECKPOINT_ROOT/job-<id>/`, the shared run area) must be on a
 file system the nodes share with the product.
@@ -47,6 +51,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 from dataclasses import dataclass
@@ -468,9 +473,13 @@ def write_spec(
     environment: dict,
     account: JobAccount | None = None,
     lock_wait: float = 0,
+    fence_seconds: float = 0,
+    conf: str = "",
 ) -> None:
     """The launcher's instructions: what to exec, with which environment, where; the
-    job's lock and how long to wait for it, where the notice and its own word go."""
+    job's lock and how long to wait for it, where the notice and its own word go; how
+    long its watchdog lets the program run without Slurm confirming the job
+    (`fence_seconds`, 0: no watchdog), and the cluster's conf and scontrol to ask."""
     env = files.environment(environment=environment, job_id=job_id, attempt=attempt)
     spec = {
         "argv": [str(arg) for arg in argv],
@@ -480,6 +489,9 @@ def write_spec(
         "lock_wait": float(lock_wait),
         "notice": str(files.notice),
         "launcher": str(files.launcher),
+        "fence_seconds": float(fence_seconds),
+        "slurm_conf": str(conf),
+        "scontrol": shutil.which("scontrol") or "scontrol",
     }
     tmp = files.spec.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o400)
@@ -536,7 +548,8 @@ def time_minutes(seconds: int) -> int:
 
 
 def launcher_said(path: Path) -> dict:
-    """What the launcher wrote of itself ({"checkpoint_busy": at}), {} if nothing."""
+    """What the launcher wrote of itself ({"checkpoint_busy": at}, or its exit record:
+    `exit_record`), {} if nothing."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -548,6 +561,39 @@ def launcher_said(path: Path) -> dict:
         return {}
     finally:
         os.close(fd)
+
+
+@dataclass(frozen=True)
+class ExitRecord:
+    """How the program ended, as its launcher (or the launcher's watchdog) wrote it
+    once the program's whole group was gone (`launch`): proof nothing of it runs."""
+
+    ended_at: float  # epoch seconds, the node's clock
+    exit_code: int | None  # its exit status; -N when signal N killed it; None: unknown
+    fenced: bool  # killed by the launcher's watchdog (the job unconfirmed by Slurm)
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if value == value else None  # not NaN
+
+
+def exit_record(path: Path) -> ExitRecord | None:
+    """The run's exit record, None when there is none (the program may run, or the
+    launcher never wrote: a node gone) or it is not one ({"checkpoint_busy": ...})."""
+    said = launcher_said(path)
+    ended_at = _number(said.get("ended_at"))
+    if ended_at is None:
+        return None
+    status, killed = _number(said.get("exit_status")), _number(said.get("signal"))
+    if killed:
+        exit_code: int | None = -int(killed)
+    elif status is not None:
+        exit_code = int(status)
+    else:
+        exit_code = None
+    return ExitRecord(ended_at=ended_at, exit_code=exit_code, fenced=said.get("fenced") is True)
 
 
 # What slurmstepd writes on the job's output when jobacct_gather's OverMemoryKill ends a

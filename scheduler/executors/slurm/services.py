@@ -29,6 +29,29 @@ A run (an attempt of a job) on Slurm goes through:
   memory (`out_of_memory`: Slurm's OUT_OF_MEMORY, or slurmstepd's "exceeded memory
   limit" on the output with signal 9, as without cgroups) FAILED; a submission Slurm
   refused (`job_run_failed`, cause `slurm_refused`).
+- Before any of those, the launcher's exit record (the run's `launcher` file, written
+  once the program's whole group is gone: scheduler.executors.slurm.launch) is read.
+  Exit 0 there is SUCCEEDED, at the record's `ended_at` (bounded by the run's start and
+  now), whatever Slurm says (NODE_FAIL, forgotten, cancelled without notice): finished
+  work never runs twice. A program its watchdog killed (`fenced`) is requeued
+  (`slurm_fenced`) unless Slurm lost the node or the job (their own causes).
+- Fencing. Slurm ended the run with NODE_FAIL, or no longer knows it, and there is no
+  exit record: the program may still run on its node (Slurm frees the GPUs of a node it
+  cannot reach). The run keeps its capacity (RUNNING or STOPPING, so no pass gives its
+  GPUs away) and `placement` records `fenced_since` (this reconciliation's time when it
+  first saw the end), `fenced_until`, `fenced_cause` and `fenced_reason` ("fenced:
+  waiting for the program on node X to be confirmed gone (until HH:MM:SS)"). It is
+  released (requeued with its cause, or stopped if it had notice) when the exit record
+  appears, or at `fenced_until` = `fenced_since` + `SLURM_FENCE_SECONDS` (or the run's
+  spec's fence, if larger) + `JOB_KILL_MARGIN_SECONDS`. The bound: the launcher's
+  watchdog kills the program at most the fence after the start of its last ask that
+  Slurm answered "running"; that ask came before Slurm ended the job, which came before
+  this reconciliation saw the end; so the program is dead by `fenced_until`, and no two
+  clocks are compared. The worst-case wait for the capacity after Slurm's end: one
+  reconciliation interval to see it, the fence and the margin, and one more interval to
+  release it (with the defaults: 1 + 20 + 3 + 1 = 25 s). What the bound does not cover:
+  a node frozen whole (watchdog included) for longer than the fence, and a process of
+  the program that left its process group (setsid), which the launcher cannot kill.
 
 The reconciliation also cancels the Slurm jobs of our name prefix that the product does
 not run (a run that ended, or a duplicate), and logs each.
@@ -37,7 +60,9 @@ not run (a run that ended, or a duplicate), and logs each.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
+import os
 import secrets
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -58,9 +83,11 @@ from scheduler.executors.slurm.client import (
     LOST_STATES,
     Cluster,
     Ending,
+    ExitRecord,
     SlurmError,
     SlurmJob,
     SlurmNode,
+    exit_record,
     expand_hostlist,
     instances_per_node,
     job_account,
@@ -86,6 +113,10 @@ SLURM_LOST = "slurm_lost"  # REQUEUED: Slurm no longer knows a run it ran
 SLURM_CANCELLED = "slurm_cancelled"  # REQUEUED: cancelled in Slurm by someone, not the product
 OUT_OF_MEMORY = "out_of_memory"  # FAILED: Slurm killed it for using more memory than asked
 SLURM_TIME_LIMIT = "slurm_time_limit"  # FAILED: Slurm ended it at its time limit (TIMEOUT)
+SLURM_FENCED = "slurm_fenced"  # REQUEUED: its launcher's watchdog killed it (Slurm unconfirmed)
+# Ends after which the program may still run on its node (Slurm lost the node, or the
+# job): without the launcher's exit record the run is fenced before it is released.
+UNCONFIRMED_ENDS = frozenset({NODE_FAIL, SLURM_LOST})
 
 # -- the binding (its checks and writes: scheduler.executors.slurm.binding) ------------
 
@@ -139,6 +170,11 @@ def longest_grace(job: Job) -> float:
     return float(max(job.grace or 0, revision.stop_grace_seconds if revision else 0))
 
 
+def fence_seconds() -> float:
+    """How long a launcher lets its program run without Slurm confirming the job."""
+    return float(getattr(settings, "SLURM_FENCE_SECONDS", 20))
+
+
 def checkpoint_wait_seconds(job: Job) -> float:
     """How long a new attempt waits for an older one to let go of the checkpoint
     before it gives the run back (`checkpoint_busy`): an older attempt being stopped
@@ -163,6 +199,8 @@ def submit_to_slurm(job: Job, cluster: Cluster) -> str:
         environment=revision.environment if revision is not None else {},
         account=user,
         lock_wait=checkpoint_wait_seconds(job),
+        fence_seconds=fence_seconds(),
+        conf=cluster.conf,
     )
     return cluster.submit(
         sbatch_arguments(
@@ -323,6 +361,7 @@ class Reconciliation:
     signalled: list[int] = field(default_factory=list)
     ended: list[int] = field(default_factory=list)
     lost: list[int] = field(default_factory=list)
+    fenced: list[int] = field(default_factory=list)  # ended in Slurm, maybe not on the node
     cancelled: list[str] = field(default_factory=list)
     unreachable: list[str] = field(default_factory=list)  # clusters that did not answer
 
@@ -456,7 +495,12 @@ FAILED_CAUSES = {"OUT_OF_MEMORY": OUT_OF_MEMORY, "TIMEOUT": SLURM_TIME_LIMIT}
 
 
 def ending_outcome(
-    ending: Ending | None, *, noticed: bool, busy: bool = False, over_memory: bool = False
+    ending: Ending | None,
+    *,
+    noticed: bool,
+    busy: bool = False,
+    over_memory: bool = False,
+    record: ExitRecord | None = None,
 ) -> tuple[str, str | None]:
     """How the product records a Slurm job's end: ("released", cause) requeues it by the
     retry rules (Slurm lost it, its node failed, someone else cancelled it, an older
@@ -466,9 +510,16 @@ def ending_outcome(
     (0 SUCCEEDED, else FAILED). A run with notice (`noticed`) that ended any way but by
     itself stopped. `over_memory`: slurmstepd wrote on its output that it killed the job
     for its memory (jobacct_gather's OverMemoryKill, without cgroups: Slurm says FAILED
-    and signal 9, not OUT_OF_MEMORY); it counts as OUT_OF_MEMORY when Slurm killed it."""
+    and signal 9, not OUT_OF_MEMORY); it counts as OUT_OF_MEMORY when Slurm killed it.
+    `record`: the launcher's exit record (the program is gone). Exit 0 there is
+    ("exited", None), SUCCEEDED, whatever Slurm says (NODE_FAIL, forgotten, cancelled):
+    finished work never runs twice; a program its watchdog killed (`fenced`) that Slurm
+    did not lose is requeued (`slurm_fenced`); any other end is as without it."""
     if busy and ending is not None and ending.exit_code == BUSY_EXIT:
         return "released", runs.CHECKPOINT_BUSY
+    recorded = _recorded_outcome(ending, record)
+    if recorded is not None:
+        return recorded
     if ending is None:
         return "released", SLURM_LOST
     if ending.state in LOST_STATES:
@@ -487,6 +538,95 @@ def ending_outcome(
     return "exited", None
 
 
+def _recorded_outcome(
+    ending: Ending | None, record: ExitRecord | None
+) -> tuple[str, str | None] | None:
+    """What the exit record alone decides (see `ending_outcome`), None: nothing."""
+    if record is None:
+        return None
+    if record.exit_code == 0:
+        return "exited", None
+    lost = ending is None or ending.state in LOST_STATES
+    if record.fenced and not lost and ending.state != "CANCELLED":
+        return "released", SLURM_FENCED
+    return None
+
+
+def _end_time(job: Job, record: ExitRecord | None, now: dt.datetime) -> dt.datetime:
+    """When the program ended: its exit record's time (the node's clock), bounded by
+    the run's start and now; now without a record."""
+    if record is None:
+        return now
+    ended = dt.datetime.fromtimestamp(record.ended_at, tz=dt.UTC)
+    if job.started_at is not None:
+        ended = max(ended, job.started_at)
+    return min(ended, now)
+
+
+def _spec_fence_seconds(job: Job) -> float:
+    """The fence the run's launcher was given (its spec), 0 if it cannot be read."""
+    try:
+        fd = os.open(RunArea.of(job.pk, job.attempt).spec, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return 0.0
+    try:
+        with os.fdopen(fd) as handle:
+            return max(0.0, float(json.load(handle).get("fence_seconds") or 0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0.0
+
+
+def fence_until(job: Job, since: dt.datetime) -> dt.datetime:
+    """When a run fenced at `since` is certainly gone: its launcher's fence (the larger of
+    its spec's and the setting) plus the kill margin after the reconciliation first saw
+    Slurm's end. The launcher counts its fence from the start of its last ask Slurm
+    answered "running", which came before Slurm ended the job, which came before the
+    reconciliation saw it: no two clocks are compared."""
+    seconds = max(fence_seconds(), _spec_fence_seconds(job))
+    return since + dt.timedelta(seconds=seconds + float(settings.JOB_KILL_MARGIN_SECONDS))
+
+
+def fence_reason(job: Job, until: dt.datetime) -> str:
+    nodes = (job.placement or {}).get("nodes") or ""
+    names = expand_hostlist(nodes)
+    where = f"node {names[0]}" if len(names) == 1 else f"nodes {nodes}" if nodes else "its node"
+    return (
+        f"fenced: waiting for the program on {where} to be confirmed gone "
+        f"(until {timezone.localtime(until):%H:%M:%S})"
+    )
+
+
+def _fenced(job: Job, cause: str, now: dt.datetime, report) -> bool:
+    """Slurm ended the run (its node failed, or it lost the job) and no exit record says
+    the program is gone: it may still run on its node. The run keeps its capacity
+    (RUNNING or STOPPING) until `fence_until` from when this reconciliation first saw
+    the end (`placement.fenced_since`); True while it must wait, False once released."""
+    placement = job.placement or {}
+    if not placement.get("fenced_since"):
+        until = fence_until(job, now)
+        _mark(
+            job,
+            fenced_since=now.isoformat(),
+            fenced_until=until.isoformat(),
+            fenced_cause=cause,
+            fenced_reason=fence_reason(job, until),
+        )
+        logger.warning(
+            "job %s attempt %s: Slurm ended it (%s) with no word from its launcher; its "
+            "capacity stays held until %s",
+            job.pk,
+            job.attempt,
+            cause,
+            until.isoformat(),
+        )
+        report.fenced.append(job.pk)
+        return True
+    if now < dt.datetime.fromisoformat(placement["fenced_until"]):
+        report.fenced.append(job.pk)
+        return True
+    return False
+
+
 def _record_end(
     cluster: Cluster, job: Job, slurm_id: str, slurm: SlurmJob | None, figures, now, report
 ) -> None:
@@ -494,6 +634,28 @@ def _record_end(
     if ending is not None and ending.state not in ENDED_STATES:
         return  # submitted after squeue answered: it has not ended, the next tick sees it
     state = ending.state if ending is not None else (slurm.state if slurm else "")
+    record_ending(job, slurm_id, ending, state=state, figures=figures, now=now, report=report)
+
+
+def record_ending(
+    job: Job, slurm_id: str, ending: Ending | None, *, state: str, figures, now, report
+) -> None:
+    """Record how Slurm says the run ended (`ending`, None: Slurm forgot it), read with
+    the launcher's exit record first: a run whose program may still run is fenced."""
+    files = RunArea.of(job.pk, job.attempt)
+    record = exit_record(files.launcher)
+    busy = bool(launcher_said(files.launcher).get("checkpoint_busy"))
+    memory = memory_kill(files.log) if ending is not None and ending.exit_code == -9 else None
+    outcome, cause = ending_outcome(
+        ending,
+        noticed=job.state == Job.State.STOPPING,
+        busy=busy,
+        over_memory=bool(memory),
+        record=record,
+    )
+    unconfirmed = outcome == "released" and record is None and cause in UNCONFIRMED_ENDS
+    if unconfirmed and _fenced(job, cause, now, report):
+        return
     progress, checkpointed = figures if figures is not None else (None, None)
     common = {
         "job_id": job.pk,
@@ -503,13 +665,17 @@ def _record_end(
         "checkpointed": checkpointed,
         "now": now,
     }
-    files = RunArea.of(job.pk, job.attempt)
-    busy = bool(launcher_said(files.launcher).get("checkpoint_busy"))
-    memory = memory_kill(files.log) if ending is not None and ending.exit_code == -9 else None
-    outcome, cause = ending_outcome(
-        ending, noticed=job.state == Job.State.STOPPING, busy=busy, over_memory=bool(memory)
-    )
     exit_code = ending.exit_code if ending is not None else None
+    if outcome == "exited" and record is not None and record.exit_code is not None:
+        exit_code = record.exit_code
+        common["now"] = _end_time(job, record, now)
+    _conclude(job, slurm_id, outcome, cause, exit_code, state, ending, memory, common, report)
+
+
+def _conclude(
+    job: Job, slurm_id: str, outcome, cause, exit_code, state, ending, memory, common, report
+) -> None:
+    """Record the end `ending_outcome` decided, through the runs' services."""
     if outcome == "released":
         done = runs.job_run_released(cause=cause, **common)
         logger.warning(
