@@ -605,6 +605,10 @@ SLURM_SUBMIT_STALE_SECONDS = env_float("SLURM_SUBMIT_STALE_SECONDS", 30, minimum
 # How much longer than its grace and kill margin a new attempt waits for an earlier
 # attempt of the same job to let go of the checkpoint lock (then: checkpoint_busy).
 SLURM_CHECKPOINT_WAIT_SECONDS = env_float("SLURM_CHECKPOINT_WAIT_SECONDS", 30, minimum=0)
+# A run Slurm has not started this long after its submission (STARTING: a partition
+# down, GPUs held by jobs the product did not start) is cancelled and requeued
+# (slurm_pending), so Slurm's scheduler never chooses among the product's jobs.
+SLURM_STARTING_TIMEOUT_SECONDS = env_float("SLURM_STARTING_TIMEOUT_SECONDS", 60, minimum=1)
 # The account a root submitter runs Slurm jobs as (sbatch --uid/--gid), an unprivileged
 # one; without it a root submitter refuses to submit unless SLURM_ALLOW_ROOT (the local
 # demo only). A submitter that is not root runs jobs as itself (Slurm's own rule).
