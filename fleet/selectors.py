@@ -133,6 +133,8 @@ class NodeCapacity:
     outside: list[str] = field(default_factory=list)
     outside_more: int = 0
     partition_state: str = ""
+    # The queue's jobs started by the product that its cluster has not run yet.
+    starting: int = 0
 
 
 def nodes_out(queue: JobQueue, type_name: str) -> str:
@@ -192,6 +194,9 @@ def node_capacity(queue: JobQueue, capacity: dict[str, int]) -> NodeCapacity | N
         outside=[_outside_line(job) for job in seen.get("outside", [])],
         outside_more=seen.get("outside_more", 0),
         partition_state=seen.get("partition_state", ""),
+        starting=Job.objects.filter(queue=queue, state=Job.State.RUNNING)
+        .exclude(placement__state="RUNNING")
+        .count(),
     )
 
 
