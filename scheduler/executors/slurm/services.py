@@ -47,6 +47,7 @@ up; those jobs are listed (at most OUTSIDE_LISTED).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import secrets
 from collections import defaultdict
@@ -54,7 +55,7 @@ from dataclasses import dataclass, field, replace
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Func, JSONField, Q, Value
 from django.utils import timezone
 
 from fleet.models import Job, JobEvent, JobQueue, QueueCapacity
@@ -385,8 +386,12 @@ def _reconcile_cluster(
         .order_by("pk")
     )
     believed = {(job.pk, job.attempt) for job in live}
+    waiting: PendingNotes = defaultdict(list)
     for job in live:
-        _reconcile_run(cluster, job, ours.get((job.pk, job.attempt), []), now, report)
+        _reconcile_run(
+            cluster, job, ours.get((job.pk, job.attempt), []), now, report, waiting=waiting
+        )
+    _write_pending(waiting)
     _record_nodes(cluster, queues, live, now, outside=_outside(cluster, listed))
     strays = {run for run in ours if run not in believed}
     # A run started after the read above is not a stray: asked again, one query.
@@ -403,7 +408,13 @@ def _reconcile_cluster(
 
 
 def _reconcile_run(
-    cluster: Cluster, job: Job, slurm_jobs: list[SlurmJob], now: dt.datetime, report
+    cluster: Cluster,
+    job: Job,
+    slurm_jobs: list[SlurmJob],
+    now: dt.datetime,
+    report,
+    *,
+    waiting: PendingNotes | None = None,
 ) -> None:
     placement = job.placement or {}
     recorded = placement.get("job_id") if job.worker.startswith("slurm:") else None
@@ -431,7 +442,9 @@ def _reconcile_run(
         return
     if slurm.running:
         _record_running(cluster, job, slurm, figures, now, report)
-    elif job.state == Job.State.RUNNING and _record_pending(cluster, job, slurm, now, report):
+    elif job.state == Job.State.RUNNING and _record_pending(
+        cluster, job, slurm, now, report, waiting
+    ):
         return  # taken back: Slurm did not run it in time
     if job.state == Job.State.STOPPING:
         if slurm.running:
@@ -519,9 +532,17 @@ def _record_running(
         report.running.append(job.pk)
 
 
-def _record_pending(cluster: Cluster, job: Job, slurm: SlurmJob, now: dt.datetime, report) -> bool:
+def _record_pending(
+    cluster: Cluster,
+    job: Job,
+    slurm: SlurmJob,
+    now: dt.datetime,
+    report,
+    waiting: PendingNotes | None = None,
+) -> bool:
     """Slurm has not run it yet (STARTING): its state and Slurm's reason go on the
-    placement (written when they change). Past `SLURM_STARTING_TIMEOUT_SECONDS` from
+    placement when they change (noted in `waiting`, written for all runs at once by
+    `_write_pending`; at once without it). Past `SLURM_STARTING_TIMEOUT_SECONDS` from
     its submission it is taken back: cancelled in Slurm and requeued (`slurm_pending`,
     not a preemption), and the pass that follows counts the capacity again (the
     reconciliation's reading of the partition says why it is short). True when taken
@@ -529,7 +550,10 @@ def _record_pending(cluster: Cluster, job: Job, slurm: SlurmJob, now: dt.datetim
     placement = dict(job.placement or {})
     placement.update(state=slurm.state, reason=slurm.reason)
     if placement != job.placement:
-        _mark(job, state=slurm.state, reason=slurm.reason)
+        if waiting is None:
+            _mark(job, state=slurm.state, reason=slurm.reason)
+        else:
+            waiting[(slurm.state, slurm.reason)].append((job.pk, job.worker))
     submitted = slurm_time_iso(placement.get("submitted_at", ""))
     bound = starting_timeout()
     if submitted is None or (now - submitted).total_seconds() < bound:
@@ -548,6 +572,48 @@ def _record_pending(cluster: Cluster, job: Job, slurm: SlurmJob, now: dt.datetim
     if done:
         report.taken_back.append(job.pk)
     return True
+
+
+# (Slurm state, reason) -> the runs (job id, worker) to record them on.
+PendingNotes = dict[tuple[str, str], list[tuple[int, str]]]
+
+
+class _PlacementWith(Func):
+    """The placement with some keys set and the others kept, computed by the database:
+    a write that never undoes another's (a notice's marks)."""
+
+    output_field = JSONField()
+
+    def __init__(self, values: dict):
+        super().__init__(F("placement"), Value(json.dumps(values)))
+
+    def _parts(self, compiler, connection):
+        placement, before = compiler.compile(self.source_expressions[0])
+        values, after = compiler.compile(self.source_expressions[1])
+        return placement, values, [*before, *after]
+
+    def as_postgresql(self, compiler, connection, **extra):
+        placement, values, params = self._parts(compiler, connection)
+        return f"(COALESCE({placement}, '{{}}'::jsonb) || ({values})::jsonb)", params
+
+    def as_sqlite(self, compiler, connection, **extra):
+        placement, values, params = self._parts(compiler, connection)
+        return f"json_patch(COALESCE({placement}, '{{}}'), {values})", params
+
+
+def _write_pending(waiting: PendingNotes) -> None:
+    """Slurm's state and reason on the runs it has not run, one UPDATE per (state,
+    reason): a reconciliation that finds 1,000 runs newly pending (a partition set
+    down) writes them in one statement, not 1,000. A run's worker names its Slurm job
+    (`slurm:<id>`), so a run taken back or ended meanwhile is not written."""
+    for (state, reason), runs_of in sorted(waiting.items()):
+        for start in range(0, len(runs_of), 500):
+            chunk = runs_of[start : start + 500]
+            Job.objects.filter(
+                pk__in=[pk for pk, _ in chunk],
+                worker__in=[worker for _, worker in chunk],
+                state=Job.State.RUNNING,
+            ).update(placement=_PlacementWith({"state": state, "reason": reason}))
 
 
 def slurm_time_iso(text: str) -> dt.datetime | None:
