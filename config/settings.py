@@ -615,6 +615,10 @@ SLURM_CHECKPOINT_WAIT_SECONDS = env_float("SLURM_CHECKPOINT_WAIT_SECONDS", 30, m
 # when it cannot confirm with Slurm for this long that its job still runs; a run Slurm
 # ended without the launcher's exit record keeps its capacity this plus the kill margin.
 SLURM_FENCE_SECONDS = env_float("SLURM_FENCE_SECONDS", 20, minimum=2)
+# A run Slurm has not started this long after its submission (STARTING: a partition
+# down, GPUs held by jobs the product did not start) is cancelled and requeued
+# (slurm_pending), so Slurm's scheduler never chooses among the product's jobs.
+SLURM_STARTING_TIMEOUT_SECONDS = env_float("SLURM_STARTING_TIMEOUT_SECONDS", 60, minimum=1)
 # The account a root submitter runs Slurm jobs as (sbatch --uid/--gid), an unprivileged
 # one; without it a root submitter refuses to submit unless SLURM_ALLOW_ROOT (the local
 # demo only). A submitter that is not root runs jobs as itself (Slurm's own rule).

@@ -711,6 +711,9 @@ class JobEvent(models.Model):
         REQUEUED = "REQUEUED", "Requeued"
         # A victim given notice (spec v2) has stopped: its capacity is free.
         STOPPED = "STOPPED", "Stopped"
+        # Its executor really began running a started run (its cluster ran the job),
+        # at `at`; the run's time counts from then (a note, not a lifecycle event).
+        RUNNING = "RUNNING", "Running"
 
     # The lifecycle events of the scenario format; the others are notes on the timeline.
     LIFECYCLE = (

@@ -127,6 +127,14 @@ class NodeCapacity:
     seen_at: str
     unusable: list[str]
     disagreements: list[str]
+    # Held by Slurm jobs the product did not start: one line per type they cost, one per
+    # job (at most the executor's bound, then how many more); the partition not up.
+    held_outside: list[str] = field(default_factory=list)
+    outside: list[str] = field(default_factory=list)
+    outside_more: int = 0
+    partition_state: str = ""
+    # The queue's jobs started by the product that its cluster has not run yet.
+    starting: int = 0
 
 
 def nodes_out(queue: JobQueue, type_name: str) -> str:
@@ -178,6 +186,54 @@ def node_capacity(queue: JobQueue, capacity: dict[str, int]) -> NodeCapacity | N
         seen_at=seen.get("seen_at", ""),
         unusable=unusable,
         disagreements=disagreements,
+        held_outside=[
+            f"{figures['held_outside']} of {figures.get('total')} {type_name}"
+            for type_name, figures in sorted((seen.get("types") or {}).items())
+            if figures.get("held_outside")
+        ],
+        outside=[_outside_line(job) for job in seen.get("outside", [])],
+        outside_more=seen.get("outside_more", 0),
+        partition_state=seen.get("partition_state", ""),
+        starting=Job.objects.filter(queue=queue, state=Job.State.RUNNING)
+        .exclude(placement__state="RUNNING")
+        .count(),
+    )
+
+
+def capacity_seen_document(queue: JobQueue) -> dict | None:
+    """What the queue's executor last saw it can use, for the API: per type `total`,
+    `usable` and `held_outside` (instances held by jobs the product did not start), the
+    nodes out of service, the partition's state when not up, and those jobs (`outside`:
+    Slurm job id, user, GPUs, nodes, since; `outside_more`: how many more); None when
+    the executor reports nothing."""
+    seen = queue.capacity_seen
+    if not seen:
+        return None
+    return {
+        "partition": seen.get("partition", ""),
+        "partition_state": seen.get("partition_state", "up"),
+        "seen_at": seen.get("seen_at", ""),
+        "types": {
+            name: {
+                "total": figures.get("total"),
+                "usable": figures.get("usable"),
+                "held_outside": figures.get("held_outside", 0),
+            }
+            for name, figures in sorted((seen.get("types") or {}).items())
+        },
+        "nodes_out": [node["described"] for node in seen.get("nodes", []) if not node["usable"]],
+        "outside": seen.get("outside", []),
+        "outside_more": seen.get("outside_more", 0),
+    }
+
+
+def _outside_line(job: dict) -> str:
+    """'Slurm job 12 of alice: 3 GPUs on node1, since 2026-12-07 23:27:16 UTC'."""
+    since = job.get("since", "")[:19].replace("T", " ")
+    where = f" on {', '.join(job.get('nodes', []))}" if job.get("nodes") else ""
+    return (
+        f"Slurm job {job.get('job_id')} of {job.get('user') or 'unknown'}: "
+        f"{job.get('gpus', 0)} GPUs{where}" + (f", since {since} UTC" if since else "")
     )
 
 

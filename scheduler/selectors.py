@@ -397,16 +397,83 @@ def _event_text(event: JobEvent, job: Job) -> tuple[str, str]:
             return f"{change}: {exception} {step}{by}, its raise taken back", "neutral"
         who = event.actor.get_username() if event.actor else "a person"
         return f"{change} by {who}", "neutral"
-    if kind == JobEvent.Type.REQUEUED:
-        texts = {
-            "checkpoint_busy": (
-                "requeued: a process of an earlier attempt still held its checkpoint"
-            ),
-        }
-        lost = "requeued: its runner stopped responding; it resumes from its last checkpoint"
-        described = cause_described(event.cause, event.detail)
-        return described or texts.get(event.cause, lost), "failed"
+    if kind in _NOTE_TEXTS:
+        return _NOTE_TEXTS[kind](event)
     return kind, "neutral"
+
+
+def _requeued_text(event: JobEvent) -> tuple[str, str]:
+    texts = {
+        "checkpoint_busy": ("requeued: a process of an earlier attempt still held its checkpoint"),
+    }
+    lost = "requeued: its runner stopped responding; it resumes from its last checkpoint"
+    described = cause_described(event.cause, event.detail)
+    return described or texts.get(event.cause, lost), "failed"
+
+
+def _running_text(event: JobEvent) -> str:
+    """'Slurm began running it (Slurm job 12 on node1, GPUs node1:0), 4.2 s after it
+    was started; its run time counts from here'."""
+    detail = event.detail or {}
+    where = [f"Slurm job {detail['slurm_job_id']}"] if detail.get("slurm_job_id") else []
+    if detail.get("nodes"):
+        where.append(f"on {detail['nodes']}")
+    devices = detail.get("devices") or {}
+    if devices:
+        where.append("GPUs " + ", ".join(f"{node}:{ids}" for node, ids in sorted(devices.items())))
+    after = detail.get("after_start")
+    text = "Slurm began running it" + (f" ({' '.join(where[:2])}" if where else "")
+    if len(where) > 2:
+        text += f", {where[2]}"
+    text += ")" if where else ""
+    if after is not None:
+        text += f", {after:g} s after it was started"
+    return text + "; its run time counts from here"
+
+
+# Timeline notes that are not lifecycle events: their text and colour.
+_NOTE_TEXTS = {
+    JobEvent.Type.REQUEUED: _requeued_text,
+    JobEvent.Type.RUNNING: lambda event: (_running_text(event), "neutral"),
+}
+
+
+STARTING = "STARTING"
+
+
+def shown_state(*, state: str, placement: Mapping | None, executor: str, worker: str = "") -> str:
+    """A job's state as the API and the pages show it: STARTING for a RUNNING job whose
+    executor says it does not run yet (Slurm: started by the product, not yet run by
+    Slurm; its capacity is counted all the same), else its state."""
+    if state != Job.State.RUNNING:
+        return state
+    try:
+        runs_on = executor_named(executor)
+    except KeyError:
+        return state
+    probe = Job(state=state, placement=placement or None, worker=worker)
+    return STARTING if runs_on.starting_reason(probe) else state
+
+
+def job_shown_state(job: Job) -> str:
+    return shown_state(
+        state=job.state, placement=job.placement, executor=job.queue.executor, worker=job.worker
+    )
+
+
+def job_placement(placement: Mapping | None) -> dict | None:
+    """Where its executor runs it, as the API shows it (Slurm: job id, nodes, GPU
+    indexes per node, state, Slurm's reason while it waits); None for none."""
+    if not placement:
+        return None
+    return {
+        "job_id": placement.get("job_id", ""),
+        "state": placement.get("state", ""),
+        "reason": placement.get("reason", ""),
+        "nodes": placement.get("nodes", ""),
+        "devices": placement.get("devices") or {},
+        "submitted_at": placement.get("submitted_at", ""),
+    }
 
 
 def job_timeline(job: Job) -> list[TimelineEntry]:

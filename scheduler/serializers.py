@@ -9,9 +9,10 @@ the schema (`Bounded`), not checked twice.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from core.api.serializers import ErrorSerializer, OutputSerializer, RefuseUnknownFields
@@ -27,6 +28,7 @@ from fleet.models import (
     UrgencyDefinition,
     WorkloadClass,
 )
+from scheduler import selectors
 from scheduler.services import job_definitions as definitions
 from scheduler.services.jobs import (
     MAX_CLIENT_TOKEN,
@@ -272,6 +274,16 @@ class JobOutputSerializer(OutputSerializer):
     parameters = serializers.DictField(
         child=serializers.JSONField(), help_text="The parameter values it runs with."
     )
+    state = serializers.SerializerMethodField(
+        help_text="Its state; STARTING: started by the product (its capacity is counted) "
+        "but not yet run by its executor (pending in its cluster: `placement.reason` says why)."
+    )
+    placement = serializers.SerializerMethodField(
+        help_text="Where its executor runs it (its cluster's `job_id`, `state`, `reason` "
+        "while not yet run, `nodes`, `devices`: GPU indexes per node); null for none."
+    )
+    # What the method fields read of a row of `values(*columns())`.
+    _extra_columns = ("state", "placement", "queue__executor", "worker")
 
     class Meta:
         model = Job
@@ -296,6 +308,7 @@ class JobOutputSerializer(OutputSerializer):
             "client_token",
             "state",
             "reason",
+            "placement",
             # STOPPING (given notice): when its grace ends; it holds its capacity till then.
             "grace_until",
             "submitted_at",
@@ -315,6 +328,29 @@ class JobOutputSerializer(OutputSerializer):
             "exit_code",
         ]
         read_only_fields = fields
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return [*super().columns(), *cls._extra_columns]
+
+    @staticmethod
+    def _read(job, column: str):
+        if isinstance(job, Mapping):
+            return job[column]
+        return job.queue.executor if column == "queue__executor" else getattr(job, column)
+
+    @extend_schema_field(serializers.ChoiceField(choices=[*Job.State.values, selectors.STARTING]))
+    def get_state(self, job) -> str:
+        return selectors.shown_state(
+            state=self._read(job, "state"),
+            placement=self._read(job, "placement"),
+            executor=self._read(job, "queue__executor"),
+            worker=self._read(job, "worker"),
+        )
+
+    @extend_schema_field({"type": "object", "nullable": True})
+    def get_placement(self, job) -> dict | None:
+        return selectors.job_placement(self._read(job, "placement"))
 
 
 class JobEventOutputSerializer(serializers.ModelSerializer):

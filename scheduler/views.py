@@ -65,6 +65,7 @@ def job_list(request):
     places = job_positions(list(page.object_list))
     for job in page.object_list:
         job.place = places.get(job.pk)
+        job.shown_state = selectors.job_shown_state(job)
     context = {
         "filter_form": filters.form,
         "page_obj": page,
@@ -144,6 +145,7 @@ def job_detail(request, pk: int):
             "log_error": log_error,
             "job": job,
             "reason": selectors.current_reason(job),
+            "shown_state": selectors.job_shown_state(job),
             "progress": progress,
             "last_checkpoint": selectors.job_last_checkpoint(job, progress),
             "clock": selectors.queue_clock(job.queue),

@@ -33,6 +33,7 @@ from fleet.models import (
     UrgencyDefinition,
     WorkloadClass,
 )
+from fleet.selectors import capacity_seen_document
 from governance.models import PolicyChange
 from governance.policy.executor_binding import (
     binding_executors,
@@ -208,9 +209,17 @@ class QueueOutputSerializer(OutputSerializer):
             "default_preemption_retries",
             "runnable_time_limit",
             "capacity",
+            "capacity_seen",
             "binding",
             "version",
         ]
+
+    capacity_seen = serializers.SerializerMethodField(
+        help_text="What its executor can really use now, as last seen (per type total, "
+        "usable and held_outside; nodes out; the partition's state; the cluster's jobs "
+        "the product did not start that hold capacity: outside, outside_more); null when "
+        "the executor reports nothing."
+    )
 
     binding = serializers.SerializerMethodField(
         help_text="The queue's settings for its executor (the fields of its binding "
@@ -220,6 +229,10 @@ class QueueOutputSerializer(OutputSerializer):
     @extend_schema_field(INSTANCE_MAP)
     def get_capacity(self, queue) -> dict[str, int]:
         return {cap.instance_type.name: cap.instances for cap in queue.capacities.all()}
+
+    @extend_schema_field({"type": "object", "nullable": True})
+    def get_capacity_seen(self, queue) -> dict | None:
+        return capacity_seen_document(queue)
 
     @extend_schema_field({"type": "object"})
     def get_binding(self, queue) -> dict:

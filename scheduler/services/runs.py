@@ -368,9 +368,11 @@ def job_run_released(
     progress: int | None = None,
     checkpointed: int | None = None,
     now: dt.datetime | None = None,
+    detail: dict | None = None,
 ) -> bool:
     """The runner gave a run back without finishing it (`runner_stopped`,
-    `checkpoint_busy`): requeue it at once rather than when its lease runs out."""
+    `checkpoint_busy`): requeue it at once rather than when its lease runs out.
+    `detail` is added to the REQUEUED event's (what its cause's wording names)."""
     now = now or timezone.now()
     with transaction.atomic():
         run = _locked_run(job_id, attempt, lease_token, now)
@@ -381,6 +383,7 @@ def job_run_released(
         if job.state == Job.State.STOPPING:  # given back during notice: it has stopped
             return _stopped(queue, job, now=now, exit_code=None)
         event = _requeue(job, now=now, speed=executor_for(queue).speed, cause=cause)
+        event.detail.update(detail or {})
         Job.objects.bulk_update([job], _REQUEUE_FIELDS)
         event.save()
         request_pass(queue.pk)

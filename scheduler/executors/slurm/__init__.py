@@ -50,6 +50,11 @@ CAUSES = (
         "its last checkpoint",
     ),
     Cause(
+        services.SLURM_PENDING,
+        "requeued: Slurm did not run it within {seconds} s ({reason}); the capacity is "
+        "counted again",
+    ),
+    Cause(
         services.SLURM_LOST,
         "requeued: Slurm no longer knows the run; it resumes from its last checkpoint",
     ),
@@ -67,9 +72,13 @@ class SlurmExecutor(BaseExecutor):
     A start is submitted after commit by the generic `scheduler.executor_start` task
     (the reconciliation submits any start whose message was lost); notice is sent by
     `scheduler.executor_stop` (and again by the reconciliation if that was lost). A run
-    shows STARTING (RUNNING in the product, not yet in Slurm) until Slurm reports it
-    running. Progress and checkpoints are what the program writes in its status file,
-    read by each reconciliation."""
+    shows STARTING (RUNNING in the product, not yet in Slurm) with Slurm's reason until
+    Slurm reports it running; its run time counts from Slurm's start, and one Slurm has
+    not run `SLURM_STARTING_TIMEOUT_SECONDS` after its submission is taken back
+    (`slurm_pending`). The capacity it offers is what the partition's nodes in service
+    hold less what jobs the product did not start hold there (`capacity_seen`).
+    Progress and checkpoints are what the program writes in its status file, read by
+    each reconciliation."""
 
     name = EXECUTOR_NAME
     label = "Slurm cluster"
@@ -114,8 +123,10 @@ class SlurmExecutor(BaseExecutor):
         return asdict(services.slurm_reconcile(now=now))
 
     def capacity_seen(self, queue: JobQueue) -> dict[str, int | None] | None:
-        """What the partition's nodes in service hold per type, as the last
-        reconciliation saw them (None: never seen)."""
+        """What the partition's nodes in service hold per type less what jobs the
+        product did not start hold there, 0 while the partition is not up, as the last
+        reconciliation saw them (None: never seen); the pass takes the smaller of this
+        and the configured capacity (fleet.bridge.usable_capacity)."""
         seen = (queue.capacity_seen or {}).get("types")
         if not seen:
             return None
@@ -128,10 +139,18 @@ class SlurmExecutor(BaseExecutor):
             return "started, being submitted to its Slurm cluster"
         if placement.get("state") != "RUNNING":
             state = str(placement.get("state", "")).lower() or "unknown"
+            reason = placement.get("reason")
+            why = f": {reason}" if reason and reason != "None" else ""
             return (
-                f"started, waiting for Slurm to run it (Slurm job {placement['job_id']}, {state})"
+                f"started, waiting for Slurm to run it (Slurm job {placement['job_id']}, "
+                f"{state}{why}); it is taken back if Slurm has not run it "
+                f"{services.starting_timeout():g} s after its submission"
             )
         return ""
+
+    def is_starting(self, job: Job) -> bool:
+        """Started by the product, not yet run by Slurm (shown STARTING)."""
+        return (job.placement or {}).get("state") != "RUNNING"
 
     def log_path(self, job_id: int, attempt: int) -> Path | None:
         """sbatch's --output: Slurm writes the job's standard output and, with no

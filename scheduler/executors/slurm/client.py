@@ -34,6 +34,13 @@ wall-clock limit is the job's `--time` (whole minutes, rounded up). The job area
 (`JOB_CHECKPOINT_ROOT/job-<id>/`, the shared run area) must be on a
 file system the nodes share with the product.
 
+Reading. squeue lists every job (ours by name, the others' with their user);
+`scontrol -d show job` says what a job holds per node (CPUs, memory, GPUs with their
+indexes: `Allocation`), read for the jobs the product did not start and once for each
+run of ours when it starts running; sinfo gives the partition's nodes and whether the
+partition is up. Slurm prints times in its client's local time without a zone: every
+command runs with `TZ=UTC`, so `slurm_time` reads them right whatever the host's zone.
+
 Every command runs with an argument list, `SLURM_CONF` set to the queue's cluster and a
 timeout (`SLURM_COMMAND_TIMEOUT`); a command that fails or times out raises
 `SlurmError`, and the caller decides (a submit that timed out may have reached Slurm:
@@ -48,6 +55,7 @@ not run is recognised (and cancelled) by the reconciliation
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -88,8 +96,8 @@ RUNNING_STATES = frozenset({"RUNNING", "COMPLETING", "STOPPED", "SUSPENDED", "SI
 
 # squeue's fields, in this order, separated by a character no field holds.
 _SEP = "\x1f"
-_SQUEUE_FORMAT = _SEP.join(["%i", "%j", "%T", "%N", "%S", "%r"])
-_SINFO_FORMAT = _SEP.join(["%N", "%T", "%c", "%m", "%G", "%f", "%E"])
+_SQUEUE_FORMAT = _SEP.join(["%i", "%j", "%T", "%N", "%S", "%r", "%u"])
+_SINFO_FORMAT = _SEP.join(["%N", "%T", "%c", "%m", "%G", "%f", "%E", "%a"])
 
 
 # What the client commands say when no slurmctld answered them.
@@ -146,8 +154,9 @@ class SlurmJob:
     name: str
     state: str
     nodes: str  # "node[1-2]"; "" while pending
-    start_time: str  # ISO local time Slurm expects it to start or started; "N/A"
+    start_time: str  # ISO UTC time (`Cluster` asks for UTC) it started or may start; "N/A"
     reason: str
+    user: str = ""
 
     @property
     def ended(self) -> bool:
@@ -185,6 +194,7 @@ class SlurmNode:
     gres: dict[str, int]  # "gpu" and "gpu:<type>" -> count
     features: frozenset[str]
     reason: str  # why it is down or drained ("" if none)
+    partition_state: str = "up"  # sinfo %a: up, down, drain, inact (the whole partition's)
 
     @property
     def base_state(self) -> str:
@@ -288,6 +298,110 @@ def instances_per_node(resources: list[str], node: SlurmNode) -> int:
     return max(0, min(fits))
 
 
+def slurm_time(text: str) -> dt.datetime | None:
+    """A time Slurm printed ("2026-12-07T23:27:16", in UTC: `Cluster` sets TZ=UTC for
+    its commands) as an aware datetime; None for "N/A", "Unknown", "None" or garbage."""
+    try:
+        return dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class NodeAllocation:
+    """What one job holds on one node: CPUs, memory and GRES (name and name:type ->
+    count), and the GPU indexes when Slurm says them ("0-2", "" when not)."""
+
+    cpus: int
+    memory_mb: int
+    gres: dict[str, int]
+    gpu_indexes: str
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """A job as `scontrol -d --oneliner show job` describes it: who, since when, and
+    what it holds per node (empty while it does not run)."""
+
+    job_id: str
+    name: str
+    user: str
+    state: str
+    start_time: str
+    per_node: dict[str, NodeAllocation]
+
+    @property
+    def gpus(self) -> int:
+        return sum(held.gres.get("gpu", 0) for held in self.per_node.values())
+
+
+def _id_count(text: str) -> int:
+    """How many ids a Slurm id list names ("0-2,5" -> 4)."""
+    count = 0
+    for part in filter(None, text.split(",")):
+        low, _, high = part.partition("-")
+        if low.isdigit():
+            count += int(high) - int(low) + 1 if high.isdigit() else 1
+    return count
+
+
+def _held_gres(text: str) -> tuple[dict[str, int], str]:
+    """A node's GRES of `scontrol -d` ("gpu:a100:3(IDX:0-2),mps:0") as name (and
+    name:type) -> count, and the GPU indexes ("0-2")."""
+    counts: dict[str, int] = {}
+    indexes = ""
+    for entry in re.split(r",(?![^(]*\))", text):
+        head, _, extra = entry.partition("(")
+        parts = head.strip().split(":")
+        if len(parts) < 2 or not parts[-1].isdigit():
+            continue
+        count = int(parts[-1])
+        counts[parts[0]] = counts.get(parts[0], 0) + count
+        if len(parts) == 3:
+            counts[f"{parts[0]}:{parts[1]}"] = counts.get(f"{parts[0]}:{parts[1]}", 0) + count
+        if parts[0] == "gpu" and extra.startswith("IDX:"):
+            indexes = ",".join(filter(None, [indexes, extra[4:].rstrip(")")]))
+    return counts, indexes
+
+
+def parse_allocation(line: str) -> Allocation | None:
+    """One line of `scontrol -d --oneliner show job`; None if it names no job. Each
+    `Nodes=` word opens one node group (CPU_IDs, Mem, GRES) that holds on each of its
+    nodes; `NumNodes=` and the like are other words."""
+    words = [word.partition("=")[::2] for word in line.split()]
+    fields = {key: value for key, value in words}
+    if not fields.get("JobId"):
+        return None
+    per_node: dict[str, NodeAllocation] = {}
+    group: dict[str, str] | None = None
+    groups: list[dict[str, str]] = []
+    for key, value in words:
+        if key == "Nodes":
+            group = {"Nodes": value}
+            groups.append(group)
+        elif group is not None and key in {"CPU_IDs", "Mem", "GRES"}:
+            group[key] = value
+    for group in groups:
+        gres, indexes = _held_gres(group.get("GRES", ""))
+        memory = group.get("Mem", "0")
+        held = NodeAllocation(
+            cpus=_id_count(group.get("CPU_IDs", "")),
+            memory_mb=int(memory) if memory.isdigit() else 0,
+            gres=gres,
+            gpu_indexes=indexes,
+        )
+        for node in expand_hostlist(group["Nodes"]):
+            per_node[node] = held
+    return Allocation(
+        job_id=fields["JobId"],
+        name=fields.get("JobName", ""),
+        user=fields.get("UserId", "").split("(")[0],
+        state=fields.get("JobState", ""),
+        start_time=fields.get("StartTime", ""),
+        per_node=per_node,
+    )
+
+
 _HOSTLIST = re.compile(r"([^,\[]+)(?:\[([^\]]+)\])?,?")
 
 
@@ -315,10 +429,13 @@ class Cluster:
 
     def _env(self) -> dict[str, str]:
         # The client commands need only where the cluster is, and a PATH for themselves.
+        # Slurm prints times in its client's local time, without a zone: asked in UTC,
+        # they read the same whatever the host's or Django's time zone (`slurm_time`).
         return {
             "SLURM_CONF": self.conf,
             "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
             "LANG": "C.UTF-8",
+            "TZ": "UTC",
         }
 
     def run(self, *argv: str) -> str:
@@ -352,11 +469,11 @@ class Cluster:
         jobs = []
         for line in self.run(*argv).splitlines():
             fields = line.split(_SEP)
-            if len(fields) != 6:
+            if len(fields) != 7:
                 continue
-            job_id, job_name, state, nodes, start, reason = (f.strip() for f in fields)
+            job_id, job_name, state, nodes, start, reason, user = (f.strip() for f in fields)
             nodes = "" if nodes in {"", "(null)"} else nodes
-            jobs.append(SlurmJob(job_id, job_name, state, nodes, start, reason))
+            jobs.append(SlurmJob(job_id, job_name, state, nodes, start, reason, user))
         return jobs
 
     def find(self, name: str) -> list[SlurmJob]:
@@ -388,9 +505,9 @@ class Cluster:
         nodes = {}
         for line in out.splitlines():
             fields = [f.strip() for f in line.split(_SEP)]
-            if len(fields) != 7 or not fields[0]:
+            if len(fields) != 8 or not fields[0]:
                 continue
-            name, state, cpus, memory, gres, features, reason = fields
+            name, state, cpus, memory, gres, features, reason, available = fields
             nodes[name] = SlurmNode(
                 name=name,
                 state=state,
@@ -401,8 +518,24 @@ class Cluster:
                     f for f in features.split(",") if f and f not in {"(null)", "none"}
                 ),
                 reason="" if reason in {"none", "(null)"} else reason,
+                partition_state=available.lower(),
             )
         return [nodes[name] for name in sorted(nodes)]
+
+    def allocations(self, job_id: str | None = None) -> dict[str, Allocation]:
+        """What jobs hold on each node (`scontrol -d --oneliner show job`: per node its
+        CPUs, memory and GRES with the device indexes), by Slurm job id; one job's with
+        `job_id`. One command for every job: the reconciliation asks only when jobs the
+        product did not start run on its partitions' nodes."""
+        argv = ["scontrol", "-d", "--oneliner", "show", "job"]
+        try:
+            text = self.run(*argv, *([job_id] if job_id else []))
+        except SlurmError as error:
+            if job_id and error.refused and "Invalid job id" in str(error):
+                return {}
+            raise
+        found = (parse_allocation(line) for line in text.splitlines())
+        return {allocation.job_id: allocation for allocation in found if allocation}
 
     # Writing.
 

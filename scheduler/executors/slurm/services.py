@@ -12,8 +12,15 @@ A run (an attempt of a job) on Slurm goes through:
   between the two leaves its claim, which the reconciliation takes over once it is
   `SLURM_SUBMIT_STALE_SECONDS` old: it finds the Slurm job by its name and adopts it, so
   a run is never submitted twice.
-- RUNNING: the reconciliation saw Slurm run it, and records its nodes and start time;
-  each tick it reads the program's status file (progress, checkpoints).
+  While Slurm has not run it, each tick records Slurm's state and pending reason on
+  its placement (the API and pages show it STARTING); one Slurm has not run
+  `SLURM_STARTING_TIMEOUT_SECONDS` after its submission is cancelled and requeued
+  (`slurm_pending`: not a preemption), and the pass that follows counts the capacity
+  again.
+- RUNNING: the reconciliation saw Slurm run it, and records its nodes, GPU indexes and
+  start time; the first time, the job's `started_at` becomes Slurm's real start
+  (`real_start`) and a RUNNING event says when; each tick it reads the program's
+  status file (progress, checkpoints).
 - STOPPING (notice): the notice file (what is left of the grace) then `scancel --full
   --signal=TERM` at once (`slurm_notice`, repeated by the reconciliation until sent);
   the launcher kills the program at the end of the grace by itself, the first
@@ -54,7 +61,10 @@ A run (an attempt of a job) on Slurm goes through:
   the program that left its process group (setsid), which the launcher cannot kill.
 
 The reconciliation also cancels the Slurm jobs of our name prefix that the product does
-not run (a run that ended, or a duplicate), and logs each.
+not run (a run that ended, or a duplicate), and logs each; and it records on each queue
+what its partition can give the product (`nodes_seen`): the nodes in service, less what
+the Slurm jobs the product did not start hold there, nothing while the partition is not
+up; those jobs are listed (at most OUTSIDE_LISTED).
 """
 
 from __future__ import annotations
@@ -65,13 +75,14 @@ import logging
 import os
 import secrets
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.conf import settings
-from django.db.models import Q
+from django.db import transaction
+from django.db.models import F, Func, JSONField, Q, Value
 from django.utils import timezone
 
-from fleet.models import Job, JobQueue, QueueCapacity
+from fleet.models import Job, JobEvent, JobQueue, QueueCapacity
 from scheduler.executors.run_area import RunArea, RunRefused, job_argv, read_status, write_notice
 from scheduler.executors.slurm.binding import (
     SlurmBinding,
@@ -81,9 +92,12 @@ from scheduler.executors.slurm.binding import (
 from scheduler.executors.slurm.client import (
     ENDED_STATES,
     LOST_STATES,
+    RUNNING_STATES,
+    Allocation,
     Cluster,
     Ending,
     ExitRecord,
+    NodeAllocation,
     SlurmError,
     SlurmJob,
     SlurmNode,
@@ -97,6 +111,7 @@ from scheduler.executors.slurm.client import (
     prepare_area,
     run_name,
     sbatch_arguments,
+    slurm_time,
     write_spec,
 )
 from scheduler.executors.slurm.launch import BUSY_EXIT
@@ -117,6 +132,13 @@ SLURM_FENCED = "slurm_fenced"  # REQUEUED: its launcher's watchdog killed it (Sl
 # Ends after which the program may still run on its node (Slurm lost the node, or the
 # job): without the launcher's exit record the run is fenced before it is released.
 UNCONFIRMED_ENDS = frozenset({NODE_FAIL, SLURM_LOST})
+# REQUEUED: Slurm did not run it within SLURM_STARTING_TIMEOUT_SECONDS of its submission
+# (detail: seconds, reason); not a preemption, its retry bound is kept.
+SLURM_PENDING = "slurm_pending"
+
+# At most this many jobs the product did not start are listed on a queue's capacity_seen
+# (the rest are counted): the page and the API stay small whatever others submit.
+OUTSIDE_LISTED = 50
 
 # -- the binding (its checks and writes: scheduler.executors.slurm.binding) ------------
 
@@ -362,6 +384,7 @@ class Reconciliation:
     ended: list[int] = field(default_factory=list)
     lost: list[int] = field(default_factory=list)
     fenced: list[int] = field(default_factory=list)  # ended in Slurm, maybe not on the node
+    taken_back: list[int] = field(default_factory=list)  # STARTING too long: slurm_pending
     cancelled: list[str] = field(default_factory=list)
     unreachable: list[str] = field(default_factory=list)  # clusters that did not answer
 
@@ -390,7 +413,8 @@ def _reconcile_cluster(
     cluster: Cluster, queues: list[JobQueue], now: dt.datetime, report: Reconciliation
 ) -> None:
     ours: dict[tuple[int, int], list[SlurmJob]] = defaultdict(list)
-    for slurm in cluster.jobs():
+    listed = cluster.jobs()
+    for slurm in listed:
         run = parse_run_name(slurm.name)
         if run is not None:
             ours[run].append(slurm)
@@ -400,9 +424,13 @@ def _reconcile_cluster(
         .order_by("pk")
     )
     believed = {(job.pk, job.attempt) for job in live}
+    waiting: PendingNotes = defaultdict(list)
     for job in live:
-        _reconcile_run(cluster, job, ours.get((job.pk, job.attempt), []), now, report)
-    _record_nodes(cluster, queues, live, now)
+        _reconcile_run(
+            cluster, job, ours.get((job.pk, job.attempt), []), now, report, waiting=waiting
+        )
+    _write_pending(waiting)
+    _record_nodes(cluster, queues, live, now, outside=_outside(cluster, listed))
     strays = {run for run in ours if run not in believed}
     # A run started after the read above is not a stray: asked again, one query.
     for job_id, attempt in Job.objects.filter(
@@ -418,7 +446,13 @@ def _reconcile_cluster(
 
 
 def _reconcile_run(
-    cluster: Cluster, job: Job, slurm_jobs: list[SlurmJob], now: dt.datetime, report
+    cluster: Cluster,
+    job: Job,
+    slurm_jobs: list[SlurmJob],
+    now: dt.datetime,
+    report,
+    *,
+    waiting: PendingNotes | None = None,
 ) -> None:
     placement = job.placement or {}
     recorded = placement.get("job_id") if job.worker.startswith("slurm:") else None
@@ -445,7 +479,11 @@ def _reconcile_run(
         _record_end(cluster, job, recorded, slurm, figures, now, report)
         return
     if slurm.running:
-        _record_running(job, slurm, figures, now, report)
+        _record_running(cluster, job, slurm, figures, now, report)
+    elif job.state == Job.State.RUNNING and _record_pending(
+        cluster, job, slurm, now, report, waiting
+    ):
+        return  # taken back: Slurm did not run it in time
     if job.state == Job.State.STOPPING:
         if slurm.running:
             _deliver_notice(cluster, job, now, report)
@@ -453,26 +491,175 @@ def _reconcile_run(
             report.signalled.append(job.pk)
 
 
-def _record_running(job: Job, slurm: SlurmJob, figures, now: dt.datetime, report) -> None:
+def starting_timeout() -> float:
+    return float(getattr(settings, "SLURM_STARTING_TIMEOUT_SECONDS", 60))
+
+
+def real_start(job: Job, slurm: SlurmJob, now: dt.datetime) -> dt.datetime:
+    """When Slurm really started the run: its StartTime, bounded by the decision (the
+    job's `started_at` when the product started it: nothing of it ran before) and
+    `now`; `now` when Slurm says no time."""
+    start = slurm_time(slurm.start_time) or now
+    if job.started_at is not None:
+        start = max(start, job.started_at)
+    return min(start, now)
+
+
+def _devices(cluster: Cluster, slurm_id: str) -> dict[str, str]:
+    """The GPU indexes the run holds per node ({"node1": "0"}), {} when Slurm does not
+    say (no GPU, or no answer: the devices are shown, nothing depends on them)."""
+    try:
+        allocation = cluster.allocations(slurm_id).get(slurm_id)
+    except SlurmError:
+        return {}
+    if allocation is None:
+        return {}
+    return {
+        node: held.gpu_indexes for node, held in allocation.per_node.items() if held.gpu_indexes
+    }
+
+
+def _record_running(
+    cluster: Cluster, job: Job, slurm: SlurmJob, figures, now: dt.datetime, report
+) -> None:
     """Slurm runs it: its nodes and start, and the program's figures; a row is written
     only when something of it changed (a reconciliation of 1,000 running jobs writes
-    the few that moved)."""
+    the few that moved). The first time: the run's `started_at` becomes Slurm's real
+    start (run time, minimum runtimes and the evidence count from then), its devices
+    are read, and a RUNNING event says when it began."""
     placement = dict(job.placement or {})
     first = placement.get("state") != "RUNNING"
     placement.update(state="RUNNING", nodes=slurm.nodes, start_time=slurm.start_time)
     placement.setdefault("running_seen_at", now.isoformat())
+    placement.pop("reason", None)
     values: dict = {}
+    event = None
+    if first:
+        started = real_start(job, slurm, now)
+        placement["devices"] = _devices(cluster, slurm.job_id)
+        values["started_at"] = started
+        if job.first_started_at is None or job.first_started_at == job.started_at:
+            values["first_started_at"] = started
+        decided = job.started_at or started
+        event = JobEvent(
+            job=job,
+            at=started,
+            type=JobEvent.Type.RUNNING,
+            attempt=job.attempt,
+            detail={
+                "slurm_job_id": slurm.job_id,
+                "nodes": slurm.nodes,
+                "devices": placement["devices"],
+                "after_start": round((started - decided).total_seconds(), 1),
+            },
+        )
     if placement != job.placement:
         values["placement"] = placement
     if figures is not None and (job.progress, job.checkpointed) != figures:
         values.update(progress=max(0, figures[0]), checkpointed=max(0, figures[1]))
     if values:
-        Job.objects.filter(pk=job.pk, attempt=job.attempt, lease_token=job.lease_token).update(
-            heartbeat_at=now, **values
-        )
+        with transaction.atomic():
+            updated = Job.objects.filter(
+                pk=job.pk, attempt=job.attempt, lease_token=job.lease_token
+            ).update(heartbeat_at=now, **values)
+            if updated and event is not None:
+                event.save()
     job.placement = placement
     if first:
+        job.started_at = values["started_at"]
         report.running.append(job.pk)
+
+
+def _record_pending(
+    cluster: Cluster,
+    job: Job,
+    slurm: SlurmJob,
+    now: dt.datetime,
+    report,
+    waiting: PendingNotes | None = None,
+) -> bool:
+    """Slurm has not run it yet (STARTING): its state and Slurm's reason go on the
+    placement when they change (noted in `waiting`, written for all runs at once by
+    `_write_pending`; at once without it). Past `SLURM_STARTING_TIMEOUT_SECONDS` from
+    its submission it is taken back: cancelled in Slurm and requeued (`slurm_pending`,
+    not a preemption), and the pass that follows counts the capacity again (the
+    reconciliation's reading of the partition says why it is short). True when taken
+    back."""
+    placement = dict(job.placement or {})
+    placement.update(state=slurm.state, reason=slurm.reason)
+    if placement != job.placement:
+        if waiting is None:
+            _mark(job, state=slurm.state, reason=slurm.reason)
+        else:
+            waiting[(slurm.state, slurm.reason)].append((job.pk, job.worker))
+    submitted = slurm_time_iso(placement.get("submitted_at", ""))
+    bound = starting_timeout()
+    if submitted is None or (now - submitted).total_seconds() < bound:
+        return False
+    why = slurm.reason or slurm.state.lower()
+    if not _cancel(cluster, slurm.job_id, why=f"job {job.pk} not run by Slurm in {bound:g} s"):
+        return False
+    done = runs.job_run_released(
+        job_id=job.pk,
+        attempt=job.attempt,
+        lease_token=job.lease_token,
+        cause=SLURM_PENDING,
+        detail={"seconds": int(bound), "reason": why, "slurm_job_id": slurm.job_id},
+        now=now,
+    )
+    if done:
+        report.taken_back.append(job.pk)
+    return True
+
+
+# (Slurm state, reason) -> the runs (job id, worker) to record them on.
+PendingNotes = dict[tuple[str, str], list[tuple[int, str]]]
+
+
+class _PlacementWith(Func):
+    """The placement with some keys set and the others kept, computed by the database:
+    a write that never undoes another's (a notice's marks)."""
+
+    output_field = JSONField()
+
+    def __init__(self, values: dict):
+        super().__init__(F("placement"), Value(json.dumps(values)))
+
+    def _parts(self, compiler, connection):
+        placement, before = compiler.compile(self.source_expressions[0])
+        values, after = compiler.compile(self.source_expressions[1])
+        return placement, values, [*before, *after]
+
+    def as_postgresql(self, compiler, connection, **extra):
+        placement, values, params = self._parts(compiler, connection)
+        return f"(COALESCE({placement}, '{{}}'::jsonb) || ({values})::jsonb)", params
+
+    def as_sqlite(self, compiler, connection, **extra):
+        placement, values, params = self._parts(compiler, connection)
+        return f"json_patch(COALESCE({placement}, '{{}}'), {values})", params
+
+
+def _write_pending(waiting: PendingNotes) -> None:
+    """Slurm's state and reason on the runs it has not run, one UPDATE per (state,
+    reason): a reconciliation that finds 1,000 runs newly pending (a partition set
+    down) writes them in one statement, not 1,000. A run's worker names its Slurm job
+    (`slurm:<id>`), so a run taken back or ended meanwhile is not written."""
+    for (state, reason), runs_of in sorted(waiting.items()):
+        for start in range(0, len(runs_of), 500):
+            chunk = runs_of[start : start + 500]
+            Job.objects.filter(
+                pk__in=[pk for pk, _ in chunk],
+                worker__in=[worker for _, worker in chunk],
+                state=Job.State.RUNNING,
+            ).update(placement=_PlacementWith({"state": state, "reason": reason}))
+
+
+def slurm_time_iso(text: str) -> dt.datetime | None:
+    """An ISO time the product wrote (aware), None when absent or unreadable."""
+    try:
+        return dt.datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return None
 
 
 def _deliver_notice(cluster: Cluster, job: Job, now: dt.datetime, report) -> None:
@@ -714,34 +901,114 @@ def _stop_unsubmitted(job: Job, now: dt.datetime) -> None:
 # -- nodes -------------------------------------------------------------------------------
 
 
+def _outside(cluster: Cluster, listed: list[SlurmJob]) -> list[Allocation]:
+    """What the jobs the product did not start (not of our name prefix) hold now: one
+    `scontrol -d show job` when squeue lists any of them running, nothing asked
+    otherwise. Pending ones hold nothing; running, completing, suspended ones hold their
+    allocation, per node (`client.Allocation`)."""
+    if not any(job.running and parse_run_name(job.name) is None for job in listed):
+        return []
+    return [
+        allocation
+        for _id, allocation in sorted(cluster.allocations().items(), key=lambda item: item[0])
+        if allocation.per_node
+        and allocation.state in RUNNING_STATES
+        and parse_run_name(allocation.name) is None
+    ]
+
+
+def _left_on(node: SlurmNode, held: list[NodeAllocation]) -> SlurmNode:
+    """The node less what others hold on it: CPUs, memory, GRES (an untyped GPU held
+    counts against every type of GPU the node has, the safe side)."""
+    if not held:
+        return node
+    gres = {}
+    for name, count in node.gres.items():
+        kind = name.split(":")[0]
+        used = sum(h.gres.get(name, 0) if name in h.gres else h.gres.get(kind, 0) for h in held)
+        gres[name] = max(0, count - used)
+    return replace(
+        node,
+        cpus=max(0, node.cpus - sum(h.cpus for h in held)),
+        memory_mb=max(0, node.memory_mb - sum(h.memory_mb for h in held)),
+        gres=gres,
+    )
+
+
+def _node_instances(options: list[str], node: SlurmNode, held: list[NodeAllocation]) -> int:
+    """Instances of a type that fit on what others leave of the node (none for an
+    exclusive type on a node anyone else uses)."""
+    if held and "--exclusive" in options:
+        return 0
+    return instances_per_node(options, _left_on(node, held))
+
+
+def _outside_listed(outside: list[Allocation], names: set[str]) -> tuple[list[dict], int]:
+    """The jobs of others on these nodes, oldest first, at most OUTSIDE_LISTED; how many
+    more there are."""
+    here = [allocation for allocation in outside if names & set(allocation.per_node)]
+    here.sort(key=lambda a: (a.start_time, int(a.job_id) if a.job_id.isdigit() else 0))
+    listed = []
+    for allocation in here[:OUTSIDE_LISTED]:
+        since = slurm_time(allocation.start_time)
+        listed.append(
+            {
+                "job_id": allocation.job_id,
+                "user": allocation.user,
+                "name": allocation.name,
+                "gpus": allocation.gpus,
+                "nodes": sorted(names & set(allocation.per_node)),
+                "since": since.isoformat() if since else "",
+            }
+        )
+    return listed, max(0, len(here) - OUTSIDE_LISTED)
+
+
 def nodes_seen(
-    nodes: list[SlurmNode], resources: dict[str, list[str]], ours: dict[tuple[str, str], int]
+    nodes: list[SlurmNode],
+    resources: dict[str, list[str]],
+    ours: dict[tuple[str, str], int],
+    outside: list[Allocation] = (),
 ) -> dict:
     """What a queue can use of its partition's nodes, per instance type: `total`, what
     every node holds (by its resources), and `usable`, what the nodes that take
-    jobs hold, plus, on a draining node, the instances the queue's own jobs use there
-    (they run on; the rest of it takes nothing). `ours[(type, node)]` counts those.
-    A type whose resources cannot be read has `usable` None (the pass keeps its
-    configured capacity)."""
+    jobs hold less what jobs the product did not start hold there (`outside`: their
+    CPUs, memory and GPUs per node; `held_outside`, the instances they cost), plus, on
+    a draining node, the instances the queue's own jobs use there (they run on; the
+    rest of it takes nothing). A partition that is not up (down, drain, inactive)
+    gives nothing. `ours[(type, node)]` counts the queue's jobs per node. A type whose
+    resources cannot be read has `usable` None (the pass keeps its configured
+    capacity). The jobs of others are listed (`outside`, at most OUTSIDE_LISTED, and
+    `outside_more`) with their Slurm id, user, GPUs and start."""
+    state = nodes[0].partition_state if nodes else "up"
+    held: dict[str, list[NodeAllocation]] = defaultdict(list)
+    for allocation in outside:
+        for node_name, allocated in allocation.per_node.items():
+            held[node_name].append(allocated)
     types: dict[str, dict] = {}
     for type_name, options in sorted(resources.items()):
         try:
             per_node = {node.name: instances_per_node(options, node) for node in nodes}
+            left = {node.name: _node_instances(options, node, held[node.name]) for node in nodes}
         except ValueError as error:
             types[type_name] = {"total": None, "usable": None, "problem": str(error)}
             continue
-        usable = 0
+        usable = held_outside = 0
         for node in nodes:
             if node.usable:
-                usable += per_node[node.name]
+                usable += left[node.name]
+                held_outside += per_node[node.name] - left[node.name]
             elif node.draining:
-                usable += min(per_node[node.name], ours.get((type_name, node.name), 0))
+                usable += min(left[node.name], ours.get((type_name, node.name), 0))
         types[type_name] = {
             "total": sum(per_node.values()),
-            "usable": usable,
+            "usable": usable if state == "up" else 0,
             "per_node": per_node,
         }
-    return {
+        if held_outside:
+            types[type_name]["held_outside"] = held_outside
+    listed, more = _outside_listed(list(outside), {node.name for node in nodes})
+    seen = {
         "nodes": [
             {
                 "name": node.name,
@@ -755,11 +1022,24 @@ def nodes_seen(
         ],
         "types": types,
     }
+    if state != "up":
+        seen["partition_state"] = state
+    if listed:
+        seen.update(outside=listed, outside_more=more)
+    return seen
 
 
-def _record_nodes(cluster: Cluster, queues: list[JobQueue], live: list[Job], now) -> None:
-    """Record, on each queue, what its partition's nodes can hold now; a queue whose
-    figures changed gets a pass (capacity came back, or went)."""
+def _record_nodes(
+    cluster: Cluster,
+    queues: list[JobQueue],
+    live: list[Job],
+    now,
+    *,
+    outside: list[Allocation] = (),
+) -> None:
+    """Record, on each queue, what its partition's nodes can hold now (less what others
+    hold there, nothing while the partition is not up); a queue whose figures changed
+    gets a pass (capacity came back, or went)."""
     resources: dict[int, dict[str, list[str]]] = defaultdict(dict)
     for capacity in QueueCapacity.objects.filter(queue__in=queues).select_related("instance_type"):
         itype = capacity.instance_type
@@ -773,7 +1053,7 @@ def _record_nodes(cluster: Cluster, queues: list[JobQueue], live: list[Job], now
         partition = SlurmBinding.of(queue).partition
         if partition not in listed:
             listed[partition] = cluster.nodes(partition)
-        seen = nodes_seen(listed[partition], resources[queue.pk], ours[queue.pk])
+        seen = nodes_seen(listed[partition], resources[queue.pk], ours[queue.pk], outside)
         seen["partition"] = partition
         before = dict(queue.capacity_seen or {})
         before.pop("seen_at", None)
