@@ -318,6 +318,9 @@ def stopping_reason(job: Job) -> str:
 def current_reason(job: Job) -> str:
     if job.state == Job.State.RUNNABLE:
         return _with_runner(job, waiting_reason(job))
+    holding = executor_for(job.queue).holding_reason(job) if job.state in Job.HOLDING_STATES else ""
+    if holding:
+        return holding
     if job.state == Job.State.RUNNING:
         executor = executor_for(job.queue)
         if not job.worker and executor.capabilities.needs_runner:

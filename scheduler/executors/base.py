@@ -17,6 +17,8 @@ product talks to an executor only through these members (the registry,
 - `capacity_seen(queue)`: instances per type the executor can really use now, when it
   knows better than the queue's configured capacity (None: it does not);
 - `starting_reason(job)`: why a run it was told to start does not run yet;
+- `holding_reason(job)`: why a run it reported ended still holds its capacity (its
+  program may still run: fenced until it is confirmed gone), "" when none;
 - `causes`: the causes it reports on jobs' events, their wording and whether each
   needs a person's decision;
 - `log_path(job_id, attempt)`: where a run's standard output and error are;
@@ -183,6 +185,8 @@ class Executor(Protocol):
 
     def starting_reason(self, job: Job) -> str: ...
 
+    def holding_reason(self, job: Job) -> str: ...
+
     def log_path(self, job_id: int, attempt: int) -> Path | None: ...
 
 
@@ -230,6 +234,10 @@ class BaseExecutor:
 
     def starting_reason(self, job: Job) -> str:
         """Why a run the executor was told to start does not run yet ("" once it does)."""
+        return ""
+
+    def holding_reason(self, job: Job) -> str:
+        """Why a run that ended in the executor's view still holds its capacity ("")."""
         return ""
 
     def log_path(self, job_id: int, attempt: int) -> Path | None:

@@ -152,6 +152,11 @@ class SlurmExecutor(BaseExecutor):
         """Started by the product, not yet run by Slurm (shown STARTING)."""
         return (job.placement or {}).get("state") != "RUNNING"
 
+    def holding_reason(self, job: Job) -> str:
+        """A run Slurm ended with no word from its launcher is fenced until its program
+        is confirmed gone (`services`): the reason says on which node and until when."""
+        return str((job.placement or {}).get("fenced_reason") or "")
+
     def log_path(self, job_id: int, attempt: int) -> Path | None:
         """sbatch's --output: Slurm writes the job's standard output and, with no
         --error, its standard error there too (`client.sbatch_arguments`)."""

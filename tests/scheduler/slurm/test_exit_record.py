@@ -21,6 +21,7 @@ import pytest
 from django.utils import timezone
 
 from fleet.models import Job, JobEvent
+from scheduler import selectors
 from scheduler.executors.run_area import RunArea
 from scheduler.executors.slurm import launch
 from scheduler.executors.slurm import services as service
@@ -140,6 +141,13 @@ def test_an_unconfirmed_end_keeps_the_capacity_until_the_fence_deadline(slurm_ru
     reason = held.placement["fenced_reason"]
     assert reason.startswith("fenced: waiting for the program on node node2 to be confirmed")
     assert f"(until {timezone.localtime(until):%H:%M:%S})" in reason
+    # The job's page and the API say why it holds its capacity, and it is not STARTING.
+    held = Job.objects.select_related("queue").get(pk=held.pk)
+    assert selectors.current_reason(held) == reason
+    shown = selectors.shown_state(
+        state=held.state, placement=held.placement, executor=held.queue.executor, worker=held.worker
+    )
+    assert shown == "RUNNING"
     # Later ticks keep it (the first sighting counts, not each tick's).
     ended(slurm_run, ending, seen + dt.timedelta(seconds=7.9))
     assert fresh(slurm_run).state == "RUNNING"
