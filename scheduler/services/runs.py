@@ -530,10 +530,14 @@ def _requeue_runs_of_dead_runners(*, now: dt.datetime) -> list[int]:
     the first sweep that finds it free notes the time on the runner's row, and the
     runs are requeued only when a later sweep finds it still free
     `RUNNER_DEAD_AFTER_SECONDS` after that, with no new taking of the lock between
-    (taking it clears the note). A live runner that could not confirm its lock for
-    that long has stopped its processes by then (scheduler.executors.process.run), and a
-    dead one's processes died with it (PR_SET_PDEATHSIG, its watchdog): no live
-    process is behind a requeued run. The sweep holds the lock itself (for its
+    (taking it clears the note). The lock was held when the runner last confirmed it,
+    so the note, and any requeue, comes at least that long after its last confirmation;
+    a live runner that could not confirm its lock for that long has stopped its
+    processes by then, its watchdog does it even if the runner is frozen
+    (scheduler.executors.process.run, "Liveness"), and a dead one's processes died with
+    it (PR_SET_PDEATHSIG, its watchdog): no live process is behind a requeued run. A
+    runner that re-takes its lock sooner (a connection lost for a few seconds) keeps
+    its runs. The sweep holds the lock itself (for its
     transaction) while it decides, so the runner cannot take it back meanwhile.
 
     Runners that never took a lock (SQLite, or a runner of an older release) are left

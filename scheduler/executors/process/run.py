@@ -39,6 +39,7 @@ rename or replace what is in it):
 - `attempt-<n>/` the attempt's working directory and HOME, with `status.json`, where
   the process reports `{"progress": s, "checkpointed": s}` (the job's user);
 - `attempt-<n>.log` its standard output and error (the runner's);
+- `attempt-<n>.exit.json` how the program ended (the runner's, see "Endings");
 - `lock` flocked by the attempt that may use `checkpoint/`: the runner takes it before
   starting the process and the process inherits it, so it is held until the runner
   *and* every process holding it are gone, whatever the database says. A new attempt
@@ -71,22 +72,78 @@ when the grace is over, and reports the exit with the status file's figures
 (`runs.job_run_stopped`): only then is the capacity free. Without the broadcast (a
 broker that cannot fan out, or is down) the next heartbeat learns the notice, at most
 `JOB_HEARTBEAT_SECONDS` later. A runner that never reports is covered by the sweep,
-which stops the job at the end of its grace plus `JOB_KILL_MARGIN_SECONDS`
-(`runs.jobs_stop_overdue`); a STOPPING run is not requeued by its lease.
+which stops the job once the end of its grace plus `JOB_KILL_MARGIN_SECONDS` and its
+lease's expiry have both passed (`runs.jobs_stop_overdue`, see "Fencing"); a STOPPING
+run is not requeued by its lease.
+
+Fencing. The runner's watchdog (a process of its own, in its own session: a SIGSTOP
+of the runner does not reach it, scheduler.executors.process.watchdog) knows, per job
+group, a kill-by time on the machine's monotonic clock (`Run.kill_by`): the end of the
+lease's keeping and stopping time (the lease less the kill margin), or, once the run
+has notice, the end of its grace. The run refreshes it with every renewed lease; when
+it passes unrefreshed (the runner frozen, or stuck) the watchdog sends the group
+SIGKILL itself, within its 0.1 s tick. The sweep never frees a claimed run's slot
+before its lease expired on the database's clock, which is later than the kill-by (the
+database counts the lease from when it wrote it, the runner from when it sent it) by
+at least the kill margin; a STOPPING run also waits for its grace end plus the margin.
+So the bound: a frozen runner's program is dead by its last lease's end less
+`JOB_KILL_MARGIN_SECONDS`; the slot comes back no sooner than the later of that lease's
+end and (with notice) the grace end plus the margin. The worst-case wait for the slot
+of a frozen runner's victim is one lease after its last renewal:
+`JOB_HEARTBEAT_TIMEOUT` + the grace + `JOB_KILL_MARGIN_SECONDS` (53 s with the
+defaults and a 10 s grace), or sooner by liveness (below). A runner that sees its
+program killed by SIGKILL past a kill-by knows it was fenced: it reports no exit.
 
 Liveness. A runner worker on PostgreSQL holds a liveness lock for its whole life
 (scheduler.executors.process.worker) and confirms every `RUNNER_LIVENESS_CHECK_SECONDS` that
-it still does (`liveness`). The sweep requeues a dead runner's runs once the lock has
-been free for `RUNNER_DEAD_AFTER_SECONDS` (scheduler.services.runs); so a runner that
-could not confirm its lock stops its processes in time for that, whatever its
-leases say: `LIVENESS_KILL_BUDGET` before the last confirmation plus
-`RUNNER_DEAD_AFTER_SECONDS` they are dead (with a grace of at most a third of it).
+it still does (`liveness`); a lost connection is replaced at once (retried every 0.1 s).
+The sweep requeues a dead runner's runs once a sweep found the lock free and a later one
+finds it still free `RUNNER_DEAD_AFTER_SECONDS` after, with no taking between
+(scheduler.services.runs). The lock was held when the last confirmation was sent, so
+the sweep's first sighting of it free, and so any requeue, is at least
+`RUNNER_DEAD_AFTER_SECONDS` after that confirmation. The runner's side guarantees its
+processes are dead by then: if it cannot confirm, it starts stopping them
+`LIVENESS_KILL_BUDGET` + `LIVENESS_STOP_GRACE` (1.5 + 0.5 s) before that bound, and its
+watchdog, told each confirmation's bound (`Liveness.kill_by`), kills every group
+`LIVENESS_KILL_BUDGET` before it even when the runner is frozen. A runner that re-takes
+its lock in time (a database restart or terminated connections of a few seconds: up to
+`RUNNER_DEAD_AFTER_SECONDS` - 2 s, 4 s by default, from its last confirmation) stops
+nothing: taking the lock clears the sweep's note, and the sweep holds the lock while it
+decides, so a requeue and a re-take cannot cross. When the whole database is down, no
+sweep runs either. The price: a runner frozen for longer than that (4.5 s) while it
+holds runs loses them (they resume from their checkpoints), because its lock could
+have gone free meanwhile.
 
-Endings. An exit of its own is reported (0 SUCCEEDED, else FAILED with the code); a
-run past its wall-clock limit is stopped and FAILED with cause `wall_clock_limit`; a
-runner shutting down (warm shutdown, SIGTERM) stops its runs and gives them back
+Outages. Heartbeats that fail or hang are waited out for the keeping time
+(`JOB_HEARTBEAT_TIMEOUT`, 40 s by default: a 30 s lock on the job table stops nothing);
+the liveness lock is another table's and another connection's, so a lock on the job
+table does not touch it.
+
+Endings. An exit of its own is reported (0 SUCCEEDED, else FAILED with the code). It
+is kept first: once the program's first process exited, and before it is reaped, the
+runner writes `attempt-<n>.exit.json` in the job's area (`run_area.write_exit_record`:
+the exit status, the end on the database's clock as the runner estimates it, its
+measured offset, the figures); then it reports it, retrying transient errors for as
+long as it takes (not only for the lease); a runner shutting down before it could
+keeps the report for its beat thread (`report_pending`). A program that ended while
+the runner was frozen is reported when it wakes, whatever its lease and liveness say
+then. The sweep, before it requeues a lost run, reads the record: a run whose program
+ended is recorded as it ended, never run again (scheduler.services.runs). The times
+written from a report are the database's clock, never before the run's start.
+
+A run past its wall-clock limit is stopped and FAILED with cause `wall_clock_limit`;
+a runner shutting down (warm shutdown, SIGTERM) stops its runs and gives them back
 (`runner_stopped`). If the runner dies outright, `PR_SET_PDEATHSIG` kills each job's
 first process and the runner's watchdog kills their whole groups.
+
+Checkpoint disk. A run whose area cannot be written (the checkpoint root full or
+read-only: its directories cannot be made, or a probe file cannot be written and
+synced, `run_area.checkpoint_write_problem`) does not start its program: the job
+FAILS with cause `checkpoint_disk_full` and the reason ("cannot write the checkpoint
+directory: <error>"), not with exit 1 and an empty log. The runner probes the root at
+each beat; while it cannot write it records the problem (`/healthz/` "degraded") and
+stops consuming its instance types' queues, so no further job starts on it
+(scheduler.executors.process.worker).
 """
 
 from __future__ import annotations
