@@ -75,10 +75,13 @@ def two_slots(process_queue, shares):
 
 
 def test_a_frozen_runner_s_victim_is_dead_before_its_slot_is_given_again(
-    two_slots, worker_env, start_worker, submit, definition, capsys
+    two_slots, worker_env, start_worker, submit, definition, settings, capsys
 ):
+    settings.JOB_KILL_MARGIN_SECONDS = 1  # the runners' (worker_settings), for the passes
     frozen = start_worker(name="frozen", queues=RUNNERS_ONLY)
-    stubborn = definition("ignores-sigterm", python(STUBBORN), stop_grace_seconds=2)
+    # A grace of 1 s: the sweep may stop it 2 s after the notice (grace + kill margin),
+    # before its frozen runner could have killed it (its lease: 3 s + grace + margin).
+    stubborn = definition("ignores-sigterm", python(STUBBORN), stop_grace_seconds=1)
     sampler = Sampler(interval=0.05)
     sampler.start()
     jobs = [
