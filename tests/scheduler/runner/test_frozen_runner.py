@@ -14,6 +14,7 @@ them; who is alive is read from /proc (`procs.Sampler`), not from the product's 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -175,11 +176,12 @@ def test_a_program_that_exits_during_a_25_s_freeze_of_its_runner_succeeds_once(
     time.sleep(1)
     requeued += jobs_requeue_lost(claim_timeout=30)
     sampler.stop()
-    record = checkpoint_root(worker_env) / f"job-{job.pk}" / "attempt-1.exit.json"
+    path = checkpoint_root(worker_env) / f"job-{job.pk}" / "attempt-1.exit.json"
+    record = json.loads(path.read_text()) if path.exists() else None
     with capsys.disabled():
         print(
             f"\nexit during a 25 s freeze: state during the freeze {during.state}, "
-            f"SUCCEEDED {reported_after:.2f} s after SIGCONT; exit record {record.read_text()}"
+            f"SUCCEEDED {reported_after:.2f} s after SIGCONT; exit record {record}"
         )
         print(sampler.timeline(job.pk, "exit during a freeze"))
     assert during.state == "RUNNING"
@@ -188,6 +190,8 @@ def test_a_program_that_exits_during_a_25_s_freeze_of_its_runner_succeeds_once(
     assert [p.attempt for p in sampler.seen(job.pk)] == [1]  # never a second attempt
     assert not JobEvent.objects.filter(job=job, type="REQUEUED").exists()
     assert done.finished_at >= done.started_at
+    # Kept before it was reaped: what the sweep would have read had the lease run out.
+    assert record is not None and (record["attempt"], record["exit_code"]) == (1, 0)
 
 
 @pytest.fixture
