@@ -234,11 +234,13 @@ EXIT_MAX_BYTES = 4096
 def write_exit_record(path: Path, record: dict) -> None:
     """Keep how the run's program ended (`exit_code`, `ended_at` on the database's
     clock as the executor estimates it, its figures), durably: written to a temporary
-    file, synced, then renamed into place. The executor's own file (mode 0600): the
-    job's account cannot write in the area."""
+    file, synced, then renamed into place. The executor's own file, which the job's
+    account cannot write (the area is the executor's); readable by all (mode 0644,
+    nothing secret in it), so the recovery sweep reads it from another account."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
     try:
+        os.fchmod(fd, 0o644)  # whatever the umask
         os.write(fd, json.dumps(record, sort_keys=True).encode())
         os.fsync(fd)
     finally:
