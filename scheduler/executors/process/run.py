@@ -296,21 +296,6 @@ class Clock:
 clock = Clock()
 
 
-class CheckpointTrouble:
-    """The last problem a run met writing the checkpoint root, for the beat thread to
-    probe again at once (`worker`: the runner stops serving until it can write)."""
-
-    def __init__(self):
-        self.seen = threading.Event()
-        self.problem = ""
-
-    def note(self, problem: str) -> None:
-        self.problem = problem
-        self.seen.set()
-
-
-checkpoint_trouble = CheckpointTrouble()
-
 # Reports of ended runs that could not be made before the runner shut down (the
 # database was unreachable): retried by the beat thread (`report_pending`).
 _pending: list[tuple] = []
@@ -938,7 +923,6 @@ class Run:
         problem = self.area_problem(account)
         if problem is not None:
             self.log(logging.ERROR, "%s; the job fails", problem)
-            checkpoint_trouble.note(problem)
             self.report(
                 runs.job_run_failed, cause=runs.CHECKPOINT_DISK_FULL, detail={"reason": problem}
             )
