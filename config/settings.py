@@ -587,8 +587,9 @@ JOB_HEARTBEAT_SECONDS = env_int("JOB_HEARTBEAT_SECONDS", 2)
 # How long a runner keeps a run's process without renewing its lease (a database
 # stall shorter than this stops nothing); the lease is this plus the definition's
 # grace plus JOB_KILL_MARGIN_SECONDS, and the sweep requeues a run at its end. A run no
-# runner claimed within it is requeued too.
-JOB_HEARTBEAT_TIMEOUT = env_int("JOB_HEARTBEAT_TIMEOUT", 30, minimum=1)
+# runner claimed within it is requeued too. 40 s: a 30 s lock on the job table
+# (a heartbeat that hangs) stops no running job.
+JOB_HEARTBEAT_TIMEOUT = env_int("JOB_HEARTBEAT_TIMEOUT", 40, minimum=1)
 JOB_KILL_MARGIN_SECONDS = env_float("JOB_KILL_MARGIN_SECONDS", 3, minimum=0.5)
 # Stopping sends SIGTERM, then SIGKILL after the definition's grace (this one without).
 JOB_STOP_GRACE_SECONDS = env_int("JOB_STOP_GRACE_SECONDS", 10)

@@ -86,6 +86,20 @@ def database_clock_offset() -> float:
     return (before + after) / 2 - database
 
 
+def database_now() -> dt.datetime:
+    """The database's clock now (aware, UTC): what a time written from a runner's report
+    uses, so an end is never stamped by a runner whose clock is off. PostgreSQL's
+    `clock_timestamp()` (not `now()`, the transaction's start); SQLite's `'now'`, read
+    by its C library."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT clock_timestamp()")
+            return cursor.fetchone()[0]
+        cursor.execute("SELECT strftime('%Y-%m-%d %H:%M:%f', 'now')")
+        text = cursor.fetchone()[0]
+    return dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC)
+
+
 def tick_cache():
     # The scheduler's tick is read by other processes (/healthz/): core's liveness cache.
     return liveness_cache()

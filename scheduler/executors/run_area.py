@@ -10,6 +10,10 @@ job moved between queues finds its checkpoint and the job page finds every run's
 - `attempt-<n>.json` the run's spec, for an executor whose launcher reads one;
 - `attempt-<n>.notice.json` what is left of the grace, written before SIGTERM;
 - `attempt-<n>/launcher.json` what a launcher says of itself;
+- `attempt-<n>.exit.json` how the program ended (`write_exit_record`), written by the
+  executor once the program's first process exited and before it is reaped, so the
+  end survives a report that could not be made (the recovery sweep reads it before it
+  would requeue the run: finished work never runs twice);
 - `lock` flocked by the attempt that may use `checkpoint/`.
 
 The account rule is one: a root executor runs jobs as the account its setting names
@@ -19,6 +23,7 @@ root runs them as itself and refuses a setting that names another account.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -132,6 +137,7 @@ class RunArea:
     lock: Path
     notice: Path
     launcher: Path
+    exit: Path
 
     @classmethod
     def of(cls, job_id: int, attempt: int) -> RunArea:
@@ -147,6 +153,7 @@ class RunArea:
             lock=area / "lock",
             notice=area / f"attempt-{attempt}.notice.json",
             launcher=workdir / "launcher.json",
+            exit=area / f"attempt-{attempt}.exit.json",
         )
 
     def prepare(self, account: JobAccount | None = None) -> None:
@@ -217,3 +224,73 @@ def write_notice(path: Path, *, grace_seconds: float) -> None:
         json.dump({"grace_seconds": max(0.0, float(grace_seconds))}, handle)
     os.chmod(tmp, 0o644)  # whatever the umask
     os.replace(tmp, path)
+
+
+# How the program ended, kept beside the checkpoint.
+
+EXIT_MAX_BYTES = 4096
+
+
+def write_exit_record(path: Path, record: dict) -> None:
+    """Keep how the run's program ended (`exit_code`, `ended_at` on the database's
+    clock as the executor estimates it, its figures), durably: written to a temporary
+    file, synced, then renamed into place. The executor's own file, which the job's
+    account cannot write (the area is the executor's); readable by all (mode 0644,
+    nothing secret in it), so the recovery sweep reads it from another account."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    try:
+        os.fchmod(fd, 0o644)  # whatever the umask
+        os.write(fd, json.dumps(record, sort_keys=True).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def read_exit_record(path: Path) -> dict | None:
+    """The exit record of a run, None when there is none (or it cannot be read: a
+    record half written is never in place, see `write_exit_record`)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        record = json.loads(os.read(fd, EXIT_MAX_BYTES))
+        if not isinstance(record, dict) or not isinstance(record.get("exit_code"), int):
+            return None
+        return record
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+
+
+PROBE_BYTES = b"checkpoint-probe\n" * 64
+
+
+def checkpoint_write_problem(directory: Path | None = None) -> str | None:
+    """None when the executor can write in `directory` (the checkpoint root by default),
+    else "cannot write the checkpoint directory: <error>". It writes, syncs and removes
+    a small file of its own: a full or read-only filesystem fails here, not in the job."""
+    directory = directory or checkpoint_root()
+    probe = directory / f".probe-{os.getpid()}"
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, PROBE_BYTES)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as error:
+        return f"{CHECKPOINT_WRITE_PROBLEM}: {error}"
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
+    return None
+
+
+CHECKPOINT_WRITE_PROBLEM = "cannot write the checkpoint directory"

@@ -332,6 +332,10 @@ def stop_due(queue: JobQueue, *, now: dt.datetime) -> list[int]:
         return []
     due_now = Q(stop_at__lte=now)
     if executor.capabilities.needs_runner:
+        # A claimed run also waits out its lease: a runner frozen before it learned the
+        # notice has its watchdog kill the group only by the lease's end (see
+        # scheduler.executors.process.run, "Fencing").
+        due_now &= Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=now)
         # No runner claimed the run (a claim needs RUNNING): no process to wait for.
         due_now |= Q(worker="")
     due = list(

@@ -18,8 +18,27 @@ stall shorter than the keeping time stops nothing, and the expiry the sweep wait
 is after the process is gone.
 
 Lease expiries are written and compared on the database's clock (`Now()`), never the
-caller's: a runner or sweeper whose clock is off cannot make a lease look expired. A
-`now` given explicitly (tests, replays) is used as is.
+caller's: a runner or sweeper whose clock is off cannot make a lease look expired. So
+are the times written from a runner's report (an end, its event): the database's clock
+read at the report (`liveness.database_now`), and never before the run's start, so no
+job ends before it starts whatever the runner's clock says (its offset stays on its
+Runner row). A `now` given explicitly (tests, replays) is used as is.
+
+Finished work never runs twice. A runner writes how its program ended in the run area
+(`run_area.write_exit_record`) before it reaps it and reports it, and retries that
+report for as long as it takes. The sweep, before it requeues a lost run (lease
+expired, dead runner), reads that record: a run whose program ended is recorded as it
+ended (0 SUCCEEDED, else FAILED with the code) at the record's end time (the runner's
+estimate of the database's clock, kept within the run's start and now), not requeued.
+
+Fencing: what the sweep waits for. A runner's watchdog (a process of its own,
+scheduler.executors.process.watchdog) kills a run's group by the end of its last
+renewed lease less the kill margin, or, for a run with notice, the end of its grace,
+even while the runner is frozen; a dead runner's groups die with it. So the sweep frees
+a claimed run's capacity only once its lease expired: a lost RUNNING run at its
+expiry (`jobs_requeue_lost`), a STOPPING one no sooner than the later of its grace end
+plus `JOB_KILL_MARGIN_SECONDS` (`stop_at`) and its lease's expiry
+(`passes.stop_due`, `jobs_stop_overdue`).
 
 Every change of a live job's state happens under its queue's row lock, as in
 `scheduler.services.jobs`; a heartbeat is a conditional update of the run it names.
@@ -27,6 +46,7 @@ Every change of a live job's state happens under its queue's row lock, as in
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import secrets
 import signal
@@ -41,7 +61,9 @@ from fleet.locks import lock_queue
 from fleet.models import InstanceType, Job, JobEvent, JobQueue
 from scheduler import work
 from scheduler.executors import executor_for, executor_names
+from scheduler.executors.run_area import RunArea, read_exit_record
 from scheduler.liveness import (
+    database_now,
     liveness_lock_key,
     runner_dead_after,
     served_instance_types,
@@ -66,6 +88,8 @@ WORKER_LOST = "worker_lost"  # REQUEUED: its runner stopped renewing the lease
 NOT_CLAIMED = "not_claimed"  # REQUEUED: no runner took the run in time (a lost message)
 RUNNER_STOPPED = "runner_stopped"  # REQUEUED: its runner shut down and stopped it
 CHECKPOINT_BUSY = "checkpoint_busy"  # REQUEUED: an older attempt's process still held it
+# FAILED: the runner cannot write the checkpoint directory (full, read-only; detail: why)
+CHECKPOINT_DISK_FULL = "checkpoint_disk_full"
 
 _REQUEUE_FIELDS = [*DECIDED_FIELDS, "requeues", "lease_token", "lease_expires_at"]
 
@@ -173,6 +197,16 @@ def _locked_run(
     return (queue, job) if current else None
 
 
+def _report_time(now: dt.datetime | None) -> dt.datetime:
+    """The time a runner's report is written at: the database's clock (or `now`)."""
+    return now if now is not None else database_now()
+
+
+def _not_before_start(job: Job, at: dt.datetime) -> dt.datetime:
+    """An end never before the run's start (its start was stamped by another clock)."""
+    return max(at, job.started_at) if job.started_at is not None else at
+
+
 def _report_figures(job: Job, progress: int | None, checkpointed: int | None) -> None:
     if progress is not None:
         job.progress = max(0, progress)
@@ -202,32 +236,37 @@ def job_process_exited(
     Refused (returns False) when the run is no longer the caller's: it was preempted,
     terminated or requeued, and whatever did that already recorded it.
     """
-    now = now or timezone.now()
+    now = _report_time(now)
     with transaction.atomic():
         run = _locked_run(job_id, attempt, lease_token, now)
         if run is None:
             return False
         queue, job = run
         _report_figures(job, progress, checkpointed)
-        job.exit_code = exit_code
-        releases = []
-        if job.state == Job.State.STOPPING:
-            if exit_code != 0 or job.terminate_at_stop:
-                # Its runner had not told it to stop yet: it stops now all the same.
-                return _stopped(queue, job, now=now, exit_code=exit_code)
-            releases = end_notice(job, at=now, hold=True)  # its work done first (V7)
-        if exit_code == 0:
-            work.on_finish(job, at=now, speed=executor_for(queue).speed)
-            event = JobEvent(job=job, at=now, type=JobEvent.Type.SUCCEEDED, attempt=attempt)
-        else:
-            detail = {"exit_code": exit_code}
-            if exit_code < 0:
-                detail["signal"] = _signal_name(-exit_code)
-            event = _fail(job, queue, now=now, cause="exit_code", detail=detail)
-        job.save()
-        event.save()
-        release_holds(releases)
-        request_pass(queue.pk)
+        return _exited(queue, job, exit_code=exit_code, now=_not_before_start(job, now))
+
+
+def _exited(queue: JobQueue, job: Job, *, exit_code: int, now: dt.datetime) -> bool:
+    """Record that the run's program ended by itself; caller holds the queue lock."""
+    job.exit_code = exit_code
+    releases = []
+    if job.state == Job.State.STOPPING:
+        if exit_code != 0 or job.terminate_at_stop:
+            # Its runner had not told it to stop yet: it stops now all the same.
+            return _stopped(queue, job, now=now, exit_code=exit_code)
+        releases = end_notice(job, at=now, hold=True)  # its work done first (V7)
+    if exit_code == 0:
+        work.on_finish(job, at=now, speed=executor_for(queue).speed)
+        event = JobEvent(job=job, at=now, type=JobEvent.Type.SUCCEEDED, attempt=job.attempt)
+    else:
+        detail = {"exit_code": exit_code}
+        if exit_code < 0:
+            detail["signal"] = _signal_name(-exit_code)
+        event = _fail(job, queue, now=now, cause="exit_code", detail=detail)
+    job.save()
+    event.save()
+    release_holds(releases)
+    request_pass(queue.pk)
     return True
 
 
@@ -244,14 +283,14 @@ def job_run_stopped(
     """The runner stopped a run with notice (SIGTERM, SIGKILL at the grace) and its
     process group is gone: the job stops now (spec V9) and its capacity is free. The
     figures are the status file's last: what the process checkpointed is kept."""
-    now = now or timezone.now()
+    now = _report_time(now)
     with transaction.atomic():
         run = _locked_run(job_id, attempt, lease_token, now)
         if run is None or run[1].state != Job.State.STOPPING:
             return False
         queue, job = run
         _report_figures(job, progress, checkpointed)
-        return _stopped(queue, job, now=now, exit_code=exit_code)
+        return _stopped(queue, job, now=_not_before_start(job, now), exit_code=exit_code)
 
 
 def _stopped(queue: JobQueue, job: Job, *, now: dt.datetime, exit_code: int | None) -> bool:
@@ -319,13 +358,15 @@ def job_run_failed(
     checkpointed: int | None = None,
     now: dt.datetime | None = None,
 ) -> bool:
-    """The runner ended a run FAILED for `cause` (`wall_clock_limit`, `runner_refused`)."""
-    now = now or timezone.now()
+    """The runner ended a run FAILED for `cause` (`wall_clock_limit`, `runner_refused`,
+    `checkpoint_disk_full`)."""
+    now = _report_time(now)
     with transaction.atomic():
         run = _locked_run(job_id, attempt, lease_token, now)
         if run is None:
             return False
         queue, job = run
+        now = _not_before_start(job, now)
         _report_figures(job, progress, checkpointed)
         job.exit_code = exit_code
         releases = end_notice(job, at=now, hold=True) if job.state == Job.State.STOPPING else []
@@ -373,12 +414,13 @@ def job_run_released(
     """The runner gave a run back without finishing it (`runner_stopped`,
     `checkpoint_busy`): requeue it at once rather than when its lease runs out.
     `detail` is added to the REQUEUED event's (what its cause's wording names)."""
-    now = now or timezone.now()
+    now = _report_time(now)
     with transaction.atomic():
         run = _locked_run(job_id, attempt, lease_token, now)
         if run is None:
             return False
         queue, job = run
+        now = _not_before_start(job, now)
         _report_figures(job, progress, checkpointed)
         if job.state == Job.State.STOPPING:  # given back during notice: it has stopped
             return _stopped(queue, job, now=now, exit_code=None)
@@ -456,11 +498,30 @@ def _requeue_in_queue(queue_id: int, lost: Q, *, now: dt.datetime, keep) -> list
         ]
         if not jobs:
             return []
+        ended = [job for job in jobs if _end_by_record(queue, job, now=now)]
+        jobs = [job for job in jobs if job not in ended]
         events = [_requeue(job, now=now, speed=speed, cause=_lost_cause(job)) for job in jobs]
         Job.objects.bulk_update(jobs, _REQUEUE_FIELDS)
         JobEvent.objects.bulk_create(events)
         request_pass(queue.pk)
     return [job.pk for job in jobs]
+
+
+def _end_by_record(queue: JobQueue, job: Job, *, now: dt.datetime) -> bool:
+    """End a lost run as its program ended, if its runner kept an exit record
+    (`run_area.write_exit_record`); False when there is none: the run is lost."""
+    if not job.worker:
+        return False
+    record = read_exit_record(RunArea.of(job.pk, job.attempt).exit)
+    if record is None or record.get("attempt", job.attempt) != job.attempt:
+        return False
+    at = now
+    with contextlib.suppress(TypeError, ValueError, OverflowError):
+        at = min(now, dt.datetime.fromtimestamp(float(record["ended_at"]), tz=dt.UTC))
+    _report_figures(job, record.get("progress"), record.get("checkpointed"))
+    job.lease_token = ""
+    job.lease_expires_at = None
+    return _exited(queue, job, exit_code=record["exit_code"], now=_not_before_start(job, at))
 
 
 def _requeue_runs_of_dead_runners(*, now: dt.datetime) -> list[int]:
@@ -472,10 +533,14 @@ def _requeue_runs_of_dead_runners(*, now: dt.datetime) -> list[int]:
     the first sweep that finds it free notes the time on the runner's row, and the
     runs are requeued only when a later sweep finds it still free
     `RUNNER_DEAD_AFTER_SECONDS` after that, with no new taking of the lock between
-    (taking it clears the note). A live runner that could not confirm its lock for
-    that long has stopped its processes by then (scheduler.executors.process.run), and a
-    dead one's processes died with it (PR_SET_PDEATHSIG, its watchdog): no live
-    process is behind a requeued run. The sweep holds the lock itself (for its
+    (taking it clears the note). The lock was held when the runner last confirmed it,
+    so the note, and any requeue, comes at least that long after its last confirmation;
+    a live runner that could not confirm its lock for that long has stopped its
+    processes by then, its watchdog does it even if the runner is frozen
+    (scheduler.executors.process.run, "Liveness"), and a dead one's processes died with
+    it (PR_SET_PDEATHSIG, its watchdog): no live process is behind a requeued run. A
+    runner that re-takes its lock sooner (a connection lost for a few seconds) keeps
+    its runs. The sweep holds the lock itself (for its
     transaction) while it decides, so the runner cannot take it back meanwhile.
 
     Runners that never took a lock (SQLite, or a runner of an older release) are left

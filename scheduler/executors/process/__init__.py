@@ -36,6 +36,11 @@ class ProcessExecutor(BaseExecutor):
             "failed: the runner refused to run it: {reason}",
             needs_decision=True,
         ),
+        Cause(
+            "checkpoint_disk_full",
+            "failed: checkpoint disk full: {reason}",
+            needs_decision=True,
+        ),
         Cause("not_claimed", "requeued: no runner took it in time; it starts again"),
         Cause(
             "runner_stopped",

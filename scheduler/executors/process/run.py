@@ -39,6 +39,7 @@ rename or replace what is in it):
 - `attempt-<n>/` the attempt's working directory and HOME, with `status.json`, where
   the process reports `{"progress": s, "checkpointed": s}` (the job's user);
 - `attempt-<n>.log` its standard output and error (the runner's);
+- `attempt-<n>.exit.json` how the program ended (the runner's, see "Endings");
 - `lock` flocked by the attempt that may use `checkpoint/`: the runner takes it before
   starting the process and the process inherits it, so it is held until the runner
   *and* every process holding it are gone, whatever the database says. A new attempt
@@ -71,22 +72,78 @@ when the grace is over, and reports the exit with the status file's figures
 (`runs.job_run_stopped`): only then is the capacity free. Without the broadcast (a
 broker that cannot fan out, or is down) the next heartbeat learns the notice, at most
 `JOB_HEARTBEAT_SECONDS` later. A runner that never reports is covered by the sweep,
-which stops the job at the end of its grace plus `JOB_KILL_MARGIN_SECONDS`
-(`runs.jobs_stop_overdue`); a STOPPING run is not requeued by its lease.
+which stops the job once the end of its grace plus `JOB_KILL_MARGIN_SECONDS` and its
+lease's expiry have both passed (`runs.jobs_stop_overdue`, see "Fencing"); a STOPPING
+run is not requeued by its lease.
+
+Fencing. The runner's watchdog (a process of its own, in its own session: a SIGSTOP
+of the runner does not reach it, scheduler.executors.process.watchdog) knows, per job
+group, a kill-by time on the machine's monotonic clock (`Run.kill_by`): the end of the
+lease's keeping and stopping time (the lease less the kill margin), or, once the run
+has notice, the end of its grace. The run refreshes it with every renewed lease; when
+it passes unrefreshed (the runner frozen, or stuck) the watchdog sends the group
+SIGKILL itself, within its 0.1 s tick. The sweep never frees a claimed run's slot
+before its lease expired on the database's clock, which is later than the kill-by (the
+database counts the lease from when it wrote it, the runner from when it sent it) by
+at least the kill margin; a STOPPING run also waits for its grace end plus the margin.
+So the bound: a frozen runner's program is dead by its last lease's end less
+`JOB_KILL_MARGIN_SECONDS`; the slot comes back no sooner than the later of that lease's
+end and (with notice) the grace end plus the margin. The worst-case wait for the slot
+of a frozen runner's victim is one lease after its last renewal:
+`JOB_HEARTBEAT_TIMEOUT` + the grace + `JOB_KILL_MARGIN_SECONDS` (53 s with the
+defaults and a 10 s grace), or sooner by liveness (below). A runner that sees its
+program killed by SIGKILL past a kill-by knows it was fenced: it reports no exit.
 
 Liveness. A runner worker on PostgreSQL holds a liveness lock for its whole life
 (scheduler.executors.process.worker) and confirms every `RUNNER_LIVENESS_CHECK_SECONDS` that
-it still does (`liveness`). The sweep requeues a dead runner's runs once the lock has
-been free for `RUNNER_DEAD_AFTER_SECONDS` (scheduler.services.runs); so a runner that
-could not confirm its lock stops its processes in time for that, whatever its
-leases say: `LIVENESS_KILL_BUDGET` before the last confirmation plus
-`RUNNER_DEAD_AFTER_SECONDS` they are dead (with a grace of at most a third of it).
+it still does (`liveness`); a lost connection is replaced at once (retried every 0.1 s).
+The sweep requeues a dead runner's runs once a sweep found the lock free and a later one
+finds it still free `RUNNER_DEAD_AFTER_SECONDS` after, with no taking between
+(scheduler.services.runs). The lock was held when the last confirmation was sent, so
+the sweep's first sighting of it free, and so any requeue, is at least
+`RUNNER_DEAD_AFTER_SECONDS` after that confirmation. The runner's side guarantees its
+processes are dead by then: if it cannot confirm, it starts stopping them
+`LIVENESS_KILL_BUDGET` + `LIVENESS_STOP_GRACE` (1.5 + 0.5 s) before that bound, and its
+watchdog, told each confirmation's bound (`Liveness.kill_by`), kills every group
+`LIVENESS_KILL_BUDGET` before it even when the runner is frozen. A runner that re-takes
+its lock in time (a database restart or terminated connections of a few seconds: up to
+`RUNNER_DEAD_AFTER_SECONDS` - 2 s, 4 s by default, from its last confirmation) stops
+nothing: taking the lock clears the sweep's note, and the sweep holds the lock while it
+decides, so a requeue and a re-take cannot cross. When the whole database is down, no
+sweep runs either. The price: a runner frozen for longer than that (4.5 s) while it
+holds runs loses them (they resume from their checkpoints), because its lock could
+have gone free meanwhile.
 
-Endings. An exit of its own is reported (0 SUCCEEDED, else FAILED with the code); a
-run past its wall-clock limit is stopped and FAILED with cause `wall_clock_limit`; a
-runner shutting down (warm shutdown, SIGTERM) stops its runs and gives them back
+Outages. Heartbeats that fail or hang are waited out for the keeping time
+(`JOB_HEARTBEAT_TIMEOUT`, 40 s by default: a 30 s lock on the job table stops nothing);
+the liveness lock is another table's and another connection's, so a lock on the job
+table does not touch it.
+
+Endings. An exit of its own is reported (0 SUCCEEDED, else FAILED with the code). It
+is kept first: once the program's first process exited, and before it is reaped, the
+runner writes `attempt-<n>.exit.json` in the job's area (`run_area.write_exit_record`:
+the exit status, the end on the database's clock as the runner estimates it, its
+measured offset, the figures); then it reports it, retrying transient errors for as
+long as it takes (not only for the lease); a runner shutting down before it could
+keeps the report for its beat thread (`report_pending`). A program that ended while
+the runner was frozen is reported when it wakes, whatever its lease and liveness say
+then. The sweep, before it requeues a lost run, reads the record: a run whose program
+ended is recorded as it ended, never run again (scheduler.services.runs). The times
+written from a report are the database's clock, never before the run's start.
+
+A run past its wall-clock limit is stopped and FAILED with cause `wall_clock_limit`;
+a runner shutting down (warm shutdown, SIGTERM) stops its runs and gives them back
 (`runner_stopped`). If the runner dies outright, `PR_SET_PDEATHSIG` kills each job's
 first process and the runner's watchdog kills their whole groups.
+
+Checkpoint disk. A run whose area cannot be written (the checkpoint root full or
+read-only: its directories cannot be made, or a probe file cannot be written and
+synced, `run_area.checkpoint_write_problem`) does not start its program: the job
+FAILS with cause `checkpoint_disk_full` and the reason ("cannot write the checkpoint
+directory: <error>"), not with exit 1 and an empty log. The runner probes the root at
+each beat; while it cannot write it records the problem (`/healthz/` "degraded") and
+stops consuming its instance types' queues, so no further job starts on it
+(scheduler.executors.process.worker).
 """
 
 from __future__ import annotations
@@ -113,13 +170,16 @@ from django.db import InterfaceError, OperationalError, connection
 from fleet.models import Job
 from scheduler.executors.process.watchdog import Watchdog
 from scheduler.executors.run_area import (
+    CHECKPOINT_WRITE_PROBLEM,
     SYSTEM_PATH,
     AccountRule,
     JobAccount,
     RunArea,
     RunRefused,
+    checkpoint_write_problem,
     job_argv,
     read_status,
+    write_exit_record,
 )
 from scheduler.services import runs
 
@@ -135,6 +195,10 @@ FIRST_RETRY_SECONDS = 0.05
 # Seconds between the end of a liveness stop (SIGKILL sent) and the moment the sweep
 # may requeue: the kill itself and the guard thread's late wake-up.
 LIVENESS_KILL_BUDGET = 1.5
+# The most a liveness stop gives a process between SIGTERM and SIGKILL: the runner keeps
+# its processes as long as it can (`RUNNER_DEAD_AFTER_SECONDS` less this and the budget)
+# in case it re-takes its lock, and then fences at once.
+LIVENESS_STOP_GRACE = 0.5
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _prctl = getattr(_libc, "prctl", None)
@@ -177,7 +241,7 @@ def default_grace_seconds() -> float:
 def heartbeat_timeout() -> float:
     """How long a runner keeps its process without renewing its lease (the lease is
     this plus the stopping time), and how long a run may stay unclaimed."""
-    return float(getattr(settings, "JOB_HEARTBEAT_TIMEOUT", 30))
+    return float(getattr(settings, "JOB_HEARTBEAT_TIMEOUT", 40))
 
 
 def kill_margin_seconds() -> float:
@@ -201,6 +265,15 @@ class Liveness:
     def confirm(self, sent: float) -> None:
         with self._lock:
             self._confirmed = sent if self._confirmed is None else max(self._confirmed, sent)
+            kill_by = self._confirmed + runner_dead_after() - LIVENESS_KILL_BUDGET
+        # The watchdog fences every group by then unless a later confirmation moves it:
+        # a frozen runner's processes are gone before the sweep counts it dead.
+        watchdog().liveness(kill_by)
+
+    def kill_by(self) -> float | None:
+        """When the watchdog kills every group if this stays the last confirmation."""
+        dead_by = self.dead_by()
+        return None if dead_by is None else dead_by - LIVENESS_KILL_BUDGET
 
     def dead_by(self) -> float | None:
         """When the sweep may first count this runner dead, if it stays unconfirmed."""
@@ -211,6 +284,44 @@ class Liveness:
 
 
 liveness = Liveness()
+
+
+class Clock:
+    """This runner's clock offset from the database's (seconds, positive: ahead), as its
+    beat thread last measured it; None before the first measure."""
+
+    offset: float | None = None
+
+
+clock = Clock()
+
+
+# Reports of ended runs that could not be made before the runner shut down (the
+# database was unreachable): retried by the beat thread (`report_pending`).
+_pending: list[tuple] = []
+_pending_lock = threading.Lock()
+
+
+def keep_pending(call, job_id: int, attempt: int, token: str, kwargs: dict) -> None:
+    with _pending_lock:
+        _pending.append((call, job_id, attempt, token, dict(kwargs)))
+
+
+def report_pending() -> int:
+    """Report what runs of this runner could not; keeps those that fail again on a
+    transient error. Returns how many were settled (accepted or refused)."""
+    with _pending_lock:
+        waiting = list(_pending)
+        _pending.clear()
+    settled = 0
+    for call, job_id, attempt, token, kwargs in waiting:
+        try:
+            call(job_id=job_id, attempt=attempt, lease_token=token, **kwargs)
+            settled += 1
+        except TRANSIENT_DB_ERRORS:
+            _reset_connection()
+            keep_pending(call, job_id, attempt, token, kwargs)
+    return settled
 
 
 def worker_name() -> str:
@@ -434,6 +545,19 @@ class Group:
                 return False
             time.sleep(min(0.05, max(0.0, end - time.monotonic())))
 
+    def status(self) -> int | None:
+        """The first process's exit status once it exited, left unreaped (as Popen
+        gives it: the code, or minus the signal); None while it runs."""
+        try:
+            info = os.waitid(os.P_PID, self.pgid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return self.process.returncode
+        if info is None:
+            return None
+        if info.si_code == os.CLD_EXITED:
+            return info.si_status
+        return -info.si_status
+
     def signal(self, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pgid, sig)
@@ -511,8 +635,11 @@ class Run:
         self.figures = (job.checkpointed, job.checkpointed)
         self.guard_fired = threading.Event()
         self.stop_grace = self.limits.grace
-        # Seconds of notice left (the run is STOPPING), as the last heartbeat said.
+        # Seconds of notice left (the run is STOPPING), as the last heartbeat said, and
+        # when that grace ends (monotonic).
         self.notice_left: float | None = None
+        self.notice_end: float | None = None
+        self.group: Group | None = None
 
     @property
     def stop_by(self) -> float:
@@ -520,13 +647,28 @@ class Run:
         all of the lease is the runner's but its stopping time (`lease_seconds_for`)."""
         return self.deadline - self.limits.grace - kill_margin_seconds()
 
+    @property
+    def kill_by(self) -> float:
+        """When the watchdog kills the group if the runner has not (monotonic): the end
+        of the lease's keeping and stopping time, a kill margin before the lease ends
+        (the database's expiry is later still: it counts from when it wrote it); for a
+        run with notice, the end of its grace."""
+        end = self.deadline - kill_margin_seconds()
+        if self.notice_end is not None:
+            end = min(end, self.notice_end)
+        return end
+
+    def fence(self, group: Group) -> None:
+        """Tell the watchdog this run's current kill-by (after each renewal)."""
+        watchdog().register(group.pgid, self.kill_by)
+
     def stop_plan(self) -> tuple[float, float, str]:
         """(when to start stopping the process, the grace it then gets, why): at the
         end of the lease, or sooner when the runner's liveness is unconfirmed."""
         plan = (self.stop_by, self.limits.grace, "lease_lost")
         dead_by = liveness.dead_by()
         if dead_by is not None:
-            grace = min(self.limits.grace, runner_dead_after() / 3)
+            grace = min(self.limits.grace, LIVENESS_STOP_GRACE)
             plan = min(plan, (dead_by - LIVENESS_KILL_BUDGET - grace, grace, "liveness_lost"))
         return plan
 
@@ -585,11 +727,14 @@ class Run:
             # the database's end of the grace.
             self.notice_left = renewed.notice_left
             self.notice_end = sent + renewed.notice_left
-            return "noticed"
-        return None
+        if self.group is not None:
+            self.fence(self.group)
+        return "noticed" if renewed.notice_left is not None else None
 
-    def report(self, call, **kwargs) -> bool:
-        """A report about the run, retried on transient errors while the lease lasts."""
+    def report(self, call, *, kept: bool = False, **kwargs) -> bool:
+        """A report about the run, retried on transient errors while the lease lasts;
+        a `kept` one (an exit, whose record is in the run area) for as long as it takes,
+        and when the runner shuts down first it is left to `report_pending`."""
         while True:
             try:
                 return call(
@@ -597,7 +742,11 @@ class Run:
                 )
             except TRANSIENT_DB_ERRORS as error:
                 _reset_connection()
-                if time.monotonic() + self.retry_delay >= self.deadline:
+                if kept and shutting_down.is_set():
+                    self.log(logging.ERROR, "could not report (%s); kept for later", error)
+                    keep_pending(call, self.job_id, self.attempt, self.token, kwargs)
+                    return False
+                if not kept and time.monotonic() + self.retry_delay >= self.deadline:
                     self.log(logging.ERROR, "could not report (%s); the sweep will", error)
                     return False
                 time.sleep(self.retry_delay)
@@ -661,7 +810,7 @@ class Run:
             if self.guard_fired.is_set():
                 return Outcome("lease_lost")
             if exited:
-                return Outcome("exited")
+                return self.ended(group)
             if self._woken():
                 self.next_beat = time.monotonic()  # a notice: learn it now
             if shutting_down.is_set():
@@ -681,6 +830,43 @@ class Run:
                 group.stop(self.stop_grace)
                 return Outcome(why)
 
+    def ended(self, group: Group) -> Outcome:
+        """The first process exited: by itself ("exited", its end kept in the run area
+        before it is reaped), or killed by the watchdog at the kill-by the runner could
+        not move while frozen ("lease_lost": the lease's end fenced it, nothing is kept)."""
+        status = group.status()
+        fenced_at = min(self.kill_by, liveness.kill_by() or float("inf"))
+        if status == -signal.SIGKILL and time.monotonic() >= fenced_at:
+            self.log(
+                logging.ERROR, "the watchdog fenced the process (lease or liveness unconfirmed)"
+            )
+            return Outcome("lease_lost")
+        self.keep_exit(status)
+        return Outcome("exited")
+
+    def keep_exit(self, status: int | None) -> None:
+        """Write the exit record (`run_area.write_exit_record`): the exit status, the
+        end on the database's clock as this runner estimates it (its clock less its
+        measured offset), the figures."""
+        reported = read_status(self.paths.status)
+        if reported is not None:
+            self.figures = reported
+        offset = clock.offset
+        record = {
+            "job_id": self.job_id,
+            "attempt": self.attempt,
+            "worker": worker_name(),
+            "exit_code": status if status is not None else -1,
+            "ended_at": time.time() - (offset or 0.0),
+            "clock_offset": offset,
+            "progress": self.figures[0],
+            "checkpointed": self.figures[1],
+        }
+        try:
+            write_exit_record(self.paths.exit, record)
+        except OSError as error:
+            self.log(logging.ERROR, "cannot keep the exit record: %s", error)
+
     def _woken(self) -> bool:
         try:
             return bool(os.read(self.wake_read, 64))
@@ -696,6 +882,7 @@ class Run:
         left = max(0.0, self.notice_end - time.monotonic())
         self.log(logging.INFO, "notice: SIGTERM now, SIGKILL in %.1f s", left)
         self.deadline = max(self.deadline, self.notice_end + kill_margin_seconds() + 1)
+        self.fence(group)
         group.stop(left)
         return Outcome("noticed")
 
@@ -703,11 +890,15 @@ class Run:
         """Stop the process when the lease runs out (or the runner's liveness goes
         unconfirmed) while the run's own thread is stuck (a database call that hangs
         rather than fails). The thread normally stops it itself at the plan's time;
-        this fires a moment later (the kill margin covers the delay)."""
+        this fires a moment later (the kill margin covers the delay). A program that
+        already ended by itself (during a freeze of the runner) is left to be reported:
+        its exit is kept, not discarded."""
         margin = min(1.0, self.heartbeat)
         while True:
             stop_at, grace, why = self.stop_plan()
             if done.wait(max(0.01, min(stop_at + margin - time.monotonic(), self.heartbeat))):
+                return
+            if group.exited(0):
                 return
             if time.monotonic() >= stop_at + margin:
                 self.guard_fired.set()
@@ -729,7 +920,13 @@ class Run:
             os.close(self.wake_read)
 
     def _execute(self, account: JobAccount) -> Outcome:
-        self.paths.prepare(account)
+        problem = self.area_problem(account)
+        if problem is not None:
+            self.log(logging.ERROR, "%s; the job fails", problem)
+            self.report(
+                runs.job_run_failed, cause=runs.CHECKPOINT_DISK_FULL, detail={"reason": problem}
+            )
+            return Outcome("checkpoint_disk_full")
         lock_fd, why = self.acquire_lock()
         if lock_fd is None:
             outcome = Outcome(why)
@@ -742,6 +939,15 @@ class Run:
         finally:
             # Released only after the report: a next attempt starts from what was reported.
             os.close(lock_fd)
+
+    def area_problem(self, account: JobAccount) -> str | None:
+        """None when the run area is ready and writable, else why not (a full or
+        read-only checkpoint filesystem), in the words of `checkpoint_write_problem`."""
+        try:
+            self.paths.prepare(account)
+        except OSError as error:
+            return f"{CHECKPOINT_WRITE_PROBLEM}: {error}"
+        return checkpoint_write_problem(self.paths.area)
 
     def run_process(self, account: JobAccount, lock_fd: int) -> Outcome:
         log_flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
@@ -762,7 +968,8 @@ class Run:
         done = threading.Event()
         guard = threading.Thread(target=self.guard, args=(group, done), daemon=True)
         try:
-            watchdog().register(group.pgid)
+            self.group = group
+            self.fence(group)
             guard.start()
             outcome = self.supervise(group)
         finally:
@@ -774,6 +981,7 @@ class Run:
                 group.stop(self.limits.grace)
             code = group.reap()
             watchdog().unregister(group.pgid)
+            self.group = None
         outcome.exit_code = code
         reported = read_status(self.paths.status)
         if reported is not None:
@@ -784,7 +992,7 @@ class Run:
         progress, checkpointed = self.figures
         figures = {"progress": progress, "checkpointed": checkpointed}
         if outcome.kind == "exited":
-            self.report(runs.job_process_exited, exit_code=outcome.exit_code, **figures)
+            self.report(runs.job_process_exited, kept=True, exit_code=outcome.exit_code, **figures)
         elif outcome.kind == "wall_clock_limit":
             self.report(
                 runs.job_run_failed,
@@ -802,7 +1010,7 @@ class Run:
                 runs.job_run_failed, cause=runs.RUNNER_REFUSED, detail={"reason": self.refusal}
             )
         elif outcome.kind == "noticed":
-            self.report(runs.job_run_stopped, exit_code=outcome.exit_code, **figures)
+            self.report(runs.job_run_stopped, kept=True, exit_code=outcome.exit_code, **figures)
         elif outcome.kind == "liveness_lost":
             # The process is gone; if the database answers again, the slot is free now
             # rather than when the lease runs out (refused if the sweep was first).

@@ -10,11 +10,20 @@ A worker is a runner when it consumes `instances.<type>` queues. Such a worker
   `/healthz/` reports it;
 - registers with the instance types it serves and beats from a thread of its own every
   `RUNNER_BEAT_SECONDS`, retrying after database errors, each beat with its clock's
-  offset from the database's (`worker_ready`);
+  offset from the database's (`worker_ready`, kept in `process.clock` for the exit
+  records) and retrying the exit reports its runs could not make (`report_pending`);
+- probes at each beat that it can write its checkpoint root (a small file written,
+  synced, removed: `run_area.checkpoint_write_problem`); while it cannot (full,
+  read-only) it records the problem on its row (`/healthz/` says "degraded") and stops
+  consuming its instance types' queues (Celery's `cancel_consumer`, sent to itself), so
+  no job starts on it and it serves no instance type; once it can write again it
+  consumes them again and the problem is cleared;
 - on PostgreSQL, holds its liveness lock from another thread, on a connection of its
   own, for its whole life, and confirms it every `RUNNER_LIVENESS_CHECK_SECONDS`
   (`process.liveness`): when the process dies the lock is free at once, and the sweep
-  requeues its runs within seconds (scheduler.services.runs);
+  requeues its runs within seconds (scheduler.services.runs). A lost connection is
+  replaced at once (retried every 0.1 s), so a database restart of a few seconds stops
+  nothing (see `process.run`, "Liveness");
 - on shutdown (warm: SIGTERM or Ctrl-C) tells its runs to stop their processes and
   give the jobs back, and marks itself stopped (`worker_shutting_down`,
   `worker_shutdown`).
@@ -37,7 +46,7 @@ from celery.worker.control import control_command
 
 from scheduler.executors.process import run as process
 from scheduler.executors.process import sandbox_check
-from scheduler.executors.run_area import JobAccount
+from scheduler.executors.run_area import JobAccount, checkpoint_write_problem
 from scheduler.liveness import (
     database_clock_offset,
     liveness_check_seconds,
@@ -48,6 +57,8 @@ from scheduler.services import runners
 from scheduler.services.runner_problems import runner_problems_record
 
 logger = logging.getLogger(__name__)
+
+RETAKE_SECONDS = 0.1
 
 
 class _Registration:
@@ -64,6 +75,9 @@ class _Registration:
         self.liveness_thread = threading.Thread(
             target=self.hold_liveness_lock, name="runner-liveness", daemon=True
         )
+        # The checkpoint root's problem (None: writable) and the queues it stopped.
+        self.disk_problem: str | None = None
+        self.paused_queues: list[str] = []
 
     def current_types(self) -> list[str]:
         # Queues added or cancelled at run time (celery control add_consumer) count.
@@ -79,6 +93,7 @@ class _Registration:
         first = True
         while True:
             try:
+                self.check_checkpoint_root(first)
                 fields = {
                     "name": self.name,
                     "hostname": self.hostname,
@@ -86,14 +101,16 @@ class _Registration:
                     "instance_types": self.current_types(),
                     "clock_offset": database_clock_offset(),
                 }
+                process.clock.offset = fields["clock_offset"]
                 if first:
                     runners.runner_register(**fields)
-                    runner_problems_record(name=self.name, pid=self.pid, problems=_problems)
+                    self.record_problems()
                     first = False
                     if uses_liveness_lock():
                         self.liveness_thread.start()
                 else:
                     runners.runner_beat(**fields)
+                process.report_pending()
             except Exception as error:  # noqa: BLE001 - a beat that fails is retried
                 logger.warning("runner %s: beat failed (%s); retrying", self.name, error)
                 with contextlib.suppress(Exception):
@@ -107,6 +124,31 @@ class _Registration:
             runners.runner_stopped(name=self.name, pid=self.pid)
         with contextlib.suppress(Exception):
             connection.close()
+
+    def record_problems(self) -> None:
+        problems = [*_problems, *([self.disk_problem] if self.disk_problem else [])]
+        runner_problems_record(name=self.name, pid=self.pid, problems=problems)
+
+    def check_checkpoint_root(self, first: bool) -> None:
+        """Probe the checkpoint root; stop or resume serving when its state changed."""
+        problem = checkpoint_write_problem()
+        if problem == self.disk_problem:
+            return
+        if problem is not None:
+            logger.error("runner %s: %s; it stops taking jobs", self.name, problem)
+            self.paused_queues = [
+                f"{runners.INSTANCES_PREFIX}{itype}" for itype in self.current_types()
+            ]
+            for queue in self.paused_queues:
+                self.consumer.app.control.cancel_consumer(queue, destination=[self.name])
+        else:
+            logger.info("runner %s: the checkpoint root is writable; it takes jobs", self.name)
+            for queue in self.paused_queues:
+                self.consumer.app.control.add_consumer(queue, destination=[self.name])
+            self.paused_queues = []
+        self.disk_problem = problem  # after the broker took it: a failure is retried
+        if not first:
+            self.record_problems()
 
     def hold_liveness_lock(self) -> None:
         """Take the liveness lock and confirm, every check, that this thread's
@@ -134,7 +176,8 @@ class _Registration:
                 held = False
                 with contextlib.suppress(Exception):
                     connection.close()
-            self.release.wait(interval)
+            # Not held: take it again at once, on a new connection.
+            self.release.wait(interval if held else min(interval, RETAKE_SECONDS))
         with contextlib.suppress(Exception):
             connection.close()  # releases the lock
 

@@ -2,7 +2,8 @@
 
 Faults: the runner's database connections terminated again and again mid-job
 (`pg_terminate_backend`), `kill -9` of the runner, a runner frozen (SIGSTOP) past its
-lease while its process runs on, and a run fenced by the sweep while its runner lives.
+lease (its watchdog kills its process by the lease's end), and a run fenced by the
+sweep while its runner lives.
 Who is alive is read from /proc (`procs.Sampler`: each job's processes carry its
 JOB_ID), never from the database; every test asserts at most one live process of the
 job at every sample, and prints the sampled timeline (`pytest -s` shows it).
@@ -163,7 +164,7 @@ def test_kill_9_of_the_runner_also_stops_what_the_jobs_process_started(
     wait_for(lambda: processes_of(job.pk) == [], timeout=5, what="every process of the job")
 
 
-def test_a_frozen_runners_process_keeps_the_checkpoint_until_it_is_stopped(
+def test_a_frozen_runners_process_is_fenced_by_its_watchdog_and_attempt_2_resumes(
     start_worker, started, sampler, worker_env, capsys
 ):
     frozen = start_worker(name="frozen", queues=RUNNERS_ONLY)
@@ -184,12 +185,14 @@ def test_a_frozen_runners_process_keeps_the_checkpoint_until_it_is_stopped(
             what="attempt 2 to wait for the checkpoint lock",
         )
         time.sleep(1)
-        # The database says attempt 2; the old process still holds the checkpoint.
-        assert [p.attempt for p in processes_of(job.pk)] == [1]
+        # The database says attempt 2; the old process is gone (the frozen runner's
+        # watchdog killed it by the lease's end), but the frozen runner still holds the
+        # checkpoint lock (its own descriptor): attempt 2 waits for it.
+        assert processes_of(job.pk) == []
         assert fresh(job).attempt == 2
     finally:
         os.kill(frozen.process.pid, signal.SIGCONT)
-    sampler.mark("SIGCONT: the runner finds its lease gone and stops its process")
+    sampler.mark("SIGCONT: the runner finds its process fenced and lets the lock go")
 
     wait_for(
         lambda: [p.attempt for p in processes_of(job.pk)] == [2] and fresh(job).progress > 0,
@@ -217,7 +220,7 @@ def test_a_frozen_runners_process_keeps_the_checkpoint_until_it_is_stopped(
     last_of_first = max(end for _, end, attempts in spans if attempts == {1})
     first_of_second = min(start for start, _, attempts in spans if attempts == {2})
     assert last_of_first < first_of_second
-    assert "stopping" in log_of(frozen)
+    assert "the watchdog fenced the process" in log_of(frozen)
     start = resumed_from(worker_env, job, 2)
     assert start >= 10 and start % 10 == 0  # from the checkpoint attempt 1 left
     # Attempt 1, fenced, reported nothing: the only ending is the termination.

@@ -4,6 +4,7 @@ the process groups still registered, and only those."""
 import os
 import signal
 import subprocess
+import time
 
 from scheduler.executors.process.watchdog import Watchdog
 
@@ -45,3 +46,45 @@ def test_a_dead_watchdog_is_replaced_and_told_every_group():
     finally:
         job.kill()
         job.wait()
+
+
+def test_the_watchdog_kills_a_group_at_its_kill_by_unless_the_runner_moves_it():
+    """A frozen runner cannot move a kill-by: its group dies then, pipe open or not."""
+    late = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    moved = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    try:
+        watchdog = Watchdog(env={"PATH": os.defpath})
+        start = time.monotonic()
+        watchdog.register(late.pid, start + 0.5)
+        watchdog.register(moved.pid, start + 0.5)
+        watchdog.register(moved.pid, start + 600)  # a renewed lease moves it
+
+        assert late.wait(timeout=10) == -signal.SIGKILL
+        killed_after = time.monotonic() - start
+        assert killed_after >= 0.5
+        assert moved.poll() is None
+        assert watchdog._process.poll() is None  # the pipe is open: the runner lives
+        print(f"\nkill-by 0.5 s: the group was dead {killed_after:.2f} s after registration")
+    finally:
+        for process in (late, moved):
+            process.kill()
+            process.wait()
+
+
+def test_the_liveness_kill_by_kills_every_group_unless_refreshed():
+    first = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    second = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    try:
+        watchdog = Watchdog(env={"PATH": os.defpath})
+        watchdog.register(first.pid, time.monotonic() + 600)
+        watchdog.liveness(time.monotonic() + 0.3)
+        watchdog.liveness(time.monotonic() + 0.6)  # a confirmation moves it
+        time.sleep(0.4)
+        assert first.poll() is None
+        watchdog.register(second.pid)
+        assert first.wait(timeout=10) == -signal.SIGKILL
+        assert second.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        for process in (first, second):
+            process.kill()
+            process.wait()
