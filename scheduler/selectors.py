@@ -415,23 +415,10 @@ def _requeued_text(event: JobEvent) -> tuple[str, str]:
 
 
 def _running_text(event: JobEvent) -> str:
-    """'Slurm began running it (Slurm job 12 on node1, GPUs node1:0), 4.2 s after it
-    was started; its run time counts from here'."""
-    detail = event.detail or {}
-    where = [f"Slurm job {detail['slurm_job_id']}"] if detail.get("slurm_job_id") else []
-    if detail.get("nodes"):
-        where.append(f"on {detail['nodes']}")
-    devices = detail.get("devices") or {}
-    if devices:
-        where.append("GPUs " + ", ".join(f"{node}:{ids}" for node, ids in sorted(devices.items())))
-    after = detail.get("after_start")
-    text = "Slurm began running it" + (f" ({' '.join(where[:2])}" if where else "")
-    if len(where) > 2:
-        text += f", {where[2]}"
-    text += ")" if where else ""
-    if after is not None:
-        text += f", {after:g} s after it was started"
-    return text + "; its run time counts from here"
+    """The executor's words for when its cluster began running the job ("Slurm began
+    running it (Slurm job 12 on node1, GPUs node1:0), 4.2 s after it was started; ...")."""
+    described = cause_described(event.cause, event.detail)
+    return described or "began running; its run time counts from here"
 
 
 # Timeline notes that are not lifecycle events: their text and colour.

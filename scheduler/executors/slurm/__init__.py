@@ -50,6 +50,11 @@ CAUSES = (
         "its last checkpoint",
     ),
     Cause(
+        services.SLURM_RUNNING,
+        "Slurm began running it ({where}), {after_start:g} s after it was started; its run "
+        "time counts from here",
+    ),
+    Cause(
         services.SLURM_PENDING,
         "requeued: Slurm did not run it within {seconds} s ({reason}); the capacity is "
         "counted again",

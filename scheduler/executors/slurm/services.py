@@ -135,6 +135,8 @@ UNCONFIRMED_ENDS = frozenset({NODE_FAIL, SLURM_LOST})
 # REQUEUED: Slurm did not run it within SLURM_STARTING_TIMEOUT_SECONDS of its submission
 # (detail: seconds, reason); not a preemption, its retry bound is kept.
 SLURM_PENDING = "slurm_pending"
+# The RUNNING event's: Slurm began running it (detail: where, after_start).
+SLURM_RUNNING = "slurm_running"
 
 # At most this many jobs the product did not start are listed on a queue's capacity_seen
 # (the rest are counted): the page and the API stay small whatever others submit.
@@ -519,6 +521,21 @@ def _devices(cluster: Cluster, slurm_id: str) -> dict[str, str]:
     }
 
 
+def running_detail(slurm: SlurmJob, devices: dict, after_start: float) -> dict:
+    """The RUNNING event's detail: its Slurm job, nodes and GPUs, and `where`, the three
+    in words ("Slurm job 12 on node1, GPUs node1:0"), for the cause's wording."""
+    where = f"Slurm job {slurm.job_id}" + (f" on {slurm.nodes}" if slurm.nodes else "")
+    if devices:
+        where += ", GPUs " + ", ".join(f"{node}:{ids}" for node, ids in sorted(devices.items()))
+    return {
+        "slurm_job_id": slurm.job_id,
+        "nodes": slurm.nodes,
+        "devices": devices,
+        "after_start": after_start,
+        "where": where,
+    }
+
+
 def _record_running(
     cluster: Cluster, job: Job, slurm: SlurmJob, figures, now: dt.datetime, report
 ) -> None:
@@ -546,12 +563,10 @@ def _record_running(
             at=started,
             type=JobEvent.Type.RUNNING,
             attempt=job.attempt,
-            detail={
-                "slurm_job_id": slurm.job_id,
-                "nodes": slurm.nodes,
-                "devices": placement["devices"],
-                "after_start": round((started - decided).total_seconds(), 1),
-            },
+            cause=SLURM_RUNNING,
+            detail=running_detail(
+                slurm, placement["devices"], round((started - decided).total_seconds(), 1)
+            ),
         )
     if placement != job.placement:
         values["placement"] = placement

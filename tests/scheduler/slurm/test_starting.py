@@ -180,7 +180,10 @@ def test_the_run_time_counts_from_slurms_real_start(start, slurm_cluster, client
     held = slurm_cluster.run("scontrol", "-d", "--oneliner", "show", "job", slurm_id)
     assert devices and all(f"IDX:{ids})" in held for ids in devices.values())
     page = client.get(reverse("job-detail", args=[job.pk])).content.decode()
-    assert "Slurm began running it" in page
+    # The executor's words (its cause), with where and how long after the decision.
+    assert event.cause == "slurm_running"
+    assert f"Slurm began running it (Slurm job {slurm_id} on " in page
+    assert f"{event.detail['after_start']:g} s after it was started" in page
     print(
         f"\nreal start {(running.started_at - decided).total_seconds():.2f} s after the "
         f"decision, Slurm StartTime {start_time:%H:%M:%S}"
