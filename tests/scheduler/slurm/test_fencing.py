@@ -35,20 +35,10 @@ from scheduler.executors.slurm import services as service
 from scheduler.executors.slurm.client import exit_record, run_name
 from scheduler.services.passes import scheduling_pass
 from tests.scheduler.slurm import daemons
-from tests.scheduler.slurm import test_executor as on_slurm
-from tests.scheduler.slurm.conftest import JOB_USER
+from tests.scheduler.slurm.conftest import JOB_USER, fresh, settle, submitted
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db]
 
-fast_passwords = on_slurm.fast_passwords
-real_time_jobs = on_slurm.real_time_jobs
-clock = on_slurm.clock
-queue = on_slurm.queue
-shares = on_slurm.shares
-submit = on_slurm.submit
-slurm_queue = on_slurm.slurm_queue
-start = on_slurm.start
-fresh, settle, submitted = on_slurm.fresh, on_slurm.settle, on_slurm.submitted
 
 FENCE = 5
 
@@ -350,8 +340,13 @@ def test_a_frozen_launcher_has_its_program_killed_by_the_watchdog(
             assert time.monotonic() - frozen < FENCE + 10, "the program outlived its fence"
             time.sleep(0.05)
         killed_after = time.monotonic() - frozen
-        # The launcher is still frozen: its watchdog wrote the exit record itself.
+        # The launcher is still frozen: its watchdog writes the exit record itself, once
+        # the group is gone (so a moment after the program left /proc: at most 2 s).
+        written_by = time.monotonic() + 2
         record = exit_record(RunArea.of(job.pk, 1).launcher)
+        while record is None and time.monotonic() < written_by:
+            time.sleep(0.05)
+            record = exit_record(RunArea.of(job.pk, 1).launcher)
         assert record is not None and record.fenced
         assert Path(f"/proc/{launcher}").exists()
         assert fresh(job).state == "RUNNING"  # Slurm still runs the job
