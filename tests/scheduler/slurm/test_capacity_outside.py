@@ -22,17 +22,7 @@ from scheduler.executors.slurm.client import (
     parse_run_name,
 )
 from scheduler.services.passes import scheduling_pass
-from tests.scheduler.slurm import test_executor as on_slurm
-
-fast_passwords = on_slurm.fast_passwords
-real_time_jobs = on_slurm.real_time_jobs
-clock = on_slurm.clock
-queue = on_slurm.queue
-shares = on_slurm.shares
-submit = on_slurm.submit
-slurm_queue = on_slurm.slurm_queue
-start = on_slurm.start
-fresh, settle, train = on_slurm.fresh, on_slurm.settle, on_slurm.train
+from tests.scheduler.slurm.conftest import fresh, settle, train
 
 # One line of `scontrol -d --oneliner show job` (Slurm 22.05, the test cluster), and a
 # job of two nodes with typed GPUs.

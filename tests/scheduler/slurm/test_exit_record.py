@@ -28,17 +28,7 @@ from scheduler.executors.slurm import services as service
 from scheduler.executors.slurm.client import Ending, ExitRecord, exit_record, run_name
 from scheduler.services.passes import scheduling_pass
 from tests.factories import job_definition
-from tests.scheduler.slurm import test_executor as on_slurm
-
-fast_passwords = on_slurm.fast_passwords
-real_time_jobs = on_slurm.real_time_jobs
-clock = on_slurm.clock
-queue = on_slurm.queue
-shares = on_slurm.shares
-submit = on_slurm.submit
-slurm_queue = on_slurm.slurm_queue
-start = on_slurm.start
-fresh, settle, submitted = on_slurm.fresh, on_slurm.settle, on_slurm.submitted
+from tests.scheduler.slurm.conftest import fresh, submitted
 
 EXITED_0 = ExitRecord(ended_at=1.0, exit_code=0, fenced=False)
 EXITED_3 = ExitRecord(ended_at=1.0, exit_code=3, fenced=False)

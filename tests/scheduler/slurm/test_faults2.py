@@ -21,22 +21,7 @@ from scheduler.services import runs
 from scheduler.services.passes import scheduling_pass
 from tests.factories import aws_sample_queue, job_definition
 from tests.scheduler.slurm import daemons
-from tests.scheduler.slurm import test_executor as on_slurm
-
-fast_passwords = on_slurm.fast_passwords
-real_time_jobs = on_slurm.real_time_jobs
-clock = on_slurm.clock
-queue = on_slurm.queue
-shares = on_slurm.shares
-submit = on_slurm.submit
-slurm_queue = on_slurm.slurm_queue
-start = on_slurm.start
-fresh, settle, submitted, train = (
-    on_slurm.fresh,
-    on_slurm.settle,
-    on_slurm.submitted,
-    on_slurm.train,
-)
+from tests.scheduler.slurm.conftest import fresh, settle, submitted, train
 
 
 def named(slurm_cluster, job: Job) -> list[str]:

@@ -30,22 +30,10 @@ from scheduler.services.jobs import job_terminate
 from scheduler.services.passes import scheduling_pass
 from tests.factories import job_definition
 from tests.scheduler.slurm import test_executor as on_slurm
+from tests.scheduler.slurm.conftest import fresh, settle, submitted, train
 
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db]
 
-fast_passwords = on_slurm.fast_passwords
-real_time_jobs = on_slurm.real_time_jobs
-clock = on_slurm.clock
-queue = on_slurm.queue
-shares = on_slurm.shares
-submit = on_slurm.submit
-slurm_queue = on_slurm.slurm_queue
-fresh, settle, submitted, train = (
-    on_slurm.fresh,
-    on_slurm.settle,
-    on_slurm.submitted,
-    on_slurm.train,
-)
 STUBBORN = on_slurm.STUBBORN
 ENDED_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL"}
 

@@ -16,22 +16,7 @@ from scheduler.executors.slurm import binding as slurm_binding
 from scheduler.executors.slurm import services as service
 from scheduler.executors.slurm.client import SlurmNode, expand_hostlist, instances_per_node
 from scheduler.services.passes import scheduling_pass
-from tests.scheduler.slurm import test_executor as on_slurm
-
-fast_passwords = on_slurm.fast_passwords
-real_time_jobs = on_slurm.real_time_jobs
-clock = on_slurm.clock
-queue = on_slurm.queue
-shares = on_slurm.shares
-submit = on_slurm.submit
-slurm_queue = on_slurm.slurm_queue
-start = on_slurm.start
-fresh, settle, submitted, train = (
-    on_slurm.fresh,
-    on_slurm.settle,
-    on_slurm.submitted,
-    on_slurm.train,
-)
+from tests.scheduler.slurm.conftest import fresh, settle, submitted, train
 
 NODE = SlurmNode("node1", "idle", 8, 4000, {"gpu": 4, "gpu:a100": 4}, frozenset({"a100"}), "")
 

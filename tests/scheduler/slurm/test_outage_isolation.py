@@ -25,13 +25,8 @@ from scheduler.services.jobs import JobData, job_submit
 from tests.factories import aws_sample_queue, job_definition
 from tests.scheduler.live.conftest import start_worker, wait_for, worker_env
 from tests.scheduler.slurm import daemons
-from tests.scheduler.slurm import test_executor as on_slurm
 from tests.scheduler.slurm.conftest import JOB_USER
 
-fast_passwords = on_slurm.fast_passwords
-real_time_jobs = on_slurm.real_time_jobs
-clock, queue, shares, submit = on_slurm.clock, on_slurm.queue, on_slurm.shares, on_slurm.submit
-slurm_queue = on_slurm.slurm_queue
 __all__ = ["start_worker", "worker_env"]
 
 COMMAND_TIMEOUT = 10  # seconds each Slurm command may wait (SLURM_COMMAND_TIMEOUT)

@@ -19,22 +19,7 @@ from scheduler import selectors
 from scheduler.executors.slurm import services as service
 from scheduler.executors.slurm.client import SlurmJob, slurm_time
 from scheduler.services.passes import scheduling_pass
-from tests.scheduler.slurm import test_executor as on_slurm
-
-fast_passwords = on_slurm.fast_passwords
-real_time_jobs = on_slurm.real_time_jobs
-clock = on_slurm.clock
-queue = on_slurm.queue
-shares = on_slurm.shares
-submit = on_slurm.submit
-slurm_queue = on_slurm.slurm_queue
-start = on_slurm.start
-fresh, settle, submitted, train = (
-    on_slurm.fresh,
-    on_slurm.settle,
-    on_slurm.submitted,
-    on_slurm.train,
-)
+from tests.scheduler.slurm.conftest import fresh, settle, submitted, train
 
 
 def test_slurm_times_are_read_in_utc_and_the_real_start_is_bounded():
